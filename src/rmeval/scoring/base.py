@@ -1,0 +1,121 @@
+"""The scorer interface every backend implements, and a registry of backends by name.
+
+A scorer maps (conversation, response) items to one number each. The interface is deliberately
+small (lm-eval-harness style): ``name``, ``fingerprint`` (a stable id of model + settings, the key
+space of the score cache), ``score`` and ``close``. Scorers also count how often the prompt or the
+response had to be truncated, because a silently truncated prompt is a prompt the model never saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rmtrain.data.schema import Message
+from rmtrain.errors import ConfigError
+
+ScoreItem = tuple[list[Message], str]  # (conversation ending with a user turn, response)
+
+
+def render_item(item: ScoreItem) -> str:
+    """Canonical text of an item: the same conversation and response always render identically."""
+    messages, response = item
+    return json.dumps([[{"role": m["role"], "content": m["content"]} for m in messages], response],
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def model_identity(name_or_path: str | os.PathLike) -> str:
+    """Stable id of a checkpoint: for a local directory its resolved path plus size and mtime of
+    every weight/config file (so an overwritten checkpoint is a different model); a Hub id as is."""
+    p = Path(name_or_path)
+    if not p.exists():
+        return str(name_or_path)
+    files = [p] if p.is_file() else sorted(
+        f for f in p.iterdir()
+        if f.is_file() and (f.suffix in (".safetensors", ".bin", ".json", ".model", ".txt") or f.name == "merges.txt")
+    )
+    h = hashlib.sha256(str(p.resolve()).encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return f"{p.resolve()}#{h.hexdigest()[:16]}"
+
+
+def fingerprint_of(kind: str, settings: dict[str, Any]) -> str:
+    payload = json.dumps({"kind": kind, **settings}, sort_keys=True, default=str)
+    return f"{kind}:{hashlib.sha256(payload.encode()).hexdigest()[:24]}"
+
+
+class Scorer(ABC):
+    """Scores (messages, response) items. Subclasses set ``self.last_flags`` to an (n, 2) bool array
+    (prompt_truncated, response_truncated) after each ``score`` call and keep ``truncation`` totals."""
+
+    kind: str = "scorer"
+
+    def __init__(self) -> None:
+        self.truncation: dict[str, int] = {"n_scored": 0, "prompt_truncated": 0, "response_truncated": 0}
+        self.last_flags: np.ndarray = np.zeros((0, 2), dtype=bool)
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Stable id of model + every setting that changes a score."""
+
+    @abstractmethod
+    def score(self, items: list[ScoreItem]) -> np.ndarray:
+        """One float per item, in input order."""
+
+    def render(self, item: ScoreItem) -> str:
+        """Text that determines the score of an item given this scorer (the cache key's content)."""
+        return render_item(item)
+
+    def close(self) -> None:  # noqa: B027 -- optional hook, most scorers have nothing to free
+        """Free the model; the scorer must not be used afterwards."""
+
+    def _record_flags(self, flags: np.ndarray) -> None:
+        self.last_flags = flags
+        self.truncation["n_scored"] += len(flags)
+        self.truncation["prompt_truncated"] += int(flags[:, 0].sum()) if len(flags) else 0
+        self.truncation["response_truncated"] += int(flags[:, 1].sum()) if len(flags) else 0
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# name -> "module:Class"; imported lazily so the registry costs nothing until a backend is used.
+SCORERS: dict[str, str | Callable[..., Scorer]] = {
+    "seq_classifier": "rmeval.scoring.seq_classifier:SeqClassifierScorer",
+    "generative_judge": "rmeval.scoring.judge:GenerativeJudgeScorer",
+    "dpo_implicit": "rmeval.scoring.dpo:DPOImplicitScorer",
+}
+
+
+def register_scorer(kind: str, factory: str | Callable[..., Scorer]) -> None:
+    """Add a backend: a callable or a 'module:Class' path."""
+    SCORERS[kind] = factory
+
+
+def make_scorer(kind: str, **kwargs: Any) -> Scorer:
+    """Build a scorer backend by name, e.g. ``make_scorer("seq_classifier", model="out/ckpt")``."""
+    if kind not in SCORERS:
+        raise ConfigError(f"unknown scorer '{kind}'; known: {', '.join(sorted(SCORERS))}")
+    factory = SCORERS[kind]
+    if isinstance(factory, str):
+        mod, cls = factory.split(":")
+        factory = getattr(importlib.import_module(mod), cls)
+    return factory(**kwargs)

@@ -1,0 +1,120 @@
+"""Implicit reward of a DPO policy: ``beta * (log pi(y|x) - log pi_ref(y|x))``.
+
+``log pi(y|x)`` is the sum of the log-probabilities of the *response* tokens only; prompt tokens
+are context, masked out of the sum (as in DPO training). Text layout: the chat template where the
+tokenizer has one (the response is the assistant turn including its end-of-turn tokens, as TRL
+trains it); otherwise the plain layout ``User: ...\\n\\nAssistant: <response>`` of
+``rmtrain.formatting``. A long prompt is cut from the left so the response keeps its context.
+Policy and reference must share a tokenizer (the policy's is used for both).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmtrain.data.schema import Message
+from rmtrain.formatting import _split_chat, plain_prompt
+from rmtrain.modeling import length_sorted_batches, load_tokenizer, torch_dtype
+
+
+def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: bool) -> tuple[Any, str]:
+    if isinstance(model, (str, os.PathLike)):
+        from transformers import AutoModelForCausalLM
+
+        m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype(dtype),
+                                                 trust_remote_code=trust_remote_code)
+        return m, str(model)
+    return model, getattr(model.config, "_name_or_path", "") or "<in-memory>"
+
+
+class DPOImplicitScorer(Scorer):
+    kind = "dpo_implicit"
+
+    def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any, *, beta: float = 0.1,
+                 tokenizer: Any | None = None, max_length: int = 2048, batch_size: int = 8,
+                 device: str | None = None, dtype: str = "float32", trust_remote_code: bool = False) -> None:
+        super().__init__()
+        self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)
+        if isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
+            self.reference, self.reference_id = self.policy, self.policy_id  # one copy is enough
+        else:
+            self.reference, self.reference_id = _load_causal(reference, dtype, trust_remote_code)
+        if tokenizer is None:
+            if not isinstance(policy, (str, os.PathLike)):
+                raise ValueError("an in-memory policy needs its tokenizer")
+            tokenizer = load_tokenizer(self.policy_id, trust_remote_code)
+        self.tokenizer = tokenizer
+        if self.policy.get_input_embeddings().num_embeddings != self.reference.get_input_embeddings().num_embeddings:
+            raise ValueError("policy and reference have different vocabularies; they must share a tokenizer")
+        for m in (self.policy, self.reference):
+            if device is not None:
+                m.to(device)
+            m.eval()
+        self.device = device or next(self.policy.parameters()).device
+        self.beta, self.max_length, self.batch_size, self.dtype = beta, max_length, batch_size, dtype
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.kind, {"policy": model_identity(self.policy_id),
+                                          "reference": model_identity(self.reference_id), "beta": self.beta,
+                                          "max_length": self.max_length, "dtype": self.dtype})
+
+    def split(self, messages: list[Message], response: str) -> tuple[list[int], list[int], bool, bool]:
+        """(prompt ids, response ids, prompt truncated, response truncated)."""
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            p_text, r_text = _split_chat(tok, messages, response)
+            p_ids = tok(p_text, add_special_tokens=False)["input_ids"]
+        else:
+            p_text, r_text = plain_prompt(messages), " " + response
+            p_ids = tok(p_text, add_special_tokens=False)["input_ids"]
+            if tok.bos_token_id is not None and tok.num_special_tokens_to_add() > 0:
+                p_ids = [tok.bos_token_id] + p_ids
+        r_ids = tok(r_text, add_special_tokens=False)["input_ids"]
+        r_cut = len(r_ids) > self.max_length - 1
+        r_ids = r_ids[: self.max_length - 1]  # at least one context token predicts the first response token
+        keep = self.max_length - len(r_ids)
+        p_cut = len(p_ids) > keep
+        return p_ids[len(p_ids) - keep:] if p_cut else p_ids, r_ids, p_cut, r_cut
+
+    @torch.inference_mode()
+    def response_logprobs(self, model: Any, pairs: list[tuple[list[int], list[int]]]) -> np.ndarray:
+        """Sum of log p(response token | everything before it), per (prompt ids, response ids)."""
+        out = np.zeros(len(pairs))
+        seqs = [p + r for p, r in pairs]
+        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size):
+            width = max(len(seqs[i]) for i in idx)
+            # right padding: causal attention never lets a real token see a pad to its right
+            ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            resp = torch.zeros((len(idx), width), dtype=torch.bool)
+            for row, i in enumerate(idx):
+                n_p, n = len(pairs[i][0]), len(seqs[i])
+                ids[row, :n] = torch.tensor(seqs[i])
+                mask[row, :n] = 1
+                resp[row, n_p:n] = True
+            logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            tok_logp = logp.gather(-1, ids[:, 1:, None].to(logp.device)).squeeze(-1)
+            summed = (tok_logp * resp[:, 1:].to(logp.device)).sum(-1)
+            out[idx] = summed.double().cpu().numpy()
+        return out
+
+    def score(self, items: list[ScoreItem]) -> np.ndarray:
+        if not items:
+            return np.zeros(0)
+        enc = [self.split(list(m), r) for m, r in items]
+        pairs = [(e[0], e[1]) for e in enc]
+        pol = self.response_logprobs(self.policy, pairs)
+        ref = pol if self.reference is self.policy else self.response_logprobs(self.reference, pairs)
+        self._record_flags(np.array([[e[2], e[3]] for e in enc], dtype=bool))
+        return self.beta * (pol - ref)
+
+    def close(self) -> None:
+        self.policy = self.reference = None

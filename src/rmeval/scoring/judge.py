@@ -1,0 +1,171 @@
+"""Generative judge: a causal LM asked to rate the response from 1 to 5.
+
+The score is the *expected* rating ``sum_d d * p(d)``, where ``p`` is the softmax of the
+next-token logits restricted to the digit tokens "1".."5" -- a continuous score that does not
+throw away the judge's uncertainty, as reading off the argmax digit would. Tokenizers that encode
+a digit after "Rating:" with a leading space (" 3", "Ġ3", "▁3") are handled: every single-token
+spelling of a digit is collected and its probabilities summed (log-sum-exp of the logits).
+
+Judge prompt (``JUDGE_TEMPLATE``): the conversation in plain layout (``User: ...``), the response,
+and an instruction to answer with one digit. With a chat template the text is the user turn and
+the generation prompt is added; without one the text ends with ``Rating:``. When it is too long,
+the conversation is cut from the left (then the response from the right); cuts are counted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmtrain.data.schema import Message
+from rmtrain.formatting import ROLE_NAMES
+from rmtrain.modeling import length_sorted_batches, load_tokenizer, torch_dtype
+
+JUDGE_TEMPLATE = (
+    "You are an impartial judge. Rate how good the assistant's response is as a reply to the "
+    "conversation below: helpful, correct and clear. Use a scale from 1 (very poor) to 5 (excellent).\n\n"
+    "[Conversation]\n{conversation}\n\n[Response]\n{response}\n\n"
+    "Answer with a single digit from 1 to 5.\nRating:"
+)
+DIGITS = ("1", "2", "3", "4", "5")
+
+
+def conversation_text(messages: list[Message]) -> str:
+    return "\n\n".join(f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages)
+
+
+def digit_token_ids(tokenizer: Any) -> list[list[int]]:
+    """For each digit 1..5 the ids of every single-token spelling of it (bare or after a space)."""
+    out: list[list[int]] = []
+    for d in DIGITS:
+        ids: set[int] = set()
+        for text in (d, " " + d):
+            enc = tokenizer(text, add_special_tokens=False)["input_ids"]
+            if len(enc) == 1:
+                ids.add(enc[0])
+            elif len(enc) == 2 and tokenizer.decode([enc[0]]).strip() == "":
+                ids.add(enc[1])  # space encoded as its own token: the digit follows
+        vocab = tokenizer.get_vocab()
+        for spelling in (d, "Ġ" + d, "▁" + d):
+            if spelling in vocab:
+                ids.add(vocab[spelling])
+        if not ids:
+            raise ValueError(f"tokenizer {getattr(tokenizer, 'name_or_path', '?')} has no single token for '{d}'")
+        out.append(sorted(ids))
+    seen = [i for ids in out for i in ids]
+    if len(seen) != len(set(seen)):
+        raise ValueError("digit tokens overlap between ratings")
+    return out
+
+
+def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> torch.Tensor:
+    """(B, V) next-token logits -> (B,) expected rating over digits 1..5."""
+    per_digit = torch.stack([torch.logsumexp(next_logits[:, ids].float(), dim=-1) for ids in digit_ids], dim=-1)
+    p = torch.softmax(per_digit, dim=-1)
+    return p @ torch.arange(1, len(digit_ids) + 1, dtype=p.dtype, device=p.device)
+
+
+class GenerativeJudgeScorer(Scorer):
+    kind = "generative_judge"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
+                 batch_size: int = 8, device: str | None = None, dtype: str = "float32",
+                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False) -> None:
+        super().__init__()
+        if isinstance(model, (str, os.PathLike)):
+            from transformers import AutoModelForCausalLM
+
+            self.model_id = str(model)
+            self.tokenizer = load_tokenizer(self.model_id, trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=torch_dtype(dtype),
+                                                              trust_remote_code=trust_remote_code)
+        else:
+            if tokenizer is None:
+                raise ValueError("an in-memory model needs its tokenizer")
+            self.model, self.tokenizer = model, tokenizer
+            self.model_id = getattr(model.config, "_name_or_path", "") or "<in-memory>"
+        if device is not None:
+            self.model.to(device)
+        self.model.eval()
+        self.device = device or next(self.model.parameters()).device
+        self.max_length, self.batch_size, self.dtype, self.template = max_length, batch_size, dtype, template
+        self.digit_ids = digit_token_ids(self.tokenizer)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.kind, {"model": model_identity(self.model_id), "max_length": self.max_length,
+                                          "template": self.template, "dtype": self.dtype})
+
+    def judge_text(self, messages: list[Message], response: str) -> str:
+        text = self.template.format(conversation=conversation_text(messages), response=response)
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return text
+
+    def _ids(self, text: str) -> list[int]:
+        special = not getattr(self.tokenizer, "chat_template", None)  # the template already holds BOS
+        return self.tokenizer(text, add_special_tokens=special)["input_ids"]
+
+    def encode(self, messages: list[Message], response: str) -> tuple[list[int], bool, bool]:
+        """Token ids of the judge prompt; conversation cut from the left, then response from the right."""
+        conv, resp = conversation_text(messages), response
+        ids = self._ids(self.judge_text(messages, response))
+        p_cut = r_cut = False
+        for _ in range(8):  # re-tokenising after a cut can shift a boundary token: iterate
+            excess = len(ids) - self.max_length
+            if excess <= 0:
+                break
+            conv_ids = self.tokenizer(conv, add_special_tokens=False)["input_ids"]
+            if conv_ids:
+                p_cut = True
+                conv = self.tokenizer.decode(conv_ids[excess + 1:]) if excess + 1 < len(conv_ids) else ""
+            else:
+                r_cut = True
+                r_ids = self.tokenizer(resp, add_special_tokens=False)["input_ids"]
+                resp = self.tokenizer.decode(r_ids[: max(len(r_ids) - excess - 1, 0)])
+            text = self.template.format(conversation=conv, response=resp)
+            if getattr(self.tokenizer, "chat_template", None):
+                text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                          add_generation_prompt=True)
+            ids = self._ids(text)
+        return ids[-self.max_length:], p_cut, r_cut
+
+    @torch.inference_mode()
+    def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
+        """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
+        position ids, so a padded row sees exactly what it would see alone."""
+        out: list[torch.Tensor | None] = [None] * len(seqs)
+        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size):
+            width = max(len(seqs[i]) for i in idx)
+            ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, width - len(seqs[i]):] = torch.tensor(seqs[i])
+                mask[row, width - len(seqs[i]):] = 1
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            kw = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
+                  "position_ids": pos.to(self.device)}
+            try:
+                logits = self.model(**kw, logits_to_keep=1).logits[:, -1]
+            except TypeError:  # older remote-code models without logits_to_keep
+                logits = self.model(**kw).logits[:, -1]
+            for row, i in enumerate(idx):
+                out[i] = logits[row].float().cpu()
+        return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
+
+    def score(self, items: list[ScoreItem]) -> np.ndarray:
+        if not items:
+            return np.zeros(0)
+        enc = [self.encode(list(m), r) for m, r in items]
+        logits = self.next_token_logits([e[0] for e in enc])
+        self._record_flags(np.array([[e[1], e[2]] for e in enc], dtype=bool))
+        return expected_rating(logits, self.digit_ids).double().numpy()
+
+    def close(self) -> None:
+        self.model = None

@@ -1,0 +1,78 @@
+"""Sequence-classifier reward model scorer (any local or Hub checkpoint, or an in-memory model).
+
+Text layout is exactly the training layout (``rmtrain.formatting.encode_example``): the chat
+template where the tokenizer has one; otherwise a sentence pair (BERT-like: plain-format
+conversation | response) or one plain sequence (``User: ...\\n\\nAssistant: <response>``). The prompt
+is cut from the left when the text exceeds ``max_length``; every truncation is counted in
+``self.truncation`` and ``self.last_flags``. Batches are sorted by length (``score_encoded``), so
+padding is small and the scores do not depend on the batch size.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmtrain.formatting import Encoded, encode_example, layout
+from rmtrain.modeling import ModelSettings, load_reward_model, score_encoded
+
+
+class SeqClassifierScorer(Scorer):
+    kind = "seq_classifier"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 2048,
+                 batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
+                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False) -> None:
+        """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``)."""
+        super().__init__()
+        if isinstance(model, (str, os.PathLike)):
+            self.model_id = str(model)
+            self.model, self.tokenizer = load_reward_model(
+                ModelSettings(self.model_id, dtype=dtype, trust_remote_code=trust_remote_code))
+            self._owned = True
+        else:
+            if tokenizer is None:
+                raise ValueError("an in-memory model needs its tokenizer")
+            self.model, self.tokenizer = model, tokenizer
+            self.model_id = getattr(getattr(model, "config", None), "_name_or_path", "") or "<in-memory>"
+            self._owned = False
+        if device is not None:
+            self.model.to(device)
+        self.device = device
+        self.max_length, self.batch_size, self.max_tokens = max_length, batch_size, max_tokens
+        self.padding_side, self.dtype = padding_side, dtype
+        self.layout = layout(self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+
+    @property
+    def name(self) -> str:
+        return f"seq_classifier:{os.path.basename(self.model_id.rstrip('/')) or self.model_id}"
+
+    @property
+    def fingerprint(self) -> str:
+        # padding side and batching do not change scores, so they are not part of the identity
+        return fingerprint_of(self.kind, {"model": model_identity(self.model_id), "max_length": self.max_length,
+                                          "layout": self.layout, "dtype": self.dtype})
+
+    def encode(self, items: list[ScoreItem]) -> list[Encoded]:
+        return [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+
+    def score(self, items: list[ScoreItem]) -> np.ndarray:
+        enc = self.encode(items)
+        flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
+        scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
+                               max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
+        self._record_flags(flags)
+        return scores
+
+    def close(self) -> None:
+        if self._owned:
+            del self.model
+            self.model = None
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()

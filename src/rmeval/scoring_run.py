@@ -1,0 +1,107 @@
+"""Score a rating set under a list of prompt conditions -> the scores table.
+
+Scores table: one row per scored text -- ``prompt_id`` (the response's own prompt),
+``response_id``, ``condition``, ``variant``, ``donor_prompt_id`` (None unless a donor's
+conversation was used), ``score``. Identical (conversation, response) texts -- common across
+conditions, e.g. a donor that is also a nearest neighbour -- are scored once. Resumable twice
+over: rows already in ``out_path`` are not rescored, and with a ``cache_path`` every scored chunk is
+committed to the score cache, so an interrupted run loses at most one chunk.
+Truncation counts per condition are returned in ``df.attrs["truncation"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rmeval.conditions import ConditionItem, build_condition
+from rmeval.scoring.base import Scorer
+from rmeval.scoring.cache import CachedScorer
+from rmtrain.data.schema import RatingSet
+from rmtrain.io import atomic_write_table, read_table
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
+SCORE_COLUMNS = KEY_COLUMNS + ["score"]
+
+
+def _norm_donor(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+
+
+def _row_key(row: Any) -> tuple:
+    return (str(row.prompt_id), str(row.response_id), str(row.condition), int(row.variant),
+            _norm_donor(row.donor_prompt_id))
+
+
+def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> list[ConditionItem]:
+    items: list[ConditionItem] = []
+    for name in conditions:
+        items += build_condition(name, rating_set, **opts)
+    return items
+
+
+def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str], *,
+                     out_path: str | os.PathLike | None = None, cache_path: str | os.PathLike | None = None,
+                     **opts: Any) -> pd.DataFrame:
+    """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
+    every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...)."""
+    items = build_items(rating_set, conditions, **opts)
+    done: dict[tuple, float] = {}
+    if out_path is not None and Path(out_path).exists():
+        prev = read_table(out_path)
+        done = {_row_key(r): float(r.score) for r in prev.itertuples(index=False)}
+        log.info("%s: %d rows already scored", out_path, len(done))
+    todo = [it for it in items if it.key not in done]
+
+    own_cache = None
+    if cache_path is not None and not isinstance(scorer, CachedScorer):
+        scorer = own_cache = CachedScorer(scorer, cache_path)
+    # Deduplicate identical texts: one forward pass per distinct (conversation, response).
+    unique: dict[str, int] = {}
+    text_idx = []
+    for it in todo:
+        text_idx.append(unique.setdefault(scorer.render(it.item), len(unique)))
+    uniq_items: list[Any] = [None] * len(unique)
+    for it, u in zip(todo, text_idx):
+        uniq_items[u] = it.item
+    uniq_scores = scorer.score(uniq_items) if uniq_items else np.zeros(0)
+    flags = scorer.last_flags if len(scorer.last_flags) == len(uniq_items) else np.zeros((len(uniq_items), 2), bool)
+
+    trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
+                                        for c in conditions}
+    new_scores = {}
+    for it, u in zip(todo, text_idx):
+        new_scores[it.key] = float(uniq_scores[u])
+        t = trunc[it.condition]
+        t["n"] += 1
+        t["prompt_truncated"] += int(flags[u, 0])
+        t["response_truncated"] += int(flags[u, 1])
+    rows = []
+    for it in items:
+        if it.key in done:
+            trunc[it.condition]["n_resumed"] += 1
+        rows.append(dict(zip(KEY_COLUMNS, it.key), score=done.get(it.key, new_scores.get(it.key))))
+    df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    df["variant"] = df["variant"].astype(int)
+    df["donor_prompt_id"] = df["donor_prompt_id"].astype(object).where(df["donor_prompt_id"].notna(), None)
+    df.attrs["truncation"] = trunc
+    df.attrs["n_unique_texts"] = len(uniq_items)
+    if out_path is not None:
+        atomic_write_table(out_path, df)
+    if own_cache is not None:
+        own_cache.cache.close()
+    return df
+
+
+def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:
+    """Totals over conditions plus the per-condition counts, for reports."""
+    per = df.attrs.get("truncation", {})
+    tot = {k: sum(v[k] for v in per.values()) for k in ("n", "n_resumed", "prompt_truncated", "response_truncated")}
+    return {"total": tot, "by_condition": per}

@@ -1,0 +1,93 @@
+"""Sibling-rating regression: does a response's score depend on how good its siblings are?
+
+OLS with intercept of the z-scored original score on the shown response's rating and the mean
+rating of the OTHER responses to the same prompt. A reward model that judges the response alone
+has b_sibling ~ 0; one that mostly scores the prompt has b_sibling ~ b_shown (for k = 2 the prompt
+mean enters both). With k responses per prompt:
+
+    between-prompt slope = b_shown + b_sibling,   within-prompt slope = b_shown - b_sibling/(k-1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .bootstrap import group_codes, per_prompt_sums, resample_weights, summarize
+
+_IU = np.triu_indices(3)
+
+
+def _coefs_from_sums(s: np.ndarray) -> np.ndarray:
+    """(..., 12) sums -> (..., 2) [b_shown, b_sibling] on the z-scored score.
+
+    Columns: 6 upper-triangle entries of X'X, 3 of X'y (y centred raw score), n, sum y, sum y^2.
+    Slopes on z = slopes on raw / SD(raw), with the SD recomputed in each resample.
+    """
+    shape = s.shape[:-1]
+    xtx = np.zeros(shape + (3, 3))
+    xtx[..., _IU[0], _IU[1]] = s[..., :6]
+    xtx[..., _IU[1], _IU[0]] = s[..., :6]
+    xty = s[..., 6:9]
+    try:
+        beta = np.linalg.solve(xtx, xty[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a degenerate resample (e.g. constant ratings): pseudo-inverse
+        beta = (np.linalg.pinv(xtx) @ xty[..., None])[..., 0]
+    n, sy, qy = s[..., 9], s[..., 10], s[..., 11]
+    sd = np.sqrt((qy - sy * sy / n) / (n - 1))
+    return beta[..., 1:3] / sd[..., None]
+
+
+def sibling_design(score: np.ndarray, rating: np.ndarray, groups: Any
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows kept (finite score and rating, >= 2 rated responses per prompt) as
+    (score, rating, sibling mean rating, prompt codes, n_dropped_prompts)."""
+    s = np.asarray(score, dtype=float)
+    h = np.asarray(rating, dtype=float)
+    g = np.asarray(groups)
+    ok = np.isfinite(s) & np.isfinite(h)
+    s, h, g = s[ok], h[ok], g[ok]
+    codes, uniq = group_codes(g)
+    sizes = np.bincount(codes, minlength=len(uniq))
+    keep = sizes[codes] >= 2
+    n_dropped = int((sizes < 2).sum())
+    s, h, g = s[keep], h[keep], g[keep]
+    codes, uniq = group_codes(g)
+    n = np.bincount(codes, minlength=len(uniq)).astype(float)
+    tot = np.bincount(codes, weights=h, minlength=len(uniq))
+    sib = (tot[codes] - h) / (n[codes] - 1)
+    return s, h, sib, codes, n_dropped
+
+
+def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_boot: int = 5000,
+                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+    """{shown, sibling, [between_slope, within_slope]} each {estimate, ci95, n_prompts, n_boot}."""
+    s, h, sib, codes, n_dropped = sibling_design(score, rating, groups)
+    k = int(codes.max()) + 1 if codes.size else 0
+    if k < 3:
+        return {}
+    y = s - s.mean()
+    x = np.column_stack([np.ones_like(h), h, sib])
+    outer = (x[:, :, None] * x[:, None, :])[:, _IU[0], _IU[1]]
+    cols = np.column_stack([outer, x * y[:, None], np.ones_like(y), y, y * y])
+    per = per_prompt_sums(codes, cols, k)
+    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    sizes = np.bincount(codes, minlength=k)
+    full = per.sum(axis=0)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        coef_full = _coefs_from_sums(full)[0]
+        coef_boot = _coefs_from_sums(w @ per)  # one solve per resample, shared by all outputs
+    out: dict[str, Any] = {
+        "shown": summarize(coef_full[0], coef_boot[:, 0], k, n_boot),
+        "sibling": summarize(coef_full[1], coef_boot[:, 1], k, n_boot),
+    }
+    if np.all(sizes == sizes[0]):  # the slopes are only defined when every prompt has k responses
+        kk = int(sizes[0])
+        out["between_slope"] = summarize(coef_full.sum(), coef_boot.sum(axis=1), k, n_boot)
+        out["within_slope"] = summarize(coef_full[0] - coef_full[1] / (kk - 1),
+                                        coef_boot[:, 0] - coef_boot[:, 1] / (kk - 1), k, n_boot)
+    out["n_responses"] = int(len(s))
+    out["n_dropped"] = n_dropped
+    return out
+

@@ -1,0 +1,119 @@
+"""Between-prompt variance share: one-way random-effects ICC(1).
+
+ANOVA estimator for unequal group sizes, deliberately NOT truncated at zero (a negative share is
+information: scores vary less between prompts than chance would give)::
+
+    MSB = SSB/(k-1),  MSW = SSW/(N-k),  n0 = (N - sum n_i^2 / N)/(k-1)
+    share = (MSB - MSW) / (MSB + (n0 - 1) MSW)
+
+Prompts with a single response carry no within-prompt information; they are left out and
+counted (``n_dropped``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .bootstrap import bootstrap_stat, group_codes, per_prompt_sums, resample_weights, summarize
+
+
+def _icc_from_sums(s: np.ndarray) -> np.ndarray:
+    """Columns: groups, N, sum n_i^2, sum y, sum S_i^2/n_i, sum y^2 (see :func:`icc_sufficient`)."""
+    g, n, n2, t, a, q = (s[..., i] for i in range(6))
+    ssb = a - t * t / n
+    ssw = q - a
+    msb = ssb / (g - 1)
+    msw = ssw / (n - g)
+    n0 = (n - n2 / n) / (g - 1)
+    return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+def _keep_multi(values: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Drop NaN values and single-response groups; return (values, codes, k, n_dropped)."""
+    v = np.asarray(values, dtype=float)
+    g = np.asarray(groups)
+    ok = np.isfinite(v)
+    v, g = v[ok], g[ok]
+    codes, uniq = group_codes(g)
+    sizes = np.bincount(codes, minlength=len(uniq))
+    multi = sizes[codes] >= 2
+    n_dropped = int((sizes < 2).sum())
+    codes, uniq = group_codes(g[multi])
+    return v[multi], codes, len(uniq), n_dropped
+
+
+def icc_sufficient(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """(k, 6) per-prompt sufficient statistics of ICC(1)."""
+    y = values - values.mean()  # centring only improves numerical accuracy; ICC is shift-invariant
+    n = np.bincount(codes, minlength=k).astype(float)
+    s = np.bincount(codes, weights=y, minlength=k)
+    q = np.bincount(codes, weights=y * y, minlength=k)
+    return np.column_stack([np.ones(k), n, n * n, s, s * s / n, q])
+
+
+def icc1(values: np.ndarray, groups: Any) -> float:
+    """ICC(1) point estimate (groups with one value are ignored)."""
+    v, codes, k, _ = _keep_multi(values, groups)
+    if k < 2:
+        return float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(_icc_from_sums(icc_sufficient(v, codes, k).sum(axis=0)[None, :])[0])
+
+
+def share(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
+          rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+    """{estimate, ci95, n_prompts, n_boot, n_dropped}: ICC(1) with a prompt bootstrap."""
+    v, codes, k, n_dropped = _keep_multi(values, groups)
+    if k < 2:
+        return summarize(float("nan"), None, k, 0, n_dropped=n_dropped)
+    x = icc_sufficient(v, codes, k)
+    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    est, boot = bootstrap_stat(x, _icc_from_sums, w)
+    return summarize(est, boot, k, n_boot, n_dropped=n_dropped)
+
+
+def _residual_icc_from_sums(s: np.ndarray) -> np.ndarray:
+    """ICC(1) of y residualised on x by OLS over the (resampled) responses, from group sums.
+
+    Columns: groups, N, sum n_i^2, Sx, Sy, Qx, Qy, Sxy, Sy^2/n, Sx^2/n, SxSy/n (all summed).
+    Refitting the regression inside each resample keeps the length adjustment's own
+    uncertainty in the interval.
+    """
+    g, n, n2, sx, sy, qx, qy, sxy, ayy, axx, axy = (s[..., i] for i in range(11))
+    b = (sxy - sx * sy / n) / (qx - sx * sx / n)
+    a = (sy - b * sx) / n
+    t_r = sy - a * n - b * sx
+    a_r = ayy + a * a * n + b * b * axx - 2 * a * sy - 2 * b * axy + 2 * a * b * sx
+    q_r = qy + a * a * n + b * b * qx - 2 * a * sy - 2 * b * sxy + 2 * a * b * sx
+    return _icc_from_sums(np.stack([g, n, n2, t_r, a_r, q_r], axis=-1))
+
+
+def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_boot: int = 2000,
+                   rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+    """Share of ``values`` after OLS residualisation on ``covariate`` across all responses."""
+    v = np.asarray(values, dtype=float)
+    c = np.asarray(covariate, dtype=float)
+    g = np.asarray(groups)
+    ok = np.isfinite(v) & np.isfinite(c)
+    v, c, g = v[ok], c[ok], g[ok]
+    codes, uniq = group_codes(g)
+    sizes = np.bincount(codes, minlength=len(uniq))
+    keep = sizes[codes] >= 2
+    n_dropped = int((sizes < 2).sum())
+    v, c = v[keep], c[keep]
+    codes, uniq = group_codes(g[keep])
+    k = len(uniq)
+    if k < 2:
+        return summarize(float("nan"), None, k, 0, n_dropped=n_dropped)
+    y, x = v - v.mean(), c - c.mean()
+    cols = np.column_stack([x, y, x * x, y * y, x * y])
+    sums = per_prompt_sums(codes, cols, k)
+    n = np.bincount(codes, minlength=k).astype(float)
+    sx, sy = sums[:, 0], sums[:, 1]
+    per = np.column_stack([np.ones(k), n, n * n, sx, sy, sums[:, 2], sums[:, 3], sums[:, 4],
+                           sy * sy / n, sx * sx / n, sx * sy / n])
+    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    est, boot = bootstrap_stat(per, _residual_icc_from_sums, w)
+    return summarize(est, boot, k, n_boot, n_dropped=n_dropped)

@@ -1,0 +1,88 @@
+"""What an arm is: a loss plus the targets it is fed.
+
+Every arm trains on the *same* batches of preference pairs (chosen, rejected) drawn from the same
+prompts, so the forward/backward budget per step is identical across arms. Pointwise arms apply
+their loss to both members of each pair; pairwise arms to the score difference. Arms differ only
+in ``targets`` (the information they see) and ``loss``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from rmtrain.errors import ConfigError
+
+
+@dataclass
+class ArmConfig:
+    """Options shared by every arm; arms subclass it for their own."""
+
+
+@dataclass
+class PairTable:
+    """The training pairs as arrays, aligned by index.
+
+    ``y_chosen`` / ``y_rejected`` are the target attribute's ratings (NaN where unrated);
+    ``gap`` = y_chosen - y_rejected."""
+
+    prompt_id: np.ndarray  # object array of str
+    chosen_id: np.ndarray
+    rejected_id: np.ndarray
+    y_chosen: np.ndarray  # float64
+    y_rejected: np.ndarray
+    prompt_mean: np.ndarray  # mean rating of all the prompt's rated responses, per pair
+
+    def __len__(self) -> int:
+        return len(self.prompt_id)
+
+    @property
+    def gap(self) -> np.ndarray:
+        return self.y_chosen - self.y_rejected
+
+
+class Arm(ABC):
+    name: ClassVar[str]
+    pointwise: ClassVar[bool]
+    needs_ratings: ClassVar[bool] = True
+    config_class: ClassVar[type[ArmConfig]] = ArmConfig
+
+    def __init__(self, config: ArmConfig | None = None) -> None:
+        self.config = config or self.config_class()
+
+    @abstractmethod
+    def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
+        """Per-pair float targets (keys are arm-specific, e.g. t_chosen/t_rejected or gap)."""
+
+    @abstractmethod
+    def loss(self, r_chosen: torch.Tensor, r_rejected: torch.Tensor,
+             targets: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean loss over the batch of pairs."""
+
+    def check(self, pairs: PairTable) -> None:
+        if self.needs_ratings and (np.isnan(pairs.y_chosen).any() or np.isnan(pairs.y_rejected).any()):
+            n = int(np.isnan(pairs.y_chosen).sum() + np.isnan(pairs.y_rejected).sum())
+            raise ConfigError(f"arm '{self.name}' needs ratings on every paired response; {n} are missing")
+
+
+ARMS: dict[str, type[Arm]] = {}
+
+
+def register_arm(cls: type[Arm]) -> type[Arm]:
+    ARMS[cls.name] = cls
+    return cls
+
+
+def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
+    if name not in ARMS:
+        raise ConfigError(f"unknown arm '{name}'; known arms: {', '.join(sorted(ARMS))}")
+    cls = ARMS[name]
+    try:
+        cfg = cls.config_class(**(options or {}))
+    except TypeError as e:
+        raise ConfigError(f"arm '{name}': bad options {options}: {e}") from None
+    return cls(cfg)

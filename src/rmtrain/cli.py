@@ -1,0 +1,91 @@
+"""`rmtrain`: thin command line over rmtrain's Python API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from rmtrain.config import load_sweep, load_train_config, parse_override
+from rmtrain.errors import ConfigError, DataError
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="recipe YAML (recipes/*.yaml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config key, e.g. training.learning_rate=1e-5 (repeatable)")
+    p.add_argument("--wandb-mode", choices=["online", "offline", "disabled"], help="W&B mode")
+    p.add_argument("--force", action="store_true", help="retrain even if train_summary.json exists")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rmtrain", description="Train matched reward-model arms.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train one arm")
+    _common(t)
+    t.add_argument("--arm")
+    t.add_argument("--seed", type=int)
+    t.add_argument("--model", help="Hub id or local path of the base model")
+    t.add_argument("--output-dir")
+    s = sub.add_parser("sweep", help="train the matched grid of a recipe's 'sweep' section")
+    _common(s)
+    s.add_argument("--dry-run", action="store_true", help="print one launch command per run and exit")
+    s.add_argument("--launcher", default="rmtrain",
+                   help="prefix for --dry-run commands, e.g. 'accelerate launch --config_file "
+                        "accelerate_configs/ddp.yaml -m rmtrain.cli'")
+    c = sub.add_parser("check", help="validate recipes without training")
+    c.add_argument("recipes", nargs="+")
+    return ap
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    ov = dict(parse_override(o) for o in args.overrides)
+    if getattr(args, "wandb_mode", None):
+        ov["wandb.mode"] = args.wandb_mode
+    for flag, key in (("arm", "arm"), ("seed", "seed"), ("model", "model.name_or_path"), ("output_dir", "output_dir")):
+        v = getattr(args, flag, None)
+        if v is not None:
+            ov[key] = v
+    return ov
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            from rmtrain.train import train
+
+            cfg = load_train_config(args.config, _overrides(args))
+            summary = train(cfg, force=args.force)
+            print(json.dumps({k: summary[k] for k in ("arm", "seed", "model", "n_train_pairs",
+                                                      "heldout_pair_accuracy", "heldout_rmse", "score_sd")}, indent=2))
+        elif args.command == "sweep":
+            from rmtrain.sweep import launch_command, run_sweep, summary_markdown
+
+            sweep, runs = load_sweep(args.config, _overrides(args))
+            if args.dry_run:
+                for cfg in runs:
+                    print(launch_command(cfg, args.config, args.launcher))
+                return 0
+            summaries = run_sweep(runs, sweep.output_root, force=args.force)
+            print("\n" + summary_markdown(summaries))
+        elif args.command == "check":
+            from rmtrain.config import load_recipe
+
+            for r in args.recipes:
+                if "sweep" in load_recipe(r):
+                    _, runs = load_sweep(r)
+                    print(f"{r}: ok ({len(runs)} runs)")
+                else:
+                    load_train_config(r)
+                    print(f"{r}: ok")
+    except (ConfigError, DataError) as e:
+        print(f"rmtrain: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

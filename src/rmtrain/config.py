@@ -1,0 +1,235 @@
+"""Config dataclasses for training runs and sweeps, loaded from recipe YAML.
+
+Keys are checked strictly: a typo in a recipe is an error naming the key and the file, never a
+silently ignored option."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from rmtrain.errors import ConfigError
+from rmtrain.modeling import LoraSettings, ModelSettings
+
+SELECTION_RULES = ("final", "best_pair_accuracy")
+
+
+@dataclass
+class TrainingSettings:
+    learning_rate: float = 2e-5
+    num_epochs: float = 1.0
+    max_steps: int = -1  # > 0 overrides num_epochs
+    per_device_batch_size: int = 16  # in pairs: each step scores 2x this many texts
+    gradient_accumulation_steps: int = 1
+    max_length: int = 512
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    lr_scheduler: str = "linear"
+    max_grad_norm: float = 1.0
+    logging_steps: int = 10
+    eval_steps: int | None = None  # held-out evaluation every N steps (needed for best_* selection)
+    save_steps: int | None = None  # None: only the final model is saved
+    save_total_limit: int | None = 2
+    selection: str = "final"  # final | best_pair_accuracy (on the held-out prompts)
+    bf16: bool = False
+    group_by_length: bool = True  # length-grouped batches: less padding, same data
+    dataloader_num_workers: int = 0
+    eval_batch_size: int = 64
+    use_cpu: bool = False
+
+
+@dataclass
+class WandbSettings:
+    project: str = "matchrm"
+    mode: str | None = None  # online | offline | disabled; None: online with a key, else offline
+    group: str | None = None
+    tags: list[str] = field(default_factory=list)
+    entity: str | None = None
+
+
+@dataclass
+class AuditSettings:
+    """Audit of each saved checkpoint during training (rmeval.callback.AuditCallback)."""
+
+    enabled: bool = False
+    conditions: list[str] = field(default_factory=lambda: ["original", "generic", "random", "prompt_only"])
+    max_prompts: int = 64
+    n_boot: int = 200
+
+
+@dataclass
+class TrainConfig:
+    arm: str
+    model: ModelSettings
+    data: dict[str, Any]
+    seed: int = 1
+    output_dir: str = "outputs/run"
+    attribute: str = "helpfulness"
+    heldout_fraction: float = 0.1
+    split_seed: int = 0  # fixed across arms and seeds: every arm sees the same split
+    use_released_preferences: bool = True
+    max_train_pairs: int | None = None
+    on_bad_data: str = "error"  # error | skip (skips are counted in train_summary.json)
+    arm_options: dict[str, Any] = field(default_factory=dict)
+    training: TrainingSettings = field(default_factory=TrainingSettings)
+    wandb: WandbSettings = field(default_factory=WandbSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        from rmtrain.arms import ARMS
+
+        if self.arm not in ARMS:
+            raise ConfigError(f"unknown arm '{self.arm}'; known arms: {', '.join(sorted(ARMS))}")
+        if self.training.selection not in SELECTION_RULES:
+            raise ConfigError(f"training.selection must be one of {SELECTION_RULES}, got '{self.training.selection}'")
+        if self.training.selection != "final" and not self.training.eval_steps:
+            raise ConfigError("training.selection 'best_pair_accuracy' needs training.eval_steps")
+        if not 0 < self.heldout_fraction < 1:
+            raise ConfigError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
+        if self.on_bad_data not in ("error", "skip"):
+            raise ConfigError(f"on_bad_data must be 'error' or 'skip', got '{self.on_bad_data}'")
+        if self.wandb.mode not in (None, "online", "offline", "disabled"):
+            raise ConfigError(f"wandb.mode must be online, offline or disabled, got '{self.wandb.mode}'")
+        if not isinstance(self.data, dict) or "name" not in self.data:
+            raise ConfigError("data must be a mapping with a 'name' (e.g. simulated, helpsteer2)")
+
+
+def _build(cls: type, values: Any, where: str) -> Any:
+    """Dataclass from a mapping, recursively, rejecting unknown keys."""
+    if not dataclasses.is_dataclass(cls):
+        return values
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}")
+    kwargs = {}
+    for k, v in values.items():
+        t = hints[k]
+        sub = _dataclass_in(t)
+        kwargs[k] = _build(sub, v, f"{where}.{k}") if sub is not None and (isinstance(v, dict) or v is None) else v
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _dataclass_in(t: Any) -> type | None:
+    if dataclasses.is_dataclass(t):
+        return t
+    for a in getattr(t, "__args__", ()) or ():
+        if dataclasses.is_dataclass(a):
+            return a
+    return None
+
+
+def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        cur = cur.setdefault(k, {})
+        if not isinstance(cur, dict):
+            raise ConfigError(f"override {dotted}: '{k}' is not a mapping")
+    cur[keys[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """'training.learning_rate=1e-5' -> ('training.learning_rate', 1e-05) (values parsed as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like key.sub=value")
+    k, v = item.split("=", 1)
+    return k.strip(), yaml.safe_load(v)
+
+
+def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: recipe not found")
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a recipe must be a YAML mapping")
+    return raw
+
+
+def train_config_from_dict(raw: dict[str, Any], where: str = "config",
+                           overrides: dict[str, Any] | None = None) -> TrainConfig:
+    raw = {k: v for k, v in raw.items() if k not in ("sweep", "description")}
+    raw = _deepcopy(raw)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            _set_dotted(raw, k, v)
+    if isinstance(raw.get("model"), str):
+        raw["model"] = {"name_or_path": raw["model"]}
+    model = raw.get("model") or {}
+    if isinstance(model, dict) and isinstance(model.get("lora"), dict):
+        model = dict(model)
+        model["lora"] = _build(LoraSettings, model["lora"], f"{where}.model.lora")
+        raw["model"] = model
+    for req in ("arm", "model", "data"):
+        if req not in raw:
+            raise ConfigError(f"{where}: missing required key '{req}'")
+    cfg = _build(TrainConfig, raw, where)
+    cfg.validate()
+    return cfg
+
+
+def _deepcopy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deepcopy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deepcopy(v) for v in d]
+    return d
+
+
+def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    return train_config_from_dict(load_recipe(path), where=str(path), overrides=overrides)
+
+
+@dataclass
+class SweepSettings:
+    """A matched grid: every (model, arm, seed) shares data, split, budget and selection rule."""
+
+    arms: list[str]
+    seeds: list[int] = field(default_factory=lambda: [1])
+    models: list[str] = field(default_factory=list)  # empty: the base config's model
+    output_root: str = "outputs/sweep"
+
+
+def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[SweepSettings, list[TrainConfig]]:
+    raw = load_recipe(path)
+    if "sweep" not in raw:
+        raise ConfigError(f"{path}: no 'sweep' section (arms, seeds, models, output_root)")
+    sweep = _build(SweepSettings, raw["sweep"], f"{path}.sweep")
+    base = dict(raw)
+    base.setdefault("arm", sweep.arms[0] if sweep.arms else "bradley_terry")
+    base_model = base.get("model")
+    base_model_name = base_model if isinstance(base_model, str) else (base_model or {}).get("name_or_path")
+    models = sweep.models or [base_model_name]
+    runs = []
+    for model_name, arm, seed in itertools.product(models, sweep.arms, sweep.seeds):
+        ov = dict(overrides or {})
+        ov.update({"arm": arm, "seed": seed, "model.name_or_path": model_name,
+                   "output_dir": str(Path(sweep.output_root) / _short(model_name) / arm / f"seed{seed}")})
+        if isinstance(base.get("model"), str):
+            base["model"] = {"name_or_path": base["model"]}
+        runs.append(train_config_from_dict(base, where=str(path), overrides=ov))
+    return sweep, runs
+
+
+def _short(model_name: str) -> str:
+    p = Path(model_name)
+    return p.name if p.name not in ("model", "") else p.parent.name

@@ -1,0 +1,236 @@
+"""Generic table loader plus the small reading helpers every loader shares.
+
+A generic rating file is a jsonl / jsonl.gz / json / csv / parquet table with one row per
+(prompt, response). A column mapping names which columns hold what::
+
+    columns = {
+        "prompt": "question",              # required: str, or a list of {"role", "content"} messages
+        "response": "answer",              # required
+        "prompt_id": "qid",                # optional; without it rows are grouped by prompt text
+        "response_id": "aid",              # optional; default f"{prompt_id}:r{j}"
+        "ratings": {"score": "helpfulness", "acc": "correctness"},  # column -> attribute name
+    }
+
+Rows are grouped by prompt (all rows of a prompt, not only consecutive ones) in order of first
+appearance. Every response records where it came from (``meta["source_file"]``,
+``meta["source_row"]``) so later validation errors point at the input row. Row numbers are the line
+number for jsonl and csv (csv counts the header as line 1) and the 1-based record number for json
+and parquet.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rmtrain.data.schema import Message, PromptRecord, RatingSet, Response
+from rmtrain.errors import DataError
+
+LOCAL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
+ON_BAD = ("raise", "skip")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+Record = tuple[int, dict[str, Any]]  # (row number, row)
+
+
+def check_on_bad(on_bad: str) -> None:
+    if on_bad not in ON_BAD:
+        raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
+
+
+def is_hub_id(source: str | os.PathLike) -> bool:
+    """True when `source` names a Hub repository rather than a local file.
+
+    A path that exists, or that ends with a table suffix, is local even if it looks like
+    "owner/name"; so a missing local file gives a file-not-found error, not a Hub download."""
+    s = str(source)
+    if Path(s).exists() or s.lower().endswith(LOCAL_SUFFIXES):
+        return False
+    return bool(_HUB_ID.match(s))
+
+
+def _open_text(path: Path):
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_records(path: str | os.PathLike) -> list[Record]:
+    """All rows of a local table as (row number, dict). Bad JSON lines raise a DataError naming the row."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    name = path.name.lower()
+    out: list[Record] = []
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        with _open_text(path) as f:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=lineno) from None
+                if not isinstance(row, dict):
+                    raise DataError("expected a JSON object per line", file=str(path), row=lineno)
+                out.append((lineno, row))
+        return out
+    if name.endswith((".json", ".json.gz")):
+        with _open_text(path) as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as e:
+                raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=e.lineno) from None
+        if isinstance(data, dict):  # {"data": [...]} style wrappers
+            lists = [v for v in data.values() if isinstance(v, list)]
+            data = lists[0] if len(lists) == 1 else data
+        if not isinstance(data, list):
+            raise DataError("expected a JSON list of objects", file=str(path))
+        for i, row in enumerate(data, start=1):
+            if not isinstance(row, dict):
+                raise DataError("expected a JSON object", file=str(path), row=i)
+            out.append((i, row))
+        return out
+    if name.endswith(".parquet"):
+        import pandas as pd
+
+        df = pd.read_parquet(path)
+        return [(i + 1, _py_row(r)) for i, r in enumerate(df.to_dict(orient="records"))]
+    if name.endswith(".csv"):
+        import pandas as pd
+
+        df = pd.read_csv(path, keep_default_na=True)
+        return [(i + 2, _py_row(r)) for i, r in enumerate(df.to_dict(orient="records"))]
+    raise ValueError(f"{path}: table must be .jsonl(.gz), .json, .csv or .parquet")
+
+
+def _py_row(row: dict[str, Any]) -> dict[str, Any]:
+    """numpy scalars/arrays from pandas -> plain Python, so all formats look alike downstream."""
+    out = {}
+    for k, v in row.items():
+        if hasattr(v, "tolist"):
+            v = v.tolist()
+        out[str(k)] = v
+    return out
+
+
+def hub_records(repo_id: str, split: str, **kwargs: Any) -> list[Record]:
+    """Rows of a Hub dataset split via `datasets.load_dataset` (row = 1-based record number)."""
+    from datasets import load_dataset
+
+    ds = load_dataset(repo_id, split=split, **kwargs)
+    return [(i + 1, _py_row(dict(r))) for i, r in enumerate(ds)]
+
+
+def is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def coerce_rating(value: Any, *, file: str, row: int, field: str) -> float:
+    """A rating as float; DataError (naming file/row/field) when missing or not numeric."""
+    if is_missing(value):
+        raise DataError("missing rating", file=file, row=row, field=field)
+    if isinstance(value, bool):
+        raise DataError(f"rating must be a number, got {value!r}", file=file, row=row, field=field)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"rating must be a number, got {value!r}", file=file, row=row, field=field) from None
+    if math.isnan(x) or math.isinf(x):
+        raise DataError(f"rating must be finite, got {value!r}", file=file, row=row, field=field)
+    return x
+
+
+def require_text(value: Any, *, file: str, row: int, field: str) -> str:
+    if is_missing(value) or not isinstance(value, str):
+        raise DataError("empty or missing text", file=file, row=row, field=field)
+    return value
+
+
+def _prompt_messages(value: Any, *, file: str, row: int, field: str) -> list[Message]:
+    """A prompt cell: plain text (one user turn) or a list of chat messages ending with a user turn."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": require_text(value, file=file, row=row, field=field)}]
+    if isinstance(value, list) and value and all(isinstance(m, Mapping) for m in value):
+        msgs: list[Message] = []
+        for m in value:
+            role, content = m.get("role"), m.get("content")
+            if role not in ("system", "user", "assistant") or not isinstance(content, str):
+                raise DataError(f"bad chat message {dict(m)!r}", file=file, row=row, field=field)
+            msgs.append({"role": str(role), "content": content})
+        if msgs[-1]["role"] != "user":
+            raise DataError("conversation must end with a user turn", file=file, row=row, field=field)
+        return msgs
+    raise DataError("prompt must be text or a list of chat messages", file=file, row=row, field=field)
+
+
+def load_generic(path: str | os.PathLike, columns: Mapping[str, Any], *, name: str | None = None,
+                 limit: int | None = None, on_bad: str = "raise", split: str = "train",
+                 source: str = "generic") -> RatingSet:
+    """Load a rating table with a column mapping (see module doc); `limit` keeps the first prompts.
+
+    A Hub id instead of a path is read with `datasets.load_dataset(path, split=split)`.
+    With ``on_bad="skip"`` bad rows are dropped and counted in ``RatingSet.skipped`` by reason."""
+    check_on_bad(on_bad)
+    for key in ("prompt", "response"):
+        if key not in columns:
+            raise ValueError(f"generic loader: columns needs a {key!r} entry, got {dict(columns)}")
+    rating_cols: dict[str, str] = dict(columns.get("ratings") or {})
+    pid_col, rid_col = columns.get("prompt_id"), columns.get("response_id")
+    if is_hub_id(path):
+        records, file = hub_records(str(path), split), f"{path}[{split}]"
+    else:
+        records, file = read_records(path), str(path)
+
+    skipped: Counter = Counter()
+    groups: dict[str, PromptRecord] = {}
+    prompt_text: dict[str, Any] = {}
+    for row_no, row in records:
+        try:
+            for col in [columns["prompt"], columns["response"], *rating_cols]:
+                if col not in row:
+                    raise DataError("column missing", file=file, row=row_no, field=col)
+            msgs = _prompt_messages(row[columns["prompt"]], file=file, row=row_no, field=columns["prompt"])
+            text = require_text(row[columns["response"]], file=file, row=row_no, field=columns["response"])
+            ratings = {attr: coerce_rating(row[col], file=file, row=row_no, field=col)
+                       for col, attr in rating_cols.items()}
+            key = json.dumps(msgs, sort_keys=True)
+            if pid_col is not None:
+                if is_missing(row.get(pid_col)):
+                    raise DataError("missing prompt id", file=file, row=row_no, field=pid_col)
+                pid = str(row[pid_col])
+                # one id must not name two different prompts: that would mix two groups silently
+                if pid in prompt_text and prompt_text[pid] != key:
+                    raise DataError(f"prompt_id {pid!r} has a different prompt than on an earlier row",
+                                    file=file, row=row_no, field=pid_col)
+                prompt_text[pid] = key
+            else:
+                pid = prompt_text.setdefault(key, f"p{len(prompt_text):05d}")
+        except DataError as e:
+            if on_bad == "raise":
+                raise
+            skipped[f"bad_{e.field or 'row'}"] += 1
+            continue
+        rec = groups.get(pid)
+        if rec is None:
+            if limit is not None and len(groups) >= limit:
+                continue
+            rec = groups[pid] = PromptRecord(prompt_id=pid, messages=msgs, responses=[], source=source,
+                                             meta={"source_file": file, "source_row": row_no})
+        rid = str(row[rid_col]) if rid_col is not None and not is_missing(row.get(rid_col)) \
+            else f"{pid}:r{len(rec.responses)}"
+        rec.responses.append(Response(response_id=rid, text=text, ratings=ratings,
+                                      meta={"source_file": file, "source_row": row_no}))
+    return RatingSet(prompts=list(groups.values()), name=name or Path(str(path)).stem,
+                     attributes=tuple(dict.fromkeys(rating_cols.values())), skipped=skipped)

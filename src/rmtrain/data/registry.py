@@ -1,0 +1,190 @@
+"""Rating-set loaders by name, and the validation every loaded set goes through.
+
+``load_rating_set(spec)`` takes a dict (or just a name) such as::
+
+    {"name": "helpsteer2", "path": "nvidia/HelpSteer2" | "local.jsonl.gz", "split": "train",
+     "preference_path": "preference.jsonl.gz" | "hub", "limit": 500}
+    {"name": "helpsteer", "path": "nvidia/HelpSteer", "split": "validation"}
+    {"name": "simulated", "n_prompts": 600, "human_share": 0.3, "seed": 0, ...}
+    {"name": "rm_bench", "path": "rm-bench/chat_filtered.json"}
+    {"name": "hh_rlhf", "path": "Anthropic/hh-rlhf" | "harmless-base_test.jsonl.gz", "data_dir": ...}
+    {"name": "generic", "path": "ratings.csv", "columns": {"prompt": ..., "response": ..., ...}}
+
+Every spec may also carry ``on_bad`` ("raise", the default, or "skip") and ``min_responses``
+(default 2). The loaded set is then validated (`validate_rating_set`): missing or non-numeric
+ratings, empty responses, prompts with too few responses and duplicate ids raise a DataError
+naming file, row and field, or with ``on_bad="skip"`` are dropped and counted in
+``RatingSet.skipped``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rmtrain.data.generic import check_on_bad, load_generic
+from rmtrain.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
+from rmtrain.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
+from rmtrain.data.schema import PromptRecord, RatingSet, Response
+from rmtrain.data.simulated import CONFIG_FIELDS, simulate_rating_set
+from rmtrain.errors import ConfigError, DataError
+
+Loader = Callable[[dict[str, Any]], RatingSet]
+LOADERS: dict[str, Loader] = {}
+COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
+
+
+def register_loader(name: str) -> Callable[[Loader], Loader]:
+    """Decorator: make `fn(spec) -> RatingSet` loadable as ``{"name": name, ...}``."""
+    def deco(fn: Loader) -> Loader:
+        LOADERS[name] = fn
+        return fn
+    return deco
+
+
+def known_loaders() -> list[str]:
+    return sorted(LOADERS)
+
+
+def _take(spec: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Spec keys for the loader; unknown keys are an error (a typo must not be ignored silently)."""
+    extra = sorted(set(spec) - set(allowed) - set(COMMON_KEYS))
+    if extra:
+        raise ConfigError(f"loader {spec['name']!r}: unknown spec keys {extra}; allowed: {sorted(allowed)}")
+    return {k: spec[k] for k in allowed if k in spec}
+
+
+@register_loader("helpsteer2")
+def _helpsteer2(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "preference_path", "limit"))
+    return load_helpsteer2(kw.pop("path", HELPSTEER2_HUB_ID), kw.pop("split", "train"),
+                           on_bad=spec.get("on_bad", "raise"), **kw)
+
+
+@register_loader("helpsteer")
+def _helpsteer(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "limit"))
+    return load_helpsteer(kw.pop("path", HELPSTEER_HUB_ID), kw.pop("split", "train"),
+                          on_bad=spec.get("on_bad", "raise"), **kw)
+
+
+@register_loader("simulated")
+def _simulated(spec: dict[str, Any]) -> RatingSet:
+    return simulate_rating_set(**_take(spec, CONFIG_FIELDS))
+
+
+@register_loader("rm_bench")
+def _rm_bench(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "limit"))
+    if "path" not in kw:
+        raise ConfigError("rm_bench needs a 'path' (RM-Bench is distributed as JSON files on GitHub)")
+    return load_rm_bench(kw.pop("path"), **kw)
+
+
+@register_loader("hh_rlhf")
+def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "data_dir", "limit"))
+    return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), **kw)
+
+
+@register_loader("generic")
+def _generic(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "columns", "split", "limit", "source", "display_name"))
+    if "path" not in kw or "columns" not in kw:
+        raise ConfigError("generic needs 'path' and 'columns' (see rmtrain.data.generic)")
+    return load_generic(kw.pop("path"), kw.pop("columns"), on_bad=spec.get("on_bad", "raise"),
+                        name=kw.pop("display_name", None), **kw)
+
+
+def load_rating_set(spec: Mapping[str, Any] | str) -> RatingSet:
+    """Load and validate a rating set from a spec (see module doc)."""
+    spec = {"name": spec} if isinstance(spec, str) else dict(spec)
+    name = spec.get("name")
+    if name not in LOADERS:
+        raise ConfigError(f"unknown rating set {name!r}; known: {', '.join(known_loaders())}")
+    on_bad = spec.get("on_bad", "raise")
+    check_on_bad(on_bad)
+    rs = LOADERS[name](spec)
+    if spec.get("validate", True):
+        validate_rating_set(rs, on_bad=on_bad, min_responses=int(spec.get("min_responses", 2)))
+    return rs
+
+
+def _where(obj: PromptRecord | Response) -> tuple[str | None, int | None]:
+    return obj.meta.get("source_file"), obj.meta.get("source_row")
+
+
+def _bad_rating(x: Any) -> str | None:
+    if x is None:
+        return "missing rating"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return f"rating must be a number, got {x!r}"
+    if math.isnan(x) or math.isinf(x):
+        return "missing rating" if math.isnan(x) else "rating must be finite"
+    return None
+
+
+def validate_rating_set(rs: RatingSet, on_bad: str = "raise", min_responses: int = 2) -> RatingSet:
+    """Check `rs` for bad input (in place). With ``on_bad="raise"`` the first problem raises a
+    DataError naming file/row/field; with "skip" bad responses, then prompts left with fewer than
+    `min_responses` responses, are dropped and counted in ``rs.skipped`` (preferences that refer to
+    dropped responses are dropped too)."""
+    check_on_bad(on_bad)
+    counts: Counter = Counter()
+
+    def bad(reason: str, msg: str, obj: PromptRecord | Response, field: str | None) -> None:
+        if on_bad == "raise":
+            file, row = _where(obj)
+            hint = "" if reason == "duplicate_prompt_id" else " (load with on_bad='skip' to drop and count it)"
+            raise DataError(f"{msg} [{getattr(obj, 'response_id', None) or obj.prompt_id}]{hint}",
+                            file=file, row=row, field=field)
+        counts[reason] += 1
+
+    seen_prompts: set[str] = set()
+    kept_prompts: list[PromptRecord] = []
+    for p in rs.prompts:
+        if p.prompt_id in seen_prompts:
+            bad("duplicate_prompt_id", f"duplicate prompt_id {p.prompt_id!r}", p, "prompt_id")
+            continue
+        seen_prompts.add(p.prompt_id)
+        if not p.messages or p.messages[-1]["role"] != "user" or not str(p.messages[-1]["content"]).strip():
+            bad("bad_prompt", "conversation must end with a non-empty user turn", p, "prompt")
+            continue
+        seen_ids: set[str] = set()
+        kept: list[Response] = []
+        for r in p.responses:
+            if r.response_id in seen_ids:
+                bad("duplicate_response_id", f"duplicate response_id {r.response_id!r} in prompt "
+                    f"{p.prompt_id!r}", r, "response_id")
+                continue
+            seen_ids.add(r.response_id)
+            if not isinstance(r.text, str) or not r.text.strip():
+                bad("empty_response", "empty response text", r, "response")
+                continue
+            problem = None
+            for a in rs.attributes:
+                problem = _bad_rating(r.ratings.get(a))
+                if problem:
+                    bad(f"bad_rating_{a}", problem, r, a)
+                    break
+            if problem:
+                continue
+            kept.append(r)
+        if len(kept) < min_responses:
+            bad("too_few_responses", f"prompt has {len(kept)} valid response(s), need {min_responses}",
+                p, "response")
+            continue
+        p.responses = kept
+        kept_prompts.append(p)
+    if counts:
+        rs.prompts = kept_prompts
+        alive = {(p.prompt_id, r.response_id) for p in kept_prompts for r in p.responses}
+        before = len(rs.preferences)
+        rs.preferences = [q for q in rs.preferences
+                          if (q.prompt_id, q.chosen_id) in alive and (q.prompt_id, q.rejected_id) in alive]
+        if len(rs.preferences) < before:
+            counts["preference_dropped_with_response"] += before - len(rs.preferences)
+        rs.skipped.update(counts)
+    return rs

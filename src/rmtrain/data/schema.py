@@ -1,0 +1,130 @@
+"""The one rating-set model every loader produces.
+
+A rating set is a list of prompts; each prompt holds its conversation (chat messages, multi-turn
+kept) and its responses; each response carries ratings on named attributes. Released preference
+labels (HelpSteer2's preference files, HH-RLHF, RM-Bench) are kept beside the ratings, because the
+Bradley-Terry arms train on them when they exist.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+DEFAULT_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+
+
+@dataclass
+class Response:
+    response_id: str
+    text: str
+    ratings: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. RM-Bench style level
+
+
+@dataclass
+class PromptRecord:
+    prompt_id: str
+    messages: list[Message]  # ends with a user turn
+    responses: list[Response]
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. subset
+
+    @property
+    def turns(self) -> int:
+        """Number of user turns in the conversation."""
+        return sum(1 for m in self.messages if m["role"] == "user")
+
+    @property
+    def single_turn(self) -> bool:
+        return self.turns <= 1
+
+    @property
+    def last_user_text(self) -> str:
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                return m["content"]
+        return ""
+
+
+@dataclass(frozen=True)
+class Preference:
+    """A released preference label: `chosen_id` preferred over `rejected_id` for `prompt_id`."""
+
+    prompt_id: str
+    chosen_id: str
+    rejected_id: str
+    strength: float | None = None
+    subset: str | None = None
+    meta: tuple[tuple[str, Any], ...] = ()  # hashable extras, e.g. (("chosen_style", 0), ...)
+
+    def meta_dict(self) -> dict[str, Any]:
+        return dict(self.meta)
+
+
+@dataclass
+class RatingSet:
+    prompts: list[PromptRecord]
+    name: str = ""
+    attributes: tuple[str, ...] = ()
+    preferences: list[Preference] = field(default_factory=list)
+    # reason -> number of rows skipped while loading; nothing is dropped silently.
+    skipped: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for p in self.prompts:
+            if p.prompt_id in seen:
+                raise ValueError(f"{self.name}: duplicate prompt_id '{p.prompt_id}'")
+            seen.add(p.prompt_id)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def n_responses(self) -> int:
+        return sum(len(p.responses) for p in self.prompts)
+
+    def by_id(self) -> dict[str, PromptRecord]:
+        return {p.prompt_id: p for p in self.prompts}
+
+    def subset(self, prompt_ids: list[str] | set[str]) -> RatingSet:
+        keep = set(prompt_ids)
+        return RatingSet(
+            prompts=[p for p in self.prompts if p.prompt_id in keep],
+            name=self.name,
+            attributes=self.attributes,
+            preferences=[q for q in self.preferences if q.prompt_id in keep],
+            skipped=Counter(self.skipped),
+        )
+
+    def ratings_table(self, tokenizer: Any | None = None) -> pd.DataFrame:
+        """One row per response: prompt_id, response_id, one column per attribute, single_turn,
+        and response_length in tokens when a tokenizer is given."""
+        rows = []
+        for p in self.prompts:
+            for r in p.responses:
+                row: dict[str, Any] = {"prompt_id": p.prompt_id, "response_id": r.response_id}
+                for a in self.attributes:
+                    row[a] = r.ratings.get(a, float("nan"))
+                row["single_turn"] = p.single_turn
+                if tokenizer is not None:
+                    row["response_length"] = len(tokenizer(r.text, add_special_tokens=False)["input_ids"])
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "n_prompts": len(self.prompts),
+            "n_responses": self.n_responses,
+            "n_multi_turn": sum(1 for p in self.prompts if not p.single_turn),
+            "n_preferences": len(self.preferences),
+            "attributes": list(self.attributes),
+            "skipped": dict(self.skipped),
+        }

@@ -1,0 +1,119 @@
+"""How a (conversation, response) becomes model input. Training and scoring share this module,
+so a checkpoint is always scored on the same text layout it was trained on.
+
+Three layouts, chosen from the tokenizer:
+- chat template (Qwen, Llama, ...): the conversation plus the response as the assistant turn;
+- sentence pair (BERT-like encoders, no template): segment A is the plain-format conversation,
+  segment B the response;
+- plain (causal tokenizers without a template): the plain-format conversation followed by the
+  response in one sequence.
+The plain format is ``User: <text>\\n\\nAssistant: <text>\\n\\n...`` ending with ``Assistant:``.
+When the input is longer than ``max_length`` the *prompt* is cut from the left, so the response
+(and the turns nearest to it) survive; the response itself is cut only if it alone does not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rmtrain.data.schema import Message
+
+ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant"}
+
+
+def plain_prompt(messages: list[Message]) -> str:
+    """Documented plain layout of a conversation, ending with the cue for the reply."""
+    parts = [f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages]
+    return "\n\n".join(parts + ["Assistant:"])
+
+
+def layout(tokenizer: Any) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return "chat"
+    if tokenizer.num_special_tokens_to_add(pair=True) > tokenizer.num_special_tokens_to_add(pair=False):
+        return "pair"
+    return "plain"
+
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    token_type_ids: list[int] | None
+    prompt_truncated: bool
+    response_truncated: bool
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple[str, str]:
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(
+        list(messages) + [{"role": "assistant", "content": response}], tokenize=False
+    )
+    if full.startswith(prompt):
+        return prompt, full[len(prompt):]
+    # Some templates rewrite the final assistant turn (e.g. thinking tags); split at the response.
+    cut = full.rfind(response) if response else len(full)
+    return full[:cut], full[cut:]
+
+
+def encode_example(tokenizer: Any, messages: list[Message], response: str, max_length: int) -> Encoded:
+    """Token ids for one (conversation, response); prompt truncated from the left."""
+    kind = layout(tokenizer)
+    if kind == "chat":
+        prompt_text, resp_text = _split_chat(tokenizer, messages, response)
+        n_special = 0
+    else:
+        prompt_text, resp_text = plain_prompt(messages), (response if kind == "pair" else " " + response)
+        n_special = tokenizer.num_special_tokens_to_add(pair=(kind == "pair"))
+    p_ids, r_ids = _ids(tokenizer, prompt_text), _ids(tokenizer, resp_text)
+    budget = max_length - n_special
+    resp_trunc = len(r_ids) > budget - 1
+    if resp_trunc:  # keep at least one prompt token; keep the response's beginning
+        r_ids = r_ids[: max(budget - 1, 1)]
+    keep = budget - len(r_ids)
+    prompt_trunc = len(p_ids) > keep
+    if prompt_trunc:
+        p_ids = p_ids[len(p_ids) - keep:] if keep > 0 else []
+    if kind == "pair":
+        cls = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
+        sep = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
+        ids = cls + p_ids + sep + r_ids + sep
+        tt = [0] * (len(cls) + len(p_ids) + len(sep)) + [1] * (len(r_ids) + len(sep))
+        if len(ids) != len(p_ids) + len(r_ids) + n_special:  # tokenizer with other specials
+            enc = tokenizer(tokenizer.decode(p_ids), tokenizer.decode(r_ids))
+            ids, tt = enc["input_ids"], enc.get("token_type_ids")
+        return Encoded(ids, tt, prompt_trunc, resp_trunc)
+    ids = p_ids + r_ids
+    if kind == "plain" and n_special:
+        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+        ids = bos + ids
+    return Encoded(ids, None, prompt_trunc, resp_trunc)
+
+
+def pad_batch(encoded: list[Encoded], pad_id: int, padding_side: str = "right") -> dict[str, torch.Tensor]:
+    """Dynamic padding to the longest sequence in the batch."""
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    has_tt = encoded[0].token_type_ids is not None
+    tt = torch.zeros((len(encoded), width), dtype=torch.long) if has_tt else None
+    for i, e in enumerate(encoded):
+        n = len(e)
+        sl = slice(0, n) if padding_side == "right" else slice(width - n, width)
+        ids[i, sl] = torch.tensor(e.input_ids)
+        mask[i, sl] = 1
+        if tt is not None:
+            tt[i, sl] = torch.tensor(e.token_type_ids)
+    out = {"input_ids": ids, "attention_mask": mask}
+    if tt is not None:
+        out["token_type_ids"] = tt
+    return out

