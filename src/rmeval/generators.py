@@ -201,10 +201,42 @@ class OpenAIGenerator(Generator):
         return out
 
 
+class SimulatedGenerator(Generator):
+    """Variants of the shipped simulated rating set's prompts, written from the simulator's own
+    templates (it knows each prompt's topic and difficulty): the demo's offline stand-in for an
+    instruction model."""
+
+    kind = "simulated"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+        from rmtrain.data.schema import RatingSet
+        from rmtrain.data.simulated import simulated_prompt_variants
+
+        _check_task(task)
+        out: dict[str, list[str]] = {}
+        for row in simulated_prompt_variants(RatingSet(list(prompts)), task, n, self.seed):
+            out.setdefault(row["prompt_id"], []).append(row["text"])
+        return out
+
+
+def write_variants(generated: dict[str, list[str]], path: str | os.PathLike) -> Path:
+    """Generated texts as a FileGenerator jsonl (``{prompt_id, variant, text}``), atomically, so
+    an expensive generation is done once and reused by every audit."""
+    from rmtrain.io import atomic_write_text
+
+    lines = [json.dumps({"prompt_id": pid, "variant": v, "text": t}, ensure_ascii=False)
+             for pid, texts in generated.items() for v, t in enumerate(texts)]
+    return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
 GENERATORS: dict[str, Callable[..., Generator]] = {
     "file": FileGenerator,
     "hf": HFGenerator,
     "openai": OpenAIGenerator,
+    "simulated": SimulatedGenerator,
 }
 
 

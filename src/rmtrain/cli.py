@@ -62,22 +62,23 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: summary[k] for k in ("arm", "seed", "model", "n_train_pairs",
                                                       "heldout_pair_accuracy", "heldout_rmse", "score_sd")}, indent=2))
         elif args.command == "sweep":
-            from rmtrain.sweep import launch_command, run_sweep, summary_markdown
+            from rmtrain.sweep import plan_commands, run_sweep, summary_markdown
 
-            sweep, runs = load_sweep(args.config, _overrides(args))
+            sweep = load_sweep(args.config, _overrides(args))
             if args.dry_run:
-                for cfg in runs:
-                    print(launch_command(cfg, args.config, args.launcher))
+                for cmd in plan_commands(sweep, args.config, args.launcher):
+                    print(cmd)
                 return 0
-            summaries = run_sweep(runs, sweep.output_root, force=args.force)
+            summaries = run_sweep(sweep, force=args.force)
             print("\n" + summary_markdown(summaries))
         elif args.command == "check":
             from rmtrain.config import load_recipe
 
             for r in args.recipes:
                 if "sweep" in load_recipe(r):
-                    _, runs = load_sweep(r)
-                    print(f"{r}: ok ({len(runs)} runs)")
+                    sw = load_sweep(r)
+                    n_search = len(sw.settings.grid()) * len(sw.models) * len(sw.settings.arms) if sw.settings.search else 0
+                    print(f"{r}: ok ({len(sw.runs())} runs, {n_search} search runs)")
                 else:
                     load_train_config(r)
                     print(f"{r}: ok")

@@ -201,35 +201,73 @@ def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None 
 
 @dataclass
 class SweepSettings:
-    """A matched grid: every (model, arm, seed) shares data, split, budget and selection rule."""
+    """A matched grid: every (model, arm, seed) shares data, split, budget and selection rule.
+
+    ``search`` is the hyper-parameter budget, the same for every arm: a grid of dotted config keys
+    (e.g. ``training.learning_rate: [5e-6, 1e-5, 2e-5]``) tried at ``search_seed``; the setting
+    with the best held-out pair accuracy is then trained at every seed."""
 
     arms: list[str]
     seeds: list[int] = field(default_factory=lambda: [1])
     models: list[str] = field(default_factory=list)  # empty: the base config's model
     output_root: str = "outputs/sweep"
+    search: dict[str, list[Any]] = field(default_factory=dict)
+    search_seed: int | None = None  # default: the first seed
+
+    def grid(self) -> list[dict[str, Any]]:
+        keys = sorted(self.search)
+        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.search[k] for k in keys))]
 
 
-def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[SweepSettings, list[TrainConfig]]:
+@dataclass
+class Sweep:
+    settings: SweepSettings
+    base: dict[str, Any]
+    where: str
+    overrides: dict[str, Any]
+
+    @property
+    def models(self) -> list[str]:
+        m = self.base.get("model")
+        return self.settings.models or [m if isinstance(m, str) else (m or {}).get("name_or_path")]
+
+    def run_config(self, model: str, arm: str, seed: int, extra: dict[str, Any] | None = None,
+                   output_dir: str | None = None) -> TrainConfig:
+        ov = dict(self.overrides)
+        ov.update(extra or {})
+        ov.update({"arm": arm, "seed": seed, "model.name_or_path": model,
+                   "output_dir": output_dir or str(Path(self.settings.output_root) / _short(model) / arm / f"seed{seed}")})
+        base = dict(self.base)
+        if isinstance(base.get("model"), str):
+            base["model"] = {"name_or_path": base["model"]}
+        base.setdefault("arm", arm)
+        return train_config_from_dict(base, where=self.where, overrides=ov)
+
+    def search_dir(self, model: str, arm: str, combo: dict[str, Any]) -> str:
+        tag = "_".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()) or "default"
+        return str(Path(self.settings.output_root) / _short(model) / arm / "search" / tag)
+
+    def runs(self) -> list[TrainConfig]:
+        """The final runs, one per (model, arm, seed), at the base settings (no search)."""
+        s = self.settings
+        return [self.run_config(m, a, seed) for m, a, seed in itertools.product(self.models, s.arms, s.seeds)]
+
+
+def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Sweep:
     raw = load_recipe(path)
     if "sweep" not in raw:
         raise ConfigError(f"{path}: no 'sweep' section (arms, seeds, models, output_root)")
-    sweep = _build(SweepSettings, raw["sweep"], f"{path}.sweep")
-    base = dict(raw)
-    base.setdefault("arm", sweep.arms[0] if sweep.arms else "bradley_terry")
-    base_model = base.get("model")
-    base_model_name = base_model if isinstance(base_model, str) else (base_model or {}).get("name_or_path")
-    models = sweep.models or [base_model_name]
-    runs = []
-    for model_name, arm, seed in itertools.product(models, sweep.arms, sweep.seeds):
-        ov = dict(overrides or {})
-        ov.update({"arm": arm, "seed": seed, "model.name_or_path": model_name,
-                   "output_dir": str(Path(sweep.output_root) / _short(model_name) / arm / f"seed{seed}")})
-        if isinstance(base.get("model"), str):
-            base["model"] = {"name_or_path": base["model"]}
-        runs.append(train_config_from_dict(base, where=str(path), overrides=ov))
-    return sweep, runs
+    settings = _build(SweepSettings, raw["sweep"], f"{path}.sweep")
+    if not settings.arms:
+        raise ConfigError(f"{path}.sweep: 'arms' is empty")
+    sw = Sweep(settings, raw, str(path), dict(overrides or {}))
+    for combo in settings.grid():  # fail early on a bad search key
+        sw.run_config(sw.models[0], settings.arms[0], settings.seeds[0], combo)
+    return sw
 
 
 def _short(model_name: str) -> str:
-    p = Path(model_name)
+    """Directory name for a model: 'Qwen/Qwen3-0.6B' -> 'Qwen3-0.6B', 'pkg:gt_x' -> 'gt_x'."""
+    name = model_name.split(":", 1)[1] if model_name.startswith("pkg:") else model_name
+    p = Path(name)
     return p.name if p.name not in ("model", "") else p.parent.name

@@ -56,8 +56,10 @@ def ensure_pad_token(tokenizer: Any, model: Any | None = None) -> None:
     Reusing EOS as pad is the classic reward-model bug: a decoder classifier then reads the score
     one token early whenever the text ends in EOS. We use the tokenizer's pad, else its unk, else a
     new dedicated token (embeddings resized; the new row is never attended)."""
-    if tokenizer.pad_token_id is None:
-        if getattr(tokenizer, "unk_token_id", None) is not None:
+    eos = getattr(tokenizer, "eos_token_id", None)
+    # Some tokenizer classes (e.g. Qwen2Tokenizer) default pad to EOS: treat that as no pad.
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == eos:
+        if getattr(tokenizer, "unk_token_id", None) is not None and tokenizer.unk_token_id != eos:
             tokenizer.pad_token = tokenizer.unk_token
         else:
             if model is None:

@@ -88,7 +88,8 @@ class MatchedRewardTrainer(Trainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._sums[0] > 0:
-            s = self._sums.to(self.args.device)
+            # clone: on CPU .to() returns the same tensor, which zero_() below would wipe (NaN metrics)
+            s = self._sums.clone().to(self.args.device)
             if self.args.world_size > 1:
                 s = self.accelerator.reduce(s, reduction="sum")
             s = s.cpu()

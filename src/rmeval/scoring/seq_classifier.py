@@ -55,8 +55,10 @@ class SeqClassifierScorer(Scorer):
 
     @property
     def fingerprint(self) -> str:
-        # padding side and batching do not change scores, so they are not part of the identity
-        return fingerprint_of(self.kind, {"model": model_identity(self.model_id), "max_length": self.max_length,
+        # padding side and batching do not change scores, so they are not part of the identity;
+        # an in-memory model (e.g. mid-training) is only identical to itself within this process
+        ident = model_identity(self.model_id) if self._owned else f"in-memory:{id(self.model)}"
+        return fingerprint_of(self.kind, {"model": ident, "max_length": self.max_length,
                                           "layout": self.layout, "dtype": self.dtype})
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:

@@ -395,3 +395,42 @@ def icc1_by_prompt(rs: RatingSet, attribute: str = "helpfulness") -> float:
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(SimulationConfig))
+
+
+# --- prompt variants for the paraphrase and related-task conditions ------------------------------
+# The simulator knows each prompt's topic and difficulty frame, so it can write the variants an
+# instruction model would: a paraphrase keeps topic, task and difficulty and rewords the question;
+# a related task stays on the subject but asks for something the original answer does not give.
+PARAPHRASES = ("I would like to know how to {task}.", "Could you explain how one should {task}?",
+               "Please walk me through how to {task}.", "What is a good approach to {task}?",
+               "How would you go about it if you had to {task}?")
+RELATED = ("What are the most common mistakes people make with {subject}?",
+           "How long does it usually take to get good at {subject}?",
+           "What is the history behind {subject}?",
+           "Which tools or materials are needed for {subject}, and what do they cost?",
+           "Is {subject} worth the effort for a beginner? Give pros and cons.")
+_TASK_BY_SUBJECT = {subject: task for subject, task, _, _ in TOPICS}
+_FRAME_TIER = {f: tier for tier, frames in TIER_FRAMES.items() for f in frames}
+
+
+def simulated_prompt_variants(rs: RatingSet, task: str, n: int = 4, seed: int = 0) -> list[dict[str, Any]]:
+    """Rows ``{prompt_id, variant, text}`` (the FileGenerator format) rewording each simulated
+    prompt's last user turn (``task="paraphrase"``) or giving a related task on the same subject
+    (``task="related"``); at most ``n`` per prompt, seeded."""
+    if task not in ("paraphrase", "related"):
+        raise ValueError(f"task must be 'paraphrase' or 'related', got '{task}'")
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for p in rs.prompts:
+        subject = p.meta.get("topic")
+        if subject not in _TASK_BY_SUBJECT:
+            raise ValueError(f"prompt {p.prompt_id} is not from the simulated set (no known topic)")
+        last = p.last_user_text
+        frame = next((f for f in _FRAME_TIER if last.startswith(f)), "")
+        templates = PARAPHRASES if task == "paraphrase" else RELATED
+        for v, idx in enumerate(rng.permutation(len(templates))[:n]):
+            body = templates[idx].format(task=_TASK_BY_SUBJECT[subject], subject=subject)
+            # the difficulty frame is part of the request's meaning: a paraphrase keeps it
+            text = f"{frame} {body}".strip() if task == "paraphrase" else body
+            rows.append({"prompt_id": p.prompt_id, "variant": v, "text": text})
+    return rows

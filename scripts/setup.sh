@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Creates .venv with matchrm and its test/demo extras. torch is installed first and pinned: on a
+# CPU machine 2.13.0 is the CPU wheel; GPU users: set TORCH_SPEC, e.g.
+#   TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# shellcheck disable=SC2086
+.venv/bin/pip install -q ${TORCH_SPEC:-torch==2.13.0}
+.venv/bin/pip install -q -e ".[test]"

