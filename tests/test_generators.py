@@ -29,7 +29,7 @@ def prompts():
 
 
 def test_registry():
-    assert set(GENERATORS) == {"file", "hf", "openai"}
+    assert set(GENERATORS) == {"file", "hf", "openai", "simulated"}
     with pytest.raises(ValueError, match="unknown generator"):
         make_generator("nope")
 

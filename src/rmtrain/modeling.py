@@ -113,7 +113,11 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     model.config.problem_type = "regression"
     ensure_pad_token(tok, model)
     if for_training and settings.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5 renames gradient -> activation checkpointing; older releases lack the new name
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if for_training and settings.lora is not None:
         model = apply_lora(model, settings.lora)

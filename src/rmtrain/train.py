@@ -176,7 +176,6 @@ def _training_arguments(cfg: TrainConfig, report_to: list[str]) -> Any:
         metric_for_best_model="pair_accuracy" if t.selection != "final" else None,
         greater_is_better=True,
         bf16=t.bf16,
-        gradient_checkpointing=False,  # enabled on the model itself (works with LoRA too)
         remove_unused_columns=False,
         train_sampling_strategy="group_by_length" if t.group_by_length else "random",
         length_column_name="length",
@@ -275,8 +274,15 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
         "pair_counts": data.pair_counts,
         "train_seconds": time.time() - t0,
     }
+    if _zero3(trainer):
+        # ZeRO-3 shards the weights: saving is collective (every rank takes part) and gathers the
+        # 16-bit weights into one plain checkpoint (accelerate config: zero3_save_16bit_model).
+        trainer.save_model(str(out))
     if trainer.is_world_process_zero():
-        save_checkpoint(trainer.model, tok, out)
+        if _zero3(trainer):
+            tok.save_pretrained(out)
+        else:
+            save_checkpoint(trainer.model, tok, out)
         held_df = pd.DataFrame({"prompt_id": [k[0] for k in heldout.keys], "response_id": [k[1] for k in heldout.keys],
                                 "condition": "original", "variant": 0, "donor_prompt_id": None, "score": scores})
         atomic_write_table(out / "heldout_scores.parquet", held_df)
@@ -297,6 +303,11 @@ def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> None:
     plain.config.pad_token_id = tokenizer.pad_token_id
     plain.save_pretrained(out)
     tokenizer.save_pretrained(out)
+
+
+def _zero3(trainer: MatchedRewardTrainer) -> bool:
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return plugin is not None and getattr(plugin, "zero_stage", None) == 3
 
 
 def _gather_ints(trainer: MatchedRewardTrainer, value: int) -> list[int]:

@@ -13,10 +13,40 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import Trainer
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 from rmtrain.arms import Arm
 from rmtrain.formatting import Encoded, pad_batch
 from rmtrain.modeling import score_encoded
+
+
+def _length_buckets(sorted_lengths: list[int], overhead: int) -> list[tuple[int, int]]:
+    """Split descending lengths into contiguous buckets minimising padded tokens + overhead per
+    bucket (exact dynamic programme; a batch has at most a few hundred texts). Returns
+    (bucket size, bucket width) pairs in order."""
+    n = len(sorted_lengths)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j texts
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):  # bucket = texts i..j-1, width = sorted_lengths[i]
+            c = best[i] + (j - i) * sorted_lengths[i] + overhead
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    spans = []
+    j = n
+    while j > 0:
+        i = cut[j]
+        spans.append((j - i, sorted_lengths[i]))
+        j = i
+    return spans[::-1]
+
+
+def _bucket_spans(buckets: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    out, start = [], 0
+    for size, width in buckets:
+        out.append((start, start + size, width))
+        start += size
+    return out
 
 
 class PairCollator:
@@ -68,12 +98,14 @@ class MatchedRewardTrainer(Trainer):
         self.eval_bs = eval_batch_size
         self._sums = torch.zeros(4, dtype=torch.float64)  # pairs, correct, reward sum, reward sq-sum
         self.pairs_seen = 0  # on this rank, for the participation check
+        # Padded tokens one more forward pass is worth (bucketed forward); GPUs want bigger buckets.
+        self.bucket_overhead_tokens = 4096 if self.args.device.type == "cuda" else 128
         self.last_heldout_scores: np.ndarray | None = None
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         targets = {k[len("target_"):]: inputs.pop(k) for k in list(inputs) if k.startswith("target_")}
-        out = model(**inputs)
+        out = self._bucketed_forward(model, inputs)
         r = out.logits[:, 0].float()
         n = r.shape[0] // 2
         r_c, r_r = r[:n], r[n:]
@@ -85,6 +117,37 @@ class MatchedRewardTrainer(Trainer):
         if model.training:
             self.pairs_seen += n
         return (loss, out) if return_outputs else loss
+
+    def _bucketed_forward(self, model: Any, inputs: dict[str, torch.Tensor]) -> Any:
+        """The batch's forward pass, run on length buckets of its texts, each cut to its own width.
+
+        Same per-text scores as one padded forward (each row sees only its own tokens; right
+        padding is removed, not moved), so the loss and its gradient are unchanged; only padded
+        tokens are no longer computed. Buckets split the length-sorted texts where the padding
+        saved outweighs the cost of another forward (``bucket_overhead_tokens``)."""
+        mask = inputs.get("attention_mask")
+        # Single process only: under DDP (buffer broadcast) and ZeRO-3 (parameter gathering) every
+        # forward is a collective, and ranks with different bucket counts would deadlock.
+        if self.args.world_size > 1 or mask is None or mask.dim() != 2 or mask.shape[0] < 2:
+            return model(**inputs)
+        if not bool(mask[:, -1].eq(0).any()) or bool(mask[:, 0].eq(0).any()):  # nothing to trim / left-padded
+            return model(**inputs)
+        lengths = mask.sum(dim=1).tolist()
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        buckets = _length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
+        if len(buckets) == 1 and buckets[0][1] == mask.shape[1]:
+            return model(**inputs)
+        logits, idx_all = [], []
+        for start, stop, width in _bucket_spans(buckets):
+            idx = torch.tensor(order[start:stop], device=mask.device)
+            sub = {k: (v.index_select(0, idx)[:, :width] if torch.is_tensor(v) and v.dim() == 2
+                       and v.shape == mask.shape else v) for k, v in inputs.items()}
+            logits.append(model(**sub).logits)
+            idx_all.append(idx)
+        perm = torch.cat(idx_all)
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(len(perm), device=perm.device)
+        return SequenceClassifierOutput(logits=torch.cat(logits, dim=0).index_select(0, inv))  # batch order
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._sums[0] > 0:

@@ -1,0 +1,48 @@
+"""`rmtrain train` with `audit.enabled`: every saved checkpoint gets an audit beside it and the
+audit's figures land in the run's W&B history at that step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rmtrain.config import load_train_config
+from rmtrain.train import train
+from tests.wandb_reader import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    out = tmp_path / "run"
+    cfg = load_train_config(ROOT / "recipes" / "demo.yaml", {
+        "arm": "regression", "output_dir": str(out), "data.n_prompts": 40, "max_train_pairs": None,
+        "training.max_steps": 4, "training.save_steps": 2, "training.save_total_limit": None,
+        "training.max_length": 64, "training.per_device_batch_size": 4, "training.logging_steps": 1,
+        "audit.enabled": True, "audit.max_prompts": 8, "audit.n_boot": 50,
+        "audit.conditions": ["original", "generic", "random"]})
+    summary = train(cfg)
+    assert summary["global_step"] == 4
+    for step in (2, 4):
+        audit = json.loads((out / f"checkpoint-{step}" / "audit" / "audit.json").read_text())
+        assert audit["meta"]["n_prompts"] == 8
+        assert set(audit["share"]) >= {"original", "generic", "human"}
+        assert "random" in audit["transplant"] and "paraphrase" not in audit  # not scored -> absent
+        scores = pd.read_parquet(out / f"checkpoint-{step}" / "audit" / "scores.parquet")
+        assert set(scores["condition"]) == {"original", "generic", "random"}
+    # the two audits saw different models
+    a2 = json.loads((out / "checkpoint-2" / "audit" / "audit.json").read_text())
+    a4 = json.loads((out / "checkpoint-4" / "audit" / "audit.json").read_text())
+    assert a2["share"]["original"]["estimate"] != a4["share"]["original"]["estimate"]
+    run = read_run(out / "wandb")
+    audited = [h for h in run["history"] if any(k.startswith("audit") for k in h)]
+    assert len(audited) == 2
+    steps = sorted(h["train/global_step"] for h in audited)
+    assert steps == [2, 4]
+    key = next(k for k in audited[0] if "share" in k and "original" in k and k.endswith("estimate"))
+    by_step = {h["train/global_step"]: h for h in audited}
+    assert by_step[4][key] == pytest.approx(a4["share"]["original"]["estimate"])
