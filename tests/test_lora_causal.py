@@ -29,13 +29,7 @@ CHAT_TEMPLATE = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    # 2 shared cores: one torch thread is faster and steadier than two fighting over them.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -29,14 +29,7 @@ MAX_LENGTH = 64
 RM_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    # The test machine has 2 cores shared with other jobs; 2 torch threads there are several times
-    # slower than 1 (threads spin waiting for each other).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def base_config(out: Path, **overrides: Any) -> dict[str, Any]:

@@ -104,6 +104,23 @@ def group_codes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(uniques)
 
 
+def rows_with_siblings(groups: Any, *columns: Any) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """Rows whose columns are all finite and whose prompt keeps >= 2 such rows (a prompt with one
+    response has no within-prompt variation and no sibling).
+
+    Returns (filtered float columns, prompt codes 0..k-1, k, number of prompts dropped)."""
+    cols = [np.asarray(c, dtype=float) for c in columns]
+    g = np.asarray(groups)
+    ok = np.logical_and.reduce([np.isfinite(c) for c in cols])
+    cols, g = [c[ok] for c in cols], g[ok]
+    codes, uniq = group_codes(g)
+    sizes = np.bincount(codes, minlength=len(uniq))
+    keep = sizes[codes] >= 2
+    n_dropped = int((sizes < 2).sum())
+    codes, uniq = group_codes(g[keep])
+    return [c[keep] for c in cols], codes, len(uniq), n_dropped
+
+
 def per_prompt_sums(codes: np.ndarray, columns: np.ndarray, k: int) -> np.ndarray:
     """(n, m) per-row values -> (k, m) per-prompt sums (rows grouped by integer code)."""
     columns = np.asarray(columns, dtype=float)

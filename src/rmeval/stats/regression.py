@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .bootstrap import group_codes, per_prompt_sums, resample_weights, summarize
+from .bootstrap import per_prompt_sums, resample_weights, rows_with_siblings, summarize
 
 _IU = np.triu_indices(3)
 
@@ -43,19 +43,9 @@ def sibling_design(score: np.ndarray, rating: np.ndarray, groups: Any
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Rows kept (finite score and rating, >= 2 rated responses per prompt) as
     (score, rating, sibling mean rating, prompt codes, n_dropped_prompts)."""
-    s = np.asarray(score, dtype=float)
-    h = np.asarray(rating, dtype=float)
-    g = np.asarray(groups)
-    ok = np.isfinite(s) & np.isfinite(h)
-    s, h, g = s[ok], h[ok], g[ok]
-    codes, uniq = group_codes(g)
-    sizes = np.bincount(codes, minlength=len(uniq))
-    keep = sizes[codes] >= 2
-    n_dropped = int((sizes < 2).sum())
-    s, h, g = s[keep], h[keep], g[keep]
-    codes, uniq = group_codes(g)
-    n = np.bincount(codes, minlength=len(uniq)).astype(float)
-    tot = np.bincount(codes, weights=h, minlength=len(uniq))
+    (s, h), codes, k, n_dropped = rows_with_siblings(groups, score, rating)
+    n = np.bincount(codes, minlength=k).astype(float)
+    tot = np.bincount(codes, weights=h, minlength=k)
     sib = (tot[codes] - h) / (n[codes] - 1)
     return s, h, sib, codes, n_dropped
 

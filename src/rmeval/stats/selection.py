@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from .bootstrap import group_codes, resample_weights, summarize
+from .bootstrap import resample_weights, rows_with_siblings, summarize
 
 
 def loo_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
@@ -42,18 +42,8 @@ def _top_mean(order: np.ndarray, rating: np.ndarray, w_resp: np.ndarray, fractio
 def top_selection(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
                   n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{top30_raw, top30_centered, delta (centred - raw, paired), spearman, n_responses, n_dropped}."""
-    s = np.asarray(score, dtype=float)
-    h = np.asarray(rating, dtype=float)
-    g = np.asarray(groups)
-    ok = np.isfinite(s) & np.isfinite(h)
-    s, h, g = s[ok], h[ok], g[ok]
-    codes, uniq = group_codes(g)
-    sizes = np.bincount(codes, minlength=len(uniq))
-    keep = sizes[codes] >= 2  # leave-one-out centring needs a sibling
-    n_dropped = int((sizes < 2).sum())
-    s, h, g = s[keep], h[keep], g[keep]
-    codes, uniq = group_codes(g)
-    k = len(uniq)
+    # leave-one-out centring needs a sibling
+    (s, h), codes, k, n_dropped = rows_with_siblings(groups, score, rating)
     if k < 2:
         return {}
     c = loo_centered(s, codes, k)

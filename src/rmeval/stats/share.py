@@ -16,7 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from .bootstrap import bootstrap_stat, group_codes, per_prompt_sums, resample_weights, summarize
+from .bootstrap import (
+    bootstrap_stat,
+    group_codes,
+    per_prompt_sums,
+    resample_weights,
+    rows_with_siblings,
+    summarize,
+)
 
 
 def _icc_from_sums(s: np.ndarray) -> np.ndarray:
@@ -93,18 +100,7 @@ def _residual_icc_from_sums(s: np.ndarray) -> np.ndarray:
 def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_boot: int = 2000,
                    rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Share of ``values`` after OLS residualisation on ``covariate`` across all responses."""
-    v = np.asarray(values, dtype=float)
-    c = np.asarray(covariate, dtype=float)
-    g = np.asarray(groups)
-    ok = np.isfinite(v) & np.isfinite(c)
-    v, c, g = v[ok], c[ok], g[ok]
-    codes, uniq = group_codes(g)
-    sizes = np.bincount(codes, minlength=len(uniq))
-    keep = sizes[codes] >= 2
-    n_dropped = int((sizes < 2).sum())
-    v, c = v[keep], c[keep]
-    codes, uniq = group_codes(g[keep])
-    k = len(uniq)
+    (v, c), codes, k, n_dropped = rows_with_siblings(groups, values, covariate)
     if k < 2:
         return summarize(float("nan"), None, k, 0, n_dropped=n_dropped)
     y, x = v - v.mean(), c - c.mean()

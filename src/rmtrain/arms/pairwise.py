@@ -4,6 +4,7 @@ shared by all responses to a prompt is invisible to them."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.nn.functional as F
 
 from rmtrain.arms.base import Arm, PairTable, register_arm
@@ -20,7 +21,8 @@ class BradleyTerry(Arm):
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
         return {}
 
-    def loss(self, r_chosen, r_rejected, targets):
+    def loss(self, r_chosen: torch.Tensor, r_rejected: torch.Tensor,
+             targets: dict[str, torch.Tensor]) -> torch.Tensor:
         return -F.logsigmoid(r_chosen - r_rejected).mean()
 
 
@@ -36,7 +38,8 @@ class BTMargin(Arm):
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
         return {"gap": pairs.gap}
 
-    def loss(self, r_chosen, r_rejected, targets):
+    def loss(self, r_chosen: torch.Tensor, r_rejected: torch.Tensor,
+             targets: dict[str, torch.Tensor]) -> torch.Tensor:
         return -F.logsigmoid(r_chosen - r_rejected - targets["gap"]).mean()
 
 
@@ -50,5 +53,6 @@ class GapOnly(Arm):
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
         return {"gap": pairs.gap}
 
-    def loss(self, r_chosen, r_rejected, targets):
+    def loss(self, r_chosen: torch.Tensor, r_rejected: torch.Tensor,
+             targets: dict[str, torch.Tensor]) -> torch.Tensor:
         return ((r_chosen - r_rejected - targets["gap"]) ** 2).mean()

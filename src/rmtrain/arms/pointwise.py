@@ -10,23 +10,26 @@ import torch
 from rmtrain.arms.base import Arm, ArmConfig, PairTable, register_arm
 
 
-def _mse(r_chosen: torch.Tensor, r_rejected: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
-    # Both members of each pair count, so every arm sees the same responses per step.
-    return 0.5 * (((r_chosen - t["t_chosen"]) ** 2).mean() + ((r_rejected - t["t_rejected"]) ** 2).mean())
+class PointwiseArm(Arm):
+    """Squared error to per-response targets ``t_chosen`` / ``t_rejected``. Both members of each
+    pair count, so every arm sees the same responses per step."""
+
+    pointwise = True
+
+    def loss(self, r_chosen: torch.Tensor, r_rejected: torch.Tensor,
+             targets: dict[str, torch.Tensor]) -> torch.Tensor:
+        return 0.5 * (((r_chosen - targets["t_chosen"]) ** 2).mean()
+                      + ((r_rejected - targets["t_rejected"]) ** 2).mean())
 
 
 @register_arm
-class Regression(Arm):
+class Regression(PointwiseArm):
     """r(x, y) regressed on the rating: sees absolute levels and within-prompt differences."""
 
     name = "regression"
-    pointwise = True
 
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
         return {"t_chosen": pairs.y_chosen.copy(), "t_rejected": pairs.y_rejected.copy()}
-
-    def loss(self, r_chosen, r_rejected, targets):
-        return _mse(r_chosen, r_rejected, targets)
 
 
 def prompt_derangement(prompt_ids: list[str], seed: int) -> dict[str, str]:
@@ -47,11 +50,10 @@ class ShuffledMeanConfig(ArmConfig):
 
 
 @register_arm
-class ShuffledMean(Arm):
+class ShuffledMean(PointwiseArm):
     """Targets y - mean_p + mean_pi(p): right within-prompt deviations, a wrong prompt level."""
 
     name = "shuffled_mean"
-    pointwise = True
     config_class = ShuffledMeanConfig
 
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
@@ -62,21 +64,14 @@ class ShuffledMean(Arm):
         shift = np.array([mean_of[donor[p]] - mean_of[p] for p in pids])
         return {"t_chosen": pairs.y_chosen + shift, "t_rejected": pairs.y_rejected + shift}
 
-    def loss(self, r_chosen, r_rejected, targets):
-        return _mse(r_chosen, r_rejected, targets)
-
 
 @register_arm
-class Binarized(Arm):
+class Binarized(PointwiseArm):
     """1 for the preferred and 0 for the other response of each pair: sees only who won."""
 
     name = "binarized"
-    pointwise = True
     needs_ratings = False
 
     def targets(self, pairs: PairTable, seed: int) -> dict[str, np.ndarray]:
         n = len(pairs)
         return {"t_chosen": np.ones(n), "t_rejected": np.zeros(n)}
-
-    def loss(self, r_chosen, r_rejected, targets):
-        return _mse(r_chosen, r_rejected, targets)
