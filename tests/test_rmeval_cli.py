@@ -147,3 +147,29 @@ def test_bad_condition_is_a_clean_error(tmp_path, minilm_ckpt, capsys):
     rc = main(["audit", "--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=6", "--out",
                str(tmp_path), "--conditions", "related", "--wandb-mode", "disabled"])
     assert rc == 2 and "needs --related-file" in capsys.readouterr().err
+
+
+def test_audit_run_carries_arm_and_seed_to_wandb(tmp_path, minilm_ckpt, monkeypatch):
+    """An audit of a checkpoint trained by rmtrain is tagged with its arm and seed and grouped with
+    its sweep, so arms can be compared on W&B."""
+    import shutil
+
+    from tests.wandb_reader import read_run
+
+    ckpt = tmp_path / "bt"
+    shutil.copytree(minilm_ckpt, ckpt)
+    (ckpt / "train_summary.json").write_text(json.dumps({"arm": "bt_margin", "seed": 3, "model": "m"}))
+    (ckpt / "matchrm_config.json").write_text(json.dumps({"wandb": {"group": "demo-sweep"}}))
+    out = tmp_path / "audit"
+    assert main(["audit", "--checkpoint", str(ckpt), "--data", "simulated:n_prompts=8,responses_per_prompt=2",
+                 "--out", str(out), "--conditions", "original", "--max-length", "64", "--n-boot", "20",
+                 "--wandb-mode", "offline"]) == 0
+    run = read_run(out / "wandb")
+    assert set(run["tags"]) == {"arm:bt_margin", "seed:3"}
+    assert run["config"]["arm"] == "bt_margin" and run["config"]["seed"] == 3
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["meta"]["arm"] == "bt_margin" and audit["meta"]["group"] == "demo-sweep"
+    logged = [h for h in run["history"] if any("share" in k for k in h)]
+    assert logged and any(v == pytest.approx(audit["share"]["original"]["estimate"])
+                          for h in logged for k, v in h.items() if "share" in k and "original" in k
+                          and k.endswith("estimate"))

@@ -141,11 +141,30 @@ def make_cli_scorer(args: argparse.Namespace, checkpoint: Path | str):
     raise ConfigError(f"unknown --scorer {args.scorer}")
 
 
-def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, Any]):
+def provenance(checkpoint: Path | str) -> dict[str, Any]:
+    """arm, seed, model and sweep group of a checkpoint trained by ``rmtrain`` (empty otherwise),
+    so audit runs line up with their training runs on W&B."""
+    info: dict[str, Any] = {}
+    path = Path(checkpoint)
+    summary, cfg = path / "train_summary.json", path / "matchrm_config.json"
+    if summary.is_file():
+        s = json.loads(summary.read_text())
+        info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})
+    if cfg.is_file():
+        group = json.loads(cfg.read_text()).get("wandb", {}).get("group")
+        if group:
+            info["group"] = group
+    return info
+
+
+def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, Any],
+             checkpoint: Path | str | None = None):
     from rmtrain.tracking import Tracker
 
-    return Tracker(project=args.wandb_project, name=name, config=config, mode=args.wandb_mode, dir=out,
-                   job_type="audit")
+    prov = provenance(checkpoint) if checkpoint is not None else {}
+    tags = [f"{k}:{prov[k]}" for k in ("arm", "seed") if k in prov]
+    return Tracker(project=args.wandb_project, name=name, config={**config, **prov}, mode=args.wandb_mode,
+                   dir=out, job_type="audit", group=prov.get("group"), tags=tags)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -197,10 +216,11 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
                           n_boot_regression=args.n_boot_regression or args.n_boot, seed=args.seed)
     audit["truncation"] = truncation_summary(scores)
-    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer})
+    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
+                          **provenance(checkpoint)})
     paths = write_report(audit, out, title=f"Audit of {name}")
     tracker = _tracker(args, f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": args.data,
-                                                    "conditions": conditions, "n_boot": args.n_boot})
+                                                    "conditions": conditions, "n_boot": args.n_boot}, checkpoint)
     try:
         log_audit(tracker, audit, paths)
         tracker.summary({"checkpoint": str(checkpoint)})
@@ -320,7 +340,7 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
         atomic_write_table(dest / "preferences.parquet", prefs)
         atomic_write_json(dest / "pairwise.json", res)
         atomic_write_text(dest / "pairwise.md", _pairwise_markdown(name, res))
-        tracker = _tracker(args, f"pairwise-{name}", dest, {"checkpoint": str(ckpt), "data": args.data})
+        tracker = _tracker(args, f"pairwise-{name}", dest, {"checkpoint": str(ckpt), "data": args.data}, ckpt)
         try:
             tracker.log({k: v for k, v in flatten(res, "pairwise").items() if isinstance(v, (int, float))})
         finally:
