@@ -73,6 +73,13 @@ def test_two_cpu_processes_ddp(tmp_path: Path) -> None:
     _check_two_ranks(out)
 
 
+def test_cpu_launch_config_starts_two_processes(tmp_path: Path) -> None:
+    # accelerate_configs/cpu.yaml must give two ranks by itself (MULTI_CPU there would give one).
+    out = _launch(tmp_path, ["--config_file", str(ROOT / "accelerate_configs" / "cpu.yaml")], {},
+                  drop_env=("ACCELERATE_USE_CPU",))
+    _check_two_ranks(out)
+
+
 @pytest.mark.heavy
 def test_deepspeed_zero2_on_cpu(tmp_path: Path) -> None:
     try:
