@@ -74,8 +74,11 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
         # on the full sample; a resample only duplicates prompts, so the order they encode is kept.
         sh["ranks"] = share(rankdata(s), g, n_boot=n_boot, rng=_rng(seed, "share.ranks"))
         if "response_length" in orig.columns and np.isfinite(orig["response_length"]).any():
-            sh["log_length"] = residual_share(s, np.log(orig["response_length"].to_numpy(float)), g,
-                                              n_boot=n_boot, rng=_rng(seed, "share.log_length"))
+            length = orig["response_length"].to_numpy(float)
+            with np.errstate(divide="ignore"):  # empty responses (length 0) have no log length
+                log_len = np.where(length > 0, np.log(np.where(length > 0, length, 1.0)), np.nan)
+            sh["log_length"] = residual_share(s, log_len, g, n_boot=n_boot, rng=_rng(seed, "share.log_length"))
+            sh["log_length"]["n_zero_length"] = int((length == 0).sum())
         human_src = orig
     else:
         human_src = ratings

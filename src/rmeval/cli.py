@@ -214,7 +214,7 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         atomic_write_table(out / "preferences.parquet", prefs)
     attribute = pick_attribute(rating_set, args.attribute)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression or args.n_boot, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed)
     audit["truncation"] = truncation_summary(scores)
     audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
                           **provenance(checkpoint)})
@@ -270,6 +270,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_attribute(ratings: pd.DataFrame) -> str:
+    """helpfulness if rated, else the first attribute column of the ratings table."""
+    attrs = [c for c in ratings.columns if c not in ("prompt_id", "response_id", "single_turn", "response_length")]
+    if not attrs:
+        raise DataError("ratings table has no attribute column", field="helpfulness")
+    return "helpfulness" if "helpfulness" in attrs else attrs[0]
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from rmeval.audit import compute_audit
     from rmeval.report import log_audit, write_report
@@ -277,9 +285,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     scores, ratings = read_table(args.scores), read_table(args.ratings)
     prefs = read_table(args.preferences) if args.preferences else None
-    attribute = args.attribute or "helpfulness"
+    attribute = args.attribute or _default_attribute(ratings)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression or args.n_boot, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed)
     out = Path(args.out)
     paths = write_report(audit, out, title=f"Audit of {Path(args.scores).name}")
     tracker = _tracker(args, f"stats-{Path(args.scores).stem}", out, {"scores": args.scores, "ratings": args.ratings})
@@ -381,7 +389,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over prompts")
-    p.add_argument("--n-boot-regression", type=int, default=None, help="resamples for the sibling regression")
+    p.add_argument("--n-boot-regression", type=int, default=5000, help="resamples for the sibling regression")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--attribute", default=None, help="rated attribute (default helpfulness, else the first)")
     p.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],

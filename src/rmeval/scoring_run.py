@@ -11,6 +11,7 @@ Truncation counts per condition are returned in ``df.attrs["truncation"]``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -22,8 +23,9 @@ import pandas as pd
 from rmeval.conditions import ConditionItem, build_condition
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
+from rmeval.tables import norm_id
 from rmtrain.data.schema import RatingSet
-from rmtrain.io import atomic_write_table, read_table
+from rmtrain.io import atomic_write_table, atomic_write_text, read_table
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +34,30 @@ SCORE_COLUMNS = KEY_COLUMNS + ["score"]
 
 
 def _norm_donor(v: Any) -> str | None:
-    return None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else norm_id(v)
 
 
 def _row_key(row: Any) -> tuple:
-    return (str(row.prompt_id), str(row.response_id), str(row.condition), int(row.variant),
+    return (norm_id(row.prompt_id), norm_id(row.response_id), str(row.condition), int(row.variant),
             _norm_donor(row.donor_prompt_id))
+
+
+def _fingerprint_file(out_path: str | os.PathLike) -> Path:
+    p = Path(out_path)
+    return p.with_name(p.name + ".scorer.json")
+
+
+def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str) -> pd.DataFrame | None:
+    """Rows of an earlier run into the same file, only if the same scorer (model and settings)
+    made them: another checkpoint's scores must never be reused."""
+    if out_path is None or not Path(out_path).exists():
+        return None
+    side = _fingerprint_file(out_path)
+    made_by = json.loads(side.read_text()).get("fingerprint") if side.exists() else None
+    if made_by != fingerprint:
+        log.warning("%s was scored by another scorer (%s); rescoring", out_path, made_by)
+        return None
+    return read_table(out_path)
 
 
 def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> list[ConditionItem]:
@@ -54,8 +74,8 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...)."""
     items = build_items(rating_set, conditions, **opts)
     done: dict[tuple, float] = {}
-    if out_path is not None and Path(out_path).exists():
-        prev = read_table(out_path)
+    prev = _previous_rows(out_path, scorer.fingerprint)
+    if prev is not None:
         done = {_row_key(r): float(r.score) for r in prev.itertuples(index=False)}
         log.info("%s: %d rows already scored", out_path, len(done))
     todo = [it for it in items if it.key not in done]
@@ -94,7 +114,13 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     df.attrs["truncation"] = trunc
     df.attrs["n_unique_texts"] = len(uniq_items)
     if out_path is not None:
-        atomic_write_table(out_path, df)
+        # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.
+        keep = df
+        if prev is not None:
+            others = prev[~prev["condition"].isin(conditions)]
+            keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
+        atomic_write_table(out_path, keep)
+        atomic_write_text(_fingerprint_file(out_path), json.dumps({"fingerprint": scorer.fingerprint}) + "\n")
     if own_cache is not None:
         own_cache.cache.close()
     return df

@@ -31,6 +31,14 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA or v is pd.NaT
 
 
+def norm_id(v: Any) -> str:
+    """An id as a string. Integer ids read back as floats (a column of ints and nulls is float64
+    in parquet/jsonl/csv) become '2', not '2.0', so they still match the ratings table."""
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def _require(df: pd.DataFrame, cols: list[str], what: str, file: str | None) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
@@ -44,7 +52,7 @@ def _ids(df: pd.DataFrame, col: str, file: str | None) -> pd.Series:
     for i, v in enumerate(vals):
         if _missing(v) or (isinstance(v, str) and not v.strip()):
             raise DataError("missing id", file=file, row=i, field=col)
-    return pd.Series([str(v) for v in vals], index=df.index, dtype=object)
+    return pd.Series([norm_id(v) for v in vals], index=df.index, dtype=object)
 
 
 def _check_duplicates(df: pd.DataFrame, key: list[str], what: str, file: str | None) -> None:
@@ -76,10 +84,14 @@ def validate_ratings(ratings: pd.DataFrame, *, attribute: str | None = None,
             raise DataError(f"not a number: {df[col][bad].iloc[0]!r}", file=file,
                             row=int(np.flatnonzero(bad.to_numpy())[0]), field=col)
         df[col] = vals.astype(float)
+    if attribute is not None and df[attribute].isna().any():
+        # A rated response without its rating would silently leave every rating-based statistic.
+        raise DataError("missing rating", file=file, row=int(np.flatnonzero(df[attribute].isna().to_numpy())[0]),
+                        field=attribute)
     if "response_length" in df.columns:
-        bad = df["response_length"] <= 0
+        bad = df["response_length"] < 0
         if bad.any():
-            raise DataError("response length must be positive (it is log-transformed)", file=file,
+            raise DataError("response length must be >= 0", file=file,
                             row=int(np.flatnonzero(bad.to_numpy())[0]), field="response_length")
     if "single_turn" in df.columns:
         for i, v in enumerate(df["single_turn"].tolist()):
@@ -120,7 +132,7 @@ def validate_scores(scores: pd.DataFrame, ratings: pd.DataFrame | None = None, *
     df["variant"] = var.astype(int)
     if "donor_prompt_id" not in df.columns:
         df["donor_prompt_id"] = None
-    df["donor_prompt_id"] = [None if _missing(v) else str(v) for v in df["donor_prompt_id"].tolist()]
+    df["donor_prompt_id"] = [None if _missing(v) else norm_id(v) for v in df["donor_prompt_id"].tolist()]
     _check_duplicates(df, SCORE_KEY, "(prompt_id, response_id, condition, variant)", file)
     if ratings is not None:
         rkeys = set(zip(ratings["prompt_id"].astype(str), ratings["response_id"].astype(str)))

@@ -1,0 +1,78 @@
+"""Resuming a scores file: only rows of the same scorer are reused; ids survive a float round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmeval.audit import compute_audit
+from rmeval.scoring.base import Scorer
+from rmeval.scoring_run import score_conditions
+from rmeval.tables import norm_id
+from rmtrain.data.simulated import simulate_rating_set
+from rmtrain.errors import DataError
+
+
+class ConstScorer(Scorer):
+    kind = "const"
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value, self.calls = value, 0
+
+    @property
+    def fingerprint(self) -> str:
+        return f"const:{self.value}"
+
+    def score(self, items):
+        self.calls += len(items)
+        self._record_flags(np.zeros((len(items), 2), dtype=bool))
+        return np.full(len(items), self.value)
+
+
+def test_resume_reuses_only_the_same_scorers_rows(tmp_path):
+    rs = simulate_rating_set(n_prompts=6, responses_per_prompt=2, seed=0)
+    out = tmp_path / "scores.parquet"
+    a = ConstScorer(1.0)
+    score_conditions(a, rs, ["original"], out_path=out)
+    assert a.calls == 12
+    again = ConstScorer(1.0)
+    df = score_conditions(again, rs, ["original", "generic"], out_path=out)
+    assert again.calls == 12  # original resumed, generic scored
+    assert set(df["condition"]) == {"original", "generic"}
+    other = ConstScorer(7.0)  # another checkpoint: nothing may be reused
+    df = score_conditions(other, rs, ["original"], out_path=out)
+    assert other.calls == 12 and (df["score"] == 7.0).all()
+    # the file keeps the earlier conditions of the same scorer
+    third = ConstScorer(7.0)
+    score_conditions(third, rs, ["generic"], out_path=out)
+    assert set(pd.read_parquet(out)["condition"]) == {"original", "generic"}
+
+
+def test_integer_ids_survive_float_round_trip():
+    assert norm_id(2.0) == "2" and norm_id(np.float64(3)) == "3" and norm_id("a1") == "a1" and norm_id(2.5) == "2.5"
+    rng = np.random.default_rng(0)
+    ratings = pd.DataFrame({"prompt_id": np.repeat(np.arange(1, 9), 2), "response_id": np.arange(16),
+                            "helpfulness": rng.integers(0, 5, 16).astype(float), "single_turn": True})
+    rows = []
+    for p in range(1, 9):
+        for r in (2 * (p - 1), 2 * (p - 1) + 1):
+            rows.append({"prompt_id": p, "response_id": r, "condition": "original", "variant": 0,
+                         "donor_prompt_id": None, "score": rng.normal()})
+            donor = p % 8 + 1
+            rows.append({"prompt_id": p, "response_id": r, "condition": "random", "variant": 0,
+                         "donor_prompt_id": float(donor), "score": rng.normal()})
+    scores = pd.DataFrame(rows)
+    audit = compute_audit(scores, ratings, n_boot=50, n_boot_regression=50)
+    assert "random" in audit["transplant"]
+
+
+def test_missing_rating_is_an_error_naming_the_row():
+    ratings = pd.DataFrame({"prompt_id": ["a", "a", "b", "b"], "response_id": ["1", "2", "3", "4"],
+                            "helpfulness": [1.0, np.nan, 2.0, 3.0]})
+    scores = pd.DataFrame({"prompt_id": ["a", "a", "b", "b"], "response_id": ["1", "2", "3", "4"],
+                           "condition": "original", "variant": 0, "donor_prompt_id": None,
+                           "score": [0.1, 0.2, 0.3, 0.4]})
+    with pytest.raises(DataError, match=r"row 1, field 'helpfulness': missing rating"):
+        compute_audit(scores, ratings, n_boot=10)
