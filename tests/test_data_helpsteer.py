@@ -193,3 +193,11 @@ def test_hub_ids_use_hub_code(monkeypatch, tmp_path: Path):
 def test_missing_local_file_is_not_a_hub_call(tmp_path: Path):
     with pytest.raises(FileNotFoundError):
         load_helpsteer2(tmp_path / "nope.jsonl.gz")
+
+
+def test_preference_file_split_named_val(tmp_path: Path):
+    """The released preference file may call the validation split 'val'."""
+    write(tmp_path / "val.jsonl", ROWS[:2])
+    prefs = [dict(PREFS[-1], split="val")]
+    rs = load_helpsteer2(tmp_path / "val.jsonl", "validation", preference_path=write(tmp_path / "p.jsonl", prefs))
+    assert [(q.chosen_id, q.rejected_id) for q in rs.preferences] == [("validation-00000:r1", "validation-00000:r0")]

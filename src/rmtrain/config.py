@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -120,11 +122,37 @@ def _build(cls: type, values: Any, where: str) -> Any:
     for k, v in values.items():
         t = hints[k]
         sub = _dataclass_in(t)
-        kwargs[k] = _build(sub, v, f"{where}.{k}") if sub is not None and (isinstance(v, dict) or v is None) else v
+        if sub is not None and (isinstance(v, dict) or v is None):
+            kwargs[k] = _build(sub, v, f"{where}.{k}")
+        else:
+            kwargs[k] = _coerce(v, t, f"{where}.{k}")
     try:
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def _coerce(v: Any, t: Any, where: str) -> Any:
+    """Scalars to their field's type. YAML 1.1 reads '1e-5' (no dot) as a string, and command-line
+    overrides arrive as text: a learning rate must not reach the optimizer as a string."""
+    # plain scalars and Optional scalars only; list[int] and dict[...] are left as they are
+    args = typing.get_args(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else ()
+    scalar = t if t in (float, int, bool) else next((a for a in args if a in (float, int, bool)), None)
+    if v is None or scalar is None or isinstance(v, bool) and scalar is bool:
+        return v
+    try:
+        if scalar is bool:
+            if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "1", "0"):
+                return v.lower() in ("true", "yes", "1")
+            raise ValueError
+        if scalar is int:
+            f = float(v)
+            if not f.is_integer():
+                raise ValueError
+            return int(f)
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {scalar.__name__}, got {v!r}") from None
 
 
 def _dataclass_in(t: Any) -> type | None:

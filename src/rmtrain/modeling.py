@@ -40,7 +40,7 @@ class ModelSettings:
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
     attn_implementation: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # more from_pretrained keyword arguments
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -106,6 +106,7 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
                               "trust_remote_code": settings.trust_remote_code}
     if settings.attn_implementation:
         kwargs["attn_implementation"] = settings.attn_implementation
+    kwargs.update(settings.extra)
     model = AutoModelForSequenceClassification.from_pretrained(resolve_model_path(settings.name_or_path), **kwargs)
     if model.config.num_labels != 1:
         raise ConfigError(f"{settings.name_or_path}: reward model needs one label, has {model.config.num_labels}")

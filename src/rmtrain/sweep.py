@@ -20,7 +20,7 @@ def launch_command(cfg: TrainConfig, recipe: str, launcher: str = "rmtrain", ext
     args = ["train", "--config", recipe, "--arm", cfg.arm, "--seed", str(cfg.seed),
             "--model", cfg.model.name_or_path, "--output-dir", cfg.output_dir]
     for k, v in (extra or {}).items():
-        args += ["--set", f"{k}={v}"]
+        args += ["--set", f"{k}={json.dumps(v)}"]  # JSON is YAML: 5e-06 stays a number
     return f"{launcher} " + " ".join(shlex.quote(a) for a in args)
 
 

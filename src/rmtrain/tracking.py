@@ -44,7 +44,7 @@ class Tracker:
     def __init__(self, *, project: str = "matchrm", name: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, dir: str | os.PathLike | None = None,
-                 job_type: str | None = None) -> None:
+                 job_type: str | None = None, entity: str | None = None) -> None:
         self.mode = resolve_mode(mode)
         self.run = None
         if self.mode == "disabled":
@@ -53,7 +53,7 @@ class Tracker:
 
         if dir is not None:
             Path(dir).mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=project, name=name, group=group, tags=tags or [],
+        self.run = wandb.init(project=project, entity=entity, name=name, group=group, tags=tags or [],
                               config=dict(config or {}), mode=self.mode, dir=str(dir) if dir else None,
                               job_type=job_type, reinit="finish_previous")
 

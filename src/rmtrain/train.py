@@ -49,7 +49,13 @@ def prepare_data(cfg: TrainConfig) -> PreparedData:
     rs = load_rating_set(spec)
     _check_attribute(cfg, rs)
     pairset = build_pairs(rs, attribute=cfg.attribute, use_released=cfg.use_released_preferences)
-    train_ids, held_ids = split_by_prompt([p.prompt_id for p in rs.prompts], cfg.heldout_fraction, cfg.split_seed)
+    # Split on the conversation text, not the id: a prompt that recurs under two ids (HelpSteer2
+    # repeats some non-consecutively; HH-RLHF rows share openings) must not sit on both sides.
+    text_of = {p.prompt_id: json.dumps(p.messages, sort_keys=True) for p in rs.prompts}
+    train_texts, held_texts = split_by_prompt(text_of.values(), cfg.heldout_fraction, cfg.split_seed)
+    held_text_set = set(held_texts)
+    held_ids = sorted(pid for pid, t in text_of.items() if t in held_text_set)
+    train_ids = sorted(pid for pid, t in text_of.items() if t not in held_text_set)
     train_set, held_set = set(train_ids), set(held_ids)
     train_pairs = [p for p in pairset.pairs if p.prompt_id in train_set]
     held_pairs = [p for p in pairset.pairs if p.prompt_id in held_set]
@@ -199,9 +205,13 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
 
     cfg.validate()
     out = Path(cfg.output_dir)
-    if (out / SUMMARY_FILE).exists() and not force:
-        log.info("%s exists: run already finished, not retraining (force=True retrains)", out / SUMMARY_FILE)
-        return json.loads((out / SUMMARY_FILE).read_text())
+    if force:
+        _clear_run(out)  # never resume or reuse another run's checkpoints
+    else:
+        _check_same_run(cfg, out)
+        if (out / SUMMARY_FILE).exists():
+            log.info("%s exists: run already finished, not retraining (force=True retrains)", out / SUMMARY_FILE)
+            return json.loads((out / SUMMARY_FILE).read_text())
     t0 = time.time()
     rank = int(os.environ.get("RANK", "0"))
     set_seed(cfg.seed)
@@ -220,7 +230,8 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     if rank == 0:
         tracker = Tracker(project=cfg.wandb.project, name=f"{cfg.arm}-seed{cfg.seed}", group=cfg.wandb.group,
                           tags=[f"arm:{cfg.arm}", f"seed:{cfg.seed}", *cfg.wandb.tags],
-                          config=cfg.to_dict(), mode=cfg.wandb.mode, dir=out, job_type="train")
+                          config=cfg.to_dict(), mode=cfg.wandb.mode, dir=out, job_type="train",
+                          entity=cfg.wandb.entity)
     wandb_on = cfg.wandb.mode != "disabled" and (tracker is None or tracker.enabled)
     args = _training_arguments(cfg, ["wandb"] if wandb_on else [])
 
@@ -233,9 +244,18 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
                                        max_length=cfg.training.max_length, n_boot=cfg.audit.n_boot,
                                        attribute=cfg.attribute))
 
-    trainer = MatchedRewardTrainer(model=model, args=args, train_dataset=train_ds, data_collator=PairCollator(tok.pad_token_id),
-                                   processing_class=tok, arm=arm, heldout=heldout, pad_id=tok.pad_token_id,
+    # transformers refuses step evaluation without an eval set; ours scores the held-out prompts
+    # itself (MatchedRewardTrainer.evaluate), so one row stands in.
+    eval_ds = train_ds.select(range(1)) if cfg.training.eval_steps else None
+    trainer = MatchedRewardTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
+                                   data_collator=PairCollator(tok.pad_token_id), processing_class=tok, arm=arm,
+                                   heldout=heldout, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size, callbacks=callbacks)
+    if _zero3(trainer) and cfg.model.lora is not None:
+        raise ConfigError("LoRA under DeepSpeed ZeRO-3 cannot be saved as a merged plain checkpoint here; "
+                          "use ZeRO-2 or DDP for LoRA runs")
+    if rank == 0:
+        atomic_write_text(out / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2, default=str))
     resume = any(out.glob("checkpoint-*")) if out.exists() else False
     trainer.train(resume_from_checkpoint=True if resume else None)
 
@@ -286,7 +306,6 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
         held_df = pd.DataFrame({"prompt_id": [k[0] for k in heldout.keys], "response_id": [k[1] for k in heldout.keys],
                                 "condition": "original", "variant": 0, "donor_prompt_id": None, "score": scores})
         atomic_write_table(out / "heldout_scores.parquet", held_df)
-        atomic_write_text(out / "matchrm_config.json", json.dumps(cfg.to_dict(), indent=2, default=str))
         atomic_write_json(out / SUMMARY_FILE, summary)
         if tracker is not None:
             tracker.summary({f"heldout/{k}": v for k, v in held_metrics.items()})
@@ -297,12 +316,54 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     return summary
 
 
+CONFIG_FILE = "matchrm_config.json"
+# Keys that may differ between a run and its resumption without changing what is trained.
+_RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad_data")
+
+
+def _comparable(cfg_dict: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in cfg_dict.items() if k not in _RESUME_FREE}, sort_keys=True, default=str)
+
+
+def _check_same_run(cfg: TrainConfig, out: Path) -> None:
+    """Resuming (or returning a finished summary) is only right for the same arm, seed, model,
+    data and budget; anything else in the directory is another run's."""
+    saved = out / CONFIG_FILE
+    if saved.exists():
+        if _comparable(json.loads(saved.read_text())) != _comparable(json.loads(json.dumps(cfg.to_dict(), default=str))):
+            raise ConfigError(f"{out} holds a run with another config ({saved}); choose another output_dir "
+                              "or pass --force to replace it")
+    elif any(out.glob("checkpoint-*")) or (out / SUMMARY_FILE).exists():
+        raise ConfigError(f"{out} holds checkpoints of an unknown run (no {CONFIG_FILE}); "
+                          "choose another output_dir or pass --force")
+
+
+def _clear_run(out: Path) -> None:
+    import shutil
+
+    for p in list(out.glob("checkpoint-*")) if out.exists() else []:
+        shutil.rmtree(p)
+    for name in (SUMMARY_FILE, CONFIG_FILE, "heldout_scores.parquet"):
+        (out / name).unlink(missing_ok=True)
+
+
 def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> None:
     """A plain transformers checkpoint: LoRA merged, head included, pad token recorded."""
+    import shutil
+    import tempfile
+
     plain = unwrap_for_saving(model)
     plain.config.pad_token_id = tokenizer.pad_token_id
-    plain.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    out.mkdir(parents=True, exist_ok=True)
+    # Written beside, then moved in file by file: a crash never leaves a half-written weights file.
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".saving-"))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _zero3(trainer: MatchedRewardTrainer) -> bool:

@@ -112,7 +112,7 @@ class MatchedRewardTrainer(Trainer):
         loss = self.arm.loss(r_c, r_r, targets)
         with torch.no_grad():
             d = r.detach().double().cpu()
-            self._sums += torch.tensor([n, float((r_c > r_r).sum()), float(d.sum()), float((d**2).sum())],
+            self._sums += torch.tensor([n, float((r_c > r_r).sum() + 0.5 * (r_c == r_r).sum()), float(d.sum()), float((d**2).sum())],
                                        dtype=torch.float64)
         if model.training:
             self.pairs_seen += n

@@ -146,6 +146,11 @@ def read_helpsteer2_preferences(preference_path: str | os.PathLike) -> tuple[lis
     return read_records(preference_path), p
 
 
+def _split_name(split: str) -> str:
+    """The preference file may name the Hub's 'validation' split 'val'."""
+    return "validation" if str(split) in ("val", "valid", "validation") else str(split)
+
+
 def attach_helpsteer2_preferences(rs: RatingSet, preference_path: str | os.PathLike, *,
                                   split: str | None = None, on_bad: str = "raise") -> RatingSet:
     """Match preference rows to `rs` by prompt and response text and append Preferences (in place).
@@ -158,7 +163,8 @@ def attach_helpsteer2_preferences(rs: RatingSet, preference_path: str | os.PathL
     for rec in rs.prompts:
         by_prompt.setdefault(_raw_prompt(rec), []).append(rec)
     for row_no, row in records:
-        if split is not None and not is_missing(row.get("split")) and row["split"] != split:
+        if split is not None and not is_missing(row.get("split")) and _split_name(row["split"]) != _split_name(split):
+            rs.skipped["preference_other_split"] += 1
             continue
         try:
             for f in ("prompt", "response_1", "response_2"):

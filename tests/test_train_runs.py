@@ -1,0 +1,87 @@
+"""Run management: typed config values, held-out selection with evaluation steps, --force and
+resumption guards, and a split that keeps a recurring prompt text on one side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rmtrain.config import load_train_config, parse_override, train_config_from_dict
+from rmtrain.data.schema import PromptRecord, RatingSet, Response
+from rmtrain.errors import ConfigError
+from rmtrain.train import prepare_data, train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"data.n_prompts": 40, "max_train_pairs": None, "training.max_length": 64,
+        "training.per_device_batch_size": 4, "wandb.mode": "disabled"}
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _cfg(out: Path, **over):
+    return load_train_config(ROOT / "recipes" / "demo.yaml", {**TINY, "output_dir": str(out), **over})
+
+
+def test_numbers_are_typed_whatever_yaml_makes_of_them(tmp_path):
+    base = {"arm": "regression", "model": "m", "data": {"name": "simulated"}}
+    cfg = train_config_from_dict(base, overrides=dict([parse_override("training.learning_rate=1e-5"),
+                                                       parse_override("training.bf16=true")]))
+    assert cfg.training.learning_rate == 1e-5 and isinstance(cfg.training.learning_rate, float)
+    assert cfg.training.bf16 is True
+    p = tmp_path / "r.yaml"
+    p.write_text("arm: regression\nmodel: m\ndata: {name: simulated}\ntraining: {learning_rate: 2e-5, max_steps: 3}\n")
+    assert yaml.safe_load(p.read_text())["training"]["learning_rate"] == "2e-5"  # YAML 1.1 reads a string
+    cfg = load_train_config(p)
+    assert cfg.training.learning_rate == 2e-5 and cfg.training.max_steps == 3
+    with pytest.raises(ConfigError, match=r"training.learning_rate: expected float, got 'fast'"):
+        train_config_from_dict(base, overrides={"training.learning_rate": "fast"})
+
+
+def test_best_pair_accuracy_selection_with_eval_steps(tmp_path):
+    s = train(_cfg(tmp_path / "sel", **{"training.max_steps": 4, "training.eval_steps": 2,
+                                         "training.selection": "best_pair_accuracy",
+                                         "training.save_total_limit": None}))
+    assert s["best_checkpoint"] is not None and Path(s["best_checkpoint"]).name in ("checkpoint-2", "checkpoint-4")
+    state = json.loads((Path(s["best_checkpoint"]) / "trainer_state.json").read_text())
+    evals = [h["eval_pair_accuracy"] for h in state["log_history"] if "eval_pair_accuracy" in h]
+    assert len(evals) >= 1 and state["best_metric"] == pytest.approx(max(evals))
+
+
+def test_force_never_resumes_another_run_and_mismatch_is_refused(tmp_path):
+    out = tmp_path / "run"
+    first = train(_cfg(out, **{"arm": "regression", "training.max_steps": 3, "training.save_steps": 1}))
+    assert first["global_step"] == 3
+    with pytest.raises(ConfigError, match="another config"):
+        train(_cfg(out, **{"arm": "bradley_terry", "training.max_steps": 3}))
+    second = train(_cfg(out, **{"arm": "bradley_terry", "training.max_steps": 3}), force=True)
+    assert second["arm"] == "bradley_terry" and second["global_step"] == 3
+    assert second["pairs_per_rank"] == [3 * 4]  # trained from scratch, not resumed
+    assert second["heldout_pair_accuracy"] != first["heldout_pair_accuracy"] or \
+        second["score_sd"] != first["score_sd"]
+
+
+def test_recurring_prompt_text_stays_on_one_side():
+    def prompt(pid: str, text: str) -> PromptRecord:
+        return PromptRecord(pid, [{"role": "user", "content": text}],
+                            [Response(f"{pid}:a", "good answer", {"helpfulness": 3.0}),
+                             Response(f"{pid}:b", "bad", {"helpfulness": 1.0})])
+
+    texts = ["A", "B", "A", "C", "D", "E", "F", "G", "A", "H"]
+    rs = RatingSet([prompt(f"p{i}", t) for i, t in enumerate(texts)], name="t", attributes=("helpfulness",))
+    for seed in range(10):
+        cfg = train_config_from_dict({"arm": "regression", "model": "m", "data": {"name": "simulated"},
+                                      "heldout_fraction": 0.3, "split_seed": seed})
+        import rmtrain.data.registry as reg
+
+        orig = reg.load_rating_set
+        reg.load_rating_set = lambda spec, rs=rs: rs
+        try:
+            d = prepare_data(cfg)
+        finally:
+            reg.load_rating_set = orig
+        held_a = {pid for pid in d.heldout_prompt_ids if texts[int(pid[1:])] == "A"}
+        train_a = {pid for pid in d.train_prompt_ids if texts[int(pid[1:])] == "A"}
+        assert not (held_a and train_a), (seed, held_a, train_a)
