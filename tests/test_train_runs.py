@@ -41,13 +41,19 @@ def test_numbers_are_typed_whatever_yaml_makes_of_them(tmp_path):
 
 
 def test_best_pair_accuracy_selection_with_eval_steps(tmp_path):
-    s = train(_cfg(tmp_path / "sel", **{"training.max_steps": 4, "training.eval_steps": 2,
-                                         "training.selection": "best_pair_accuracy",
-                                         "training.save_total_limit": None}))
+    cfg = _cfg(tmp_path / "sel", **{"training.max_steps": 4, "training.eval_steps": 2, "selection_fraction": 0.2,
+                                     "training.selection": "best_pair_accuracy", "training.save_total_limit": None})
+    s = train(cfg)
     assert s["best_checkpoint"] is not None and Path(s["best_checkpoint"]).name in ("checkpoint-2", "checkpoint-4")
     state = json.loads((Path(s["best_checkpoint"]) / "trainer_state.json").read_text())
     evals = [h["eval_pair_accuracy"] for h in state["log_history"] if "eval_pair_accuracy" in h]
     assert len(evals) >= 1 and state["best_metric"] == pytest.approx(max(evals))
+    # selection reads its own prompts: the chosen model's accuracy there is the best evaluation
+    assert s["selection_pair_accuracy"] == pytest.approx(state["best_metric"])
+    d = prepare_data(cfg)
+    sel, held, tr = set(d.selection_prompt_ids), set(d.heldout_prompt_ids), set(d.train_prompt_ids)
+    assert sel and not (sel & held) and not (sel & tr) and not (held & tr)
+    assert s["n_selection_prompts"] == len(sel) == 8  # 20% of 40 prompts
 
 
 def test_force_never_resumes_another_run_and_mismatch_is_refused(tmp_path):

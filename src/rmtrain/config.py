@@ -73,7 +73,8 @@ class TrainConfig:
     seed: int = 1
     output_dir: str = "outputs/run"
     attribute: str = "helpfulness"
-    heldout_fraction: float = 0.1
+    heldout_fraction: float = 0.1  # prompts for the reported held-out figures
+    selection_fraction: float = 0.0  # > 0: prompts for selection (checkpoint, search); else held-out
     split_seed: int = 0  # fixed across arms and seeds: every arm sees the same split
     use_released_preferences: bool = True
     max_train_pairs: int | None = None
@@ -97,6 +98,8 @@ class TrainConfig:
             raise ConfigError("training.selection 'best_pair_accuracy' needs training.eval_steps")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
+        if not 0 <= self.selection_fraction < 1 - self.heldout_fraction:
+            raise ConfigError(f"selection_fraction must be in [0, 1 - heldout_fraction), got {self.selection_fraction}")
         if self.on_bad_data not in ("error", "skip"):
             raise ConfigError(f"on_bad_data must be 'error' or 'skip', got '{self.on_bad_data}'")
         if self.wandb.mode not in (None, "online", "offline", "disabled"):

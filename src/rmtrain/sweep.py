@@ -36,8 +36,12 @@ def plan_commands(sweep: Sweep, recipe: str, launcher: str = "rmtrain") -> list[
 
 
 def select_setting(results: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
-    """The selection rule shared by all arms: highest held-out pair accuracy (first on ties)."""
-    best = max(range(len(results)), key=lambda i: (results[i][1]["heldout_pair_accuracy"], -i))
+    """The selection rule shared by all arms: highest pair accuracy on the selection split (the
+    held-out split when the config has none), first setting on ties."""
+    def acc(r: dict[str, Any]) -> float:
+        return r.get("selection_pair_accuracy", r["heldout_pair_accuracy"])
+
+    best = max(range(len(results)), key=lambda i: (acc(results[i][1]), -i))
     return results[best][0]
 
 

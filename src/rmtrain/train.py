@@ -37,6 +37,8 @@ class PreparedData:
     heldout_pairs: list[Any]
     train_prompt_ids: list[str]
     heldout_prompt_ids: list[str]
+    selection_pairs: list[Any]  # the selection split (empty: selection reads the held-out split)
+    selection_prompt_ids: list[str]
     pair_counts: dict[str, Any]
 
 
@@ -56,7 +58,17 @@ def prepare_data(cfg: TrainConfig) -> PreparedData:
     held_text_set = set(held_texts)
     held_ids = sorted(pid for pid, t in text_of.items() if t in held_text_set)
     train_ids = sorted(pid for pid, t in text_of.items() if t not in held_text_set)
-    train_set, held_set = set(train_ids), set(held_ids)
+    sel_ids: list[str] = []
+    if cfg.selection_fraction > 0:
+        # Selection (checkpoint, search grid) on its own prompts, so the reported held-out figures
+        # are not chosen on the data they are measured on. Carved from the training prompts.
+        tr_texts = sorted({text_of[p] for p in train_ids})
+        _, sel_texts = split_by_prompt(tr_texts, cfg.selection_fraction / (1 - cfg.heldout_fraction),
+                                       cfg.split_seed + 1)
+        sel_text_set = set(sel_texts)
+        sel_ids = sorted(p for p in train_ids if text_of[p] in sel_text_set)
+        train_ids = sorted(p for p in train_ids if text_of[p] not in sel_text_set)
+    train_set, held_set, sel_set = set(train_ids), set(held_ids), set(sel_ids)
     train_pairs = [p for p in pairset.pairs if p.prompt_id in train_set]
     held_pairs = [p for p in pairset.pairs if p.prompt_id in held_set]
     if cfg.max_train_pairs and len(train_pairs) > cfg.max_train_pairs:
@@ -65,7 +77,8 @@ def prepare_data(cfg: TrainConfig) -> PreparedData:
         train_pairs = [train_pairs[i] for i in idx]
     if not train_pairs:
         raise ConfigError(f"no training pairs from data {cfg.data}")
-    return PreparedData(rs, train_pairs, held_pairs, train_ids, held_ids, pairset.summary())
+    sel_pairs = [p for p in pairset.pairs if p.prompt_id in sel_set]
+    return PreparedData(rs, train_pairs, held_pairs, train_ids, held_ids, sel_pairs, sel_ids, pairset.summary())
 
 
 def _check_attribute(cfg: TrainConfig, rs: RatingSet) -> None:
@@ -225,6 +238,8 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     encoder = ResponseEncoder(data.rating_set, tok, cfg.training.max_length)
     train_ds = build_train_dataset(data.train_pairs, targets, encoder)
     heldout = build_heldout(data.rating_set, data.heldout_prompt_ids, data.heldout_pairs, encoder, cfg.attribute)
+    selection = (build_heldout(data.rating_set, data.selection_prompt_ids, data.selection_pairs, encoder, cfg.attribute)
+                 if data.selection_prompt_ids else heldout)
 
     tracker = None
     if rank == 0:
@@ -249,7 +264,7 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     eval_ds = train_ds.select(range(1)) if cfg.training.eval_steps else None
     trainer = MatchedRewardTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
                                    data_collator=PairCollator(tok.pad_token_id), processing_class=tok, arm=arm,
-                                   heldout=heldout, pad_id=tok.pad_token_id,
+                                   heldout=selection, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size, callbacks=callbacks)
     if _zero3(trainer) and cfg.model.lora is not None:
         raise ConfigError("LoRA under DeepSpeed ZeRO-3 cannot be saved as a merged plain checkpoint here; "
@@ -260,8 +275,9 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     trainer.train(resume_from_checkpoint=True if resume else None)
 
     # Selection has already loaded the chosen model (best) or kept the last one (final).
-    scores = trainer.score_heldout()
+    scores = trainer.score_set(heldout)
     held_metrics = heldout.metrics(scores)
+    sel_metrics = selection.metrics(trainer.score_set(selection)) if selection is not heldout else held_metrics
     world = trainer.args.world_size
     pairs_per_rank = _gather_ints(trainer, trainer.pairs_seen)
     checksum = _gather_floats(trainer, float(sum(p.detach().double().sum() for p in trainer.model.parameters())))
@@ -278,6 +294,8 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
         "n_heldout_prompts": len(data.heldout_prompt_ids),
         "n_train_pairs": len(data.train_pairs),
         "n_heldout_pairs": len(data.heldout_pairs),
+        "n_selection_prompts": len(data.selection_prompt_ids),
+        "selection_pair_accuracy": sel_metrics["pair_accuracy"],
         "heldout_pair_accuracy": held_metrics["pair_accuracy"],
         "heldout_rmse": held_metrics.get("rmse"),
         "heldout_pearson": held_metrics.get("pearson"),

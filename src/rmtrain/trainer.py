@@ -164,9 +164,13 @@ class MatchedRewardTrainer(Trainer):
             logs["reward_sd"] = float(torch.sqrt(torch.clamp(s[3] / n_texts - mean**2, min=0)))
         super().log(logs, start_time)
 
+    def score_set(self, texts: HeldoutSet) -> np.ndarray:
+        return score_encoded(self.model, texts.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)
+
     def score_heldout(self) -> np.ndarray:
+        """Scores of the evaluation set (the selection split when there is one)."""
         assert self.heldout is not None
-        return score_encoded(self.model, self.heldout.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)
+        return self.score_set(self.heldout)
 
     def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None,
                  metric_key_prefix: str = "eval") -> dict[str, float]:
