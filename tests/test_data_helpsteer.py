@@ -201,3 +201,17 @@ def test_preference_file_split_named_val(tmp_path: Path):
     prefs = [dict(PREFS[-1], split="val")]
     rs = load_helpsteer2(tmp_path / "val.jsonl", "validation", preference_path=write(tmp_path / "p.jsonl", prefs))
     assert [(q.chosen_id, q.rejected_id) for q in rs.preferences] == [("validation-00000:r1", "validation-00000:r0")]
+
+
+def test_round_trip_through_helpsteer_rows(tmp_path: Path):
+    """A rating set written as HelpSteer2 rows (multi-turn prompts with <extra_id_1> separators)
+    loads back with the same conversations, responses and ratings."""
+    from rmtrain.data.helpsteer import helpsteer_rows_from
+    from rmtrain.data.simulated import simulate_rating_set
+
+    rs = simulate_rating_set(n_prompts=12, responses_per_prompt=2, multi_turn_fraction=0.5, seed=3)
+    assert any(not p.single_turn for p in rs.prompts)
+    back = load_helpsteer2(write(tmp_path / "rt.jsonl", helpsteer_rows_from(rs)), "train")
+    assert [p.messages for p in back.prompts] == [p.messages for p in rs.prompts]
+    assert [[r.text for r in p.responses] for p in back.prompts] == [[r.text for r in p.responses] for p in rs.prompts]
+    assert [[r.ratings for r in p.responses] for p in back.prompts] == [[r.ratings for r in p.responses] for p in rs.prompts]

@@ -74,10 +74,6 @@ def run_sweep(sweep: Sweep, *, force: bool = False) -> list[dict[str, Any]]:
     return summaries
 
 
-def collect_summaries(output_root: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(Path(output_root).glob("**/seed*/train_summary.json"))]
-
-
 def summary_markdown(summaries: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     for s in summaries:

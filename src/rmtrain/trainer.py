@@ -100,7 +100,6 @@ class MatchedRewardTrainer(Trainer):
         self.pairs_seen = 0  # on this rank, for the participation check
         # Padded tokens one more forward pass is worth (bucketed forward); GPUs want bigger buckets.
         self.bucket_overhead_tokens = 4096 if self.args.device.type == "cuda" else 128
-        self.last_heldout_scores: np.ndarray | None = None
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
@@ -177,7 +176,6 @@ class MatchedRewardTrainer(Trainer):
         if self.heldout is None:
             return {}
         scores = self.score_heldout()
-        self.last_heldout_scores = scores
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in self.heldout.metrics(scores).items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
