@@ -75,8 +75,8 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
         sh["ranks"] = share(rankdata(s), g, n_boot=n_boot, rng=_rng(seed, "share.ranks"))
         if "response_length" in orig.columns and np.isfinite(orig["response_length"]).any():
             length = orig["response_length"].to_numpy(float)
-            with np.errstate(divide="ignore"):  # empty responses (length 0) have no log length
-                log_len = np.where(length > 0, np.log(np.where(length > 0, length, 1.0)), np.nan)
+            log_len = np.full(len(length), np.nan)  # empty responses (length 0) have no log length
+            log_len[length > 0] = np.log(length[length > 0])
             sh["log_length"] = residual_share(s, log_len, g, n_boot=n_boot, rng=_rng(seed, "share.log_length"))
             sh["log_length"]["n_zero_length"] = int((length == 0).sum())
         human_src = orig

@@ -155,7 +155,9 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    name = str(model or default_embedder())
+    from rmtrain.modeling import resolve_model_path
+
+    name = resolve_model_path(model or default_embedder())  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)
     enc_model = AutoModel.from_pretrained(name).eval()
     if device:
