@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rmtrain.data.variance import group_codes
+
 Stat = Callable[[np.ndarray], np.ndarray]
 
 
@@ -94,14 +96,6 @@ def mean_of_prompt_values(values: np.ndarray, *, n_boot: int = 2000,
 def ratio_of_sums(num_col: int = 1, den_col: int = 0) -> Stat:
     """stat for a pooled mean: sum(value) / sum(count) over the resampled prompts."""
     return lambda s: s[..., num_col] / s[..., den_col]
-
-
-def group_codes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes 0..k-1 for group keys (order of first appearance) and the unique keys."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(pd.Series(keys), sort=False)
-    return codes.astype(np.int64), np.asarray(uniques)
 
 
 def rows_with_siblings(groups: Any, *columns: Any) -> tuple[list[np.ndarray], np.ndarray, int, int]:

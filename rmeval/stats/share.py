@@ -1,13 +1,8 @@
-"""Between-prompt variance share: one-way random-effects ICC(1).
+"""Between-prompt variance share with a prompt bootstrap.
 
-ANOVA estimator for unequal group sizes, deliberately NOT truncated at zero (a negative share is
-information: scores vary less between prompts than chance would give)::
-
-    MSB = SSB/(k-1),  MSW = SSW/(N-k),  n0 = (N - sum n_i^2 / N)/(k-1)
-    share = (MSB - MSW) / (MSB + (n0 - 1) MSW)
-
-Prompts with a single response carry no within-prompt information; they are left out and
-counted (``n_dropped``).
+The ICC(1) estimator itself is :mod:`rmtrain.data.variance` (one implementation for the simulator
+and the audit). Prompts with a single response carry no within-prompt information; they are left
+out and counted (``n_dropped``).
 """
 
 from __future__ import annotations
@@ -16,68 +11,28 @@ from typing import Any
 
 import numpy as np
 
+from rmtrain.data.variance import icc1, icc_from_sums, icc_sufficient, keep_multi
+
 from .bootstrap import (
     bootstrap_stat,
-    group_codes,
     per_prompt_sums,
     resample_weights,
     rows_with_siblings,
     summarize,
 )
 
-
-def _icc_from_sums(s: np.ndarray) -> np.ndarray:
-    """Columns: groups, N, sum n_i^2, sum y, sum S_i^2/n_i, sum y^2 (see :func:`icc_sufficient`)."""
-    g, n, n2, t, a, q = (s[..., i] for i in range(6))
-    ssb = a - t * t / n
-    ssw = q - a
-    msb = ssb / (g - 1)
-    msw = ssw / (n - g)
-    n0 = (n - n2 / n) / (g - 1)
-    return (msb - msw) / (msb + (n0 - 1) * msw)
-
-
-def _keep_multi(values: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Drop NaN values and single-response groups; return (values, codes, k, n_dropped)."""
-    v = np.asarray(values, dtype=float)
-    g = np.asarray(groups)
-    ok = np.isfinite(v)
-    v, g = v[ok], g[ok]
-    codes, uniq = group_codes(g)
-    sizes = np.bincount(codes, minlength=len(uniq))
-    multi = sizes[codes] >= 2
-    n_dropped = int((sizes < 2).sum())
-    codes, uniq = group_codes(g[multi])
-    return v[multi], codes, len(uniq), n_dropped
-
-
-def icc_sufficient(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
-    """(k, 6) per-prompt sufficient statistics of ICC(1)."""
-    y = values - values.mean()  # centring only improves numerical accuracy; ICC is shift-invariant
-    n = np.bincount(codes, minlength=k).astype(float)
-    s = np.bincount(codes, weights=y, minlength=k)
-    q = np.bincount(codes, weights=y * y, minlength=k)
-    return np.column_stack([np.ones(k), n, n * n, s, s * s / n, q])
-
-
-def icc1(values: np.ndarray, groups: Any) -> float:
-    """ICC(1) point estimate (groups with one value are ignored)."""
-    v, codes, k, _ = _keep_multi(values, groups)
-    if k < 2:
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(_icc_from_sums(icc_sufficient(v, codes, k).sum(axis=0)[None, :])[0])
+__all__ = ["icc1", "residual_share", "share"]
 
 
 def share(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
           rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{estimate, ci95, n_prompts, n_boot, n_dropped}: ICC(1) with a prompt bootstrap."""
-    v, codes, k, n_dropped = _keep_multi(values, groups)
+    v, codes, k, n_dropped = keep_multi(values, groups)
     if k < 2:
         return summarize(float("nan"), None, k, 0, n_dropped=n_dropped)
     x = icc_sufficient(v, codes, k)
     w = resample_weights(k, n_boot, np.random.default_rng(rng))
-    est, boot = bootstrap_stat(x, _icc_from_sums, w)
+    est, boot = bootstrap_stat(x, icc_from_sums, w)
     return summarize(est, boot, k, n_boot, n_dropped=n_dropped)
 
 
@@ -94,7 +49,7 @@ def _residual_icc_from_sums(s: np.ndarray) -> np.ndarray:
     t_r = sy - a * n - b * sx
     a_r = ayy + a * a * n + b * b * axx - 2 * a * sy - 2 * b * axy + 2 * a * b * sx
     q_r = qy + a * a * n + b * b * qx - 2 * a * sy - 2 * b * sxy + 2 * a * b * sx
-    return _icc_from_sums(np.stack([g, n, n2, t_r, a_r, q_r], axis=-1))
+    return icc_from_sums(np.stack([g, n, n2, t_r, a_r, q_r], axis=-1))
 
 
 def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_boot: int = 2000,

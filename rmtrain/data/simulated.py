@@ -49,6 +49,7 @@ import numpy as np
 from scipy.stats import norm
 
 from rmtrain.data.schema import DEFAULT_ATTRIBUTES, Preference, PromptRecord, RatingSet, Response
+from rmtrain.data.variance import icc1
 
 ROUNDING_VAR = 1.0 / 12.0
 
@@ -352,20 +353,12 @@ def _round_clip(x: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(x + 0.5), 0, 4)
 
 
-def _icc1_balanced(y: np.ndarray) -> float:
-    """ICC(1) of an (n prompts, k responses) array: (MSB - MSW) / (MSB + (k - 1) MSW)."""
-    n, k = y.shape
-    means = y.mean(axis=1)
-    msb = k * ((means - y.mean()) ** 2).sum() / (n - 1)
-    msw = ((y - means[:, None]) ** 2).sum() / (n * (k - 1))
-    denom = msb + (k - 1) * msw
-    return float((msb - msw) / denom) if denom > 0 else 0.0
-
-
 def _calibrate_sd_u(z_u: np.ndarray, within: np.ndarray, target: float, start: float) -> float:
     """Bisection on the prompt-offset scale: smallest sd_u whose rounded ratings reach ICC(1) = target."""
+    groups = np.repeat(np.arange(within.shape[0]), within.shape[1])
+
     def icc(sd: float) -> float:
-        return _icc1_balanced(_round_clip(2.0 + sd * z_u[:, None] + within))
+        return icc1(_round_clip(2.0 + sd * z_u[:, None] + within).ravel(), groups)
 
     lo, hi = 0.0, max(4.0 * start, 0.5)
     if icc(lo) >= target:
@@ -379,19 +372,10 @@ def _calibrate_sd_u(z_u: np.ndarray, within: np.ndarray, target: float, start: f
 
 
 def icc1_by_prompt(rs: RatingSet, attribute: str = "helpfulness") -> float:
-    """One-way random-effects ICC(1) of `attribute` grouped by prompt (unbalanced-safe k0 form)."""
-    groups = [np.array([r.ratings[attribute] for r in p.responses if attribute in r.ratings], float)
-              for p in rs.prompts]
-    groups = [g[~np.isnan(g)] for g in groups]
-    groups = [g for g in groups if len(g) > 0]
-    sizes = np.array([len(g) for g in groups], float)
-    n_tot, a = sizes.sum(), len(groups)
-    grand = np.concatenate(groups).mean()
-    ssb = sum(len(g) * (g.mean() - grand) ** 2 for g in groups)
-    ssw = sum(((g - g.mean()) ** 2).sum() for g in groups)
-    msb, msw = ssb / (a - 1), ssw / (n_tot - a)
-    k0 = (n_tot - (sizes ** 2).sum() / n_tot) / (a - 1)
-    return float((msb - msw) / (msb + (k0 - 1) * msw))
+    """Between-prompt share (ICC(1)) of `attribute` in a rating set."""
+    tab = rs.ratings_table()
+    return icc1(tab[attribute].to_numpy(float), tab["prompt_id"].to_numpy())
+
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(SimulationConfig))
