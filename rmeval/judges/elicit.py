@@ -202,7 +202,8 @@ class LocalPairJudge(PairJudge):
         """Next-token logits after prefix + each suffix, the prefix run once (KV cache repeated over
         the batch of suffixes, suffixes right-padded: causal attention never looks at the padding)."""
         # transformers >= 5.2x names the KV cache argument ``cache`` (``past_key_values`` before)
-        arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
+        arg = "cache" if "cache" in inspect.signature(core.forward).parameters else "past_key_values"
         out = self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
         cache = getattr(out, "cache", None) or out.past_key_values
         n_pre = len(prefix)
@@ -333,26 +334,29 @@ def shard_items(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
 
 
 def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str], out: str | os.PathLike, *,
-                 shard: int = 0, n_shards: int = 1, chunk_items: int = 2, progress: bool = True) -> ShardStats:
+                 shard: int = 0, n_shards: int = 1, chunk_items: int = 2, progress: bool = True,
+                 name: str | None = None) -> ShardStats:
     """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.jsonl`` through the score cache in
-    ``out/cache/``. Answers already in any cache file of this judge are not asked again."""
+    ``out/cache/``. Answers already in any cache file of this judge are not asked again. ``name``
+    overrides the judge's name in the table (a rubric-prompted variant of the same model)."""
     from tqdm.auto import tqdm
 
     out = Path(out)
     t0 = time.perf_counter()
     sub = shard_items(items, shard, n_shards)
-    slug = _slug(judge.name)
+    judge_name = name or judge.name
+    slug = _slug(judge_name)
     cache_dir = out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache = ScoreCache(cache_dir / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.sqlite")
     # other shardings of the same judge (a rerun with another --n-shards) are read, never written
     others = [ScoreCache(p) for p in sorted(cache_dir.glob(f"{slug}.shard-*.sqlite")) if p != cache.path]
     fp = judge.fingerprint
-    stats = ShardStats(judge.name, shard, n_shards, n_items=len(sub))
+    stats = ShardStats(judge_name, shard, n_shards, n_items=len(sub))
     values: dict[str, float] = {}
     calls_all = build_calls(sub, questions)
     stats.n_cells = len(calls_all)
-    bar = tqdm(total=len(calls_all), desc=f"{judge.name} shard {shard + 1}/{n_shards}", disable=not progress,
+    bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
                unit="call", smoothing=0.1)
     per_item = 2 * len(questions)
     try:
@@ -388,7 +392,7 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
         else:
             d = int(letter) if c.order == "AB" else -int(letter)  # first-shown in BA is the original B
         stats.n_unresolved += d == 0
-        rows.append({"item_id": c.item_id, "judge": judge.name, "attribute": c.attribute, "order": c.order,
+        rows.append({"item_id": c.item_id, "judge": judge_name, "attribute": c.attribute, "order": c.order,
                      "direction": d})
     table = out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.jsonl"
     atomic_write_table(table, pd.DataFrame(rows, columns=["item_id", "judge", "attribute", "order", "direction"]))
