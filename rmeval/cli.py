@@ -6,6 +6,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
                  [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
     rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT
+    rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.judges.cli)
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -443,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="output jsonl")
     v.set_defaults(func=cmd_variants)
+    from rmeval.judges.cli import add_judges_parser
+
+    add_judges_parser(sub)
     return parser
 
 
