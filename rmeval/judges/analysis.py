@@ -174,6 +174,14 @@ def judge_consistency(panel: Panel, j: int) -> dict[str, Any]:
     }
 
 
+def one_blas_thread():
+    """Small logistic fits run fastest on one BLAS thread; several threads spin-wait on each other
+    (10x slower on a busy 2-core machine)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _logreg(seed: int = 0):
     from sklearn.linear_model import LogisticRegression
 
@@ -263,8 +271,9 @@ def analyze(judgments: pd.DataFrame, *, attributes: list[str] | None = None, see
     ``agreement.{overall, attribute, ...}`` and cross-judge weight correlations."""
     panel = build_panel(judgments, attributes)
     judges: dict[str, Any] = {}
-    for j, name in enumerate(panel.judges):
-        judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=seed, n_splits=n_splits)}
+    with one_blas_thread():
+        for j, name in enumerate(panel.judges):
+            judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=seed, n_splits=n_splits)}
     return {
         "judges": judges,
         "agreement": agreement(panel),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analysis import Panel, _logreg, build_panel
+from .analysis import Panel, _logreg, build_panel, one_blas_thread
 
 BUDGETS = (32, 64, 128, 256)
 TOP_K = (6, 12)
@@ -124,8 +124,9 @@ def reweight(items: pd.DataFrame, judgments: pd.DataFrame, *, attributes: list[s
     splits = source_split(items, panel, seed, test_fraction)
     judges: dict[str, Any] = {}
     for j, name in enumerate(panel.judges):
-        sources = {s: reweight_source(panel, j, sp, budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed)
-                   for s, sp in splits.items()}
+        with one_blas_thread():
+            sources = {s: reweight_source(panel, j, sp, budgets=budgets, n_repeats=n_repeats, top_k=top_k,
+                                          seed=seed) for s, sp in splits.items()}
         done = [r for r in sources.values() if r.get("reweighted_accuracy") is not None]
         judges[name] = {"sources": sources,
                         "mean_base_accuracy": float(np.mean([r["base_accuracy"] for r in done])) if done else None,
