@@ -181,8 +181,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     res["meta"]["judgments"] = str(args.judgments)
     atomic_write_json(out / "analysis.json", res)
     atomic_write_text(out / "analysis.md", analysis_markdown(res))
-    images = {"weight_profiles": weight_profiles({k: v["weights"] for k, v in res["judges"].items() if v["weights"]},
-                                                 out / "weight_profiles.png", title="priority weights (own verdicts)")}
+    images: dict[str, Path] = {}
+    fitted = {k: v["weights"] for k, v in res["judges"].items() if v["weights"]}
+    if fitted:  # no fit when no judge gave a stable verdict on both classes
+        images["weight_profiles"] = weight_profiles(fitted, out / "weight_profiles.png",
+                                                    title="priority weights (own verdicts)")
     if len(res["judges"]) > 1:
         images["agreement_heatmap"] = agreement_heatmap(res, out / "agreement_heatmap.png")
     tracker = _tracker(args, "judges-analyze", out, {"judgments": str(args.judgments), "seed": args.seed})
