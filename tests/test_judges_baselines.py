@@ -52,3 +52,27 @@ def test_lora_sft_learns_the_labels_and_rubric_is_scored_by_hand(tmp_path):
     y = np.where(test["label"] == "A", 1, -1)
     assert rub["accuracy"] == pytest.approx(float(np.mean(np.where(stable == 0, 0.5, stable == y))))
     assert rub["attributes"] == ["verbosity", "correctness"]
+
+
+def test_reweight_command_runs_both_baselines_on_the_judges_split(tmp_path):
+    import json
+
+    from rmeval.cli import main
+    from rmeval.judges.elicit import elicit_shard, questions_for
+
+    items = planted_items(40)
+    model = save_tiny_judge(tmp_path / "judge", [OVERALL_QUESTION, *items["query"], f"{GOOD} {BAD}"])
+    items.to_json(tmp_path / "items.jsonl", orient="records", lines=True)
+    judge = LocalPairJudge(model, max_length=512, name="tiny")
+    stats = elicit_shard(items, judge, questions_for(load_inventory(names=["verbosity", "correctness"])),
+                         tmp_path / "el", progress=False)
+    assert main(["judges", "reweight", "--judgments", stats.table, "--items", str(tmp_path / "items.jsonl"),
+                 "--out", str(tmp_path / "rw"), "--budgets", "8", "--n-repeats", "1", "--top-k", "1",
+                 "--baselines", "rubric,lora", "--baseline-model", str(model), "--baseline-judge", "tiny",
+                 "--rubric-k", "1", "--lora-budget", "8", "--lora-steps", "2", "--max-length", "512",
+                 "--wandb-mode", "disabled"]) == 0
+    r = json.loads((tmp_path / "rw" / "reweight.json").read_text())["judges"]["tiny"]["sources"]["s"]
+    assert r["n_test"] == 10
+    assert r["baselines"]["rubric"]["attributes"] == r["top_k"]["1"]["attributes"]
+    assert r["baselines"]["lora_sft"]["budget"] == 8 and r["baselines"]["lora_sft"]["n_test"] == 10
+    assert 0 <= r["baselines"]["rubric"]["accuracy"] <= 1 and 0 <= r["baselines"]["lora_sft"]["accuracy"] <= 1
