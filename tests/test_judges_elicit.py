@@ -109,6 +109,24 @@ def test_prefix_reuse_gives_the_full_forward_directions(judge_path, items):
     assert pa[1] == pytest.approx(torch.sigmoid(la - lb).item(), abs=1e-5)
 
 
+def test_prefix_reuse_with_a_chat_template(judge_path, items):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(judge_path)
+    tok.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    model = AutoModelForCausalLM.from_pretrained(judge_path)
+    calls = build_calls(items.head(2), questions_for(load_inventory(names=ATTRS[:2])))
+    fast = LocalPairJudge(model, tokenizer=tok, max_length=768)
+    slow = LocalPairJudge(model, tokenizer=tok, max_length=768, prefix_reuse=False)
+    assert fast._tail == "<|end|>\n<|assistant|>\n"
+    pre, suf = fast.encode(calls[0])
+    text = tok.apply_chat_template([{"role": "user", "content": calls[0].prefix + calls[0].question}], tokenize=False,
+                                   add_generation_prompt=True)
+    assert tok.decode(pre + suf) == tok.decode(tok(text, add_special_tokens=False)["input_ids"])
+    np.testing.assert_allclose(fast.p_first(calls), slow.p_first(calls), atol=1e-5)
+
+
 def test_end_to_end_local_sharded_with_submitit(judge_path, items, tmp_path):
     items_path = tmp_path / "items.jsonl"
     items.to_json(items_path, orient="records", lines=True)
