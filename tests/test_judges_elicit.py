@@ -260,3 +260,17 @@ def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
     assert (harm.xs("AB", level="order") == -1).all() and (harm.xs("BA", level="order") == 1).all()
     assert all(b["temperature"] == 0.0 and b["model"] == "tiny-judge" for b in _Endpoint.requests[1:])
     assert np.all([b["messages"][0]["content"].startswith("You are comparing") for b in _Endpoint.requests])
+
+
+def test_merge_refuses_missing_shards_and_takes_a_complete_set(tmp_path):
+    from rmtrain.errors import ConfigError
+
+    row = {"item_id": "i", "judge": "x", "attribute": OVERALL, "order": "AB", "direction": 1}
+    sh = tmp_path / "shards"
+    sh.mkdir()
+    pd.DataFrame([row]).to_json(sh / "x.shard-00000-of-00002.jsonl", orient="records", lines=True)
+    with pytest.raises(ConfigError, match="1 of 2"):
+        merge_shards(tmp_path)
+    pd.DataFrame([row, {**row, "order": "BA"}]).to_json(sh / "x.shard-00000-of-00001.jsonl", orient="records",
+                                                        lines=True)
+    assert len(load_judgments(merge_shards(tmp_path))) == 2

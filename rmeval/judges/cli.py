@@ -123,7 +123,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
         summary[key] = int(sum(s[key] for s in stats))
     if cfg.shard is None:
-        summary["judgments"] = str(merge_shards(cfg.out, n_shards=cfg.n_shards))
+        summary["judgments"] = str(merge_shards(cfg.out))
     atomic_write_json(Path(cfg.out) / "elicit_stats.json", summary)
     return summary
 

@@ -406,29 +406,34 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     return stats
 
 
-def merge_shards(out: str | os.PathLike, *, n_shards: int | None = None, judges: list[str] | None = None,
-                 name: str = "judgments.jsonl") -> Path:
-    """Concatenate finished shard tables into ``out/<name>``; a missing shard is an error (never a
-    silently smaller table), a duplicate (item, judge, attribute, order) too."""
+def merge_shards(out: str | os.PathLike, *, judges: list[str] | None = None, name: str = "judgments.jsonl") -> Path:
+    """Concatenate finished shard tables of every judge (or ``judges``) into ``out/<name>``. A judge
+    elicited under several shard counts contributes its newest complete set; a judge without a
+    complete set is an error naming the missing shards (never a silently smaller table), and so is a
+    duplicate (item, judge, attribute, order)."""
     out = Path(out)
-    tables = sorted((out / "shards").glob("*.shard-*.jsonl"))
-    by_judge: dict[str, list[Path]] = {}
-    for t in tables:
+    groups: dict[str, dict[int, list[Path]]] = {}
+    for t in sorted((out / "shards").glob("*.shard-*.jsonl")):
         m = re.match(r"^(.*)\.shard-(\d+)-of-(\d+)\.jsonl$", t.name)
-        if m and (n_shards is None or int(m.group(3)) == n_shards):
-            by_judge.setdefault(m.group(1), []).append(t)
+        if m:
+            groups.setdefault(m.group(1), {}).setdefault(int(m.group(3)), []).append(t)
     if judges is not None:
-        by_judge = {k: v for k, v in by_judge.items() if k in {_slug(j) for j in judges}}
-    if not by_judge:
+        groups = {k: v for k, v in groups.items() if k in {_slug(j) for j in judges}}
+    if not groups:
         raise FileNotFoundError(f"{out / 'shards'}: no shard tables to merge")
     frames = []
-    for slug, paths in by_judge.items():
-        n = int(re.search(r"-of-(\d+)", paths[0].name).group(1))
-        have = {int(re.search(r"\.shard-(\d+)-of-", p.name).group(1)) for p in paths}
-        missing = sorted(set(range(n)) - have)
-        if missing:
-            raise ConfigError(f"judge {slug}: shard(s) {missing} of {n} not finished; rerun them before merging")
-        frames += [read_table(p) for p in paths]
+    for slug, by_n in groups.items():
+        newest = sorted(by_n.items(), key=lambda kv: -max(p.stat().st_mtime for p in kv[1]))
+        chosen, missing = None, []
+        for n, paths in newest:
+            have = {int(re.search(r"\.shard-(\d+)-of-", p.name).group(1)) for p in paths}
+            if have >= set(range(n)):
+                chosen = paths
+                break
+            missing = missing or [f"{i} of {n}" for i in sorted(set(range(n)) - have)]
+        if chosen is None:
+            raise ConfigError(f"judge {slug}: shard(s) {', '.join(missing)} not finished; rerun them before merging")
+        frames += [read_table(p) for p in chosen]
     df = validate_judgments(pd.concat(frames, ignore_index=True), file=str(out / "shards"))
     return atomic_write_table(out / name, df)
 
