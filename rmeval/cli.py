@@ -6,6 +6,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
                  [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
     rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT
+    rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.judges.cli)
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -114,7 +115,7 @@ def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
     """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
     (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
     root = Path(path)
-    if (root / "config.json").is_file():
+    if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
         return [(root.name, root)]
     if not root.is_dir():
         # not a directory: a Hub id
@@ -216,6 +217,13 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
                           n_boot_regression=args.n_boot_regression, seed=args.seed)
     audit["truncation"] = truncation_summary(scores)
+    judge_images: dict[str, Path] = {}
+    if getattr(args, "judge_items", None):  # a judge checkpoint: its attribute profile joins the audit
+        from rmeval.judges.audit_hook import profile_checkpoint
+
+        audit["judge_profile"], judge_images = profile_checkpoint(
+            checkpoint, args.judge_items, out / "judge_profile", attribute_names=args.judge_attributes.split(","),
+            max_length=args.max_length, batch_size=args.batch_size, seed=args.seed)
     audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
                           **provenance(checkpoint)})
     paths = write_report(audit, out, title=f"Audit of {name}")
@@ -223,6 +231,8 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
                                                     "conditions": conditions, "n_boot": args.n_boot}, checkpoint)
     try:
         log_audit(tracker, audit, paths)
+        for key, path in judge_images.items():
+            tracker.log_image(f"audit/judge_profile/{key}", path)
         tracker.summary({"checkpoint": str(checkpoint)})
     finally:
         tracker.finish()
@@ -421,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--paraphrase-file", default=None, help="jsonl {prompt_id, variant, text} of paraphrases")
     a.add_argument("--n-donors", type=int, default=4, help="donor prompts per transplant condition")
     a.add_argument("--embedder", default=None, help="sentence encoder for the embedding condition")
+    a.add_argument("--judge-items", default=None,
+                   help="items table: also profile the checkpoint as a pairwise judge (rmeval judges)")
+    a.add_argument("--judge-attributes", default="core", help="attributes for --judge-items (comma-separated)")
     a.set_defaults(func=cmd_audit)
     s = sub.add_parser("stats", help="audit an existing scores table")
     s.add_argument("--scores", required=True)
@@ -443,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="output jsonl")
     v.set_defaults(func=cmd_variants)
+    from rmeval.judges.cli import add_judges_parser
+
+    add_judges_parser(sub)
     return parser
 
 

@@ -6,14 +6,15 @@ or ``"related"`` (a different request on the same topic). Backends:
 
 - ``FileGenerator``: texts written beforehand, jsonl rows ``{"prompt_id", "variant", "text"}``;
 - ``HFGenerator``: a local or Hub causal LM prompted with ``INSTRUCTIONS[task]``;
-- ``OpenAIGenerator``: any OpenAI-compatible ``/chat/completions`` endpoint (plain HTTP POST).
+- ``OpenAIGenerator``: any OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai``
+  client (extra ``openai``), whose retries with exponential backoff handle rate limits (429) and
+  transient server errors.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -164,39 +165,43 @@ class HFGenerator(Generator):
         return out
 
 
+def openai_client(base_url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
+                  max_retries: int = 5) -> Any:
+    """An ``openai.OpenAI`` client for an OpenAI-compatible endpoint (OpenAI, vLLM, TGI, llama.cpp
+    server...). The key comes from ``api_key_env``; local servers usually need none, so a dummy is sent.
+    The client retries 408/409/429/5xx answers and connection errors with exponential backoff,
+    honouring the server's Retry-After."""
+    try:
+        import openai
+    except ImportError:
+        raise ConfigError("the OpenAI-compatible backend needs the 'openai' package: pip install 'matchrm[openai]'") from None
+    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=os.environ.get(api_key_env) or "EMPTY",
+                         timeout=timeout, max_retries=max_retries)
+
+
 class OpenAIGenerator(Generator):
-    """OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, TGI, llama.cpp server...).
-    POSTs to ``{base_url}/chat/completions``; the key comes from the environment variable
-    ``api_key_env`` (may be unset for local servers)."""
+    """OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, TGI, llama.cpp server...) through
+    the ``openai`` client; the key comes from the environment variable ``api_key_env`` (may be unset
+    for local servers)."""
 
     kind = "openai"
 
     def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
-                 temperature: float = 0.8, max_tokens: int = 256, timeout: float = 60.0, seed: int | None = 0) -> None:
+                 temperature: float = 0.8, max_tokens: int = 256, timeout: float = 60.0, seed: int | None = 0,
+                 max_retries: int = 5) -> None:
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.temperature, self.max_tokens, self.timeout, self.seed = temperature, max_tokens, timeout, seed
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(payload).encode(),
-                                     headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            return json.loads(resp.read().decode())
+        self.client = openai_client(self.base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
         _check_task(task)
         out: dict[str, list[str]] = {}
         for p in prompts:
-            payload: dict[str, Any] = {
-                "model": self.model, "n": n, "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "messages": [{"role": "user", "content": INSTRUCTIONS[task].format(prompt=p.last_user_text)}]}
-            if self.seed is not None:
-                payload["seed"] = self.seed
-            data = self._post(payload)
-            texts = [clean_generation(c["message"]["content"]) for c in data.get("choices", [])]
+            kw: dict[str, Any] = {"seed": self.seed} if self.seed is not None else {}
+            resp = self.client.chat.completions.create(
+                model=self.model, n=n, temperature=self.temperature, max_tokens=self.max_tokens,
+                messages=[{"role": "user", "content": INSTRUCTIONS[task].format(prompt=p.last_user_text)}], **kw)
+            texts = [clean_generation(c.message.content or "") for c in resp.choices]
             out[p.prompt_id] = [t for t in texts if t][:n]
         return out
 

@@ -15,6 +15,7 @@ the conversation is cut from the left (then the response from the right); cuts a
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,24 +39,31 @@ def conversation_text(messages: list[Message]) -> str:
     return "\n\n".join(f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages)
 
 
+def single_token_ids(tokenizer: Any, text: str) -> list[int]:
+    """Ids of every single-token spelling of ``text`` (bare, after a space, SentencePiece/BPE
+    space markers); empty when the tokenizer has none."""
+    ids: set[int] = set()
+    for t in (text, " " + text):
+        enc = tokenizer(t, add_special_tokens=False)["input_ids"]
+        if len(enc) == 1:
+            ids.add(enc[0])
+        elif len(enc) == 2 and tokenizer.decode([enc[0]]).strip() == "":
+            ids.add(enc[1])  # space encoded as its own token: the text follows
+    vocab = tokenizer.get_vocab()
+    for spelling in (text, "Ġ" + text, "▁" + text):
+        if spelling in vocab:
+            ids.add(vocab[spelling])
+    return sorted(ids)
+
+
 def digit_token_ids(tokenizer: Any) -> list[list[int]]:
     """For each digit 1..5 the ids of every single-token spelling of it (bare or after a space)."""
     out: list[list[int]] = []
     for d in DIGITS:
-        ids: set[int] = set()
-        for text in (d, " " + d):
-            enc = tokenizer(text, add_special_tokens=False)["input_ids"]
-            if len(enc) == 1:
-                ids.add(enc[0])
-            elif len(enc) == 2 and tokenizer.decode([enc[0]]).strip() == "":
-                ids.add(enc[1])  # space encoded as its own token: the digit follows
-        vocab = tokenizer.get_vocab()
-        for spelling in (d, "Ġ" + d, "▁" + d):
-            if spelling in vocab:
-                ids.add(vocab[spelling])
+        ids = single_token_ids(tokenizer, d)
         if not ids:
             raise ValueError(f"tokenizer {getattr(tokenizer, 'name_or_path', '?')} has no single token for '{d}'")
-        out.append(sorted(ids))
+        out.append(ids)
     seen = [i for ids in out for i in ids]
     if len(seen) != len(set(seen)):
         raise ValueError("digit tokens overlap between ratings")
@@ -69,6 +77,59 @@ def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> to
     return p @ torch.arange(1, len(digit_ids) + 1, dtype=p.dtype, device=p.device)
 
 
+def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None = None, device: str | None = None,
+                      dtype: str = "float32", trust_remote_code: bool = False) -> tuple[Any, Any, str]:
+    """(model in eval mode, tokenizer, model id) for a checkpoint path / Hub id or an in-memory model.
+    A directory holding a PEFT adapter (adapter_config.json) is loaded on its base model."""
+    if isinstance(model, (str, os.PathLike)):
+        from transformers import AutoModelForCausalLM
+
+        model_id = str(model)
+        if (Path(model_id) / "adapter_config.json").is_file():
+            from peft import AutoPeftModelForCausalLM
+
+            tok_src = model_id if (Path(model_id) / "tokenizer_config.json").is_file() else None
+            lm = AutoPeftModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dtype))
+            tok = load_tokenizer(tok_src or lm.peft_config["default"].base_model_name_or_path, trust_remote_code)
+        else:
+            tok = load_tokenizer(model_id, trust_remote_code)
+            lm = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dtype),
+                                                      trust_remote_code=trust_remote_code)
+    else:
+        if tokenizer is None:
+            raise ValueError("an in-memory model needs its tokenizer")
+        lm, tok = model, tokenizer
+        model_id = getattr(model.config, "_name_or_path", "") or "<in-memory>"
+    if device is not None:
+        lm.to(device)
+    lm.eval()
+    return lm, tok, model_id
+
+
+@torch.inference_mode()
+def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad_id: int,
+                      device: Any) -> torch.Tensor:
+    """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
+    position ids, so a padded row sees exactly what it would see alone."""
+    out: list[torch.Tensor | None] = [None] * len(seqs)
+    for idx in length_sorted_batches([len(s) for s in seqs], batch_size):
+        width = max(len(seqs[i]) for i in idx)
+        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids[row, width - len(seqs[i]):] = torch.tensor(seqs[i])
+            mask[row, width - len(seqs[i]):] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        kw = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device)}
+        try:
+            logits = model(**kw, logits_to_keep=1).logits[:, -1]
+        except TypeError:  # older remote-code models without logits_to_keep
+            logits = model(**kw).logits[:, -1]
+        for row, i in enumerate(idx):
+            out[i] = logits[row].float().cpu()
+    return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
+
+
 class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
@@ -76,21 +137,8 @@ class GenerativeJudgeScorer(Scorer):
                  batch_size: int = 8, device: str | None = None, dtype: str = "float32",
                  template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False) -> None:
         super().__init__()
-        if isinstance(model, (str, os.PathLike)):
-            from transformers import AutoModelForCausalLM
-
-            self.model_id = str(model)
-            self.tokenizer = load_tokenizer(self.model_id, trust_remote_code)
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=torch_dtype(dtype),
-                                                              trust_remote_code=trust_remote_code)
-        else:
-            if tokenizer is None:
-                raise ValueError("an in-memory model needs its tokenizer")
-            self.model, self.tokenizer = model, tokenizer
-            self.model_id = getattr(model.config, "_name_or_path", "") or "<in-memory>"
-        if device is not None:
-            self.model.to(device)
-        self.model.eval()
+        self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
+                                                                      dtype=dtype, trust_remote_code=trust_remote_code)
         self.device = device or next(self.model.parameters()).device
         self.max_length, self.batch_size, self.dtype, self.template = max_length, batch_size, dtype, template
         self.digit_ids = digit_token_ids(self.tokenizer)
@@ -136,28 +184,8 @@ class GenerativeJudgeScorer(Scorer):
             ids = self._ids(text)
         return ids[-self.max_length:], p_cut, r_cut
 
-    @torch.inference_mode()
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
-        """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
-        position ids, so a padded row sees exactly what it would see alone."""
-        out: list[torch.Tensor | None] = [None] * len(seqs)
-        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size):
-            width = max(len(seqs[i]) for i in idx)
-            ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, i in enumerate(idx):
-                ids[row, width - len(seqs[i]):] = torch.tensor(seqs[i])
-                mask[row, width - len(seqs[i]):] = 1
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            kw = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device),
-                  "position_ids": pos.to(self.device)}
-            try:
-                logits = self.model(**kw, logits_to_keep=1).logits[:, -1]
-            except TypeError:  # older remote-code models without logits_to_keep
-                logits = self.model(**kw).logits[:, -1]
-            for row, i in enumerate(idx):
-                out[i] = logits[row].float().cpu()
-        return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
+        return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id, device=self.device)
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         if not items:

@@ -1,0 +1,125 @@
+"""Baselines for reweighting under the same label budget (JudgeProfile, Sec. 4.4-4.5):
+
+- rubric prompting: the judge is asked for its overall verdict with the same k attributes named as
+  criteria (the top-k by absolute weight of the full reweighting fit), read in both orders;
+- LoRA SFT: the local judge is fine-tuned with LoRA (peft) on the same training labels -- each item
+  in both orders, the loss the cross-entropy of the reference letter against the other letter at
+  the answer position, i.e. the quantity the verdict is read from -- and its stable verdict is
+  scored on the same held-out items. The adapter is saved as a judge checkpoint that can itself be
+  profiled (``rmeval judges elicit --model ADAPTER_DIR``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .elicit import (
+    OVERALL_QUESTION,
+    Call,
+    LocalPairJudge,
+    PairJudge,
+    elicit_shard,
+    item_prefix,
+    rubric_question,
+)
+from .inventory import OVERALL, Attribute
+from .reweight import verdict_accuracy
+
+
+def stable_verdicts(table: pd.DataFrame) -> pd.Series:
+    """item_id -> stable overall verdict (+1/-1, 0 when the orders disagree or a read is unresolved)."""
+    t = table[table["attribute"] == OVERALL].pivot_table(index="item_id", columns="order", values="direction")
+    return pd.Series(np.where((t["AB"] == t["BA"]) & (t["AB"] != 0), t["AB"], 0), index=t.index)
+
+
+def _accuracy(verdicts: pd.Series, items: pd.DataFrame) -> float:
+    y = np.where(items["label"].to_numpy() == "A", 1, -1)
+    return verdict_accuracy(verdicts.reindex(items["item_id"]).fillna(0).to_numpy(int), y)
+
+
+def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[Attribute], out: str | os.PathLike,
+                    *, progress: bool = False) -> dict[str, Any]:
+    """Held-out accuracy of the judge prompted with ``criteria`` as its rubric."""
+    name = f"{judge.name}+rubric{len(criteria)}"
+    stats = elicit_shard(test_items, judge, {OVERALL: rubric_question(criteria)}, out, name=name, progress=progress)
+    table = pd.read_json(stats.table, lines=True, dtype=False)
+    return {"accuracy": _accuracy(stable_verdicts(table), test_items), "k": len(criteria),
+            "attributes": [a.name for a in criteria], "n_test": int(len(test_items)), "judge": name}
+
+
+def _sft_examples(judge: LocalPairJudge, items: pd.DataFrame) -> list[tuple[list[int], int]]:
+    """(token ids, target: 0 for letter A, 1 for B) for every item in both orders."""
+    out = []
+    for row in items.itertuples(index=False):
+        for order in ("AB", "BA"):
+            pre, suf = judge.encode(Call(row.item_id, OVERALL, order, item_prefix(row, order), OVERALL_QUESTION))
+            first_is_preferred = (row.label == "A") == (order == "AB")
+            out.append((pre + suf, 0 if first_is_preferred else 1))
+    return out
+
+
+def lora_sft(model: str | os.PathLike, train_items: pd.DataFrame, out: str | os.PathLike, *, steps: int = 200,
+             lr: float = 2e-4, batch_size: int = 8, r: int = 16, alpha: int = 32, max_length: int = 4096,
+             seed: int = 0, device: str | None = None, dtype: str = "float32") -> dict[str, Any]:
+    """Fine-tune a LoRA adapter of the causal judge ``model`` on the labels of ``train_items``
+    (A/B only); saves the adapter and tokenizer to ``out`` (a loadable judge checkpoint)."""
+    from peft import LoraConfig, get_peft_model
+
+    t0 = time.perf_counter()
+    train_items = train_items[train_items["label"].isin(["A", "B"])]
+    base = LocalPairJudge(model, max_length=max_length, device=device, dtype=dtype)
+    examples = _sft_examples(base, train_items)
+    torch.manual_seed(seed)
+    peft_model = get_peft_model(base.model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0,
+                                                       target_modules="all-linear", task_type="CAUSAL_LM"))
+    peft_model.train()
+    opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=lr)
+    rng = np.random.default_rng(seed)
+    letters = base.letter_ids
+    losses: list[float] = []
+    for _ in range(steps):
+        batch = [examples[i] for i in rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.full((len(batch), width), base.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (seq, _) in enumerate(batch):  # left padding: the answer position is the last column
+            ids[row, width - len(seq):] = torch.tensor(seq)
+            mask[row, width - len(seq):] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = peft_model(input_ids=ids.to(base.device), attention_mask=mask.to(base.device),
+                            position_ids=pos.to(base.device)).logits[:, -1].float()
+        two = torch.stack([torch.logsumexp(logits[:, letters[0]], -1), torch.logsumexp(logits[:, letters[1]], -1)], -1)
+        loss = torch.nn.functional.cross_entropy(two, torch.tensor([t for _, t in batch], device=two.device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    out = Path(out)
+    peft_model.save_pretrained(out)
+    base.tokenizer.save_pretrained(out)
+    k = max(1, len(losses) // 10)
+    return {"checkpoint": str(out), "n_train": int(len(train_items)), "steps": steps, "lr": lr, "r": r,
+            "loss_first": float(np.mean(losses[:k])), "loss_last": float(np.mean(losses[-k:])),
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_items: pd.DataFrame,
+                      out: str | os.PathLike, *, progress: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """Train the LoRA judge on ``train_items`` and score its stable verdict on ``test_items``."""
+    out = Path(out)
+    info = lora_sft(model, train_items, out / "adapter", **kwargs)
+    judge = LocalPairJudge(out / "adapter", max_length=kwargs.get("max_length", 4096),
+                           device=kwargs.get("device"), name="lora_sft")
+    try:
+        stats = elicit_shard(test_items, judge, {OVERALL: OVERALL_QUESTION}, out / "eval", progress=progress)
+    finally:
+        judge.close()
+    table = pd.read_json(stats.table, lines=True, dtype=False)
+    return {**info, "accuracy": _accuracy(stable_verdicts(table), test_items), "n_test": int(len(test_items))}

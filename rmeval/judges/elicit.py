@@ -1,0 +1,483 @@
+"""Pairwise elicitation: for each item (query, response A, response B), judge and attribute, one
+call in each presentation order, mapped back to the original A/B.
+
+Prompt layout puts the item first and the question last (``ITEM_TEMPLATE`` then ``*_QUESTION``):
+the item -- query and both responses in one order -- is the long part of every call and the same
+for every attribute, so a local model computes its KV cache once and runs only the short question
+per attribute (``LocalPairJudge(prefix_reuse=True)``), and an endpoint such as vLLM reuses it
+through its own prefix cache.
+
+A backend answers, per call, the letter it names: +1 the first-shown response ("A"), -1 the second
+("B"), 0 no resolved direction, NaN a malformed answer (counted; it becomes direction 0, never a
+direction). The runner maps letters back: in order BA the first-shown response is the original B.
+
+Work is sharded (item i goes to shard i mod n), every answered chunk is committed to a SQLite score
+cache (``rmeval.scoring.cache``) before the next starts, and a shard's judgments table is written
+atomically from the cache at the end: a killed run restarts where it stopped, with nothing lost,
+duplicated or asked twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rmeval.scoring.base import fingerprint_of, model_identity
+from rmeval.scoring.cache import ScoreCache, cache_key
+from rmeval.scoring.judge import load_causal_judge, next_token_logits, single_token_ids
+from rmtrain.errors import ConfigError
+from rmtrain.io import atomic_write_json, atomic_write_table, read_table
+
+from .inventory import OVERALL, Attribute
+from .tables import ORDERS, validate_judgments
+
+ITEM_TEMPLATE = ("You are comparing two responses to the same query.\n\n[Query]\n{query}\n\n"
+                 "[Response A]\n{first}\n\n[Response B]\n{second}\n\n")
+ATTRIBUTE_QUESTION = ("Question: which response has more of this attribute -- {definition}? This asks which has "
+                      "more of it, not which is better. Answer with a single letter, A or B.\nAnswer:")
+OVERALL_QUESTION = ("Question: which response is better overall as a reply to the query? "
+                    "Answer with a single letter, A or B.\nAnswer:")
+RUBRIC_QUESTION = ("Question: which response is better overall as a reply to the query? Judge it by these "
+                   "criteria: {criteria}. Answer with a single letter, A or B.\nAnswer:")
+
+
+def questions_for(attributes: list[Attribute], *, overall: bool = True,
+                  overall_question: str = OVERALL_QUESTION) -> dict[str, str]:
+    """attribute name -> question text (``overall`` last)."""
+    q = {a.name: ATTRIBUTE_QUESTION.format(definition=a.definition) for a in attributes}
+    if overall:
+        q[OVERALL] = overall_question
+    return q
+
+
+def rubric_question(attributes: list[Attribute]) -> str:
+    """The overall question with ``attributes`` named as criteria (the rubric-prompting baseline)."""
+    return RUBRIC_QUESTION.format(criteria="; ".join(a.definition for a in attributes))
+
+
+@dataclass(frozen=True)
+class Call:
+    item_id: str
+    attribute: str
+    order: str  # AB or BA
+    prefix: str  # the item in this order
+    question: str
+
+    def rendered(self) -> str:
+        return json.dumps([self.prefix, self.question], ensure_ascii=False)
+
+
+def item_prefix(row: Any, order: str) -> str:
+    first, second = (row.response_a, row.response_b) if order == "AB" else (row.response_b, row.response_a)
+    return ITEM_TEMPLATE.format(query=row.query, first=first, second=second)
+
+
+def build_calls(items: pd.DataFrame, questions: dict[str, str]) -> list[Call]:
+    """Item by item, order by order, every question: calls sharing a prefix are adjacent."""
+    return [Call(row.item_id, attr, order, item_prefix(row, order), q)
+            for row in items.itertuples(index=False) for order in ORDERS for attr, q in questions.items()]
+
+
+# the letter itself is case-sensitive ("a lot of..." is not an answer); the words around it are not
+_LETTER = re.compile(r"^[\s\*\"'\(\[]*(?:(?i:response|answer|option)\s*[:\-]?\s*)?\(?([AB])\b")
+_TIE = re.compile(r"^\W*(tie|equal|same|neither|both|no difference)\b", re.IGNORECASE)
+_BOTH_LETTERS = re.compile(r"^\W*A\s*(or|/|and)\s*B\b")
+
+
+def parse_letter(text: str | None) -> float:
+    """Reply text -> +1 (A), -1 (B), 0 (an explicit tie / no difference), NaN (malformed)."""
+    if not text or _BOTH_LETTERS.match(text.strip()):  # "A or B" names no answer
+        return math.nan
+    m = _LETTER.match(text.strip())
+    if m:
+        return 1.0 if m.group(1) == "A" else -1.0
+    if _TIE.match(text.strip()):
+        return 0.0
+    return math.nan
+
+
+class PairJudge(ABC):
+    """A judge backend: ``answer(calls)`` -> per call +1 (first-shown), -1 (second), 0, NaN."""
+
+    kind = "pair_judge"
+
+    def __init__(self) -> None:
+        self.n_calls = 0
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str: ...
+
+    @abstractmethod
+    def answer(self, calls: list[Call]) -> list[float]: ...
+
+    def close(self) -> None:  # noqa: B027 -- optional hook: backends holding a model release it
+        """Release resources (a loaded model)."""
+
+
+class LocalPairJudge(PairJudge):
+    """A local Hugging Face causal LM. The answer is read from next-token probabilities: the mass of
+    every single-token spelling of "A" against that of "B"; the direction is resolved when
+    ``|p(A | A or B) - 0.5| > margin``. With ``prefix_reuse`` the item's KV cache is computed once
+    and shared by all questions on it; otherwise every call is one full forward (same token ids,
+    so the same directions up to float rounding)."""
+
+    kind = "hf"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, name: str | None = None,
+                 batch_size: int = 32, max_length: int = 4096, device: str | None = None, dtype: str = "float32",
+                 prefix_reuse: bool = True, margin: float = 0.0, trust_remote_code: bool = False) -> None:
+        super().__init__()
+        self.model, self.tokenizer, self.model_id = load_causal_judge(
+            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+        self.device = next(self.model.parameters()).device
+        self._name = name or Path(self.model_id.rstrip("/")).name
+        self.batch_size, self.max_length, self.dtype = batch_size, max_length, dtype
+        self.prefix_reuse, self.margin = prefix_reuse, margin
+        self.letter_ids = [single_token_ids(self.tokenizer, c) for c in ("A", "B")]
+        if not all(self.letter_ids) or set(self.letter_ids[0]) & set(self.letter_ids[1]):
+            raise ConfigError(f"judge {self.model_id}: tokenizer has no distinct single tokens for 'A' and 'B'")
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.n_truncated = 0
+        chat = bool(getattr(self.tokenizer, "chat_template", None))
+        if chat:  # the item and question form one user turn; split the rendered template around it
+            marker = "\x00MARK\x00"
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                                      add_generation_prompt=True)
+            self._head, self._tail = text.split(marker)
+        else:
+            self._head, self._tail = "", ""
+        self._special = not chat  # a chat template already holds BOS
+        self._prefix_ids: dict[str, list[int]] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of("pair_judge_hf", {"model": model_identity(self.model_id), "max_length": self.max_length,
+                                                "dtype": self.dtype, "margin": self.margin,
+                                                "head": self._head, "tail": self._tail})
+
+    def encode(self, call: Call) -> tuple[list[int], list[int]]:
+        """(prefix ids, question ids); the concatenation is the full call for both code paths."""
+        if call.prefix not in self._prefix_ids:
+            if len(self._prefix_ids) > 64:
+                self._prefix_ids.clear()
+            self._prefix_ids[call.prefix] = self.tokenizer(self._head + call.prefix,
+                                                           add_special_tokens=self._special)["input_ids"]
+        pre = self._prefix_ids[call.prefix]
+        suf = self.tokenizer(call.question + self._tail, add_special_tokens=False)["input_ids"]
+        if len(pre) + len(suf) > self.max_length:  # keep the end of the item, next to the question
+            self.n_truncated += 1
+            pre = pre[len(pre) + len(suf) - self.max_length:]
+        return pre, suf
+
+    def _p_first(self, logits: torch.Tensor) -> torch.Tensor:
+        """p("A" | "A" or "B") from next-token logits."""
+        la = torch.logsumexp(logits[:, self.letter_ids[0]].float(), dim=-1)
+        lb = torch.logsumexp(logits[:, self.letter_ids[1]].float(), dim=-1)
+        return torch.sigmoid(la - lb)
+
+    @torch.inference_mode()
+    def _prefix_logits(self, prefix: list[int], suffixes: list[list[int]]) -> torch.Tensor:
+        """Next-token logits after prefix + each suffix, the prefix run once (KV cache repeated over
+        the batch of suffixes, suffixes right-padded: causal attention never looks at the padding)."""
+        # transformers >= 5.2x names the KV cache argument ``cache`` (``past_key_values`` before)
+        core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
+        arg = "cache" if "cache" in inspect.signature(core.forward).parameters else "past_key_values"
+        out = self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        n_pre = len(prefix)
+        rows: list[torch.Tensor] = []
+        for i in range(0, len(suffixes), self.batch_size):
+            chunk = suffixes[i:i + self.batch_size]
+            width = max(len(s) for s in chunk)
+            ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+            for r, s in enumerate(chunk):
+                ids[r, :len(s)] = torch.tensor(s)
+            cache.batch_repeat_interleave(len(chunk))
+            logits = self.model(input_ids=ids.to(self.device),
+                                attention_mask=torch.ones((len(chunk), n_pre + width), dtype=torch.long,
+                                                          device=self.device),
+                                position_ids=(n_pre + torch.arange(width, device=self.device)).expand(len(chunk), -1),
+                                use_cache=True, **{arg: cache}).logits
+            last = torch.tensor([len(s) - 1 for s in chunk], device=logits.device)
+            rows.append(logits[torch.arange(len(chunk), device=logits.device), last].float().cpu())
+            cache.crop(-width)  # back to the prefix, batch of one
+            cache.batch_select_indices(torch.tensor([0], device=self.device))
+        return torch.cat(rows)
+
+    def p_first(self, calls: list[Call]) -> np.ndarray:
+        """p("A" | "A" or "B") per call: the probability of naming the first-shown response."""
+        if not calls:
+            return np.zeros(0)
+        enc = [self.encode(c) for c in calls]
+        self.n_calls += len(calls)
+        if not self.prefix_reuse:
+            logits = next_token_logits(self.model, [p + s for p, s in enc], batch_size=self.batch_size,
+                                       pad_id=self.pad_id, device=self.device)
+            return self._p_first(logits).double().numpy()
+        out = np.zeros(len(calls))
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(calls):
+            groups.setdefault(c.prefix, []).append(i)
+        for idx in groups.values():
+            out[idx] = self._p_first(self._prefix_logits(enc[idx[0]][0], [enc[i][1] for i in idx])).double().numpy()
+        return out
+
+    def answer(self, calls: list[Call]) -> list[float]:
+        return [1.0 if p > 0.5 + self.margin else -1.0 if p < 0.5 - self.margin else 0.0
+                for p in self.p_first(calls).tolist()]
+
+    def close(self) -> None:
+        self.model = None
+
+
+class EndpointPairJudge(PairJudge):
+    """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...) through the ``openai`` client
+    (retries with backoff on 429/5xx). Greedy, a few tokens; the reply is parsed by
+    ``parse_letter`` and a malformed reply is counted and left unresolved."""
+
+    kind = "openai"
+
+    def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", name: str | None = None,
+                 max_tokens: int = 4, timeout: float = 60.0, max_retries: int = 5, concurrency: int = 8) -> None:
+        from rmeval.generators import openai_client
+
+        super().__init__()
+        self.model, self.base_url, self.max_tokens, self.concurrency = model, base_url, max_tokens, concurrency
+        self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
+        self._name = name or model.replace("/", "_")
+        self.n_malformed = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of("pair_judge_openai", {"model": self.model, "base_url": self.base_url,
+                                                    "max_tokens": self.max_tokens})
+
+    def _one(self, call: Call) -> float:
+        resp = self.client.chat.completions.create(
+            model=self.model, temperature=0.0, max_tokens=self.max_tokens,
+            messages=[{"role": "user", "content": call.prefix + call.question}])
+        try:
+            text = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            text = None
+        return parse_letter(text)
+
+    def answer(self, calls: list[Call]) -> list[float]:
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            out = list(pool.map(self._one, calls))
+        self.n_calls += len(calls)
+        self.n_malformed += sum(1 for x in out if math.isnan(x))
+        return out
+
+
+def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
+    """``{"kind": "hf", "model": PATH, ...}`` or ``{"kind": "openai", "model": NAME, "base_url": URL, ...}``."""
+    spec = dict(spec)
+    kind = spec.pop("kind", "hf")
+    if kind == "hf":
+        return LocalPairJudge(spec.pop("model"), **spec)
+    if kind == "openai":
+        return EndpointPairJudge(spec.pop("model"), **spec)
+    raise ConfigError(f"unknown judge backend '{kind}' (hf or openai)")
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+@dataclass
+class ShardStats:
+    judge: str
+    shard: int
+    n_shards: int
+    n_items: int = 0
+    n_cells: int = 0  # (item, attribute, order) cells in the shard
+    n_cached: int = 0  # answered by an earlier run
+    n_made: int = 0  # calls sent to the backend by this run
+    n_malformed: int = 0  # malformed answers among all cells (kept as direction 0)
+    n_unresolved: int = 0  # direction 0 among all cells (malformed included)
+    seconds: float = 0.0
+    table: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def shard_items(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
+    if not 0 <= shard < n_shards:
+        raise ConfigError(f"shard {shard} out of range for {n_shards} shards")
+    return items.iloc[shard::n_shards]
+
+
+def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str], out: str | os.PathLike, *,
+                 shard: int = 0, n_shards: int = 1, chunk_items: int = 2, progress: bool = True,
+                 name: str | None = None) -> ShardStats:
+    """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.jsonl`` through the score cache in
+    ``out/cache/``. Answers already in any cache file of this judge are not asked again. ``name``
+    overrides the judge's name in the table (a rubric-prompted variant of the same model)."""
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    t0 = time.perf_counter()
+    sub = shard_items(items, shard, n_shards)
+    judge_name = name or judge.name
+    slug = _slug(judge_name)
+    cache_dir = out / "cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache = ScoreCache(cache_dir / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.sqlite")
+    # other shardings of the same judge (a rerun with another --n-shards) are read, never written
+    others = [ScoreCache(p) for p in sorted(cache_dir.glob(f"{slug}.shard-*.sqlite")) if p != cache.path]
+    fp = judge.fingerprint
+    stats = ShardStats(judge_name, shard, n_shards, n_items=len(sub))
+    values: dict[str, float] = {}
+    calls_all = build_calls(sub, questions)
+    stats.n_cells = len(calls_all)
+    bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
+               unit="call", smoothing=0.1)
+    per_item = 2 * len(questions)
+    try:
+        for start in range(0, len(calls_all), per_item * chunk_items):
+            calls = calls_all[start:start + per_item * chunk_items]
+            keys = [cache_key(fp, c.rendered()) for c in calls]
+            found = {k: v[0] for k, v in cache.get_many(keys).items()}
+            for o in others:
+                missing = [k for k in keys if k not in found]
+                if missing:
+                    got = o.get_many(missing)
+                    found.update({k: v[0] for k, v in got.items()})
+                    if got:  # copy into this shard's file so it is self-contained
+                        cache.put_many(fp, [(k, v[0], False, False) for k, v in got.items()])
+            todo = [(k, c) for k, c in zip(keys, calls) if k not in found]
+            stats.n_cached += len(calls) - len(todo)
+            if todo:
+                answers = judge.answer([c for _, c in todo])
+                stats.n_made += len(todo)
+                rows = [(k, a, False, False) for (k, _), a in zip(todo, answers)]
+                cache.put_many(fp, rows)  # committed before the next chunk: a kill loses at most this chunk
+                found.update({k: a for k, a, _, _ in rows})
+            values.update(found)
+            bar.update(len(calls))
+    finally:
+        bar.close()
+    rows = []
+    for c in calls_all:
+        letter = values[cache_key(fp, c.rendered())]
+        if math.isnan(letter):
+            stats.n_malformed += 1
+            d = 0
+        else:
+            d = int(letter) if c.order == "AB" else -int(letter)  # first-shown in BA is the original B
+        stats.n_unresolved += d == 0
+        rows.append({"item_id": c.item_id, "judge": judge_name, "attribute": c.attribute, "order": c.order,
+                     "direction": d})
+    table = out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.jsonl"
+    atomic_write_table(table, pd.DataFrame(rows, columns=["item_id", "judge", "attribute", "order", "direction"]))
+    stats.table, stats.seconds = str(table), round(time.perf_counter() - t0, 3)
+    extra = getattr(judge, "n_truncated", None)
+    if extra is not None:
+        stats.extra["n_truncated"] = int(extra)
+    for c in [cache, *others]:
+        c.close()
+    atomic_write_json(out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.stats.json", stats.__dict__)
+    return stats
+
+
+def merge_shards(out: str | os.PathLike, *, judges: list[str] | None = None, name: str = "judgments.jsonl") -> Path:
+    """Concatenate finished shard tables of every judge (or ``judges``) into ``out/<name>``. A judge
+    elicited under several shard counts contributes its newest complete set; a judge without a
+    complete set is an error naming the missing shards (never a silently smaller table), and so is a
+    duplicate (item, judge, attribute, order)."""
+    out = Path(out)
+    groups: dict[str, dict[int, list[Path]]] = {}
+    for t in sorted((out / "shards").glob("*.shard-*.jsonl")):
+        m = re.match(r"^(.*)\.shard-(\d+)-of-(\d+)\.jsonl$", t.name)
+        if m:
+            groups.setdefault(m.group(1), {}).setdefault(int(m.group(3)), []).append(t)
+    if judges is not None:
+        groups = {k: v for k, v in groups.items() if k in {_slug(j) for j in judges}}
+    if not groups:
+        raise FileNotFoundError(f"{out / 'shards'}: no shard tables to merge")
+    frames = []
+    for slug, by_n in groups.items():
+        newest = sorted(by_n.items(), key=lambda kv: -max(p.stat().st_mtime for p in kv[1]))
+        chosen, missing = None, []
+        for n, paths in newest:
+            have = {int(re.search(r"\.shard-(\d+)-of-", p.name).group(1)) for p in paths}
+            if have >= set(range(n)):
+                chosen = paths
+                break
+            missing = missing or [f"{i} of {n}" for i in sorted(set(range(n)) - have)]
+        if chosen is None:
+            raise ConfigError(f"judge {slug}: shard(s) {', '.join(missing)} not finished; rerun them before merging")
+        frames += [read_table(p) for p in chosen]
+    df = validate_judgments(pd.concat(frames, ignore_index=True), file=str(out / "shards"))
+    return atomic_write_table(out / name, df)
+
+
+@dataclass
+class ElicitJob:
+    """One shard as a picklable callable (for submitit): the backend is built inside the job, so a
+    SLURM task loads its own model or talks to its own endpoint."""
+
+    items_path: str
+    judge_spec: dict[str, Any]
+    questions: dict[str, str]
+    out: str
+    shard: int = 0
+    n_shards: int = 1
+    chunk_items: int = 2
+    progress: bool = True
+
+    def __call__(self) -> dict[str, Any]:
+        from .tables import load_items
+
+        items = load_items(self.items_path)
+        judge = make_pair_judge(self.judge_spec)
+        try:
+            return elicit_shard(items, judge, self.questions, self.out, shard=self.shard, n_shards=self.n_shards,
+                                chunk_items=self.chunk_items, progress=self.progress).__dict__
+        finally:
+            judge.close()
+
+
+def items_from_rating_set(rs: Any, source: str, *, limit: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """A preference set (rmtrain RatingSet with ``preferences``) as an items table: the chosen
+    response goes to A or B by a seeded coin flip, and the label names it."""
+    from rmeval.scoring.judge import conversation_text
+
+    rng = np.random.default_rng(seed)
+    by_id = {p.prompt_id: p for p in rs.prompts}
+    rows = []
+    for pref in rs.preferences[:limit] if limit else rs.preferences:
+        p = by_id[pref.prompt_id]
+        texts = {r.response_id: r.text for r in p.responses}
+        chosen, rejected = texts[pref.chosen_id], texts[pref.rejected_id]
+        a_chosen = bool(rng.random() < 0.5)
+        rows.append({"item_id": f"{source}:{pref.prompt_id}:{pref.chosen_id}>{pref.rejected_id}", "source": source,
+                     "query": conversation_text(p.messages), "response_a": chosen if a_chosen else rejected,
+                     "response_b": rejected if a_chosen else chosen, "label": "A" if a_chosen else "B"})
+    return pd.DataFrame(rows)
