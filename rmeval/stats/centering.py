@@ -5,7 +5,8 @@ sampling noise, so the study centres on:
 
 * ``siblings_m`` (m = 1, 2, 3): the mean of m sibling responses -- the next m responses of the same
   prompt in row order, cyclically, so every response serves as a baseline equally often. A prompt
-  with fewer than m siblings uses all it has (counted in ``n_prompts_short``);
+  with fewer than m siblings uses all it has (counted in ``n_prompts_short``); an m that leaves
+  every prompt with all its siblings is ``siblings_all`` and is not repeated;
 * ``siblings_all``: all siblings (leave-one-out; the ``centered`` selection of ``top_selection``);
 * ``siblings_shrunk``: the leave-one-out mean shrunk toward the grand mean by an empirical-Bayes
   weight, mu + B_i (mean_i - mu) with B_i = tau^2 / (tau^2 + s_w^2 / m_i);
@@ -115,6 +116,8 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     baselines: dict[str, np.ndarray] = {}
     extra: dict[str, Any] = {}
     for m in siblings:
+        if m >= n.max() - 1:  # every prompt would use all its siblings: the same as siblings_all
+            continue
         baselines[f"siblings_{m}"], short = _cyclic_sibling_mean(s, codes, k, m)
         extra[f"siblings_{m}"] = {"n_prompts_short": short}
     baselines["siblings_all"] = loo_base
