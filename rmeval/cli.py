@@ -286,9 +286,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     scores, ratings = read_table(args.scores), read_table(args.ratings)
     prefs = read_table(args.preferences) if args.preferences else None
+    pool = read_table(args.reference_scores) if args.reference_scores else None
+    if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
+        raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
+                        file=args.reference_scores)
     attribute = args.attribute or _default_attribute(ratings)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed, reference_scores=pool,
+                          human_reliability=_reliabilities(args.human_reliability))
     out = Path(args.out)
     paths = write_report(audit, out, title=f"Audit of {Path(args.scores).name}")
     tracker = _tracker(args, f"stats-{Path(args.scores).stem}", out, {"scores": args.scores, "ratings": args.ratings})
@@ -361,6 +366,18 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reliabilities(items: list[str] | None) -> dict[str, float]:
+    """NAME=R (or a bare R) arguments -> {NAME: R}."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        label, _, value = item.rpartition("=")
+        try:
+            out[label or value] = float(value)
+        except ValueError:
+            raise ConfigError(f"a reliability must be NAME=R or R with R a number, got {item!r}") from None
+    return out
+
+
 def cmd_human(args: argparse.Namespace) -> int:
     """Every ratings-only statistic of SPEC (no model) -> OUT/human.json, OUT/human.md."""
     from rmeval.human import compute_human, human_table, write_human_report
@@ -374,13 +391,7 @@ def cmd_human(args: argparse.Namespace) -> int:
         if annotations.empty:
             raise DataError(f"{args.annotations}: no annotation matches a response of {args.data} "
                             f"(skipped: {dict(skipped)})")
-    borrowed: dict[str, float] = {}
-    for item in args.reliability or []:
-        label, _, value = item.rpartition("=")
-        try:
-            borrowed[label or value] = float(value)
-        except ValueError:
-            raise ConfigError(f"--reliability expects NAME=R or R, got {item!r}") from None
+    borrowed = _reliabilities(args.reliability)
     attrs = [args.attribute] if args.attribute else None
     res = compute_human(human_table(rs), attributes=attrs, n_boot=args.n_boot, seed=args.seed,
                         annotations=annotations, raters_per_rating=args.raters_per_rating, reliabilities=borrowed,
@@ -463,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scores", required=True)
     s.add_argument("--ratings", required=True)
     s.add_argument("--preferences", default=None)
+    s.add_argument("--reference-scores", default=None,
+                   help="table (prompt_id, score) of independent reference responses, for pool centring")
+    s.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
     _common(s)
     s.set_defaults(func=cmd_stats)
     pw = sub.add_parser("pairwise", help="accuracy on a preference set (RM-Bench matrix, HH-RLHF)")

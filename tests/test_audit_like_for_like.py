@@ -132,3 +132,25 @@ def test_report_wording_and_paired_plot(audit, tmp_path):
     # keys others read keep their place
     assert {"original", "human"} <= set(saved["share"]) and "random" in saved["transplant"]
     assert "sibling_regression" in saved and "estimate" in saved["share"]["original"]
+
+
+def test_stats_cli_reference_pool_and_reliability(tmp_path):
+    from rmeval.cli import main
+
+    scores, ratings = planted(n_prompts=40, seed=2)
+    scores.to_parquet(tmp_path / "scores.parquet")
+    ratings.to_parquet(tmp_path / "ratings.parquet")
+    pool = pd.DataFrame({"prompt_id": np.repeat(ratings["prompt_id"].unique(), 3), "score": np.arange(120.0) % 7})
+    pool.to_csv(tmp_path / "pool.csv", index=False)
+    rc = main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings", str(tmp_path / "ratings.parquet"),
+               "--reference-scores", str(tmp_path / "pool.csv"), "--human-reliability", "hs2=0.5",
+               "--out", str(tmp_path / "out"), "--n-boot", "100", "--n-boot-regression", "100",
+               "--wandb-mode", "disabled"])
+    assert rc == 0
+    a = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert a["centering"]["variants"]["pool"]["pool_size_mean"] == 3
+    assert a["share"]["human_corrected"]["hs2"]["estimate"] == pytest.approx(2 * a["share"]["human"]["estimate"])
+    pool[["score"]].to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings", str(tmp_path / "ratings.parquet"),
+                 "--reference-scores", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "o2"),
+                 "--wandb-mode", "disabled"]) == 2
