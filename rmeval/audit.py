@@ -16,7 +16,7 @@ from scipy.stats import rankdata
 
 from rmtrain.errors import DataError
 
-from .stats.bootstrap import resample_weights, rows_with_siblings
+from .stats.bootstrap import PromptSetResamples, rows_with_siblings
 from .stats.centering import centering_variants
 from .stats.pairwise import pairwise_accuracy
 from .stats.prompt_means import disjoint_half_correlation, prompt_mean_correlation
@@ -39,9 +39,7 @@ _STREAMS = {name: i for i, name in enumerate(
      "share.human", "prompt_only", *[f"transplant.{k}" for k in TRANSPLANT_KINDS], "paraphrase",
      "last_turn", "sibling_regression", "selection", "pairwise",
      # added later: appended so the streams above keep their values
-     "share.last_turn", *[f"vs_human.{n}" for n in ("original", "single_turn", "generic", "generic_single_turn",
-                                                    "ranks", "ranks_single_turn", "log_length", "last_turn")],
-     "difference.generic", "difference.last_turn", "prompt_means", "sibling_regression.generic",
+     "share.last_turn", "sibling_regression.generic",
      "sibling_regression.random", "centering"])}
 
 # Like-for-like comparisons: (name, model condition, single-turn prompts only, transform).
@@ -67,7 +65,7 @@ def _with_ratings(cond: pd.DataFrame, ratings: pd.DataFrame, rcols: list[str]) -
     return per.merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
 
 
-def _vs_human(frames: dict[str, pd.DataFrame], attribute: str, n_boot: int, seed: int) -> dict[str, Any]:
+def _vs_human(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
     """Each model share beside the human share of the SAME responses under the SAME transform,
     with the paired model-minus-human difference (same prompt resamples)."""
     out: dict[str, Any] = {}
@@ -87,22 +85,24 @@ def _vs_human(frames: dict[str, pd.DataFrame], attribute: str, n_boot: int, seed
             if "response_length" not in df.columns:
                 continue
             cov = _log_length(df["response_length"].to_numpy(float))
-        r = share_pair(s, h, g, covariate=cov, n_boot=n_boot, rng=_rng(seed, f"vs_human.{name}"),
-                       names=("model", "human"))
+        r = share_pair(s, h, g, covariate=cov, names=("model", "human"), resamples=resamples)
         if r:
             r.update(condition=cond, prompts="single-turn" if single else "all", transform=transform)
             out[name] = r
     return out
 
 
-def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, n_boot: int, seed: int) -> dict[str, Any]:
+def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
     """Correlations across prompts of prompt means: model vs human (whole prompt and disjoint halves,
-    the humans' own halves), and generic vs original. All on one set of prompt resamples."""
+    the humans' own halves), and generic vs original; one resample matrix per prompt set."""
+
+    def weights(g: np.ndarray, *cols: np.ndarray) -> np.ndarray | None:
+        *_, k, _, prompts = rows_with_siblings(g, *cols, return_prompts=True)
+        return resamples.weights(prompts) if k >= 3 else None
+
     o = frames["original"]
     s, h, g = o["score"].to_numpy(float), o[attribute].to_numpy(float), o["prompt_id"].to_numpy()
-    rng = _rng(seed, "prompt_means")
-    _, _, k, _ = rows_with_siblings(g, s, h)
-    w = resample_weights(k, n_boot, rng) if k >= 3 else None
+    w = weights(g, s, h)
     out: dict[str, Any] = {
         "model_vs_human": prompt_mean_correlation(s, h, g, weights=w),
         "model_vs_human_disjoint": disjoint_half_correlation(s, h, g, weights=w),
@@ -111,14 +111,12 @@ def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, n_boot: int, 
     if "generic" in frames:
         m = o.merge(frames["generic"][["prompt_id", "response_id", "score"]], on=["prompt_id", "response_id"],
                     suffixes=("", "_g"))
-        sg, gg = m["score_g"].to_numpy(float), m["prompt_id"].to_numpy()
-        same = len(m) == len(o)  # same rows, same prompts: the resamples can be shared
-        out["generic_vs_original"] = prompt_mean_correlation(sg, m["score"].to_numpy(float), gg,
-                                                             weights=w if same else None, rng=rng)
-        out["generic_vs_human"] = prompt_mean_correlation(sg, m[attribute].to_numpy(float), gg,
-                                                          weights=w if same else None, rng=rng)
-        out["generic_vs_human_disjoint"] = disjoint_half_correlation(sg, m[attribute].to_numpy(float), gg,
-                                                                     weights=w if same else None, rng=rng)
+        sg, so, hg, gg = (m["score_g"].to_numpy(float), m["score"].to_numpy(float), m[attribute].to_numpy(float),
+                          m["prompt_id"].to_numpy())
+        wg = weights(gg, sg, so)
+        out["generic_vs_original"] = prompt_mean_correlation(sg, so, gg, weights=wg)
+        out["generic_vs_human"] = prompt_mean_correlation(sg, hg, gg, weights=wg)
+        out["generic_vs_human_disjoint"] = disjoint_half_correlation(sg, hg, gg, weights=wg)
     out["attribute"] = attribute
     return out
 
@@ -182,7 +180,8 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
 
     frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", "last_turn")
               if c in by_cond}
-    vs = _vs_human(frames, attribute, n_boot, seed)
+    resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
+    vs = _vs_human(frames, attribute, resamples)
     if vs:
         audit["share_vs_human"] = vs
     if orig is not None:
@@ -192,7 +191,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
                 m = frames["original"].merge(frames[cond][["prompt_id", "response_id", "score"]],
                                              on=["prompt_id", "response_id"], suffixes=("", "_c"))
                 r = share_pair(m["score"].to_numpy(float), m["score_c"].to_numpy(float), m["prompt_id"].to_numpy(),
-                               n_boot=n_boot, rng=_rng(seed, f"difference.{cond}"), names=("original", cond))
+                               names=("original", cond), resamples=resamples)
                 if r:
                     diffs[f"original_minus_{cond}"] = r
         if diffs:
@@ -228,7 +227,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
                         r["attribute"] = attribute
                         by_c[cond] = r
             audit["sibling_regression_by_condition"] = by_c
-        audit["prompt_means"] = _prompt_means(frames, attribute, n_boot, seed)
+        audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
         sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
         if sel:
             sel["top_fraction"] = top_fraction

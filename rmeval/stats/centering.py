@@ -33,17 +33,37 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
-from .selection import _top_mean, loo_centered
+from .selection import loo_centered
 
 
 def weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(B, n) average ranks of ``x`` in the sample where row i appears w[b, i] times."""
+    return _ranks_t(x, np.ascontiguousarray(np.atleast_2d(w).T)).T
+
+
+def _ranks_t(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
+    """:func:`weighted_ranks` on transposed (n, B) weights: gathers of whole rows are contiguous,
+    which is what makes the vectorised ranks cheap."""
     uniq, inv = np.unique(x, return_inverse=True)
     order = np.argsort(inv, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
-    wg = np.add.reduceat(w[:, order], starts, axis=1)  # (B, number of distinct values)
-    rank_g = np.cumsum(wg, axis=1) - wg + (wg + 1.0) / 2.0
-    return rank_g[:, inv]
+    ws = wt[order]
+    if len(uniq) < len(x):  # ties: sum the weights of each distinct value
+        starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+        ws = np.add.reduceat(ws, starts, axis=0)
+    rank_g = np.cumsum(ws, axis=0)
+    rank_g -= ws
+    rank_g += (ws + 1.0) / 2.0
+    return rank_g[inv]
+
+
+def _top_mean_t(order: np.ndarray, rating: np.ndarray, wt: np.ndarray, fraction: float) -> np.ndarray:
+    """``selection._top_mean`` on transposed (n, B) weights (contiguous row gathers): the mean
+    rating of the top ``round(fraction * total weight)`` responses in ``order``."""
+    w = wt[order]
+    m = np.round(fraction * w.sum(axis=0))
+    cum = np.cumsum(w, axis=0)
+    kept = np.clip(m - (cum - w), 0.0, w)  # how much of each response's weight is kept
+    return (kept * rating[order][:, None]).sum(axis=0) / m
 
 
 def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -145,23 +165,48 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
             extra["pool"] = {"pool_size_mean": float(p_size.mean())}
             extra["pool_shrunk"] = {"eb_weight_mean": float(b.mean()), "eb_weight_range": [float(b.min()), float(b.max())]}
     w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
-    w_resp = w_prompt[:, codes]
-    ones = np.ones((1, len(s)))
-    rh_boot, rhc_boot = weighted_ranks(h, w_resp), weighted_ranks(hc, w_resp)
-    rh_full, rhc_full = weighted_ranks(h, ones), weighted_ranks(hc, ones)
+    w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
+    ones_t = np.ones((len(s), 1))
+    targets: dict[bool, Any] = {}
+
+    def rating_ranks(mask: np.ndarray) -> Any:
+        """Weighted ranks of the raw and the centred rating among the rows in ``mask`` (ranks are
+        taken within the rows compared), with their weighted sums; cached for the full row set.
+        Weights are held transposed, (n, B), so every gather is of contiguous rows."""
+        key = bool(mask.all())
+        if key not in targets or not key:
+            out = []
+            for wt in (w_resp_t * mask[:, None], ones_t * mask[:, None]):
+                tw = wt.sum(axis=0)
+                parts = []
+                for y in (h, hc):
+                    ry = _ranks_t(np.where(mask, y, 0.0), wt)
+                    wy = wt * ry
+                    parts.append((ry, wy.sum(axis=0), (wy * ry).sum(axis=0)))
+                out.append((wt, tw, parts))
+            targets[key] = out
+        return targets[key]
+
+    def spearmans(x: np.ndarray, wt: np.ndarray, tw: np.ndarray, parts: list) -> list[np.ndarray]:
+        rx = _ranks_t(x, wt)
+        wx = wt * rx
+        sx, sxx = wx.sum(axis=0), (wx * rx).sum(axis=0)
+        vx = sxx - sx * sx / tw
+        return [((wx * ry).sum(axis=0) - sx * sy / tw) / np.sqrt(vx * (syy - sy * sy / tw))
+                for ry, sy, syy in parts]
 
     def evaluate(x: np.ndarray, mask: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
         """Top mean and both Spearmans of score x on rows ``mask`` (full sample and resamples)."""
-        wr, on = w_resp * mask, ones * mask
+        (wrt, twr, parts_b), (ont, ton, parts_f) = rating_ranks(mask)
         order = np.argsort(-np.where(mask, x, -np.inf), kind="stable")
         xs = np.where(mask, x, 0.0)
-        rx_b, rx_f = weighted_ranks(xs, wr), weighted_ranks(xs, on)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {"top_mean": (float(_top_mean(order, h, on, top_fraction)[0]), _top_mean(order, h, wr, top_fraction)),
-                    "spearman_raw_rating": (float(_weighted_pearson(rx_f, rh_full, on)[0]),
-                                            _weighted_pearson(rx_b, rh_boot, wr)),
-                    "spearman_centered_rating": (float(_weighted_pearson(rx_f, rhc_full, on)[0]),
-                                                 _weighted_pearson(rx_b, rhc_boot, wr))}
+            rb, rcb = spearmans(xs, wrt, twr, parts_b)
+            rf, rcf = spearmans(xs, ont, ton, parts_f)
+            return {"top_mean": (float(_top_mean_t(order, h, ont, top_fraction)[0]),
+                                 _top_mean_t(order, h, wrt, top_fraction)),
+                    "spearman_raw_rating": (float(rf[0]), rb),
+                    "spearman_centered_rating": (float(rcf[0]), rcb)}
 
     all_rows = np.ones(len(s), dtype=bool)
     raw = evaluate(s, all_rows)

@@ -14,6 +14,7 @@ import numpy as np
 from rmtrain.data.variance import icc1, icc_from_sums, icc_sufficient, keep_multi
 
 from .bootstrap import (
+    PromptSetResamples,
     bootstrap_stat,
     per_prompt_sums,
     resample_weights,
@@ -81,7 +82,7 @@ def _share_columns(values: np.ndarray, codes: np.ndarray, k: int,
 
 def share_pair(a: np.ndarray, b: np.ndarray, groups: Any, *, covariate: np.ndarray | None = None,
                n_boot: int = 2000, rng: np.random.Generator | int | None = 0,
-               names: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
+               names: tuple[str, str] = ("a", "b"), resamples: PromptSetResamples | None = None) -> dict[str, Any]:
     """Shares of two measurements of the SAME responses and their paired difference a - b.
 
     Rows where either value (or the covariate) is not finite are left out for both, so the two
