@@ -39,14 +39,19 @@ _STREAMS = {name: i for i, name in enumerate(
      "share.human", "prompt_only", *[f"transplant.{k}" for k in TRANSPLANT_KINDS], "paraphrase",
      "last_turn", "sibling_regression", "selection", "pairwise",
      # added later: appended so the streams above keep their values
-     "share.last_turn", "sibling_regression.generic",
+     "share.last_turn", "sibling_regression.generic", "share.paraphrase",
+     *[f"share.{k}" for k in TRANSPLANT_KINDS],
      "sibling_regression.random", "centering"])}
 
 # Like-for-like comparisons: (name, model condition, single-turn prompts only, transform).
 VS_HUMAN = (("original", "original", False, "raw"), ("single_turn", "original", True, "raw"),
             ("generic", "generic", False, "raw"), ("generic_single_turn", "generic", True, "raw"),
             ("ranks", "original", False, "ranks"), ("ranks_single_turn", "original", True, "ranks"),
-            ("log_length", "original", False, "log_length"), ("last_turn", "last_turn", False, "raw"))
+            ("log_length", "original", False, "log_length"), ("last_turn", "last_turn", False, "raw"),
+            ("paraphrase", "paraphrase", False, "raw"), *[(k, k, False, "raw") for k in TRANSPLANT_KINDS])
+# Conditions scored several times per response (variants, donors) enter a share as the response's
+# mean; prompt_only has one row per prompt, so no share is defined for it.
+PER_RESPONSE_SHARES = ("last_turn", "paraphrase", *TRANSPLANT_KINDS)
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -170,15 +175,16 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
                         n_boot=n_boot, rng=_rng(seed, "share.human"))
     sh["human"]["attribute"] = attribute
-    if "last_turn" in by_cond:  # multi-turn prompts cut to their last user turn
-        lt = by_cond["last_turn"].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
-        sh["last_turn"] = share(lt["score"].to_numpy(float), lt["prompt_id"].to_numpy(), n_boot=n_boot,
-                                rng=_rng(seed, "share.last_turn"))
+    for cond in PER_RESPONSE_SHARES:  # last_turn: multi-turn prompts cut to their last user turn
+        if cond in by_cond:
+            per = by_cond[cond].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
+            sh[cond] = share(per["score"].to_numpy(float), per["prompt_id"].to_numpy(), n_boot=n_boot,
+                             rng=_rng(seed, f"share.{cond}"))
     for label, r in (human_reliability or {}).items():
         sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
     audit["share"] = sh
 
-    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", "last_turn")
+    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
               if c in by_cond}
     resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
     vs = _vs_human(frames, attribute, resamples)
@@ -217,9 +223,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
             by_c = {"original": reg}
             for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
                 if cond in by_cond:
-                    f = frames.get(cond)
-                    if f is None:
-                        f = _with_ratings(by_cond[cond], ratings, rcols)
+                    f = frames[cond]
                     r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
                                            f["prompt_id"].to_numpy(), n_boot=n_boot,
                                            rng=_rng(seed, f"sibling_regression.{cond}"))

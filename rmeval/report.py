@@ -9,11 +9,15 @@ from typing import Any
 from rmtrain.io import atomic_write_json, atomic_write_text
 from rmtrain.tracking import Tracker, flatten
 
-SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "human")
+SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
+               "overlap", "embedding", "length", "related", "human")
 VS_LABELS = {"original": "original, all prompts", "single_turn": "original, single-turn prompts",
              "generic": "generic prompt, all prompts", "generic_single_turn": "generic prompt, single-turn prompts",
              "ranks": "ranks, all prompts", "ranks_single_turn": "ranks, single-turn prompts",
-             "log_length": "log-length adjusted", "last_turn": "last turn only (multi-turn prompts)"}
+             "log_length": "log-length adjusted", "last_turn": "last turn only (multi-turn prompts)",
+             "paraphrase": "paraphrased prompts (mean per response)",
+             **{k: f"{k} wrong prompts (mean per response)" for k in ("random", "overlap", "embedding", "length",
+                                                                    "related")}}
 
 # The reading the study signs: a share is a description of where the variance lies, not a verdict.
 SHARE_READING = (

@@ -63,7 +63,7 @@ def audit(data):
                          human_reliability={"borrowed": 0.62})
 
 
-def test_planted_shares_and_differences(audit):
+def test_planted_shares_and_differences(data, audit):
     vs = audit["share_vs_human"]
     for name, cond in (("original", "original"), ("generic", "generic"), ("last_turn", "last_turn")):
         lo, hi = vs[name]["model"]["ci95"]
@@ -72,6 +72,10 @@ def test_planted_shares_and_differences(audit):
         assert lo < target < hi, name
         assert vs[name]["human"]["ci95"][0] < 0.2 < vs[name]["human"]["ci95"][1]
     assert audit["share"]["last_turn"]["n_prompts"] == 125
+    # random wrong prompts: a response's mean over its 3 donors, grouped by its own prompt (by hand)
+    rnd = data[0][data[0]["condition"] == "random"].groupby(["prompt_id", "response_id"], sort=False)["score"].mean()
+    assert audit["share"]["random"]["estimate"] == pytest.approx(
+        hand_icc(rnd.to_numpy(), rnd.index.get_level_values(0).to_numpy()), abs=1e-10)
     d = audit["share_difference"]["original_minus_generic"]["difference"]
     assert d["ci95"][0] < (0.5 + 0.018) / 1.09 - 0.3 < d["ci95"][1]
 
