@@ -215,7 +215,8 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         atomic_write_table(out / "preferences.parquet", prefs)
     attribute = pick_attribute(rating_set, args.attribute)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed,
+                          human_reliability=_reliabilities(args.human_reliability))
     audit["truncation"] = truncation_summary(scores)
     audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
                           **provenance(checkpoint)})
@@ -469,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--paraphrase-file", default=None, help="jsonl {prompt_id, variant, text} of paraphrases")
     a.add_argument("--n-donors", type=int, default=4, help="donor prompts per transplant condition")
     a.add_argument("--embedder", default=None, help="sentence encoder for the embedding condition")
+    a.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
     a.set_defaults(func=cmd_audit)
     s = sub.add_parser("stats", help="audit an existing scores table")
     s.add_argument("--scores", required=True)
