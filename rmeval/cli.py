@@ -7,6 +7,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.judges.cli)
+    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -71,7 +72,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
                 k, _, v = part.partition("=")
                 out[k.strip()] = _value(v.strip())
             elif part:
-                is_split = part in SPLITS and name in ("helpsteer", "helpsteer2", "hh_rlhf")
+                is_split = part in SPLITS and name in ("helpsteer", "helpsteer2", "hh_rlhf", "shp")
                 out["split" if is_split else "path"] = part
     return out
 
@@ -215,7 +216,8 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         atomic_write_table(out / "preferences.parquet", prefs)
     attribute = pick_attribute(rating_set, args.attribute)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed,
+                          human_reliability=_reliabilities(args.human_reliability))
     audit["truncation"] = truncation_summary(scores)
     judge_images: dict[str, Path] = {}
     if getattr(args, "judge_items", None):  # a judge checkpoint: its attribute profile joins the audit
@@ -295,9 +297,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     scores, ratings = read_table(args.scores), read_table(args.ratings)
     prefs = read_table(args.preferences) if args.preferences else None
+    pool = read_table(args.reference_scores) if args.reference_scores else None
+    if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
+        raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
+                        file=args.reference_scores)
     attribute = args.attribute or _default_attribute(ratings)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
-                          n_boot_regression=args.n_boot_regression, seed=args.seed)
+                          n_boot_regression=args.n_boot_regression, seed=args.seed, reference_scores=pool,
+                          human_reliability=_reliabilities(args.human_reliability))
     out = Path(args.out)
     paths = write_report(audit, out, title=f"Audit of {Path(args.scores).name}")
     tracker = _tracker(args, f"stats-{Path(args.scores).stem}", out, {"scores": args.scores, "ratings": args.ratings})
@@ -370,6 +377,48 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reliabilities(items: list[str] | None) -> dict[str, float]:
+    """NAME=R (or a bare R) arguments -> {NAME: R}."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        label, _, value = item.rpartition("=")
+        try:
+            out[label or value] = float(value)
+        except ValueError:
+            raise ConfigError(f"a reliability must be NAME=R or R with R a number, got {item!r}") from None
+    return out
+
+
+def cmd_human(args: argparse.Namespace) -> int:
+    """Every ratings-only statistic of SPEC (no model) -> OUT/human.json, OUT/human.md."""
+    from rmeval.human import compute_human, human_table, write_human_report
+
+    rs = load_data(args.data, args.max_prompts, args.seed)
+    annotations = None
+    if args.annotations:
+        from rmtrain.data.helpsteer_annotations import load_helpsteer2_annotations
+
+        annotations, skipped = load_helpsteer2_annotations(args.annotations, rs)
+        if annotations.empty:
+            raise DataError(f"{args.annotations}: no annotation matches a response of {args.data} "
+                            f"(skipped: {dict(skipped)})")
+    borrowed = _reliabilities(args.reliability)
+    attrs = [args.attribute] if args.attribute else None
+    res = compute_human(human_table(rs), attributes=attrs, n_boot=args.n_boot, seed=args.seed,
+                        annotations=annotations, raters_per_rating=args.raters_per_rating, reliabilities=borrowed,
+                        main_attribute=args.attribute)
+    res["meta"].update({"data": args.data, "rating_set": rs.name, "skipped": dict(rs.skipped)})
+    if annotations is not None:
+        res["meta"]["annotations"] = {"file": args.annotations, "n_ratings": int(len(annotations)),
+                                      "skipped": dict(skipped)}
+    paths = write_human_report(res, args.out, title=f"Human ratings: {rs.name}")
+    main = res["meta"]["main_attribute"]
+    r = res["attributes"][main]["share"]["all"]
+    print(f"{rs.name}: {main} share {r['estimate']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] on "
+          f"{r['n_prompts']} prompts -> {paths['markdown']}")
+    return 0
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
     """Paraphrases or related tasks for every prompt of SPEC, written as a FileGenerator jsonl."""
     from rmeval.generators import make_generator, write_variants
@@ -434,17 +483,36 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--judge-items", default=None,
                    help="items table: also profile the checkpoint as a pairwise judge (rmeval judges)")
     a.add_argument("--judge-attributes", default="core", help="attributes for --judge-items (comma-separated)")
+    a.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
     a.set_defaults(func=cmd_audit)
     s = sub.add_parser("stats", help="audit an existing scores table")
     s.add_argument("--scores", required=True)
     s.add_argument("--ratings", required=True)
     s.add_argument("--preferences", default=None)
+    s.add_argument("--reference-scores", default=None,
+                   help="table (prompt_id, score) of independent reference responses, for pool centring")
+    s.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
     _common(s)
     s.set_defaults(func=cmd_stats)
     pw = sub.add_parser("pairwise", help="accuracy on a preference set (RM-Bench matrix, HH-RLHF)")
     _model_args(pw)
     _common(pw)
     pw.set_defaults(func=cmd_pairwise)
+    h = sub.add_parser("human", help="ratings-only statistics of a rating set (no model)")
+    h.add_argument("--data", required=True, help="data SPEC")
+    h.add_argument("--out", required=True, help="output directory")
+    h.add_argument("--attribute", default=None, help="only this attribute (default: all; helpfulness is the main one)")
+    h.add_argument("--annotations", default=None,
+                   help="per-annotator ratings (HelpSteer2 disagreements.jsonl.gz, or 'hub') for reliabilities")
+    h.add_argument("--raters-per-rating", type=float, default=1.0,
+                   help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's released label)")
+    h.add_argument("--reliability", nargs="+", default=None, help="borrowed reliabilities NAME=R for the corrected share")
+    h.add_argument("--max-prompts", type=int, default=None, help="seeded sample of this many prompts")
+    h.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over prompts")
+    h.add_argument("--seed", type=int, default=0)
+    h.set_defaults(func=cmd_human)
     v = sub.add_parser("variants", help="generate paraphrases or related tasks into a jsonl file")
     v.add_argument("--data", required=True, help="data SPEC")
     v.add_argument("--task", required=True, choices=["paraphrase", "related"])

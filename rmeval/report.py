@@ -9,7 +9,24 @@ from typing import Any
 from rmtrain.io import atomic_write_json, atomic_write_text
 from rmtrain.tracking import Tracker, flatten
 
-SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "human")
+SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
+               "overlap", "embedding", "length", "related", "human")
+VS_LABELS = {"original": "original, all prompts", "single_turn": "original, single-turn prompts",
+             "generic": "generic prompt, all prompts", "generic_single_turn": "generic prompt, single-turn prompts",
+             "ranks": "ranks, all prompts", "ranks_single_turn": "ranks, single-turn prompts",
+             "log_length": "log-length adjusted", "last_turn": "last turn only (multi-turn prompts)",
+             "paraphrase": "paraphrased prompts (mean per response)",
+             **{k: f"{k} wrong prompts (mean per response)" for k in ("random", "overlap", "embedding", "length",
+                                                                    "related")}}
+
+# The reading the study signs: a share is a description of where the variance lies, not a verdict.
+SHARE_READING = (
+    "Share of score variance that lies between prompts. A model share above the human share of the same "
+    "responses says that more of the score's variance lies between prompts than the ratings' does; it does "
+    "not by itself show an erroneous prompt offset, because a scorer that compresses the differences "
+    "between a prompt's responses has a larger share too. Between-prompt clustering is a diagnostic, not an "
+    "estimate of bias: whether the prompt-level part agrees with the humans is asked by the prompt-mean "
+    "correlations and the sibling regression, and whether it helps by the selection test below.")
 
 
 def _f(v: Any, nd: int = 3) -> str:
@@ -39,12 +56,46 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
               f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
     sh = audit.get("share", {})
     if sh:
-        lines += ["## Between-prompt variance share (ICC(1))", "",
-                  "Share of score variance that lies between prompts. The human row is the same share "
-                  "of the human rating: a reward model far above it scores the prompt, not the response.", ""]
+        lines += ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
         rows = [[n, _f(sh[n]["estimate"]), _ci(sh[n]), str(sh[n].get("n_prompts", "")),
                  str(sh[n].get("n_dropped", ""))] for n in SHARE_NAMES if n in sh]
         lines += _table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows)
+        if sh.get("human_corrected"):
+            lines += ["Reliability-corrected human share (observed share / rater reliability, under an "
+                      "independent additive-noise model): a sensitivity range, not a ceiling.", ""]
+            lines += _table(["reliability", "R", "corrected human share", "95% CI"],
+                            [[k, _f(r["reliability"]), _f(r["estimate"]), _ci(r)] for k, r in sh["human_corrected"].items()])
+    vs = audit.get("share_vs_human", {})
+    if vs:
+        lines += ["## Model and human shares on the same responses", "",
+                  "Each model share beside the human share of the same responses under the same transform "
+                  "(single-turn with single-turn, ranks with ranks, log-length adjusted with log-length "
+                  "adjusted), with the paired difference on the same prompt resamples.", ""]
+        rows = [[VS_LABELS.get(n, n), _f(r["model"]["estimate"]), _ci(r["model"]), _f(r["human"]["estimate"]),
+                 _ci(r["human"]), _f(r["difference"]["estimate"]), _ci(r["difference"]),
+                 str(r["model"].get("n_prompts", ""))] for n, r in vs.items()]
+        lines += _table(["share", "model", "95% CI", "human", "95% CI", "model - human", "95% CI", "prompts"], rows)
+    if audit.get("share_difference"):
+        lines += ["## Original minus other prompt conditions", "",
+                  "Share under the original prompt minus the share under another input, on the same responses "
+                  "and prompt resamples (paired).", ""]
+        rows = [[n.replace("_", " "), _f(r["difference"]["estimate"]), _ci(r["difference"]),
+                 str(r["difference"].get("n_prompts", ""))] for n, r in audit["share_difference"].items()]
+        lines += _table(["difference", "estimate", "95% CI", "prompts"], rows)
+    if audit.get("prompt_means"):
+        pm = audit["prompt_means"]
+        lines += ["## Correlation of prompt means", "",
+                  "Pearson correlation across prompts of prompt means. When model and human means rest on the "
+                  "same few responses, the noise those responses share enters both; the disjoint-half version "
+                  "takes the two means on different responses of each prompt, and the humans' own halves show "
+                  "what the ratings allow.", ""]
+        names = {"model_vs_human": "model vs human", "model_vs_human_disjoint": "model vs human, disjoint halves",
+                 "human_disjoint": "human vs human, disjoint halves", "generic_vs_original": "generic vs original prompt",
+                 "generic_vs_human": "generic-prompt model vs human",
+                 "generic_vs_human_disjoint": "generic-prompt model vs human, disjoint halves"}
+        rows = [[names[n], _f(pm[n]["estimate"]), _ci(pm[n]), str(pm[n].get("n_prompts", ""))]
+                for n in names if n in pm]
+        lines += _table(["prompt means", "r", "95% CI", "prompts"], rows)
     if "prompt_only" in audit:
         r = audit["prompt_only"]
         lines += ["## Prompt-only score", "",
@@ -78,6 +129,15 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
         rows = [[n, _f(r[n]["estimate"]), _ci(r[n])] for n in
                 ("shown", "sibling", "between_slope", "within_slope") if n in r]
         lines += _table(["coefficient", "estimate", "95% CI"], rows)
+        by_c = audit.get("sibling_regression_by_condition", {})
+        if len(by_c) > 1:
+            lines += ["The same regression with the score under the generic prompt and under random wrong prompts "
+                      "(a response's mean over its donors). A sibling coefficient can also come from rating noise "
+                      "and sequential annotation, so it is read beside these controls.", ""]
+            coefs = ("shown", "sibling", "between_slope", "within_slope")
+            rows = [[c] + [f"{_f(rr[n]['estimate'])} {_ci(rr[n])}" if n in rr else "—" for n in coefs]
+                    for c, rr in by_c.items()]
+            lines += _table(["score under", *coefs], rows)
     if "selection" in audit:
         r = audit["selection"]
         lines += ["## Global top-fraction selection", "",
@@ -88,6 +148,27 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
         lines += _table(["selection", "mean rating", "95% CI"], rows)
         sp = r.get("spearman", {})
         lines += _table(["Spearman (score vs rating)", "rho"], [[k, _f(v)] for k, v in sp.items()])
+    if "centering" in audit:
+        c = audit["centering"]
+        pct = _f(100 * c.get("top_fraction", 0.3), 0)
+        lines += ["## Centring variants for global selection", "",
+                  f"Each variant subtracts an estimate of the prompt mean before pooling: the mean of 1, 2 or 3 "
+                  f"siblings, of all siblings, an empirical-Bayes shrunk sibling mean, and (when given) an "
+                  f"independent reference pool. Δ = variant minus raw score on the same prompt resamples: the "
+                  f"change in mean {c.get('attribute', 'rating')} of the top {pct}% kept, and in pooled Spearman "
+                  f"correlation with the raw and the prompt-centred rating. Which variant to use depends on the "
+                  f"selection target; against the centred rating centring helps by construction.", ""]
+        raw = c["raw"]
+        rows = [["raw", _f(raw["top_mean"]["estimate"]), _ci(raw["top_mean"]), "", "",
+                 _f(raw["spearman_raw_rating"]["estimate"]), "", "", _f(raw["spearman_centered_rating"]["estimate"]), "", ""]]
+        for n, v in c["variants"].items():
+            rows.append([n, _f(v["top_mean"]["estimate"]), _ci(v["top_mean"]), _f(v["top_mean_delta"]["estimate"]),
+                         _ci(v["top_mean_delta"]), _f(v["spearman_raw_rating"]["estimate"]),
+                         _f(v["spearman_raw_rating_delta"]["estimate"]), _ci(v["spearman_raw_rating_delta"]),
+                         _f(v["spearman_centered_rating"]["estimate"]),
+                         _f(v["spearman_centered_rating_delta"]["estimate"]), _ci(v["spearman_centered_rating_delta"])])
+        lines += _table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
+                         "ρ centred rating", "Δρ", "95% CI"], rows)
     if "pairwise" in audit:
         p = audit["pairwise"]
         lines += ["## Pairwise preference accuracy", ""]
@@ -143,6 +224,37 @@ def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], yl
     return path
 
 
+def _paired_plot(path: Path, labels: list[str], model: list[dict[str, Any]], human: list[dict[str, Any]]) -> Path:
+    """Model share and human share of the same responses and transform, side by side per row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(labels) + 1.5), 3.8))
+    x = np.arange(len(labels))
+    for rows, dx, color, name in ((model, -0.12, "tab:blue", "model"), (human, 0.12, "tab:green", "human, same responses")):
+        est = np.array([float(r["estimate"]) for r in rows])
+        lo = np.array([float(r["ci95"][0]) for r in rows])
+        hi = np.array([float(r["ci95"][1]) for r in rows])
+        err = np.nan_to_num(np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)]))
+        ax.errorbar(x + dx, est, yerr=err, fmt="o", color=color, capsize=4, label=name)
+    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=20, ha="right")
+    ax.set_ylabel("between-prompt share (ICC1)")
+    ax.set_title("Between-prompt share: model vs human on the same responses")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)  # written then renamed: never a half-written image
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
 def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:
     """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png (plots where data exist)."""
     out = Path(out_dir)
@@ -153,7 +265,11 @@ def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str =
     }
     sh = audit.get("share", {})
     names = [n for n in SHARE_NAMES if n in sh and n != "human"]
-    if names:
+    vs = audit.get("share_vs_human", {})
+    if vs:
+        paths["shares"] = _paired_plot(out / "shares.png", list(vs), [vs[n]["model"] for n in vs],
+                                       [vs[n]["human"] for n in vs])
+    elif names:
         paths["shares"] = _errorbar_plot(out / "shares.png", names, [sh[n] for n in names],
                                          "between-prompt share (ICC1)", "Between-prompt variance share",
                                          band=sh.get("human"))

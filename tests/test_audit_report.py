@@ -70,8 +70,13 @@ def full_audit():
 def test_full_key_structure(full_audit):
     a = full_audit
     assert set(a) == {"share", "prompt_only", "transplant", "paraphrase", "last_turn", "sibling_regression",
-                      "selection", "pairwise", "meta"}
-    assert set(a["share"]) == {"original", "single_turn", "generic", "ranks", "log_length", "human"}
+                      "selection", "pairwise", "meta", "share_vs_human", "share_difference", "prompt_means",
+                      "sibling_regression_by_condition", "centering"}
+    per_response = {"last_turn", "paraphrase", *KINDS}  # shares of a response's mean over variants/donors
+    assert set(a["share"]) == {"original", "single_turn", "generic", "ranks", "log_length", "human"} | per_response
+    assert set(a["share_vs_human"]) == {"original", "single_turn", "generic", "generic_single_turn", "ranks",
+                                        "ranks_single_turn", "log_length"} | per_response
+    assert set(a["sibling_regression_by_condition"]) == {"original", "generic", "random"}
     for r in a["share"].values():
         assert _is_ci(r) and {"n_prompts", "n_dropped"} <= set(r)
     assert _is_ci(a["prompt_only"]) and "n_prompts" in a["prompt_only"]
@@ -102,8 +107,10 @@ def test_full_key_structure(full_audit):
 def test_absent_conditions_are_absent():
     scores, ratings = synthetic(conditions={"original", "random"}, with_length=False)
     a = compute_audit(scores, ratings, n_boot=100, n_boot_regression=100)
-    assert set(a["share"]) == {"original", "single_turn", "ranks", "human"}
+    assert set(a["share"]) == {"original", "single_turn", "ranks", "human", "random"}
     assert set(a["transplant"]) == {"random"}
+    assert set(a["share_vs_human"]) == {"original", "single_turn", "ranks", "ranks_single_turn", "random"}
+    assert "share_difference" not in a and "generic_vs_original" not in a["prompt_means"]
     for absent in ("prompt_only", "paraphrase", "last_turn", "pairwise"):
         assert absent not in a
     assert a["meta"]["conditions"] == ["original", "random"]

@@ -43,6 +43,7 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
     assert len(audited) == 2
     steps = sorted(h["train/global_step"] for h in audited)
     assert steps == [2, 4]
-    key = next(k for k in audited[0] if "share" in k and "original" in k and k.endswith("estimate"))
+    # the share itself, not a like-for-like or difference figure that also names "original"
+    key = next(k for k in audited[0] if k.endswith("/share/original/estimate"))
     by_step = {h["train/global_step"]: h for h in audited}
     assert by_step[4][key] == pytest.approx(a4["share"]["original"]["estimate"])

@@ -9,6 +9,7 @@ which is what keeps a whole audit under a few seconds.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -98,11 +99,12 @@ def ratio_of_sums(num_col: int = 1, den_col: int = 0) -> Stat:
     return lambda s: s[..., num_col] / s[..., den_col]
 
 
-def rows_with_siblings(groups: Any, *columns: Any) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+def rows_with_siblings(groups: Any, *columns: Any, return_prompts: bool = False) -> tuple:
     """Rows whose columns are all finite and whose prompt keeps >= 2 such rows (a prompt with one
     response has no within-prompt variation and no sibling).
 
-    Returns (filtered float columns, prompt codes 0..k-1, k, number of prompts dropped)."""
+    Returns (filtered float columns, prompt codes 0..k-1, k, number of prompts dropped) and, with
+    ``return_prompts``, the prompt id of each code as a fifth element."""
     cols = [np.asarray(c, dtype=float) for c in columns]
     g = np.asarray(groups)
     ok = np.logical_and.reduce([np.isfinite(c) for c in cols])
@@ -112,7 +114,27 @@ def rows_with_siblings(groups: Any, *columns: Any) -> tuple[list[np.ndarray], np
     keep = sizes[codes] >= 2
     n_dropped = int((sizes < 2).sum())
     codes, uniq = group_codes(g[keep])
+    if return_prompts:
+        return [c[keep] for c in cols], codes, len(uniq), n_dropped, uniq
     return [c[keep] for c in cols], codes, len(uniq), n_dropped
+
+
+class PromptSetResamples:
+    """One resample matrix per prompt SET: statistics on the same prompts share it (their
+    differences are paired and it is drawn once), and its stream is keyed by the prompt ids, so
+    adding or removing another statistic never moves an interval."""
+
+    def __init__(self, seed: int, n_boot: int) -> None:
+        self.seed, self.n_boot = int(seed), int(n_boot)
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def weights(self, prompts: np.ndarray) -> np.ndarray:
+        key = tuple(str(p) for p in prompts)
+        if key not in self._cache:
+            tag = zlib.crc32("\x1f".join(key).encode())
+            rng = np.random.default_rng([self.seed, 0x5E7, tag])
+            self._cache[key] = resample_weights(len(key), self.n_boot, rng)
+        return self._cache[key]
 
 
 def per_prompt_sums(codes: np.ndarray, columns: np.ndarray, k: int) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 from rmtrain.data.variance import icc1, icc_from_sums, icc_sufficient, keep_multi
 
 from .bootstrap import (
+    PromptSetResamples,
     bootstrap_stat,
     per_prompt_sums,
     resample_weights,
@@ -21,7 +22,7 @@ from .bootstrap import (
     summarize,
 )
 
-__all__ = ["icc1", "residual_share", "share"]
+__all__ = ["icc1", "residual_share", "share", "share_pair"]
 
 
 def share(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
@@ -58,13 +59,48 @@ def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_
     (v, c), codes, k, n_dropped = rows_with_siblings(groups, values, covariate)
     if k < 2:
         return summarize(float("nan"), None, k, 0, n_dropped=n_dropped)
-    y, x = v - v.mean(), c - c.mean()
-    cols = np.column_stack([x, y, x * x, y * y, x * y])
-    sums = per_prompt_sums(codes, cols, k)
+    per, _ = _share_columns(v, codes, k, c)
+    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    est, boot = bootstrap_stat(per, _residual_icc_from_sums, w)
+    return summarize(est, boot, k, n_boot, n_dropped=n_dropped)
+
+
+def _share_columns(values: np.ndarray, codes: np.ndarray, k: int,
+                   covariate: np.ndarray | None) -> tuple[np.ndarray, Any]:
+    """(per-prompt sums, stat) of the plain share, or of the share after log-length-style OLS
+    residualisation on ``covariate`` (see :func:`residual_share`)."""
+    if covariate is None:
+        return icc_sufficient(values, codes, k), icc_from_sums
+    y, x = values - values.mean(), covariate - covariate.mean()
+    sums = per_prompt_sums(codes, np.column_stack([x, y, x * x, y * y, x * y]), k)
     n = np.bincount(codes, minlength=k).astype(float)
     sx, sy = sums[:, 0], sums[:, 1]
     per = np.column_stack([np.ones(k), n, n * n, sx, sy, sums[:, 2], sums[:, 3], sums[:, 4],
                            sy * sy / n, sx * sx / n, sx * sy / n])
+    return per, _residual_icc_from_sums
+
+
+def share_pair(a: np.ndarray, b: np.ndarray, groups: Any, *, covariate: np.ndarray | None = None,
+               n_boot: int = 2000, rng: np.random.Generator | int | None = 0,
+               names: tuple[str, str] = ("a", "b"), resamples: PromptSetResamples | None = None) -> dict[str, Any]:
+    """Shares of two measurements of the SAME responses and their paired difference a - b.
+
+    Rows where either value (or the covariate) is not finite are left out for both, so the two
+    shares rest on the same responses and prompts; both are computed on the same prompt
+    resamples, which is what makes the difference's interval paired. With ``covariate`` both
+    are log-length-style residual shares. Returns {names[0], names[1], difference, n_responses}.
+    """
+    cols = (a, b) if covariate is None else (a, b, covariate)
+    kept, codes, k, n_dropped = rows_with_siblings(groups, *cols)
+    if k < 2:
+        return {}
+    cov = kept[2] if covariate is not None else None
+    per_a, fn = _share_columns(kept[0], codes, k, cov)
+    per_b, _ = _share_columns(kept[1], codes, k, cov)
     w = resample_weights(k, n_boot, np.random.default_rng(rng))
-    est, boot = bootstrap_stat(per, _residual_icc_from_sums, w)
-    return summarize(est, boot, k, n_boot, n_dropped=n_dropped)
+    est_a, boot_a = bootstrap_stat(per_a, fn, w)
+    est_b, boot_b = bootstrap_stat(per_b, fn, w)
+    return {names[0]: summarize(est_a, boot_a, k, n_boot, n_dropped=n_dropped),
+            names[1]: summarize(est_b, boot_b, k, n_boot, n_dropped=n_dropped),
+            "difference": summarize(est_a - est_b, boot_a - boot_b, k, n_boot),
+            "n_responses": int(len(kept[0]))}

@@ -8,6 +8,7 @@
     {"name": "simulated", "n_prompts": 600, "human_share": 0.3, "seed": 0, ...}
     {"name": "rm_bench", "path": "rm-bench/chat_filtered.json"}
     {"name": "hh_rlhf", "path": "Anthropic/hh-rlhf" | "harmless-base_test.jsonl.gz", "data_dir": ...}
+    {"name": "shp", "path": "stanfordnlp/SHP" | "local.jsonl", "split": "validation"}
     {"name": "generic", "path": "ratings.csv", "columns": {"prompt": ..., "response": ..., ...}}
 
 Every spec may also carry ``on_bad`` ("raise", the default, or "skip") and ``min_responses``
@@ -28,6 +29,7 @@ from rmtrain.data.generic import check_on_bad, load_generic
 from rmtrain.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
 from rmtrain.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
 from rmtrain.data.schema import PromptRecord, RatingSet, Response
+from rmtrain.data.shp import SHP_HUB_ID, load_shp
 from rmtrain.data.simulated import CONFIG_FIELDS, simulate_rating_set
 from rmtrain.errors import ConfigError, DataError
 
@@ -87,6 +89,12 @@ def _rm_bench(spec: dict[str, Any]) -> RatingSet:
 def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
     kw = _take(spec, ("path", "split", "data_dir", "limit"))
     return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), **kw)
+
+
+@register_loader("shp")
+def _shp(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "limit"))
+    return load_shp(kw.pop("path", SHP_HUB_ID), kw.pop("split", "validation"), on_bad=spec.get("on_bad", "raise"), **kw)
 
 
 @register_loader("generic")
