@@ -149,11 +149,15 @@ def test_interrupted_run_resumes_from_checkpoint(tmp_path: Path) -> None:
     shutil.rmtree(out / "checkpoint-4")
     for f in ("train_summary.json", "model.safetensors", "heldout_scores.parquet"):
         (out / f).unlink()
+    first_part = json.loads((out / "checkpoint-2" / "matchrm_progress_rank0.json").read_text())
+    assert first_part["pairs_seen"] == 2 * 4
     resumed = train(cfg)
     assert resumed["global_step"] == 4
-    # Only steps 3 and 4 ran in this call (4 pairs each), so it did resume rather than restart.
-    assert resumed["pairs_per_rank"] == [2 * 4]
-    assert full["pairs_per_rank"] == [4 * 4]
+    # The summary counts the whole run: steps 1-2 before the kill and 3-4 after (4 pairs each),
+    # the seconds of both parts, and says where it resumed.
+    assert resumed["pairs_per_rank"] == full["pairs_per_rank"] == [4 * 4]
+    assert resumed["resumed_from"] == str(out / "checkpoint-2") and full["resumed_from"] is None
+    assert resumed["train_seconds"] > first_part["train_seconds"] > 0
     # Same data order, optimizer and RNG state restored: same model as the uninterrupted run.
     scores = pd.read_parquet(out / "heldout_scores.parquet")["score"].to_numpy()
     np.testing.assert_allclose(scores, full_scores, atol=1e-4)

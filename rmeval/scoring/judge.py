@@ -23,7 +23,13 @@ import torch
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.data.schema import Message
 from rmtrain.formatting import ROLE_NAMES
-from rmtrain.modeling import length_sorted_batches, load_tokenizer, torch_dtype
+from rmtrain.modeling import (
+    length_sorted_batches,
+    load_tokenizer,
+    resolve_max_length,
+    resolve_model_path,
+    torch_dtype,
+)
 
 JUDGE_TEMPLATE = (
     "You are an impartial judge. Rate how good the assistant's response is as a reply to the "
@@ -72,8 +78,8 @@ def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> to
 class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
-    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
-                 batch_size: int = 8, device: str | None = None, dtype: str = "float32",
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
+                 batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False) -> None:
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
@@ -81,7 +87,7 @@ class GenerativeJudgeScorer(Scorer):
 
             self.model_id = str(model)
             self.tokenizer = load_tokenizer(self.model_id, trust_remote_code)
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=torch_dtype(dtype),
+            self.model = AutoModelForCausalLM.from_pretrained(resolve_model_path(self.model_id), dtype=torch_dtype(dtype),
                                                               trust_remote_code=trust_remote_code)
         else:
             if tokenizer is None:
@@ -92,7 +98,9 @@ class GenerativeJudgeScorer(Scorer):
             self.model.to(device)
         self.model.eval()
         self.device = device or next(self.model.parameters()).device
-        self.max_length, self.batch_size, self.dtype, self.template = max_length, batch_size, dtype, template
+        # None: the model's own limit; a longer prompt would overrun the position embeddings
+        self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
+        self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
         self.digit_ids = digit_token_ids(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -141,7 +149,7 @@ class GenerativeJudgeScorer(Scorer):
         """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
         position ids, so a padded row sees exactly what it would see alone."""
         out: list[torch.Tensor | None] = [None] * len(seqs)
-        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size):
+        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size, self.max_tokens):
             width = max(len(seqs[i]) for i in idx)
             ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(idx), width), dtype=torch.long)
