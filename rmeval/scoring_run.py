@@ -30,7 +30,7 @@ from rmtrain.io import atomic_write_table, atomic_write_text, read_table
 
 log = logging.getLogger(__name__)
 
-PROGRESS_CHUNK = 256  # texts per progress-bar step
+PROGRESS_CHUNK = 512  # texts per progress-bar step (the score cache commits chunks of the same size)
 KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
 SCORE_COLUMNS = KEY_COLUMNS + ["score"]
 

@@ -29,5 +29,9 @@ class DataError(ValueError):
 SKIP_HINT = " (on_bad: skip drops such rows and counts them)"
 
 
+class PathNotFoundError(DataError, FileNotFoundError):
+    """A path the user gave does not exist (a DataError for the CLI, a FileNotFoundError for callers)."""
+
+
 class ConfigError(ValueError):
     """Bad configuration (unknown arm, attribute, option...)."""

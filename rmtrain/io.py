@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmtrain.errors import DataError
+from rmtrain.errors import DataError, PathNotFoundError
 
 Record = tuple[int, dict[str, Any]]  # (row number, row)
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
@@ -46,8 +46,8 @@ def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok
     if not p.exists():
         if hub_ok and not looks_local(path) and looks_like_hub_id(path):
             return p
-        raise DataError(f"{what}: not found" + ("" if not hub_ok else " (not a local path, nor a Hub id owner/name)"),
-                        file=str(path))
+        raise PathNotFoundError(f"{what}: not found" + (" (not a local path, nor a Hub id owner/name)" if hub_ok
+                                                         else ""), file=str(path))
     if kind == "file" and p.is_dir():
         raise DataError(f"{what}: is a directory, expected a file", file=str(path))
     if kind == "dir" and not p.is_dir():
