@@ -347,7 +347,14 @@ def _pairwise_markdown(name: str, res: dict[str, Any]) -> str:
         ci = r.get("ci95") or [float("nan")] * 2
         return f"{r['estimate']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
-    lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {fmt(res['accuracy'])}", ""]
+    lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {fmt(res['accuracy'])} "
+             f"(ties count {'0.5' if res.get('ties', 'half') == 'half' else '0'}; {res.get('n_ties', 0)} tied pairs)", ""]
+    if "rewardbench" in res:
+        rb = res["rewardbench"]
+        lines += ["## RewardBench sections (subsets weighted by RewardBench's example counts)", "",
+                  "| section | accuracy |", "|---|---|"]
+        lines += [f"| {k} | {fmt(v)} |" for k, v in rb["sections"].items()]
+        lines += [f"| score (mean of sections) | {fmt(rb['score'])} |", ""]
     for key in ("by_section", "by_subset"):
         if key in res:
             lines += [f"## {key.replace('_', ' ')}", "", "| group | accuracy |", "|---|---|"]
@@ -381,10 +388,11 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
     for name, ckpt in checkpoints:
         dest = out if len(checkpoints) == 1 else out / name
         scorer = make_cli_scorer(args, ckpt)
+        label = display_name(name, ckpt)
         try:
             scores = score_conditions(scorer, rating_set, ["original"], out_path=dest / "scores.parquet",
                                       cache_path=Path(args.cache) if args.cache else dest / "score_cache.sqlite",
-                                      progress=not args.no_progress, label=display_name(name, ckpt))
+                                      progress=not args.no_progress, label=label)
         finally:
             scorer.close()
         res = pairwise_accuracy(prefs, scores[["prompt_id", "response_id", "score"]], n_boot=args.n_boot,
@@ -392,7 +400,7 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
         res["truncation"] = truncation_summary(scores)["total"]
         atomic_write_table(dest / "preferences.parquet", prefs)
         atomic_write_json(dest / "pairwise.json", res)
-        atomic_write_text(dest / "pairwise.md", _pairwise_markdown(name, res))
+        atomic_write_text(dest / "pairwise.md", _pairwise_markdown(label, res))
         tracker = _tracker(args, f"pairwise-{name}", dest, {"checkpoint": str(ckpt), "data": args.data}, ckpt)
         try:
             tracker.log({k: v for k, v in flatten(res, "pairwise").items() if isinstance(v, (int, float))})
@@ -400,7 +408,7 @@ def cmd_pairwise(args: argparse.Namespace) -> int:
             tracker.finish()
         results[name] = res
         tr = res["truncation"]
-        print(f"{name}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {len(prefs)} pairs "
+        print(f"{label}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {len(prefs)} pairs "
               f"({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses truncated) -> {dest}")
     if len(checkpoints) > 1:
         atomic_write_json(out / "summary.json", {n: flatten(r) for n, r in results.items()})
