@@ -59,7 +59,8 @@ def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str) -> pd.D
     if made_by != fingerprint:
         log.warning("%s was scored by another scorer (%s); rescoring", out_path, made_by)
         return None
-    return read_table(out_path)
+    prev = read_table(out_path, allow_empty=True)  # an earlier run may have had nothing to score
+    return prev if len(prev) else None
 
 
 def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> list[ConditionItem]:

@@ -180,9 +180,12 @@ def read_records(path: str | os.PathLike) -> list[Record]:
     raise _suffix_error(path)
 
 
-def read_table(path: str | os.PathLike, what: str = "table") -> pd.DataFrame:
+def read_table(path: str | os.PathLike, what: str = "table", *, allow_empty: bool = False) -> pd.DataFrame:
     """A local table as a DataFrame, row numbers in ``attrs["source_rows"]``; a missing, empty or
-    unreadable file, a directory, or a table without rows is a one-line DataError naming the file."""
+    unreadable file, a directory, or a table without rows (unless ``allow_empty``) is a one-line
+    DataError naming the file."""
+    if allow_empty and Path(path).is_file() and Path(path).stat().st_size == 0:
+        return pd.DataFrame()
     path = check_path(path, what)
     name = path.name.lower()
     if name.endswith((".parquet", ".csv")):
@@ -193,6 +196,6 @@ def read_table(path: str | os.PathLike, what: str = "table") -> pd.DataFrame:
         df.attrs["source_rows"] = [n for n, _ in rows]
     else:
         raise _suffix_error(path)
-    if len(df) == 0:
+    if len(df) == 0 and not allow_empty:
         raise DataError(f"{what}: has no rows", file=str(path))
     return df

@@ -444,3 +444,19 @@ def test_audit_named_by_arm_and_seed_with_progress(tmp_path, demo_ckpt, monkeypa
 # (tests/test_train_arms.py::test_interrupted_run_resumes_from_checkpoint checks pairs_per_rank,
 # train_seconds and resumed_from on a run interrupted after step 2.)
 
+
+
+def test_rerun_after_a_run_with_nothing_to_score(tmp_path):
+    """An empty scores file (no multi-turn prompt for last_turn) is read back, not refused."""
+    from rmeval.scoring.seq_classifier import SeqClassifierScorer
+    from rmeval.scoring_run import score_conditions
+    from tests.test_scorers import save_tiny_classifier
+
+    save_tiny_classifier(tmp_path / "m")
+    rs = load_rating_set({"name": "simulated", "n_prompts": 4, "responses_per_prompt": 2, "seed": 0,
+                          "multi_turn_fraction": 0.0})
+    for ext in ("parquet", "jsonl"):
+        scorer = SeqClassifierScorer(str(tmp_path / "m"))
+        for _ in range(2):
+            df = score_conditions(scorer, rs, ["last_turn"], out_path=tmp_path / f"s.{ext}", progress=False)
+            assert len(df) == 0
