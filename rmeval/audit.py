@@ -26,8 +26,8 @@ from .stats.selection import top_selection
 from .stats.share import residual_share, share, share_pair
 from .stats.transplant import prompt_only, shift, transplant
 from .tables import (
-    CONDITIONS,
     TRANSPLANT_KINDS,
+    condition_names,
     validate_preferences,
     validate_ratings,
     validate_scores,
@@ -138,7 +138,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     t0 = time.perf_counter()
     ratings = validate_ratings(ratings, attribute=attribute)
     scores = validate_scores(scores, ratings)
-    present = [c for c in CONDITIONS if (scores["condition"] == c).any()]
+    present = [c for c in condition_names() if (scores["condition"] == c).any()]
     by_cond = {c: g for c, g in scores.groupby("condition", sort=False)}
     audit: dict[str, Any] = {}
 

@@ -5,7 +5,10 @@ set under a cheap subset of conditions (default original, generic, random, promp
 the audit with a small bootstrap (default 200 resamples), writes ``OUTPUT/checkpoint-N/audit/``
 (audit.json, audit.md, plots) beside the checkpoint, and logs the flattened figures to the active
 W&B run at that step (key ``train/global_step``, the step metric transformers' W&B callback uses).
-Only the main process audits; the model is put back in training mode afterwards.
+Only the main process audits; the model is put back in training mode afterwards. Under DeepSpeed
+ZeRO-3 a forward pass is collective (every rank holds a shard of each weight), so a rank-0-only
+audit would hang the run: that combination is refused before training starts
+(``check_audit_supported``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def pick_attribute(rating_set: RatingSet, attribute: str | None) -> str:
 
 
 def audit_model(model: Any, tokenizer: Any, rating_set: RatingSet, out_dir: str | Path, *,
-                conditions: list[str] | tuple[str, ...] = DEFAULT_CONDITIONS, max_length: int = 512,
+                conditions: list[str] | tuple[str, ...] = DEFAULT_CONDITIONS, max_length: int | None = None,
                 batch_size: int = 32, n_boot: int = 200, n_boot_regression: int | None = None,
                 attribute: str = "helpfulness", seed: int = 0, title: str = "matchrm audit",
                 **condition_opts: Any) -> tuple[dict[str, Any], dict[str, Path]]:
@@ -52,14 +55,27 @@ def audit_model(model: Any, tokenizer: Any, rating_set: RatingSet, out_dir: str 
     audit = compute_audit(scores, ratings, attribute=attribute, n_boot=n_boot,
                           n_boot_regression=n_boot_regression or max(n_boot, 200), seed=seed)
     audit["truncation"] = truncation_summary(scores)
+    if "donor_exclusions" in scores.attrs:
+        audit["donor_exclusions"] = scores.attrs["donor_exclusions"]
     atomic_write_table(out / "scores.parquet", scores)
     paths = write_report(audit, out, title=title)
     return audit, paths
 
 
+def check_audit_supported(zero_stage: int | None) -> None:
+    """AuditCallback scores on rank 0 alone; under ZeRO-3 that forward waits forever for the other
+    ranks' weight shards. Refuse it, as LoRA under ZeRO-3 is refused."""
+    from rmtrain.errors import ConfigError
+
+    if zero_stage == 3:
+        raise ConfigError("audit.enabled under DeepSpeed ZeRO-3 would hang: the audit scores on rank 0 only and "
+                          "ZeRO-3 forwards are collective. Use ZeRO-2 or DDP, or audit the saved checkpoints "
+                          "afterwards with `rmeval audit`")
+
+
 class AuditCallback(TrainerCallback):
-    def __init__(self, rating_set: RatingSet, *, tokenizer: Any | None = None, max_prompts: int | None = 64,
-                 conditions: list[str] | tuple[str, ...] = DEFAULT_CONDITIONS, max_length: int = 512,
+    def __init__(self, rating_set: RatingSet, *, tokenizer: Any | None = None, max_prompts: int | None = None,
+                 conditions: list[str] | tuple[str, ...] = DEFAULT_CONDITIONS, max_length: int | None = None,
                  batch_size: int = 32, n_boot: int = 200, attribute: str = "helpfulness", seed: int = 0,
                  log_to_wandb: bool = True, **condition_opts: Any) -> None:
         if max_prompts is not None and len(rating_set) > max_prompts:

@@ -5,7 +5,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
                  [--related-file F] [--paraphrase-file F] [--max-prompts N] [--batch-size 32]
                  [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
     rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
-    rmeval pairwise --checkpoint DIR --data SPEC --out OUT
+    rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.judges.cli)
     rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
 
@@ -15,6 +15,8 @@ SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 HelpSteer sets when it has no path characters, otherwise a path).
 If DIR holds several checkpoints (subdirectories with config.json: checkpoint-*/, arm dirs), each is
 audited into OUT/<name>/ and a comparison is written to OUT/summary.md and OUT/summary.json.
+Every path given is checked first: a missing, empty or wrong-kind path is a one-line error. A
+--checkpoint that is not a local path and looks like a Hub id (owner/name) is loaded from the Hub.
 """
 
 from __future__ import annotations
@@ -115,12 +117,13 @@ def _natural_key(name: str) -> list[Any]:
 def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
     """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
     (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
-    root = Path(path)
+    from rmtrain.io import check_path
+
+    root = check_path(path, "--checkpoint", kind="dir", hub_ok=True)
+    if not root.exists():  # a Hub id
+        return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
     if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
         return [(root.name, root)]
-    if not root.is_dir():
-        # not a directory: a Hub id
-        return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
     found = sorted({c.parent for c in root.glob("*/config.json")} | {c.parent for c in root.glob("*/*/config.json")})
     if not found:
         raise ConfigError(f"{root}: no checkpoint (no config.json in it or in its subdirectories)")
@@ -131,14 +134,18 @@ def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
 def make_cli_scorer(args: argparse.Namespace, checkpoint: Path | str):
     from rmeval.scoring import make_scorer
 
-    common = {"max_length": args.max_length, "batch_size": args.batch_size}
+    # every scorer gets every batching setting; max_length None is the model's own limit
+    common = {"max_length": args.max_length, "batch_size": args.batch_size, "max_tokens": args.max_tokens}
     if args.scorer == "seq_classifier":
-        return make_scorer("seq_classifier", model=checkpoint, max_tokens=args.max_tokens, **common)
+        return make_scorer("seq_classifier", model=checkpoint, **common)
     if args.scorer == "generative_judge":
         return make_scorer("generative_judge", model=checkpoint, **common)
     if args.scorer == "dpo_implicit":
         if not args.reference:
             raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model)")
+        from rmtrain.io import check_path
+
+        check_path(args.reference, "--reference", kind="dir", hub_ok=True)
         return make_scorer("dpo_implicit", policy=checkpoint, reference=args.reference, beta=args.beta, **common)
     raise ConfigError(f"unknown --scorer {args.scorer}")
 
@@ -148,15 +155,32 @@ def provenance(checkpoint: Path | str) -> dict[str, Any]:
     so audit runs line up with their training runs on W&B."""
     info: dict[str, Any] = {}
     path = Path(checkpoint)
-    summary, cfg = path / "train_summary.json", path / "matchrm_config.json"
-    if summary.is_file():
-        s = json.loads(summary.read_text())
-        info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})
-    if cfg.is_file():
-        group = json.loads(cfg.read_text()).get("wandb", {}).get("group")
-        if group:
-            info["group"] = group
+    # an intermediate checkpoint-N/ sits inside its run directory, which holds the run's files
+    for d in (path.parent, path):
+        summary, cfg = d / "train_summary.json", d / "matchrm_config.json"
+        if cfg.is_file():
+            c = json.loads(cfg.read_text())
+            info.update({k: c[k] for k in ("arm", "seed") if k in c})
+            model = c.get("model", {})
+            if isinstance(model, dict) and model.get("name_or_path"):
+                info["model"] = model["name_or_path"]
+            group = c.get("wandb", {}).get("group")
+            if group:
+                info["group"] = group
+        if summary.is_file():
+            s = json.loads(summary.read_text())
+            info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})
     return info
+
+
+def display_name(name: str, checkpoint: Path | str) -> str:
+    """A checkpoint as a reader knows it: arm and seed of the run (``bt_margin seed 1``, plus
+    ``checkpoint-N`` for an intermediate one), else the directory name."""
+    prov = provenance(checkpoint)
+    if "arm" not in prov or "seed" not in prov:
+        return name
+    step = Path(str(checkpoint)).name
+    return f"{prov['arm']} seed {prov['seed']}" + (f" {step}" if step.startswith("checkpoint-") else "")
 
 
 def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, Any],
@@ -172,20 +196,19 @@ def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, A
 # -- commands ------------------------------------------------------------------------------------
 
 def resolve_conditions(args: argparse.Namespace) -> list[str]:
-    from rmeval.conditions import ALL_CONDITIONS
+    """--conditions, checked against the registry (rmeval.conditions.CONDITIONS); by default every
+    registered condition whose inputs are at hand."""
+    from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
 
+    given = {"related_file": args.related_file, "paraphrase_file": args.paraphrase_file}
     if args.conditions:
         conds = [c for part in args.conditions for c in part.split(",") if c]
+        check_condition_names(conds)
         for c in conds:
-            if c not in ALL_CONDITIONS:
-                raise ConfigError(f"unknown condition '{c}'; known: {', '.join(ALL_CONDITIONS)}")
-        for c, f in (("related", args.related_file), ("paraphrase", args.paraphrase_file)):
-            if c in conds and not f:
-                raise ConfigError(f"condition '{c}' needs --{c}-file")
+            if c in NEEDS and not given.get(NEEDS[c]):
+                raise ConfigError(f"condition '{c}' needs --{NEEDS[c].replace('_', '-')}")
         return conds
-    # default: every condition whose inputs are at hand
-    return [c for c in ALL_CONDITIONS
-            if not (c == "related" and not args.related_file) and not (c == "paraphrase" and not args.paraphrase_file)]
+    return [c for c in CONDITIONS if c not in NEEDS or given.get(NEEDS[c])]
 
 
 def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rating_set, conditions: list[str],
@@ -197,6 +220,7 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
     from rmtrain.io import atomic_write_table
 
     scorer = make_cli_scorer(args, checkpoint)
+    label = display_name(name, checkpoint)
     opts: dict[str, Any] = {"seed": args.seed, "n_donors": args.n_donors}
     if args.related_file:
         opts["related_file"] = args.related_file
@@ -206,7 +230,8 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         opts["embedder"] = args.embedder
     try:
         scores = score_conditions(scorer, rating_set, conditions, out_path=out / "scores.parquet",
-                                  cache_path=Path(args.cache) if args.cache else out / "score_cache.sqlite", **opts)
+                                  cache_path=Path(args.cache) if args.cache else out / "score_cache.sqlite",
+                                  progress=not args.no_progress, label=label, **opts)
         ratings = rating_set.ratings_table(scorer.tokenizer)
     finally:
         scorer.close()
@@ -226,9 +251,11 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         audit["judge_profile"], judge_images = profile_checkpoint(
             checkpoint, args.judge_items, out / "judge_profile", attribute_names=args.judge_attributes.split(","),
             max_length=args.max_length, batch_size=args.batch_size, seed=args.seed)
+    if "donor_exclusions" in scores.attrs:
+        audit["donor_exclusions"] = scores.attrs["donor_exclusions"]
     audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
                           **provenance(checkpoint)})
-    paths = write_report(audit, out, title=f"Audit of {name}")
+    paths = write_report(audit, out, title=f"Audit of {label}")
     tracker = _tracker(args, f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": args.data,
                                                     "conditions": conditions, "n_boot": args.n_boot}, checkpoint)
     try:
@@ -268,10 +295,15 @@ def write_summary(audits: dict[str, dict[str, Any]], out: Path) -> dict[str, Pat
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from rmtrain.io import check_path
+
     out = Path(args.out)
     checkpoints = find_checkpoints(args.checkpoint)
-    rating_set = load_data(args.data, args.max_prompts, args.seed)
+    for flag in ("related_file", "paraphrase_file"):
+        if getattr(args, flag):
+            check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
     conditions = resolve_conditions(args)
+    rating_set = load_data(args.data, args.max_prompts, args.seed)
     single = len(checkpoints) == 1
     audits = {}
     for name, ckpt in checkpoints:
@@ -286,22 +318,33 @@ def _default_attribute(ratings: pd.DataFrame) -> str:
     """helpfulness if rated, else the first attribute column of the ratings table."""
     attrs = [c for c in ratings.columns if c not in ("prompt_id", "response_id", "single_turn", "response_length")]
     if not attrs:
-        raise DataError("ratings table has no attribute column", field="helpfulness")
+        raise DataError(f"ratings table has no attribute column; it has columns {list(ratings.columns)}",
+                        field="helpfulness")
     return "helpfulness" if "helpfulness" in attrs else attrs[0]
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from rmeval.audit import compute_audit
     from rmeval.report import log_audit, write_report
+    from rmeval.tables import load_preferences, load_ratings, load_scores
     from rmtrain.io import read_table
 
-    scores, ratings = read_table(args.scores), read_table(args.ratings)
-    prefs = read_table(args.preferences) if args.preferences else None
-    pool = read_table(args.reference_scores) if args.reference_scores else None
+    # Validated here, file by file, so an error names the file it is in.
+    attribute = args.attribute or _default_attribute(read_table(args.ratings, "ratings table"))
+    ratings = load_ratings(args.ratings, attribute=attribute)
+    scores = load_scores(args.scores, ratings)
+    pref_path = args.preferences
+    beside = Path(args.scores).with_name("preferences.parquet")
+    if pref_path is None and beside.is_file():
+        # `rmeval audit` writes preferences.parquet beside scores.parquet: without it the
+        # pairwise section would silently vanish from the recomputed audit
+        pref_path = str(beside)
+        print(f"using preferences {beside} (found beside the scores)", file=sys.stderr)
+    prefs = load_preferences(pref_path) if pref_path else None
+    pool = read_table(args.reference_scores, "reference scores") if args.reference_scores else None
     if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
         raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
                         file=args.reference_scores)
-    attribute = args.attribute or _default_attribute(ratings)
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
                           n_boot_regression=args.n_boot_regression, seed=args.seed, reference_scores=pool,
                           human_reliability=_reliabilities(args.human_reliability))
@@ -321,7 +364,14 @@ def _pairwise_markdown(name: str, res: dict[str, Any]) -> str:
         ci = r.get("ci95") or [float("nan")] * 2
         return f"{r['estimate']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
-    lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {fmt(res['accuracy'])}", ""]
+    lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {fmt(res['accuracy'])} "
+             f"(ties count {'0.5' if res.get('ties', 'half') == 'half' else '0'}; {res.get('n_ties', 0)} tied pairs)", ""]
+    if "rewardbench" in res:
+        rb = res["rewardbench"]
+        lines += ["## RewardBench sections (subsets weighted by RewardBench's example counts)", "",
+                  "| section | accuracy |", "|---|---|"]
+        lines += [f"| {k} | {fmt(v)} |" for k, v in rb["sections"].items()]
+        lines += [f"| score (mean of sections) | {fmt(rb['score'])} |", ""]
     for key in ("by_section", "by_subset"):
         if key in res:
             lines += [f"## {key.replace('_', ' ')}", "", "| group | accuracy |", "|---|---|"]
@@ -340,38 +390,43 @@ def _pairwise_markdown(name: str, res: dict[str, Any]) -> str:
 def cmd_pairwise(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rmeval.scoring_run import score_conditions
+    from rmeval.scoring_run import score_conditions, truncation_summary
     from rmeval.stats.pairwise import pairwise_accuracy
     from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
     from rmtrain.tracking import flatten
 
+    out = Path(args.out)
+    checkpoints = find_checkpoints(args.checkpoint)
     rating_set = load_data(args.data, args.max_prompts, args.seed)
     prefs = preferences_table(rating_set)
     if prefs is None:
         raise DataError(f"{args.data}: the rating set has no preference labels")
-    out = Path(args.out)
-    checkpoints = find_checkpoints(args.checkpoint)
     results = {}
     for name, ckpt in checkpoints:
         dest = out if len(checkpoints) == 1 else out / name
         scorer = make_cli_scorer(args, ckpt)
+        label = display_name(name, ckpt)
         try:
             scores = score_conditions(scorer, rating_set, ["original"], out_path=dest / "scores.parquet",
-                                      cache_path=Path(args.cache) if args.cache else dest / "score_cache.sqlite")
+                                      cache_path=Path(args.cache) if args.cache else dest / "score_cache.sqlite",
+                                      progress=not args.no_progress, label=label)
         finally:
             scorer.close()
         res = pairwise_accuracy(prefs, scores[["prompt_id", "response_id", "score"]], n_boot=args.n_boot,
-                                rng=np.random.default_rng(args.seed))
+                                rng=np.random.default_rng(args.seed), ties=args.ties)
+        res["truncation"] = truncation_summary(scores)["total"]
         atomic_write_table(dest / "preferences.parquet", prefs)
         atomic_write_json(dest / "pairwise.json", res)
-        atomic_write_text(dest / "pairwise.md", _pairwise_markdown(name, res))
+        atomic_write_text(dest / "pairwise.md", _pairwise_markdown(label, res))
         tracker = _tracker(args, f"pairwise-{name}", dest, {"checkpoint": str(ckpt), "data": args.data}, ckpt)
         try:
             tracker.log({k: v for k, v in flatten(res, "pairwise").items() if isinstance(v, (int, float))})
         finally:
             tracker.finish()
         results[name] = res
-        print(f"{name}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {len(prefs)} pairs -> {dest}")
+        tr = res["truncation"]
+        print(f"{label}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {len(prefs)} pairs "
+              f"({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses truncated) -> {dest}")
     if len(checkpoints) > 1:
         atomic_write_json(out / "summary.json", {n: flatten(r) for n, r in results.items()})
     return 0
@@ -445,12 +500,13 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 # -- argument parsing ----------------------------------------------------------------------------
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, audit: bool = True) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over prompts")
-    p.add_argument("--n-boot-regression", type=int, default=5000, help="resamples for the sibling regression")
+    if audit:  # pairwise accuracy reads no rating and fits no regression
+        p.add_argument("--n-boot-regression", type=int, default=5000, help="resamples for the sibling regression")
+        p.add_argument("--attribute", default=None, help="rated attribute (default helpfulness, else the first)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--attribute", default=None, help="rated attribute (default helpfulness, else the first)")
     p.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
                    help="default: online with an API key, else offline")
     p.add_argument("--wandb-project", default="matchrm")
@@ -464,9 +520,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta", type=float, default=0.1, help="DPO beta (dpo_implicit)")
     p.add_argument("--max-prompts", type=int, default=None, help="seeded sample of this many prompts")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-length", type=int, default=2048)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per text (default and ceiling: the model's own limit)")
     p.add_argument("--max-tokens", type=int, default=None, help="cap on padded tokens per batch")
     p.add_argument("--cache", default=None, help="score cache file (default OUT/score_cache.sqlite)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (they go to stderr, "
+                   "and only when it is a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -498,7 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_stats)
     pw = sub.add_parser("pairwise", help="accuracy on a preference set (RM-Bench matrix, HH-RLHF)")
     _model_args(pw)
-    _common(pw)
+    _common(pw, audit=False)
+    pw.add_argument("--ties", default="half", choices=["half", "wrong"],
+                    help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
     pw.set_defaults(func=cmd_pairwise)
     h = sub.add_parser("human", help="ratings-only statistics of a rating set (no model)")
     h.add_argument("--data", required=True, help="data SPEC")
@@ -535,8 +596,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, DataError, FileNotFoundError) as e:
-        print(f"rmeval: error: {e}", file=sys.stderr)
+    except (ConfigError, DataError, OSError) as e:
+        # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first
+        lines = str(e).strip().splitlines()
+        print(f"rmeval: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return 2
 
 

@@ -10,7 +10,10 @@ Every condition pairs the rating set's responses (or a fixed reply) with some co
 - transplants -- each response under the *whole conversation* of ``n_donors`` (default 4) other
   prompts, the donors: ``random`` (seeded), ``overlap`` (highest Jaccard overlap of content words),
   ``embedding`` (highest cosine of mean-pooled sentence-encoder states), ``length`` (closest prompt
-  length). A donor is never the prompt itself nor a prompt with an identical conversation.
+  length). A donor is never the prompt itself nor a near-duplicate of it: a prompt with the same
+  normalised first user turn (case, punctuation and spacing ignored; HelpSteer2 repeats first turns
+  under different ids and follow-ups), whose conversation is not a wrong prompt for the response.
+  ``donor_exclusions`` counts them.
   ``variant`` is the donor's rank, ``donor_prompt_id`` its id.
 - ``related`` / ``paraphrase``: the last user turn replaced by a related task / a rewording of the
   same request (from a file or a generator model, ``rmeval.generators``); ``variant`` = index,
@@ -40,8 +43,6 @@ GENERIC_REPLY_ID = "__generic_reply__"
 EMBEDDING_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 N_DONORS = 4
 
-ALL_CONDITIONS = ("original", "generic", "prompt_only", "random", "overlap", "embedding", "length",
-                  "related", "paraphrase", "last_turn")
 TRANSPLANTS = ("random", "overlap", "embedding", "length")
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been before being
@@ -85,11 +86,28 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if (a or b) else 0.0
 
 
+def first_turn_key(p: PromptRecord) -> str:
+    """The prompt's first user turn, normalised: lower case, words only, single spaces."""
+    first = next((m["content"] for m in p.messages if m["role"] == "user"), "")
+    return " ".join(re.findall(r"\w+", first.casefold()))
+
+
 def _eligible(prompts: list[PromptRecord]) -> list[np.ndarray]:
-    """Per prompt, indices of allowed donors: not itself, not an identical conversation."""
-    convs = [tuple((m["role"], m["content"]) for m in p.messages) for p in prompts]
+    """Per prompt, indices of allowed donors: not itself, not a near-duplicate (same normalised
+    first user turn, which covers an identical conversation)."""
+    keys = np.array([first_turn_key(p) for p in prompts], dtype=object)
     idx = np.arange(len(prompts))
-    return [idx[[convs[j] != convs[i] for j in idx]] for i in idx]
+    return [idx[keys != keys[i]] for i in idx]
+
+
+def donor_exclusions(prompts: list[PromptRecord]) -> dict[str, int]:
+    """How many would-be donors the near-duplicate rule removes: ``n_pairs`` (prompt, donor)
+    pairs other than the prompt itself, and ``n_prompts`` prompts that lose at least one donor."""
+    from collections import Counter
+
+    sizes = Counter(first_turn_key(p) for p in prompts)
+    per_prompt = [sizes[first_turn_key(p)] - 1 for p in prompts]
+    return {"n_pairs": int(sum(per_prompt)), "n_prompts": int(sum(1 for n in per_prompt if n > 0))}
 
 
 def _nearest(similarity: np.ndarray, eligible: list[np.ndarray], n: int) -> list[list[int]]:
@@ -257,13 +275,50 @@ CONDITIONS: dict[str, Callable[..., list[ConditionItem]]] = {
 }
 
 
-def register_condition(name: str, builder: Callable[..., list[ConditionItem]]) -> None:
+# Conditions that read a file or a generator, named by the option that supplies it; the CLI
+# leaves them out of its default list when the option is not given.
+NEEDS = {"related": "related_file", "paraphrase": "paraphrase_file"}
+
+
+def register_condition(name: str, builder: Callable[..., list[ConditionItem]], *, needs: str | None = None) -> None:
+    """Add a condition: ``builder(rating_set, **options) -> [ConditionItem]``. Its keyword
+    parameters become accepted options; the scores table, the statistics' validation and the
+    CLI all read this registry, so a registered condition is usable everywhere at once."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ConfigError(f"condition name must be lower_snake_case, got {name!r}")
     CONDITIONS[name] = builder
+    if needs:
+        NEEDS[name] = needs
+
+
+def condition_options() -> set[str]:
+    """Every option some registered condition reads (the keyword parameters of the builders)."""
+    import inspect
+
+    names: set[str] = set()
+    for fn in CONDITIONS.values():
+        for p in list(inspect.signature(fn).parameters.values())[1:]:
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                names.add(p.name)
+    return names
+
+
+def check_condition_options(opts: dict[str, Any]) -> None:
+    """An option no condition reads is a typo (``n_donor=1``), never silently ignored."""
+    unknown = sorted(set(opts) - condition_options())
+    if unknown:
+        raise ConfigError(f"unknown condition option(s) {unknown}; known: {sorted(condition_options())}")
+
+
+def check_condition_names(names: list[str] | tuple[str, ...]) -> None:
+    for name in names:
+        if name not in CONDITIONS:
+            raise ConfigError(f"unknown condition '{name}'; known: {', '.join(CONDITIONS)}")
 
 
 def build_condition(name: str, rating_set: RatingSet, **opts: Any) -> list[ConditionItem]:
-    """Items of one condition. Options a condition does not use are ignored, so one option dict
-    can be passed to every condition."""
-    if name not in CONDITIONS:
-        raise ConfigError(f"unknown condition '{name}'; known: {', '.join(CONDITIONS)}")
+    """Items of one condition. One option dict may be passed to every condition: options another
+    condition reads are ignored here, options no condition reads are an error."""
+    check_condition_names([name])
+    check_condition_options(opts)
     return CONDITIONS[name](rating_set, **opts)

@@ -6,7 +6,8 @@ conversation was used), ``score``. Identical (conversation, response) texts -- c
 conditions, e.g. a donor that is also a nearest neighbour -- are scored once. Resumable twice
 over: rows already in ``out_path`` are not rescored, and with a ``cache_path`` every scored chunk is
 committed to the score cache, so an interrupted run loses at most one chunk.
-Truncation counts per condition are returned in ``df.attrs["truncation"]``.
+Truncation counts per condition are returned in ``df.attrs["truncation"]``; with a transplant
+condition, ``df.attrs["donor_exclusions"]`` counts donors left out as near-duplicates.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmeval.conditions import ConditionItem, build_condition
+from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
 from rmeval.tables import norm_id
@@ -29,6 +30,7 @@ from rmtrain.io import atomic_write_table, atomic_write_text, read_table
 
 log = logging.getLogger(__name__)
 
+PROGRESS_CHUNK = 512  # texts per progress-bar step (the score cache commits chunks of the same size)
 KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
 SCORE_COLUMNS = KEY_COLUMNS + ["score"]
 
@@ -57,7 +59,8 @@ def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str) -> pd.D
     if made_by != fingerprint:
         log.warning("%s was scored by another scorer (%s); rescoring", out_path, made_by)
         return None
-    return read_table(out_path)
+    prev = read_table(out_path, allow_empty=True)  # an earlier run may have had nothing to score
+    return prev if len(prev) else None
 
 
 def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> list[ConditionItem]:
@@ -69,9 +72,10 @@ def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> li
 
 def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str], *,
                      out_path: str | os.PathLike | None = None, cache_path: str | os.PathLike | None = None,
-                     **opts: Any) -> pd.DataFrame:
+                     progress: bool = True, label: str = "", **opts: Any) -> pd.DataFrame:
     """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
-    every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...)."""
+    every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...).
+    ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``."""
     items = build_items(rating_set, conditions, **opts)
     done: dict[tuple, float] = {}
     prev = _previous_rows(out_path, scorer.fingerprint)
@@ -89,10 +93,27 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     for it in todo:
         text_idx.append(unique.setdefault(scorer.render(it.item), len(unique)))
     uniq_items: list[Any] = [None] * len(unique)
-    for it, u in zip(todo, text_idx):
-        uniq_items[u] = it.item
-    uniq_scores = scorer.score(uniq_items) if uniq_items else np.zeros(0)
-    flags = scorer.last_flags if len(scorer.last_flags) == len(uniq_items) else np.zeros((len(uniq_items), 2), bool)
+    first_cond: list[str] = [""] * len(unique)
+    for it, u in reversed(list(zip(todo, text_idx))):
+        uniq_items[u], first_cond[u] = it.item, it.condition
+    uniq_scores = np.zeros(len(uniq_items))
+    flags = np.zeros((len(uniq_items), 2), bool)
+    # Scored condition by condition, in chunks, so a long audit shows where it is (tqdm on stderr,
+    # off when stderr is not a terminal or progress=False); scores do not depend on the batching.
+    from tqdm.auto import tqdm
+
+    for cond in conditions:
+        idx = [u for u in range(len(uniq_items)) if first_cond[u] == cond]
+        if not idx:
+            continue
+        desc = f"{label} {cond}" if label else cond
+        with tqdm(total=len(idx), desc=desc, unit="text", disable=None if progress else True, leave=False) as bar:
+            for i in range(0, len(idx), PROGRESS_CHUNK):
+                chunk = idx[i:i + PROGRESS_CHUNK]
+                uniq_scores[chunk] = scorer.score([uniq_items[u] for u in chunk])
+                if len(scorer.last_flags) == len(chunk):
+                    flags[chunk] = scorer.last_flags
+                bar.update(len(chunk))
 
     trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
                                         for c in conditions}
@@ -112,6 +133,8 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     df["variant"] = df["variant"].astype(int)
     df["donor_prompt_id"] = df["donor_prompt_id"].astype(object).where(df["donor_prompt_id"].notna(), None)
     df.attrs["truncation"] = trunc
+    if any(c in TRANSPLANTS for c in conditions):
+        df.attrs["donor_exclusions"] = donor_exclusions(rating_set.prompts)
     df.attrs["n_unique_texts"] = len(uniq_items)
     if out_path is not None:
         # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.

@@ -82,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     load_train_config(r)
                     print(f"{r}: ok")
-    except (ConfigError, DataError) as e:
-        print(f"rmtrain: error: {e}", file=sys.stderr)
+    except (ConfigError, DataError, OSError) as e:
+        lines = str(e).strip().splitlines()
+        print(f"rmtrain: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return 2
     return 0
 

@@ -78,7 +78,9 @@ class TrainConfig:
     split_seed: int = 0  # fixed across arms and seeds: every arm sees the same split
     use_released_preferences: bool = True
     max_train_pairs: int | None = None
-    on_bad_data: str = "error"  # error | skip (skips are counted in train_summary.json)
+    # raise | skip: the data specs' switch, same name and values (skips counted in train_summary.json);
+    # a data spec's own on_bad wins
+    on_bad: str = "raise"
     arm_options: dict[str, Any] = field(default_factory=dict)
     training: TrainingSettings = field(default_factory=TrainingSettings)
     wandb: WandbSettings = field(default_factory=WandbSettings)
@@ -100,8 +102,8 @@ class TrainConfig:
             raise ConfigError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
         if not 0 <= self.selection_fraction < 1 - self.heldout_fraction:
             raise ConfigError(f"selection_fraction must be in [0, 1 - heldout_fraction), got {self.selection_fraction}")
-        if self.on_bad_data not in ("error", "skip"):
-            raise ConfigError(f"on_bad_data must be 'error' or 'skip', got '{self.on_bad_data}'")
+        if self.on_bad not in ("raise", "skip"):
+            raise ConfigError(f"on_bad must be 'raise' or 'skip', got '{self.on_bad}'")
         if self.wandb.mode not in (None, "online", "offline", "disabled"):
             raise ConfigError(f"wandb.mode must be online, offline or disabled, got '{self.wandb.mode}'")
         if not isinstance(self.data, dict) or "name" not in self.data:
@@ -186,9 +188,9 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 
 def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: recipe not found")
+    from rmtrain.io import check_path
+
+    path = check_path(path, "recipe")
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f) or {}
     if not isinstance(raw, dict):
@@ -201,8 +203,11 @@ def train_config_from_dict(raw: dict[str, Any], where: str = "config",
     raw = {k: v for k, v in raw.items() if k not in ("sweep", "description")}
     raw = _deepcopy(raw)
     for k, v in (overrides or {}).items():
-        if v is not None:
-            _set_dotted(raw, k, v)
+        _set_dotted(raw, k, v)  # None too: `--set save_total_limit=null` means "no limit"
+    if "on_bad_data" in raw:
+        old = raw["on_bad_data"]
+        raise ConfigError(f"{where}: 'on_bad_data' was renamed 'on_bad' (values raise | skip, as in data specs); "
+                          f"write on_bad: {'raise' if old == 'error' else old}")
     if isinstance(raw.get("model"), str):
         raw["model"] = {"name_or_path": raw["model"]}
     model = raw.get("model") or {}

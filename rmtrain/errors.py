@@ -17,7 +17,20 @@ class DataError(ValueError):
             where.append(f"field '{field}'")
         prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
-        self.file, self.row, self.field = file, row, field
+        self.message, self.file, self.row, self.field = message, file, row, field
+
+    def skippable(self) -> DataError:
+        """The same error, saying that ``on_bad: skip`` would drop and count the row instead."""
+        if SKIP_HINT in self.message:
+            return self
+        return DataError(self.message + SKIP_HINT, file=self.file, row=self.row, field=self.field)
+
+
+SKIP_HINT = " (on_bad: skip drops such rows and counts them)"
+
+
+class PathNotFoundError(DataError, FileNotFoundError):
+    """A path the user gave does not exist (a DataError for the CLI, a FileNotFoundError for callers)."""
 
 
 class ConfigError(ValueError):

@@ -1,14 +1,60 @@
-"""Atomic writes: a crash never leaves a half-written output behind."""
+"""Atomic writes (a crash never leaves a half-written output behind), the one reader of local
+tables, and the check every user-given path goes through first.
+
+Row numbers are those a user finds in the file: the line number for jsonl and csv (csv counts
+the header as line 1) and the 1-based record number for json and parquet. ``read_table`` keeps
+them in ``df.attrs["source_rows"]`` so table errors can name the row as the loaders do.
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from rmtrain.errors import DataError, PathNotFoundError
+
+Record = tuple[int, dict[str, Any]]  # (row number, row)
+TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def looks_like_hub_id(source: str | os.PathLike) -> bool:
+    """'owner/name' that is not an existing path: a Hugging Face Hub repository id."""
+    s = str(source)
+    return not Path(s).exists() and bool(_HUB_ID.match(s))
+
+
+def looks_local(source: str | os.PathLike) -> bool:
+    """Written as a local path: starts with / . ~ or has a path separator and is not 'owner/name'."""
+    s = str(source)
+    return s.startswith(("/", ".", "~")) or ((os.sep in s or "/" in s) and not _HUB_ID.match(s))
+
+
+def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok: bool = False) -> Path:
+    """``path`` as given by a user, checked before anything reads it: a one-line DataError saying
+    it is not found, is a directory (``kind="file"``), not a directory (``kind="dir"``) or is an
+    empty file. ``kind="any"`` accepts a file or a directory. With ``hub_ok`` a missing path that
+    is a valid-looking Hub id ('owner/name') is let through for the Hub to resolve."""
+    p = Path(os.path.expanduser(str(path)))
+    if not p.exists():
+        if hub_ok and not looks_local(path) and looks_like_hub_id(path):
+            return p
+        raise PathNotFoundError(f"{what}: not found" + (" (not a local path, nor a Hub id owner/name)" if hub_ok
+                                                         else ""), file=str(path))
+    if kind == "file" and p.is_dir():
+        raise DataError(f"{what}: is a directory, expected a file", file=str(path))
+    if kind == "dir" and not p.is_dir():
+        raise DataError(f"{what}: is a file, expected a directory", file=str(path))
+    if p.is_file() and p.stat().st_size == 0:
+        raise DataError(f"{what}: is empty", file=str(path))
+    return p
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -56,15 +102,100 @@ def atomic_write_table(path: str | os.PathLike, df: pd.DataFrame) -> Path:
     return path
 
 
-def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    name = path.name
-    if name.endswith(".parquet"):
-        return pd.read_parquet(path)
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        return pd.read_json(path, lines=True, dtype=False)
-    if name.endswith(".csv"):
-        return pd.read_csv(path)
-    raise ValueError(f"{path}: table must be .parquet, .jsonl(.gz) or .csv")
+def _open_text(path: Path):
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _py_row(row: dict[str, Any]) -> dict[str, Any]:
+    """numpy scalars/arrays from pandas -> plain Python, so all formats look alike downstream."""
+    out = {}
+    for k, v in row.items():
+        if hasattr(v, "tolist"):
+            v = v.tolist()
+        out[str(k)] = v
+    return out
+
+
+def _suffix_error(path: Path) -> DataError:
+    return DataError(f"unknown table format; expected one of {', '.join(TABLE_SUFFIXES)}", file=str(path))
+
+
+def _read_json_rows(path: Path) -> list[Record]:
+    out: list[Record] = []
+    if path.name.lower().endswith((".jsonl", ".jsonl.gz")):
+        with _open_text(path) as f:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=lineno) from None
+                if not isinstance(row, dict):
+                    raise DataError("expected a JSON object per line", file=str(path), row=lineno)
+                out.append((lineno, row))
+        return out
+    with _open_text(path) as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=e.lineno) from None
+    if isinstance(data, dict):  # {"data": [...]} style wrappers
+        lists = [v for v in data.values() if isinstance(v, list)]
+        data = lists[0] if len(lists) == 1 else data
+    if not isinstance(data, list):
+        raise DataError("expected a JSON list of objects", file=str(path))
+    for i, row in enumerate(data, start=1):
+        if not isinstance(row, dict):
+            raise DataError("expected a JSON object", file=str(path), row=i)
+        out.append((i, row))
+    return out
+
+
+def _read_frame(path: Path) -> pd.DataFrame:
+    """csv / parquet as a DataFrame with ``attrs["source_rows"]``."""
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            df, first = pd.read_parquet(path), 1
+        else:
+            df, first = pd.read_csv(path, keep_default_na=True), 2  # line 1 is the header
+    except (ValueError, OSError) as e:  # pandas' EmptyDataError and ParserError are ValueErrors
+        raise DataError(f"cannot read table ({str(e).splitlines()[0]})", file=str(path)) from None
+    df.attrs["source_rows"] = list(range(first, first + len(df)))
+    return df
+
+
+def read_records(path: str | os.PathLike) -> list[Record]:
+    """All rows of a local table as (row number, dict): the loaders' view of a file."""
+    path = check_path(path, "data file")
+    name = path.name.lower()
+    if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        return _read_json_rows(path)
+    if name.endswith((".parquet", ".csv")):
+        df = _read_frame(path)
+        return [(n, _py_row(r)) for n, r in zip(df.attrs["source_rows"], df.to_dict(orient="records"))]
+    raise _suffix_error(path)
+
+
+def read_table(path: str | os.PathLike, what: str = "table", *, allow_empty: bool = False) -> pd.DataFrame:
+    """A local table as a DataFrame, row numbers in ``attrs["source_rows"]``; a missing, empty or
+    unreadable file, a directory, or a table without rows (unless ``allow_empty``) is a one-line
+    DataError naming the file."""
+    if allow_empty and Path(path).is_file() and Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    path = check_path(path, what)
+    name = path.name.lower()
+    if name.endswith((".parquet", ".csv")):
+        df = _read_frame(path)
+    elif name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        rows = _read_json_rows(path)
+        df = pd.DataFrame.from_records([r for _, r in rows]) if rows else pd.DataFrame()
+        df.attrs["source_rows"] = [n for n, _ in rows]
+    else:
+        raise _suffix_error(path)
+    if len(df) == 0 and not allow_empty:
+        raise DataError(f"{what}: has no rows", file=str(path))
+    return df

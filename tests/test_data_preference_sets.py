@@ -12,6 +12,7 @@ import pytest
 from rmtrain.data.pairs import build_pairs
 from rmtrain.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
 from rmtrain.data.registry import load_rating_set
+from rmtrain.errors import DataError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 RMB_CHAT = SHARED / "rm-bench" / "chat_filtered.json"
@@ -47,7 +48,10 @@ def test_hh_small_file_counts_skips(tmp_path: Path):
     ]
     path = tmp_path / "harmless-base_test.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    rs = load_hh_rlhf(path)
+    # on_bad="raise" (the default) stops at the first bad row, naming it and the way to skip it
+    with pytest.raises(DataError, match=r"row 2, field 'rejected'.*on_bad: skip"):
+        load_hh_rlhf(path)
+    rs = load_hh_rlhf(path, on_bad="skip")
     assert [p.prompt_id for p in rs.prompts] == ["hh-00001", "hh-00006"]
     assert dict(rs.skipped) == {"hh_prefix_mismatch": 1, "hh_malformed": 1, "hh_identical_responses": 1,
                                 "hh_empty_response": 1}
@@ -60,7 +64,9 @@ def test_hh_small_file_counts_skips(tmp_path: Path):
 
 
 def test_hh_rlhf_real_file():
-    rs = load_hh_rlhf(need(HH))
+    with pytest.raises(DataError, match=r"row 87, field 'chosen': empty final response"):
+        load_hh_rlhf(need(HH))
+    rs = load_hh_rlhf(need(HH), on_bad="skip")
     assert len(rs) + sum(rs.skipped.values()) == 2312
     # 9 transcripts with two assistant turns in a row, 4 with an empty final response (checked by hand)
     assert dict(rs.skipped) == {"hh_malformed": 9, "hh_empty_response": 4}
@@ -74,7 +80,7 @@ def test_hh_rlhf_real_file():
     ps = build_pairs(rs)
     assert len(ps) == 2299 and all(p.gap is None and p.label_source == "preference" for p in ps)
     # registry path gives the same set (and validation passes)
-    assert len(load_rating_set({"name": "hh_rlhf", "path": str(HH)})) == 2299
+    assert len(load_rating_set({"name": "hh_rlhf", "path": str(HH), "on_bad": "skip"})) == 2299
 
 
 def test_rm_bench_chat():

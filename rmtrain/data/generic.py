@@ -20,29 +20,29 @@ and parquet.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
-import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rmtrain.data.schema import Message, PromptRecord, RatingSet, Response
-from rmtrain.errors import DataError
+from rmtrain.errors import ConfigError, DataError
+from rmtrain.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
+from rmtrain.io import Record, _py_row, looks_like_hub_id, looks_local, read_records
 
-LOCAL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
+__all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
+           "read_records", "require_text"]
+
+# One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
 ON_BAD = ("raise", "skip")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-
-Record = tuple[int, dict[str, Any]]  # (row number, row)
 
 
 def check_on_bad(on_bad: str) -> None:
     if on_bad not in ON_BAD:
-        raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
+        raise ConfigError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
 def is_hub_id(source: str | os.PathLike) -> bool:
@@ -51,74 +51,9 @@ def is_hub_id(source: str | os.PathLike) -> bool:
     A path that exists, or that ends with a table suffix, is local even if it looks like
     "owner/name"; so a missing local file gives a file-not-found error, not a Hub download."""
     s = str(source)
-    if Path(s).exists() or s.lower().endswith(LOCAL_SUFFIXES):
+    if looks_local(s) or s.lower().endswith(LOCAL_SUFFIXES):
         return False
-    return bool(_HUB_ID.match(s))
-
-
-def _open_text(path: Path):
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def read_records(path: str | os.PathLike) -> list[Record]:
-    """All rows of a local table as (row number, dict). Bad JSON lines raise a DataError naming the row."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    name = path.name.lower()
-    out: list[Record] = []
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        with _open_text(path) as f:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=lineno) from None
-                if not isinstance(row, dict):
-                    raise DataError("expected a JSON object per line", file=str(path), row=lineno)
-                out.append((lineno, row))
-        return out
-    if name.endswith((".json", ".json.gz")):
-        with _open_text(path) as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=e.lineno) from None
-        if isinstance(data, dict):  # {"data": [...]} style wrappers
-            lists = [v for v in data.values() if isinstance(v, list)]
-            data = lists[0] if len(lists) == 1 else data
-        if not isinstance(data, list):
-            raise DataError("expected a JSON list of objects", file=str(path))
-        for i, row in enumerate(data, start=1):
-            if not isinstance(row, dict):
-                raise DataError("expected a JSON object", file=str(path), row=i)
-            out.append((i, row))
-        return out
-    if name.endswith(".parquet"):
-        import pandas as pd
-
-        df = pd.read_parquet(path)
-        return [(i + 1, _py_row(r)) for i, r in enumerate(df.to_dict(orient="records"))]
-    if name.endswith(".csv"):
-        import pandas as pd
-
-        df = pd.read_csv(path, keep_default_na=True)
-        return [(i + 2, _py_row(r)) for i, r in enumerate(df.to_dict(orient="records"))]
-    raise ValueError(f"{path}: table must be .jsonl(.gz), .json, .csv or .parquet")
-
-
-def _py_row(row: dict[str, Any]) -> dict[str, Any]:
-    """numpy scalars/arrays from pandas -> plain Python, so all formats look alike downstream."""
-    out = {}
-    for k, v in row.items():
-        if hasattr(v, "tolist"):
-            v = v.tolist()
-        out[str(k)] = v
-    return out
+    return looks_like_hub_id(s)
 
 
 def hub_records(repo_id: str, split: str, **kwargs: Any) -> list[Record]:
@@ -139,7 +74,7 @@ def is_missing(value: Any) -> bool:
 
 def coerce_rating(value: Any, *, file: str, row: int, field: str) -> float:
     """A rating as float; DataError (naming file/row/field) when missing or not numeric."""
-    if is_missing(value):
+    if value is None or (isinstance(value, str) and not value.strip()):
         raise DataError("missing rating", file=file, row=row, field=field)
     if isinstance(value, bool):
         raise DataError(f"rating must be a number, got {value!r}", file=file, row=row, field=field)
@@ -148,7 +83,7 @@ def coerce_rating(value: Any, *, file: str, row: int, field: str) -> float:
     except (TypeError, ValueError):
         raise DataError(f"rating must be a number, got {value!r}", file=file, row=row, field=field) from None
     if math.isnan(x) or math.isinf(x):
-        raise DataError(f"rating must be finite, got {value!r}", file=file, row=row, field=field)
+        raise DataError(f"rating is not a finite number, got {value!r}", file=file, row=row, field=field)
     return x
 
 
@@ -200,7 +135,8 @@ def load_generic(path: str | os.PathLike, columns: Mapping[str, Any], *, name: s
         try:
             for col in [columns["prompt"], columns["response"], *rating_cols]:
                 if col not in row:
-                    raise DataError("column missing", file=file, row=row_no, field=col)
+                    raise DataError(f"column missing; this row has columns {sorted(row)}", file=file,
+                                    row=row_no, field=col)
             msgs = _prompt_messages(row[columns["prompt"]], file=file, row=row_no, field=columns["prompt"])
             text = require_text(row[columns["response"]], file=file, row=row_no, field=columns["response"])
             ratings = {attr: coerce_rating(row[col], file=file, row=row_no, field=col)
@@ -219,7 +155,7 @@ def load_generic(path: str | os.PathLike, columns: Mapping[str, Any], *, name: s
                 pid = prompt_text.setdefault(key, f"p{len(prompt_text):05d}")
         except DataError as e:
             if on_bad == "raise":
-                raise
+                raise e.skippable() from None
             skipped[f"bad_{e.field or 'row'}"] += 1
             continue
         rec = groups.get(pid)

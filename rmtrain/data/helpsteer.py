@@ -97,7 +97,7 @@ def _load_helpsteer_rows(path: str | os.PathLike, split: str, *, name: str, sour
                                     field="prompt") from None
         except DataError as e:
             if on_bad == "raise":
-                raise
+                raise e.skippable() from None
             skipped[f"bad_{e.field or 'row'}"] += 1
             continue
         if prompt != last_prompt:
@@ -176,7 +176,7 @@ def attach_helpsteer2_preferences(rs: RatingSet, preference_path: str | os.PathL
                                 file=file, row=row_no, field="preference_strength")
         except DataError as e:
             if on_bad == "raise":
-                raise
+                raise e.skippable() from None
             rs.skipped[f"bad_preference_{e.field or 'row'}"] += 1
             continue
         if strength == 0:  # "about the same": no direction to learn

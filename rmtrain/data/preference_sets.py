@@ -3,7 +3,9 @@
 HH-RLHF rows hold two full transcripts (``chosen``, ``rejected``) of ``"\\n\\nHuman: ..."`` /
 ``"\\n\\nAssistant: ..."`` turns that share every turn but the last assistant turn. Each row becomes
 a PromptRecord (the shared turns as messages, two responses ``{pid}:chosen`` / ``{pid}:rejected``)
-plus one Preference. Rows are skipped, and counted by reason in ``RatingSet.skipped``, when a
+plus one Preference. A bad row raises a DataError naming file, row and field (``on_bad="raise"``,
+the default, as for every loader); with ``on_bad="skip"`` it is skipped and counted by reason in
+``RatingSet.skipped``. Bad means: a
 transcript is malformed (``hh_malformed``: no turns, text before the first turn, turns that do not
 alternate Human/Assistant, or no final assistant turn), the two do not share the prefix
 (``hh_prefix_mismatch``), a final response is empty (``hh_empty_response``) or both final
@@ -23,7 +25,15 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from rmtrain.data.generic import Record, hub_records, is_hub_id, is_missing, read_records, require_text
+from rmtrain.data.generic import (
+    Record,
+    check_on_bad,
+    hub_records,
+    is_hub_id,
+    is_missing,
+    read_records,
+    require_text,
+)
 from rmtrain.data.schema import Message, Preference, PromptRecord, RatingSet, Response
 from rmtrain.errors import DataError
 
@@ -53,7 +63,8 @@ def parse_hh_transcript(text: str) -> list[Message]:
 
 
 def load_hh_rlhf(path: str | os.PathLike = HH_RLHF_HUB_ID, split: str = "test", *,
-                 data_dir: str | None = "harmless-base", limit: int | None = None) -> RatingSet:
+                 data_dir: str | None = "harmless-base", limit: int | None = None,
+                 on_bad: str = "raise") -> RatingSet:
     """HH-RLHF as prompts with a chosen and a rejected response; `limit` keeps the first rows.
 
     A Hub id loads ``load_dataset("Anthropic/hh-rlhf", data_dir=data_dir, split=split)``; a local
@@ -65,27 +76,40 @@ def load_hh_rlhf(path: str | os.PathLike = HH_RLHF_HUB_ID, split: str = "test", 
     else:
         records, file = read_records(path), str(path)
         subset = Path(path).name.split(".")[0].removesuffix(f"_{split}")
+    check_on_bad(on_bad)
     skipped: Counter = Counter()
     prompts: list[PromptRecord] = []
     prefs: list[Preference] = []
+
+    def bad(reason: str, msg: str, row_no: int, field: str) -> None:
+        if on_bad == "raise":
+            raise DataError(msg, file=file, row=row_no, field=field).skippable()
+        skipped[reason] += 1
+
     for row_no, row in records[:limit] if limit is not None else records:
-        if is_missing(row.get("chosen")) or is_missing(row.get("rejected")):
-            skipped["hh_malformed"] += 1
+        parsed = {}
+        for field in ("chosen", "rejected"):
+            if is_missing(row.get(field)):
+                bad("hh_malformed", "missing transcript", row_no, field)
+                break
+            try:
+                parsed[field] = parse_hh_transcript(row[field])
+            except ValueError as e:
+                bad("hh_malformed", f"malformed transcript ({e})", row_no, field)
+                break
+        if len(parsed) < 2:
             continue
-        try:
-            chosen, rejected = parse_hh_transcript(row["chosen"]), parse_hh_transcript(row["rejected"])
-        except ValueError:
-            skipped["hh_malformed"] += 1
-            continue
+        chosen, rejected = parsed["chosen"], parsed["rejected"]
         if chosen[:-1] != rejected[:-1]:
-            skipped["hh_prefix_mismatch"] += 1
+            bad("hh_prefix_mismatch", "chosen and rejected do not share the turns before the last", row_no,
+                "rejected")
             continue
         a, b = chosen[-1]["content"], rejected[-1]["content"]
         if not a or not b:
-            skipped["hh_empty_response"] += 1
+            bad("hh_empty_response", "empty final response", row_no, "chosen" if not a else "rejected")
             continue
         if a == b:
-            skipped["hh_identical_responses"] += 1
+            bad("hh_identical_responses", "chosen and rejected final responses are identical", row_no, "rejected")
             continue
         pid = f"hh-{row_no:05d}"
         where = {"source_file": file, "source_row": row_no}

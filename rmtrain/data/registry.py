@@ -88,7 +88,8 @@ def _rm_bench(spec: dict[str, Any]) -> RatingSet:
 @register_loader("hh_rlhf")
 def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
     kw = _take(spec, ("path", "split", "data_dir", "limit"))
-    return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), **kw)
+    return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), on_bad=spec.get("on_bad", "raise"),
+                        **kw)
 
 
 @register_loader("shp")
@@ -130,7 +131,7 @@ def _bad_rating(x: Any) -> str | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return f"rating must be a number, got {x!r}"
     if math.isnan(x) or math.isinf(x):
-        return "missing rating" if math.isnan(x) else "rating must be finite"
+        return f"rating is not a finite number, got {x!r}"
     return None
 
 
@@ -145,9 +146,9 @@ def validate_rating_set(rs: RatingSet, on_bad: str = "raise", min_responses: int
     def bad(reason: str, msg: str, obj: PromptRecord | Response, field: str | None) -> None:
         if on_bad == "raise":
             file, row = _where(obj)
-            hint = "" if reason == "duplicate_prompt_id" else " (load with on_bad='skip' to drop and count it)"
-            raise DataError(f"{msg} [{getattr(obj, 'response_id', None) or obj.prompt_id}]{hint}",
-                            file=file, row=row, field=field)
+            err = DataError(f"{msg} [{getattr(obj, 'response_id', None) or obj.prompt_id}]", file=file, row=row,
+                            field=field)
+            raise err if reason == "duplicate_prompt_id" else err.skippable()
         counts[reason] += 1
 
     seen_prompts: set[str] = set()
