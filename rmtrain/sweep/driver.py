@@ -4,6 +4,7 @@ runs, resumes interrupted ones from their last checkpoint, and retries failed on
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -49,10 +50,24 @@ def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | Non
 
 def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
     """Recipe copy, overrides and matrix in OUT: the workers rebuild every run from these."""
-    atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(sweep.base, sort_keys=False))
+    # the sweep section as in effect (recipe + --set sweep.* overrides), so workers see the same
+    raw = {**sweep.base, "sweep": dataclasses.asdict(sweep.settings)}
+    atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(raw, sort_keys=False))
     atomic_write_json(out / STATE_FILE, {"recipe": sweep.where, "overrides": sweep.overrides, "saved_at": now()})
     atomic_write_json(out / MATRIX_FILE, {"runs": [r.to_dict() for r in matrix.runs]})
     atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))
+
+
+def _check_audit(sweep: Sweep) -> None:
+    from rmeval.conditions import ALL_CONDITIONS
+
+    a = sweep.settings.audit
+    for c in a.conditions if a.enabled else []:
+        if c not in ALL_CONDITIONS:
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
+                              f"known: {', '.join(ALL_CONDITIONS)}")
+        if c in ("paraphrase", "related") and not getattr(a, f"{c}_file"):
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
 
 def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
@@ -76,6 +91,7 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
     ledger = Ledger(out / "ledger")
     for spec in matrix.search + [r for r in matrix.seeds if r.setting is not None]:
         run_config(sweep, spec)  # every run's config is valid before anything runs
+    _check_audit(sweep)
     echo(render_matrix(sweep, matrix))
     atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))  # saved before anything runs
     if dry_run:
@@ -179,7 +195,9 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           selected={k: v["setting"] for k, v in selected.items()})
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
-    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"))
+    s = sweep.settings
+    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"),
+                 config={"arms": s.arms, "models": sweep.models, "seeds": s.seeds, "search": s.search})
     df = summary_frame(final)
     echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]
          .to_string(index=False, float_format=lambda v: f"{v:.3f}"))

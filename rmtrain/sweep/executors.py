@@ -109,6 +109,8 @@ class LocalExecutor:
                 while queue and free:
                     rid, dev = queue.pop(0), free.pop(0)
                     env = dict(os.environ)
+                    # N workers on one machine: split the cores rather than each taking them all
+                    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.max_parallel)))
                     if dev is not None:
                         env["CUDA_VISIBLE_DEVICES"] = dev
                     fh = open(logs / (rid.replace("/", "__") + ".log"), "a")
@@ -152,7 +154,7 @@ class SubmititExecutor:
         except ImportError:
             raise ConfigError("--executor slurm needs submitit: pip install 'matchrm[slurm]'") from None
         s = self.settings
-        ex = submitit.AutoExecutor(folder=self.out / "submitit" / "%j", cluster=self.cluster)
+        ex = submitit.AutoExecutor(folder=self.out / "submitit", cluster=self.cluster)
         params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
                                   "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
                                   "slurm_array_parallelism": s.array_parallelism}
