@@ -302,3 +302,16 @@ def test_wandb_runs_grouped_by_sweep_with_summary_table(tmp_path, tiny_qwen3, mo
     assert row["sweep/summary/_type"] == "table-file" and row["sweep/summary/nrows"] == 1
     assert row["sweep/summary/ncols"] == len(pd.read_csv(tmp_path / "out" / "summary.csv").columns)
     assert any("sweep/share_vs_margin/_type" in h for h in summary["history"])
+
+
+@pytest.mark.heavy
+def test_local_executor_runs_workers_in_parallel(tmp_path, tiny_qwen3):
+    """--max-parallel 2: each run in its own worker process, two at once, logs under OUT/logs."""
+    path = recipe(tmp_path, tiny_qwen3, arms=["regression", "bradley_terry"], seeds=[1], audit=False)
+    assert rmtrain_main(["sweep", "--config", str(path), "--max-parallel", "2"]) == 0
+    rows = Ledger(tmp_path / "out" / "ledger").rows()
+    assert len(rows) == 2 and all(r["state"] == "done" for r in rows)
+    assert len({r["pid"] for r in rows}) == 2 and os.getpid() not in {r["pid"] for r in rows}
+    a, b = sorted(rows, key=lambda r: r["started_at"])
+    assert b["started_at"] <= a["finished_at"]  # overlapping, not one after the other
+    assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2
