@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import yaml
 from rmtrain.config import Sweep, _short
 from rmtrain.errors import ConfigError
 from rmtrain.io import atomic_write_json, atomic_write_text
-from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
+from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor, terminate_on_sigterm
 from rmtrain.sweep.ledger import Ledger, is_alive, now
 from rmtrain.sweep.matrix import (
     Matrix,
@@ -96,7 +97,8 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
     atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))  # saved before anything runs
     if dry_run:
         first = matrix.search or matrix.seeds
-        echo(f"{executor} executor; the first stage's {len(first)} runs would be launched as:")
+        how = ex.array_summary(len(first)) if hasattr(ex, "array_summary") else "runs"
+        echo(f"{executor} executor; the first stage's {len(first)} runs would be launched as {how}:")
         for cmd in ex.describe([r.run_id for r in first]):
             echo(f"  {cmd}")
         if matrix.search:
@@ -104,6 +106,17 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
                  f"{sum(r.reuses is None for r in matrix.seeds)} runs the same way (no person in between).")
         return {"matrix": matrix, "rows": []}
 
+    # a killed driver records its in-process run as interrupted and stops its workers
+    previous = terminate_on_sigterm()
+    try:
+        return _run(sweep, matrix, ex, ledger, out, force, echo)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force: bool,
+         echo: Callable[[str], None]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     _check_same_sweep(sweep, matrix, ledger)
     save_plan(sweep, matrix, out)

@@ -26,12 +26,17 @@ from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 log = logging.getLogger(__name__)
 
 
-def terminate_on_sigterm() -> None:
-    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`."""
+def terminate_on_sigterm() -> Any:
+    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`.
+    Returns the previous handler (None where signals cannot be set: not the main thread)."""
+    import threading
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def worker_command(out: Path, run_id: str, *, accelerate_config: str | None = None,
@@ -147,6 +152,12 @@ class SubmititExecutor:
 
     def describe(self, run_ids: list[str]) -> list[str]:
         return [display_command(c) for c in self.commands(run_ids)]
+
+    def array_summary(self, n: int) -> str:
+        s = self.settings
+        return (f"one job array of {n} tasks (partition {s.partition or 'default'}, {s.gpus_per_node} GPU, "
+                f"{s.cpus_per_task} CPUs, {s.mem_gb:g} GB, {s.timeout_min} min per task, at most "
+                f"{min(n, s.array_parallelism)} at once)")
 
     def executor(self, name: str) -> Any:
         try:
