@@ -172,7 +172,7 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, tiny_qwen3):
 
     assert rmtrain_main(["sweep", "--config", str(path)]) == 0
     after = {r["run_id"]: r for r in ledger.rows()}
-    assert sorted(after) == sorted(before) and all(r["state"] == "done" for r in after.values())
+    assert sorted(after) == sorted(before) and all(r["state"] == "done" for r in after.values()), after
     assert after[done_before[0]]["attempts"] == 1 and first_summary.stat().st_mtime_ns == mtime  # not retrained
     s = json.loads((Path(after[interrupted[0]]["output_dir"]) / "train_summary.json").read_text())
     assert after[interrupted[0]]["attempts"] == 2 and s["global_step"] == 24
@@ -316,3 +316,21 @@ def test_local_executor_runs_workers_in_parallel(tmp_path, tiny_qwen3):
     a, b = sorted(rows, key=lambda r: r["started_at"])
     assert b["started_at"] <= a["finished_at"]  # overlapping, not one after the other
     assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2
+
+
+def test_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path, tiny_qwen3):
+    """A process killed while saving leaves checkpoint-N without trainer_state.json (written last);
+    resuming must start from the checkpoint before it, not from half-written weights."""
+    from rmtrain.runs import train_run
+
+    path = recipe(tmp_path, tiny_qwen3, arms=["regression"], seeds=[1], audit=False, max_steps=4, save_steps=2,
+                  save_total_limit=None)
+    cfg = load_sweep(path).run_config(str(tiny_qwen3), "regression", 1, {}, str(tmp_path / "run"))
+    train_run(cfg)
+    run = tmp_path / "run"
+    (run / "train_summary.json").unlink()  # as if killed while writing checkpoint-4
+    (run / "checkpoint-4" / "trainer_state.json").unlink()
+    (run / "checkpoint-4" / "optimizer.pt").write_bytes(b"half")
+    s = train_run(cfg)
+    assert s["global_step"] == 4 and s["pairs_per_rank"] == [2 * 4]  # steps 3 and 4 retrained, 4 pairs each
+    assert (run / "checkpoint-4" / "trainer_state.json").is_file()
