@@ -295,6 +295,7 @@ def test_wandb_runs_grouped_by_sweep_with_summary_table(tmp_path, tiny_qwen3, mo
     assert train["group"] == "my-sweep" and train["job_type"] == "train"
     assert (train["config"]["arm"], train["config"]["seed"]) == ("binarized", 4)
     assert train["config"]["model"]["name_or_path"] == str(tiny_qwen3)  # the model size
+    assert {"arm:binarized", "seed:4", f"size:{tiny_qwen3.name}", "stage:seed"} <= set(train["tags"])
     audit = read_run(run_dir / "final_audit" / "wandb")
     assert audit["group"] == "my-sweep" and (audit["config"]["arm"], audit["config"]["seed"]) == ("binarized", 4)
     summary = read_run(tmp_path / "out" / "wandb_summary")
