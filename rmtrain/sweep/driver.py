@@ -106,6 +106,8 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
                  f"{sum(r.reuses is None for r in matrix.seeds)} runs the same way (no person in between).")
         return {"matrix": matrix, "rows": []}
 
+    if isinstance(ex, SubmititExecutor):
+        ex.executor("rmtrain-sweep")  # no SLURM here, no submitit: say so before anything is written
     # a killed driver records its in-process run as interrupted and stops its workers
     previous = terminate_on_sigterm()
     try:

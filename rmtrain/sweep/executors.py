@@ -165,7 +165,10 @@ class SubmititExecutor:
         except ImportError:
             raise ConfigError("--executor slurm needs submitit: pip install 'matchrm[slurm]'") from None
         s = self.settings
-        ex = submitit.AutoExecutor(folder=self.out / "submitit", cluster=self.cluster)
+        try:
+            ex = submitit.AutoExecutor(folder=self.out / "submitit", cluster=self.cluster)
+        except RuntimeError as e:  # e.g. no srun: not on a SLURM cluster
+            raise ConfigError(f"--executor slurm: {e}") from None
         params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
                                   "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
                                   "slurm_array_parallelism": s.array_parallelism}
