@@ -85,6 +85,10 @@ class AuditCallback(TrainerCallback):
         self.conditions, self.max_length, self.batch_size = list(conditions), max_length, batch_size
         self.n_boot, self.attribute, self.seed = n_boot, pick_attribute(rating_set, attribute), seed
         self.log_to_wandb, self.condition_opts = log_to_wandb, condition_opts
+
+    def check_supported(self, zero_stage: int | None) -> None:
+        """Called by rmtrain.train once the trainer exists, before any step."""
+        check_audit_supported(zero_stage)
         self.history: list[dict[str, Any]] = []
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

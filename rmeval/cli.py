@@ -253,8 +253,9 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
             max_length=args.max_length, batch_size=args.batch_size, seed=args.seed)
     if "donor_exclusions" in scores.attrs:
         audit["donor_exclusions"] = scores.attrs["donor_exclusions"]
-    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
-                          **provenance(checkpoint)})
+    # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
+    prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
+    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer, **prov})
     paths = write_report(audit, out, title=f"Audit of {label}")
     tracker = _tracker(args, f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": args.data,
                                                     "conditions": conditions, "n_boot": args.n_boot}, checkpoint)

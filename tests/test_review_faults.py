@@ -264,8 +264,10 @@ def test_audit_under_zero3_is_refused_before_training(tmp_path, monkeypatch):
         "output_dir": str(tmp_path / "run"), "data.n_prompts": 20, "max_train_pairs": 8, "training.max_steps": 1,
         "training.max_length": 32, "training.per_device_batch_size": 4, "wandb.mode": "disabled",
         "audit.enabled": True, "audit.max_prompts": 4})
+    from rmtrain.runs import train_run  # the wiring layer attaches the audit callback
+
     with pytest.raises(ConfigError, match="ZeRO-3"):
-        rt.train(cfg)
+        train_run(cfg)
     assert not list((tmp_path / "run").glob("checkpoint-*"))
 
 
