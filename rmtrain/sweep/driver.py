@@ -60,14 +60,14 @@ def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
 
 
 def _check_audit(sweep: Sweep) -> None:
-    from rmeval.conditions import ALL_CONDITIONS
+    from rmeval.conditions import CONDITIONS, NEEDS  # the registry is the one list of conditions
 
     a = sweep.settings.audit
     for c in a.conditions if a.enabled else []:
-        if c not in ALL_CONDITIONS:
+        if c not in CONDITIONS:
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
-                              f"known: {', '.join(ALL_CONDITIONS)}")
-        if c in ("paraphrase", "related") and not getattr(a, f"{c}_file"):
+                              f"known: {', '.join(CONDITIONS)}")
+        if c in NEEDS and not getattr(a, NEEDS[c], None):
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
 
