@@ -6,6 +6,10 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
                  [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
     rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT
+    rmeval suitability --checkpoint DIR --data SPEC --out OUT [--perturbations EF PH ... SP@rmbench]
+                       [--rewriter hf:MODEL|openai:MODEL|file:PATH] [--n-permutations 10000] [--q 0.05]
+                       [--eta 0.5] [--margin M]
+    rmeval suitability-stats --pairs FILE --out OUT [--groups CODE=GROUP ...]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -206,6 +210,11 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         scores = score_conditions(scorer, rating_set, conditions, out_path=out / "scores.parquet",
                                   cache_path=Path(args.cache) if args.cache else out / "score_cache.sqlite", **opts)
         ratings = rating_set.ratings_table(scorer.tokenizer)
+        suitability = None
+        if getattr(args, "suitability", None) is not None:
+            from rmeval.suitability_cmd import audit_suitability
+
+            suitability = audit_suitability(args, scorer, rating_set, out, checkpoint)
     finally:
         scorer.close()
     atomic_write_table(out / "ratings.parquet", ratings)
@@ -223,6 +232,10 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
                                                     "conditions": conditions, "n_boot": args.n_boot}, checkpoint)
     try:
         log_audit(tracker, audit, paths)
+        if suitability is not None:
+            from rmeval.suitability import log_suitability
+
+            log_suitability(tracker, *suitability)
         tracker.summary({"checkpoint": str(checkpoint)})
     finally:
         tracker.finish()
@@ -411,6 +424,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rmeval.suitability_cmd import add_audit_suitability_args, add_suitability_parsers
+
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("audit", help="score a checkpoint under prompt conditions and audit it")
@@ -421,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--paraphrase-file", default=None, help="jsonl {prompt_id, variant, text} of paraphrases")
     a.add_argument("--n-donors", type=int, default=4, help="donor prompts per transplant condition")
     a.add_argument("--embedder", default=None, help="sentence encoder for the embedding condition")
+    add_audit_suitability_args(a)
     a.set_defaults(func=cmd_audit)
     s = sub.add_parser("stats", help="audit an existing scores table")
     s.add_argument("--scores", required=True)
@@ -432,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(pw)
     _common(pw)
     pw.set_defaults(func=cmd_pairwise)
+    add_suitability_parsers(sub, _model_args, _common)
     v = sub.add_parser("variants", help="generate paraphrases or related tasks into a jsonl file")
     v.add_argument("--data", required=True, help="data SPEC")
     v.add_argument("--task", required=True, choices=["paraphrase", "related"])

@@ -255,9 +255,11 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
         from rmeval.callback import AuditCallback
 
         held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
+        suit = cfg.audit.suitability
         callbacks.append(AuditCallback(rating_set=held_rs, tokenizer=tok, conditions=cfg.audit.conditions,
                                        max_length=cfg.training.max_length, n_boot=cfg.audit.n_boot,
-                                       attribute=cfg.attribute))
+                                       attribute=cfg.attribute,
+                                       suitability=dataclasses.asdict(suit) if suit.enabled else None))
 
     # transformers refuses step evaluation without an eval set; ours scores the held-out prompts
     # itself (MatchedRewardTrainer.evaluate), so one row stands in.
