@@ -370,6 +370,8 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path) -> Path:
     ax.set_xticks(range(len(specs)))
     ax.set_xticklabels(specs, rotation=30, ha="right")
     ax.set_ylabel("Cohen's d of ΔM (original − perturbed)")
+    if len(names) > 1:
+        ax.set_xlabel("bars per perturbation, left to right: " + ", ".join(names), fontsize=8)
     ax.set_title("Suitability: confidence drop per perturbation" + (f" ({len(names)} models)" if len(names) > 1 else ""))
     ax.legend(handles=[Patch(color=c, label=lab) for lab, c in colors.items()], fontsize=8, loc="best")
     fig.tight_layout()
