@@ -345,3 +345,18 @@ def test_audit_runs_suitability_when_asked(tmp_path):
     assert all(r["n_items"] == n_with_label for r in doc["perturbations"].values())
     assert doc["meta"]["items_skipped"].get("no_preference", 0) == 8 - n_with_label
     assert (out / "suitability_pairs.parquet").is_file() and (out / "suitability.md").is_file()
+
+
+def test_confidence_dpo_is_sigmoid_of_implicit_reward_difference(tmp_path):
+    from rmeval.scoring.dpo import DPOImplicitScorer
+
+    save_tiny_lm(tmp_path / "policy", seed=0)
+    save_tiny_lm(tmp_path / "ref", seed=1)
+    dpo = DPOImplicitScorer(tmp_path / "policy", tmp_path / "ref", beta=0.5, max_length=64)
+    pairs = [Pair.of([{"role": "user", "content": "What is the capital of France?"}], "Paris is the capital.",
+                     "Cats sleep all day.")]
+    cs, own = confidence_scorer(dpo, tmp_path / "cache.sqlite")
+    m = confidences(cs, pairs)
+    r = dpo.score([(pairs[0].message_list(), pairs[0].chosen), (pairs[0].message_list(), pairs[0].rejected)])
+    assert own and m[0] == pytest.approx(expit(r[0] - r[1]), rel=1e-9)
+    cs.cache.close()
