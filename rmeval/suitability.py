@@ -190,7 +190,12 @@ def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[s
     df["m_original"] = df["m_original"].astype(float)
     df["m_perturbed"] = df["m_perturbed"].astype(float)
     if "changed" in df.columns:
-        df["changed"] = df["changed"].astype(bool)
+        truth = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+        for i, v in enumerate(df["changed"]):
+            if str(v).strip().lower() not in truth:
+                raise DataError(f"changed must be true or false, got {v!r}", file=file, row=_row_no(file, i),
+                                field="changed")
+        df["changed"] = [truth[str(v).strip().lower()] for v in df["changed"]]
     return df
 
 

@@ -360,3 +360,16 @@ def test_confidence_dpo_is_sigmoid_of_implicit_reward_difference(tmp_path):
     r = dpo.score([(pairs[0].message_list(), pairs[0].chosen), (pairs[0].message_list(), pairs[0].rejected)])
     assert own and m[0] == pytest.approx(expit(r[0] - r[1]), rel=1e-9)
     cs.cache.close()
+
+
+def test_changed_column_from_csv_is_counted_not_tested(tmp_path):
+    df = _pairs_frame(np.random.default_rng(5), n=12, shift={"EF": 0.05})
+    df["changed"] = [k % 4 != 0 for k in range(len(df))]  # every 4th twin identical to its original
+    f = tmp_path / "p.csv"
+    df.to_csv(f, index=False)  # written as the strings True / False
+    from rmeval.suitability import read_pairs
+
+    res = infer(read_pairs(f), SuitabilitySettings(n_permutations=200))["perturbations"]["EF"]
+    assert res["n"] == 9 and res["n_unchanged"] == 3
+    kept = df[df["changed"]]
+    assert res["t"] == pytest.approx(stats.ttest_rel(kept["m_original"], kept["m_perturbed"]).statistic)
