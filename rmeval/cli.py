@@ -8,6 +8,10 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.judges.cli)
     rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
+    rmeval suitability --checkpoint DIR --data SPEC --out OUT [--perturbations EF PH ... SP@rmbench]
+                       [--rewriter hf:MODEL|openai:MODEL|file:PATH] [--n-permutations 10000] [--q 0.05]
+                       [--eta 0.5] [--margin M]
+    rmeval suitability-stats --pairs FILE --out OUT [--groups CODE=GROUP ...]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -233,6 +237,11 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
                                   cache_path=Path(args.cache) if args.cache else out / "score_cache.sqlite",
                                   progress=not args.no_progress, label=label, **opts)
         ratings = rating_set.ratings_table(scorer.tokenizer)
+        suitability = None
+        if getattr(args, "suitability", None) is not None:
+            from rmeval.suitability_cmd import audit_suitability
+
+            suitability = audit_suitability(args, scorer, rating_set, out, checkpoint)
     finally:
         scorer.close()
     atomic_write_table(out / "ratings.parquet", ratings)
@@ -263,6 +272,10 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
         log_audit(tracker, audit, paths)
         for key, path in judge_images.items():
             tracker.log_image(f"audit/judge_profile/{key}", path)
+        if suitability is not None:
+            from rmeval.suitability import log_suitability
+
+            log_suitability(tracker, *suitability)
         tracker.summary({"checkpoint": str(checkpoint)})
     finally:
         tracker.finish()
@@ -530,6 +543,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rmeval.suitability_cmd import add_audit_suitability_args, add_suitability_parsers
+
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("audit", help="score a checkpoint under prompt conditions and audit it")
@@ -545,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--judge-attributes", default="core", help="attributes for --judge-items (comma-separated)")
     a.add_argument("--human-reliability", nargs="+", default=None,
                    help="rater reliabilities NAME=R for the reliability-corrected human share")
+    add_audit_suitability_args(a)
     a.set_defaults(func=cmd_audit)
     s = sub.add_parser("stats", help="audit an existing scores table")
     s.add_argument("--scores", required=True)
@@ -575,6 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over prompts")
     h.add_argument("--seed", type=int, default=0)
     h.set_defaults(func=cmd_human)
+    add_suitability_parsers(sub, _model_args, _common)
     v = sub.add_parser("variants", help="generate paraphrases or related tasks into a jsonl file")
     v.add_argument("--data", required=True, help="data SPEC")
     v.add_argument("--task", required=True, choices=["paraphrase", "related"])

@@ -127,30 +127,37 @@ class HFGenerator(Generator):
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
 
     def instruction(self, prompt: PromptRecord, task: str) -> str:
-        text = INSTRUCTIONS[task].format(prompt=prompt.last_user_text)
+        return self.wrap(INSTRUCTIONS[task].format(prompt=prompt.last_user_text))
+
+    def wrap(self, text: str) -> str:
+        """A user message as the model's input: its chat template, else the plain layout."""
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                       add_generation_prompt=True)
         return f"User: {text}\n\nAssistant:"
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+        _check_task(task)
+        outs = self.complete([INSTRUCTIONS[task].format(prompt=p.last_user_text) for p in prompts], n)
+        return {p.prompt_id: o for p, o in zip(prompts, outs)}
+
+    def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
+        """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
         import torch
 
-        _check_task(task)
         sample = self.do_sample if self.do_sample is not None else n > 1
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         torch.manual_seed(self.seed)
-        out: dict[str, list[str]] = {}
+        out: list[list[str]] = []
         device = next(self.model.parameters()).device
-        for i in range(0, len(prompts), self.batch_size):
-            chunk = prompts[i:i + self.batch_size]
-            texts = [self.instruction(p, task) for p in chunk]
+        for i in range(0, len(instructions), self.batch_size):
+            texts = [self.wrap(t) for t in instructions[i:i + self.batch_size]]
             enc = [tok(t, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for t in texts]
             width = max(len(e) for e in enc)  # left padding so every row continues from its own end
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=device)
             mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
-            kw: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
+            kw: dict[str, Any] = {"max_new_tokens": max_new_tokens or self.max_new_tokens, "do_sample": sample,
                                   "num_return_sequences": n if sample else 1, "pad_token_id": pad}
             if sample:
                 kw.update(temperature=self.temperature, top_p=self.top_p)
@@ -158,10 +165,10 @@ class HFGenerator(Generator):
                 gen = self.model.generate(input_ids=ids, attention_mask=mask, **kw)
             new = gen[:, width:]
             per_row = n if sample else 1
-            for j, p in enumerate(chunk):
+            for j in range(len(texts)):
                 outs = [clean_generation(tok.decode(new[j * per_row + k], skip_special_tokens=True))
                         for k in range(per_row)]
-                out[p.prompt_id] = [t for t in outs if t]
+                out.append([t for t in outs if t])
         return out
 
 
@@ -195,14 +202,19 @@ class OpenAIGenerator(Generator):
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
         _check_task(task)
-        out: dict[str, list[str]] = {}
-        for p in prompts:
+        outs = self.complete([INSTRUCTIONS[task].format(prompt=p.last_user_text) for p in prompts], n)
+        return {p.prompt_id: o for p, o in zip(prompts, outs)}
+
+    def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
+        """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
+        out: list[list[str]] = []
+        for text in instructions:
             kw: dict[str, Any] = {"seed": self.seed} if self.seed is not None else {}
             resp = self.client.chat.completions.create(
-                model=self.model, n=n, temperature=self.temperature, max_tokens=self.max_tokens,
-                messages=[{"role": "user", "content": INSTRUCTIONS[task].format(prompt=p.last_user_text)}], **kw)
+                model=self.model, n=n, temperature=self.temperature, max_tokens=max_new_tokens or self.max_tokens,
+                messages=[{"role": "user", "content": text}], **kw)
             texts = [clean_generation(c.message.content or "") for c in resp.choices]
-            out[p.prompt_id] = [t for t in texts if t][:n]
+            out.append([t for t in texts if t][:n])
         return out
 
 

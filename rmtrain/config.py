@@ -56,6 +56,21 @@ class WandbSettings:
 
 
 @dataclass
+class SuitabilityAuditSettings:
+    """Suitability inference in each checkpoint's audit (rmeval.suitability): by default the cheap
+    subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
+
+    enabled: bool = False
+    perturbations: list[str] = field(default_factory=lambda: ["EF", "PH", "IU", "IW", "CN", "ST", "SP"])
+    max_items: int = 64
+    n_permutations: int = 2000
+    q: float = 0.05
+    eta: float = 0.5
+    margin: float | None = None
+    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
+
+
+@dataclass
 class AuditSettings:
     """Audit of each saved checkpoint during training (rmeval.callback.AuditCallback)."""
 
@@ -63,6 +78,7 @@ class AuditSettings:
     conditions: list[str] = field(default_factory=lambda: ["original", "generic", "random", "prompt_only"])
     max_prompts: int = 64
     n_boot: int = 200
+    suitability: SuitabilityAuditSettings = field(default_factory=SuitabilityAuditSettings)
 
 
 @dataclass

@@ -4,6 +4,7 @@ full audit of a finished checkpoint. The CLI and the sweep call these; the libra
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited;
     # the scorer lowers max_length to what the model can read
     held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
+    suit = cfg.audit.suitability
     return AuditCallback(rating_set=held_rs, tokenizer=tokenizer, conditions=cfg.audit.conditions,
                          max_prompts=cfg.audit.max_prompts, max_length=cfg.training.max_length,
-                         n_boot=cfg.audit.n_boot, attribute=cfg.attribute)
+                         n_boot=cfg.audit.n_boot, attribute=cfg.attribute,
+                         suitability=dataclasses.asdict(suit) if suit.enabled else None)
 
 
 def train_run(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:

@@ -37,6 +37,16 @@ def test_recipe_validates(path):
         assert len({r.output_dir for r in runs}) == len(runs)
 
 
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_recipe_suitability_codes_are_known(path):
+    from rmeval.perturbations.suite import build_suite
+
+    raw = yaml.safe_load(path.read_text())
+    if "arm" in raw or "sweep" in raw:
+        suit = load_train_config(path).audit.suitability
+        build_suite(list(suit.perturbations), [])  # raises on an unknown code or source
+
+
 def test_published_setup():
     sw = load_sweep(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml")
     sweep, runs = sw.settings, sw.runs()

@@ -24,7 +24,8 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
         "training.max_steps": 4, "training.save_steps": 2, "training.save_total_limit": None,
         "training.max_length": 64, "training.per_device_batch_size": 4, "training.logging_steps": 1,
         "audit.enabled": True, "audit.max_prompts": 8, "audit.n_boot": 50,
-        "audit.conditions": ["original", "generic", "random"]})
+        "audit.conditions": ["original", "generic", "random"],
+        "audit.suitability": {"enabled": True, "max_items": 8, "n_permutations": 200}})
     summary = train_run(cfg)  # the wiring layer attaches rmeval's callback
     assert summary["global_step"] == 4
     for step in (2, 4):
@@ -47,3 +48,10 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
     key = next(k for k in audited[0] if k.endswith("/share/original/estimate"))
     by_step = {h["train/global_step"]: h for h in audited}
     assert by_step[4][key] == pytest.approx(a4["share"]["original"]["estimate"])
+    # the suitability part (cheap subset: controlled + rule-based ST/SP) beside the audit, logged at that step
+    suit = json.loads((out / "checkpoint-4" / "audit" / "suitability.json").read_text())
+    assert list(suit["perturbations"]) == ["EF", "PH", "IU", "IW", "CN", "ST", "SP"]
+    assert suit["settings"]["B"] == 200 and suit["perturbations"]["EF"]["n"] <= 8
+    assert (out / "checkpoint-4" / "audit" / "suitability.png").is_file()
+    assert by_step[4]["audit/suitability/perturbations/EF/cohens_d"] == pytest.approx(
+        suit["perturbations"]["EF"]["cohens_d"])

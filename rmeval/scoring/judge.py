@@ -62,10 +62,11 @@ def single_token_ids(tokenizer: Any, text: str) -> list[int]:
     return sorted(ids)
 
 
-def digit_token_ids(tokenizer: Any) -> list[list[int]]:
-    """For each digit 1..5 the ids of every single-token spelling of it (bare or after a space)."""
+def digit_token_ids(tokenizer: Any, labels: tuple[str, ...] = DIGITS) -> list[list[int]]:
+    """For each digit 1..5 (or each of ``labels``, e.g. verdicts "A", "B") the ids of every
+    single-token spelling of it (bare or after a space)."""
     out: list[list[int]] = []
-    for d in DIGITS:
+    for d in labels:
         ids = single_token_ids(tokenizer, d)
         if not ids:
             raise ValueError(f"tokenizer {getattr(tokenizer, 'name_or_path', '?')} has no single token for '{d}'")

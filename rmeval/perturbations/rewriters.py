@@ -1,0 +1,267 @@
+"""Rewriters for the stylized perturbations, pluggable over the generator backends, and a cache.
+
+A rewriter turns response texts into their stylized version for a code in ``STYLIZED_CODES``:
+``rewrite(code, requests) -> [text | None]`` where None means the rewrite failed (the backend raised,
+or returned an empty text); the suite counts those, it never drops them silently.
+
+- ``RuleRewriter``: ``ST`` and ``SP`` by rule (``rmeval.perturbations.stylized``), no model;
+- ``LMRewriter``: any generator backend with ``complete`` (``rmeval.generators.HFGenerator``, a local
+  Hugging Face causal LM; ``OpenAIGenerator``, an OpenAI-compatible endpoint) prompted with
+  ``STYLE_INSTRUCTIONS[code]``;
+- ``FileRewriter``: rewrites written beforehand, jsonl rows
+  ``{"item_id", "perturbation", "side": "chosen"|"rejected", "text"}``.
+
+``CachedRewriter`` keeps every finished rewrite (and every empty answer) in one SQLite file keyed by
+sha256(rewriter fingerprint, code, language, text), the score cache's design: a rewrite is never
+asked for twice, and an interrupted run resumes from the last committed chunk. Backend errors are
+not cached, so a later run retries them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmeval.perturbations.controlled import DEFAULT_LANGUAGE, STYLE_INSTRUCTIONS, STYLIZED_CODES, item_seed
+from rmeval.perturbations.stylized import RULE_CODES, rule_rewrite
+from rmtrain.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+SIDES = ("chosen", "rejected")
+
+
+@dataclass(frozen=True)
+class RewriteRequest:
+    item_id: str
+    side: str  # "chosen" | "rejected"
+    text: str
+
+
+class Rewriter(ABC):
+    kind = "rewriter"
+    codes: tuple[str, ...] = STYLIZED_CODES
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Stable id of the backend and every setting that changes a rewrite."""
+
+    @abstractmethod
+    def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
+        """The rewritten text per request, None where the rewrite failed."""
+
+    def check(self, code: str) -> None:
+        if code not in self.codes:
+            raise ConfigError(f"the {self.kind} rewriter cannot do '{code}'; it does {', '.join(self.codes)}")
+
+
+class RuleRewriter(Rewriter):
+    """Rule-based ``ST``/``SP``; ST's word choice is seeded per (item, side)."""
+
+    kind = "rule"
+    codes = RULE_CODES
+
+    def __init__(self, seed: int = 0, st_rate: float = 0.5) -> None:
+        self.seed, self.st_rate = seed, st_rate
+
+    @property
+    def fingerprint(self) -> str:
+        return f"rule:seed={self.seed}:st_rate={self.st_rate}"
+
+    def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
+        self.check(code)
+        opts = {"rate": self.st_rate} if code == "ST" else {}
+        return [rule_rewrite(code, r.text, item_seed(self.seed, f"{code}:{r.side}", r.item_id), **opts) or None
+                for r in requests]
+
+
+class LMRewriter(Rewriter):
+    """A generator backend asked, per text, ``STYLE_INSTRUCTIONS[code]`` followed by the text."""
+
+    kind = "lm"
+
+    def __init__(self, generator: Any, *, language: str = DEFAULT_LANGUAGE, max_new_tokens: int = 1024,
+                 batch_size: int = 8) -> None:
+        if not hasattr(generator, "complete"):
+            raise ConfigError(f"generator {type(generator).__name__} cannot complete free instructions")
+        self.generator, self.language = generator, language
+        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+
+    @property
+    def fingerprint(self) -> str:
+        g = self.generator
+        model = getattr(g, "model", None)
+        ident = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "?")
+        return json.dumps({"kind": getattr(g, "kind", "?"), "model": str(ident),
+                           "base_url": getattr(g, "base_url", None), "max_new_tokens": self.max_new_tokens,
+                           "temperature": getattr(g, "temperature", None), "seed": getattr(g, "seed", None),
+                           "instructions": STYLE_INSTRUCTIONS}, sort_keys=True)
+
+    def instruction(self, code: str, text: str) -> str:
+        return f"{STYLE_INSTRUCTIONS[code].format(language=self.language)}\n\nText:\n{text}"
+
+    def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
+        self.check(code)
+        out: list[str | None] = []
+        for i in range(0, len(requests), self.batch_size):
+            chunk = requests[i:i + self.batch_size]
+            try:
+                replies = self.generator.complete([self.instruction(code, r.text) for r in chunk], 1,
+                                                  max_new_tokens=self.max_new_tokens)
+            except Exception as e:  # noqa: BLE001 -- any backend failure is a counted failed rewrite
+                log.warning("%s rewrite of %d texts failed: %s", code, len(chunk), e)
+                out += [None] * len(chunk)
+                continue
+            out += [(rep[0] if rep and rep[0].strip() else "") for rep in replies]
+        return out
+
+
+class FileRewriter(Rewriter):
+    """Rewrites written beforehand; a missing (item, side) is a failed rewrite, a row naming an
+    unknown perturbation or side is an error naming the file, row and field."""
+
+    kind = "file"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: no such rewrite file")
+        self.rows: dict[tuple[str, str, str], str] = {}
+        with self.path.open(encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON ({e.msg})", file=str(self.path), row=line_no) from None
+                for key in ("item_id", "perturbation", "side", "text"):
+                    if key not in row:
+                        raise DataError("missing field", file=str(self.path), row=line_no, field=key)
+                code = str(row["perturbation"]).split("@")[0]
+                if code not in STYLIZED_CODES:
+                    raise DataError(f"unknown stylized perturbation '{row['perturbation']}'", file=str(self.path),
+                                    row=line_no, field="perturbation")
+                if row["side"] not in SIDES:
+                    raise DataError(f"side must be one of {SIDES}", file=str(self.path), row=line_no, field="side")
+                key3 = (code, str(row["item_id"]), row["side"])
+                if key3 in self.rows:
+                    raise DataError(f"duplicate rewrite of item '{row['item_id']}' ({row['side']}, {code})",
+                                    file=str(self.path), row=line_no, field="item_id")
+                self.rows[key3] = row["text"] if isinstance(row["text"], str) else ""
+        self._hash = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> str:
+        return f"file:{self.path.resolve()}#{self._hash}"
+
+    def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
+        self.check(code)
+        return [self.rows.get((code, r.item_id, r.side)) for r in requests]
+
+
+class RewriteCache:
+    """key -> rewritten text ('' for an empty answer) in one SQLite file (WAL, committed per chunk)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), timeout=60)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS rewrites (key TEXT PRIMARY KEY, code TEXT, text TEXT)")
+        self.conn.commit()
+
+    def get_many(self, keys: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        uniq = list(dict.fromkeys(keys))
+        for i in range(0, len(uniq), 500):  # SQLite's bound-parameter limit
+            chunk = uniq[i:i + 500]
+            q = f"SELECT key, text FROM rewrites WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update(dict(self.conn.execute(q, chunk)))
+        return out
+
+    def put_many(self, code: str, rows: list[tuple[str, str]]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO rewrites VALUES (?, ?, ?)", [(k, code, t) for k, t in rows])
+        self.conn.commit()
+
+    def __len__(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM rewrites").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class CachedRewriter(Rewriter):
+    """Wraps a rewriter: texts already rewritten are served from the cache; identical texts within a
+    call are asked once. ``asked`` counts texts sent to the backend."""
+
+    def __init__(self, inner: Rewriter, cache: RewriteCache | str | os.PathLike, *, chunk_size: int = 64) -> None:
+        self.inner = inner
+        self.cache = cache if isinstance(cache, RewriteCache) else RewriteCache(cache)
+        self.chunk_size, self.asked = chunk_size, 0
+        self.kind, self.codes = inner.kind, inner.codes
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    def key(self, code: str, text: str) -> str:
+        lang = getattr(self.inner, "language", "")
+        return hashlib.sha256(f"{self.fingerprint}\x00{code}\x00{lang}\x00{text}".encode()).hexdigest()
+
+    def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
+        self.inner.check(code)
+        keys = [self.key(code, r.text) for r in requests]
+        found = self.cache.get_many(keys)
+        todo: dict[str, RewriteRequest] = {}
+        for k, r in zip(keys, requests):
+            if k not in found and k not in todo:
+                todo[k] = r
+        todo_keys = list(todo)
+        for i in range(0, len(todo_keys), self.chunk_size):
+            chunk = todo_keys[i:i + self.chunk_size]
+            texts = self.inner.rewrite(code, [todo[k] for k in chunk])
+            self.asked += len(chunk)
+            done = [(k, t.strip()) for k, t in zip(chunk, texts) if t is not None]  # errors: retried next run
+            self.cache.put_many(code, done)
+            found.update(dict(done))
+        return [found.get(k) or None for k in keys]
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def make_rewriter(spec: str, *, seed: int = 0, language: str = DEFAULT_LANGUAGE, base_url: str | None = None,
+                  max_new_tokens: int = 1024, cache_path: str | os.PathLike | None = None) -> Rewriter:
+    """``rule`` | ``file:PATH`` | ``hf:MODEL`` | ``openai:MODEL`` (with ``base_url``); model-backed
+    rewriters are cached in ``cache_path`` when given."""
+    from rmeval.generators import make_generator
+
+    kind, _, arg = spec.partition(":")
+    if kind == "rule":
+        return RuleRewriter(seed=seed)
+    if kind == "file":
+        if not arg:
+            raise ConfigError("rewriter file needs a path: file:PATH")
+        return FileRewriter(arg)
+    if kind in ("hf", "openai"):
+        if not arg:
+            raise ConfigError(f"rewriter {kind} needs a model: {kind}:MODEL")
+        kwargs: dict[str, Any] = {"model": arg, "seed": seed}
+        if kind == "hf":
+            kwargs.update(do_sample=False, max_new_tokens=max_new_tokens)
+        else:
+            kwargs.update(temperature=0.0, max_tokens=max_new_tokens)
+            if base_url:
+                kwargs["base_url"] = base_url
+        rw: Rewriter = LMRewriter(make_generator(kind, **kwargs), language=language, max_new_tokens=max_new_tokens)
+        return CachedRewriter(rw, cache_path) if cache_path is not None else rw
+    raise ConfigError(f"unknown rewriter '{spec}'; use rule, file:PATH, hf:MODEL or openai:MODEL")
