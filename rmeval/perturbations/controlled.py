@@ -1,0 +1,196 @@
+"""Controlled prompt perturbations (Reward Auditor): superficial noise that keeps the request's meaning.
+
+``perturb_prompt(code, text, seed)`` applies one of ``CONTROLLED_CODES`` to a prompt text:
+
+- ``EF`` emphasis formats: quotes or other emphasis marks around the core instruction;
+- ``PH`` punctuation habits: extra spaces around punctuation marks;
+- ``IU`` irrelevant username: a random Twitter-style handle appended after the instruction;
+- ``IW`` irrelevant web link: a random, meaningless URL appended after the instruction;
+- ``CN`` character noise: random replacements, swaps and deletions of letters at a set rate.
+
+Pure Python and seeded: the same (code, text, seed, options) always gives the same text. ``seed`` is
+an int or a ``numpy.random.Generator`` (then it is advanced). ``item_seed`` derives a per-item seed
+so that one item's perturbation does not depend on which other items are in the set.
+
+``STYLIZED_CODES`` name the response rewrites; ``STYLE_INSTRUCTIONS[code]`` is the instruction a
+rewriter (an LM, or a policy's instruction augmentation) is given for each.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import zlib
+from typing import Any
+
+import numpy as np
+
+CONTROLLED_CODES = ("EF", "PH", "IU", "IW", "CN")
+STYLIZED_CODES = ("ST", "LE", "SP", "LC", "SLC")
+
+CONTROLLED_NAMES = {
+    "EF": "emphasis formats",
+    "PH": "punctuation habits",
+    "IU": "irrelevant username",
+    "IW": "irrelevant web link",
+    "CN": "character noise",
+}
+STYLIZED_NAMES = {
+    "ST": "synonym transformation",
+    "LE": "length extension",
+    "SP": "structured presentation",
+    "LC": "language conversion",
+    "SLC": "structured language conversion",
+}
+
+# What a rewriter is asked to do to a response; {language} is filled for LC and SLC.
+STYLE_INSTRUCTIONS = {
+    "ST": ("Rewrite the following text replacing key words with their synonyms. Keep its meaning, facts, "
+           "structure and length; change only word choice. Reply with the rewritten text only."),
+    "LE": ("Rewrite the following text as a longer, more detailed version: elaborate on each point and "
+           "add explanation, without adding new claims or changing its conclusions. Reply with the "
+           "rewritten text only."),
+    "SP": ("Rewrite the following text in a structured Markdown presentation (headings, bullet or "
+           "numbered lists, bold key terms). Keep its content and meaning. Reply with the rewritten "
+           "text only."),
+    "LC": ("Translate the following text into {language}. Keep its meaning and structure. Reply with "
+           "the translation only."),
+    "SLC": ("Translate the following text into {language} and present it as a detailed, structured "
+            "Markdown version (headings, lists, bold key terms), keeping its meaning. Reply with the "
+            "rewritten text only."),
+}
+DEFAULT_LANGUAGE = "Chinese"
+
+# Emphasis styles (open, close); the study quotes or otherwise emphasises the core instruction.
+EMPHASIS_STYLES = (
+    ('"', '"'), ("'", "'"), ("**", "**"), ("*", "*"), ("\u201c", "\u201d"), ('"""', '"""'),
+    ("<<", ">>"), ("[", "]"), ("__", "__"), ("`", "`"),
+)
+PUNCTUATION = ".,;:!?"
+URL_TLDS = ("com", "net", "org", "io", "info", "co", "xyz", "site")
+_HANDLE_CHARS = string.ascii_letters + string.digits + "_"
+_URL_CHARS = string.ascii_lowercase + string.digits
+
+
+def item_seed(seed: int, code: str, item_id: str) -> int:
+    """A 63-bit seed for one item's perturbation, stable across runs and independent of the set."""
+    return (int(seed) * 1_000_003 + zlib.crc32(f"{code}\x1f{item_id}".encode())) % (2**63)
+
+
+def _rng(seed: int | np.random.Generator) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(int(seed))
+
+
+def _choice(rng: np.random.Generator, seq: Any) -> Any:
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _random_string(rng: np.random.Generator, chars: str, lo: int, hi: int) -> str:
+    n = int(rng.integers(lo, hi + 1))
+    return "".join(chars[i] for i in rng.integers(len(chars), size=n))
+
+
+def _split_core(text: str) -> tuple[str, str, str]:
+    """(leading whitespace, core, trailing whitespace)."""
+    core = text.strip()
+    if not core:
+        return text, "", ""
+    start = text.index(core)
+    return text[:start], core, text[start + len(core):]
+
+
+def emphasis_format(text: str, rng: np.random.Generator, style: tuple[str, str] | None = None) -> str:
+    lead, core, trail = _split_core(text)
+    if not core:
+        return text
+    open_, close = style if style is not None else _choice(rng, EMPHASIS_STYLES)
+    return f"{lead}{open_}{core}{close}{trail}"
+
+
+def punctuation_habits(text: str, rng: np.random.Generator, rate: float = 0.5) -> str:
+    """Spaces before and/or after punctuation marks. Marks inside tokens (3.14, e.g., URLs) are
+    left alone so numbers and links keep their meaning; at least one mark changes when any can."""
+    spots = [m.start() for m in re.finditer(r"[.,;:!?](?=\s|$)", text)]
+    if not spots:
+        return text
+    picked = [i for i in spots if rng.random() < rate] or [spots[int(rng.integers(len(spots)))]]
+    out, last = [], 0
+    for i in picked:
+        kind = int(rng.integers(3))  # 0: space before, 1: extra space after, 2: both
+        out.append(text[last:i].rstrip(" ") if kind != 1 else text[last:i])
+        out.append(" " + text[i] if kind != 1 else text[i])
+        if kind != 0:
+            out.append(" ")
+        last = i + 1
+    out.append(text[last:])
+    return "".join(out)
+
+
+def random_username(rng: np.random.Generator) -> str:
+    # Twitter handles: letters, digits and underscore, at most 15 characters.
+    return "@" + _choice(rng, string.ascii_letters) + _random_string(rng, _HANDLE_CHARS, 4, 14)
+
+
+def random_weblink(rng: np.random.Generator) -> str:
+    domain = _random_string(rng, _URL_CHARS, 5, 12)
+    path = "/".join(_random_string(rng, _URL_CHARS, 3, 10) for _ in range(int(rng.integers(1, 3))))
+    return f"https://www.{domain}.{_choice(rng, URL_TLDS)}/{path}"
+
+
+def _append(text: str, extra: str) -> str:
+    lead, core, trail = _split_core(text)
+    return f"{lead}{core} {extra}{trail}" if core else extra
+
+
+def character_noise(text: str, rng: np.random.Generator, rate: float = 0.05) -> str:
+    """Each letter is, with probability ``rate``, replaced by a random letter, swapped with its
+    successor, or deleted. At least one letter is touched when the text has any."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"character noise rate must be in (0, 1], got {rate}")
+    chars = list(text)
+    letters = [i for i, c in enumerate(chars) if c.isalpha()]
+    if not letters:
+        return text
+    hit = [i for i in letters if rng.random() < rate] or [letters[int(rng.integers(len(letters)))]]
+    deleted: set[int] = set()
+    for i in hit:
+        if i in deleted:
+            continue
+        op = int(rng.integers(3))
+        if op == 1 and i + 1 < len(chars) and chars[i + 1] != chars[i] and i + 1 not in deleted:
+            chars[i], chars[i + 1] = chars[i + 1], chars[i]
+        elif op == 2:
+            deleted.add(i)
+        else:
+            pool = string.ascii_lowercase if chars[i].islower() else string.ascii_uppercase
+            new = _choice(rng, pool)
+            while new == chars[i]:
+                new = _choice(rng, pool)
+            chars[i] = new
+    return "".join(c for i, c in enumerate(chars) if i not in deleted)
+
+
+def perturb_prompt(code: str, text: str, seed: int | np.random.Generator, **options: Any) -> str:
+    """The prompt ``text`` under controlled perturbation ``code``.
+
+    Options: ``EF`` style=(open, close); ``PH`` rate (share of eligible marks, default 0.5);
+    ``CN`` rate (per-letter noise probability, default 0.05). Unknown options are an error.
+    """
+    rng = _rng(seed)
+    allowed = {"EF": {"style"}, "PH": {"rate"}, "IU": set(), "IW": set(), "CN": {"rate"}}
+    if code not in allowed:
+        raise ValueError(f"unknown controlled perturbation '{code}'; expected one of {CONTROLLED_CODES}")
+    extra = set(options) - allowed[code]
+    if extra:
+        raise ValueError(f"perturbation {code} takes options {sorted(allowed[code])}, got {sorted(extra)}")
+    if code == "EF":
+        return emphasis_format(text, rng, **options)
+    if code == "PH":
+        return punctuation_habits(text, rng, **options)
+    if code == "IU":
+        return _append(text, random_username(rng))
+    if code == "IW":
+        return _append(text, random_weblink(rng))
+    return character_noise(text, rng, **options)
