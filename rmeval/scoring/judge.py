@@ -38,10 +38,11 @@ def conversation_text(messages: list[Message]) -> str:
     return "\n\n".join(f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages)
 
 
-def digit_token_ids(tokenizer: Any) -> list[list[int]]:
-    """For each digit 1..5 the ids of every single-token spelling of it (bare or after a space)."""
+def digit_token_ids(tokenizer: Any, symbols: tuple[str, ...] = DIGITS) -> list[list[int]]:
+    """For each digit 1..5 (or each of ``symbols``) the ids of every single-token spelling of it
+    (bare or after a space)."""
     out: list[list[int]] = []
-    for d in DIGITS:
+    for d in symbols:
         ids: set[int] = set()
         for text in (d, " " + d):
             enc = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -58,7 +59,7 @@ def digit_token_ids(tokenizer: Any) -> list[list[int]]:
         out.append(sorted(ids))
     seen = [i for ids in out for i in ids]
     if len(seen) != len(set(seen)):
-        raise ValueError("digit tokens overlap between ratings")
+        raise ValueError(f"tokens of {symbols} overlap")
     return out
 
 
