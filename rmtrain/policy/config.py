@@ -63,6 +63,7 @@ class RLSettings:
     max_grad_norm: float = 0.8
     num_epochs: int = 1
     logging_steps: int = 1
+    gradient_checkpointing: bool = True  # trl's default; off for tiny CPU models (only slower there)
     save_adapter: bool = True
     use_cpu: bool = False
     reward_batch_size: int = 32

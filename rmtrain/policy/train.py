@@ -125,7 +125,8 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
                   max_completion_length=t.max_completion_length, temperature=t.temperature, top_p=t.top_p,
                   repetition_penalty=t.repetition_penalty, beta=t.beta, max_grad_norm=t.max_grad_norm,
                   logging_steps=t.logging_steps, seed=cfg.seed, data_seed=cfg.seed, use_cpu=t.use_cpu,
-                  report_to="none", save_strategy="no", disable_tqdm=True)
+                  report_to="none", save_strategy="no", disable_tqdm=True,
+                  gradient_checkpointing=t.gradient_checkpointing)
     if t.algorithm == "grpo":
         args, trainer_cls = GRPOConfig(**common), GRPOTrainer
     else:
