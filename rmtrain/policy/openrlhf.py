@@ -48,6 +48,7 @@ OPENRLHF_FLAGS = frozenset({
     "--data.label_key", "--data.apply_chat_template", "--ds.zero_stage", "--ds.param_dtype", "--ds.lora.rank",
     "--ds.lora.alpha", "--ds.lora.dropout", "--ds.lora.target_modules", "--algo.kl.init_coef",
     "--actor.gradient_checkpointing_enable", "--logger.wandb.project", "--logger.wandb.group",
+    "--logger.wandb.key", "--logger.wandb.org",
     "--logger.wandb.run_name", "--train.colocate_all", "--vllm.gpu_memory_utilization", "--ds.packing_samples",
     "--vllm.enable_sleep", "--ds.enable_sleep", "--ds.adam_offload", "--rollout.micro_batch_size",
     "--train.micro_batch_size", "--data.max_samples",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +118,10 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     tokenizer.padding_side = "left"
     lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=pol.lora.r, lora_alpha=pol.lora.alpha,
                       lora_dropout=pol.lora.dropout, target_modules=pol.lora.target_modules)
+    # the reward model sits on this process's device (one copy per process under accelerate)
+    device = "cpu" if t.use_cpu or not torch.cuda.is_available() else f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
     reward = ScorerReward(cfg.reward_model, max_length=t.reward_max_length, batch_size=t.reward_batch_size,
-                          device="cpu" if t.use_cpu else None)
+                          device=device)
     common = dict(output_dir=str(out / "trainer"), learning_rate=t.learning_rate, max_steps=t.max_steps,
                   num_train_epochs=t.num_epochs, per_device_train_batch_size=t.per_device_batch_size,
                   gradient_accumulation_steps=t.gradient_accumulation_steps, num_generations=t.num_generations,
