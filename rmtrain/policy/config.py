@@ -54,7 +54,6 @@ class RLSettings:
     per_device_batch_size: int = 8  # completions per optimizer step (trl counts completions)
     gradient_accumulation_steps: int = 1
     num_generations: int = 4  # rollouts per prompt (the study: 16)
-    max_prompt_length: int = 512
     max_completion_length: int = 128
     temperature: float = 0.8
     top_p: float = 0.9
