@@ -609,7 +609,24 @@ def build_parser() -> argparse.ArgumentParser:
     from rmeval.judges.cli import add_judges_parser
 
     add_judges_parser(sub)
+    sr = sub.add_parser("serve-reward", help="serve a reward model over HTTP (OpenRLHF's remote reward protocol)")
+    sr.add_argument("--checkpoint", required=True, help="one-label sequence classifier (an rmtrain checkpoint)")
+    sr.add_argument("--host", default="127.0.0.1", help="bind address (default: local only)")
+    sr.add_argument("--port", type=int, default=5000)
+    sr.add_argument("--max-length", type=int, default=2048)
+    sr.add_argument("--batch-size", type=int, default=32)
+    sr.add_argument("--device", default=None)
+    sr.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    sr.set_defaults(func=cmd_serve_reward)
     return parser
+
+
+def cmd_serve_reward(args: argparse.Namespace) -> int:
+    from rmeval.reward_server import serve_reward
+
+    serve_reward(args.checkpoint, host=args.host, port=args.port, max_length=args.max_length,
+                 batch_size=args.batch_size, device=args.device, dtype=args.dtype)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

