@@ -32,10 +32,10 @@ CHAT_TEMPLATE = (
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def train_tokenizer() -> Any:
+    """Byte-level BPE trained on the simulated set, EOS only (no pad, no unk), minimal chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     rs = load_rating_set(DATA)
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
@@ -47,7 +47,14 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS)
     tok.chat_template = CHAT_TEMPLATE
     assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
+    return tok
 
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tok = train_tokenizer()
     torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
