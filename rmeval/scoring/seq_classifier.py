@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmeval.scoring.prefix import classifier_scores, conversation_key, supports_prefix_scoring
 from rmtrain.formatting import Encoded, encode_example, layout
 from rmtrain.modeling import ModelSettings, load_reward_model, score_encoded
 
@@ -26,8 +27,10 @@ class SeqClassifierScorer(Scorer):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 2048,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
-                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False) -> None:
-        """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``)."""
+                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False,
+                 shared_prompt: bool = True) -> None:
+        """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
+        ``shared_prompt``: decoder models encode each prompt once (rmeval.scoring.prefix); same scores."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)
@@ -45,6 +48,7 @@ class SeqClassifierScorer(Scorer):
         self.device = device
         self.max_length, self.batch_size, self.max_tokens = max_length, batch_size, max_tokens
         self.padding_side, self.dtype = padding_side, dtype
+        self.shared_prompt = shared_prompt
         self.layout = layout(self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -67,8 +71,13 @@ class SeqClassifierScorer(Scorer):
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         enc = self.encode(items)
         flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
-        scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
-                               max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
+        if self.shared_prompt and supports_prefix_scoring(self.model):
+            scores = classifier_scores(self.model, enc, [conversation_key(m) for m, _ in items], pad_id=self.pad_id,
+                                       batch_size=self.batch_size, max_tokens=self.max_tokens, device=self.device,
+                                       padding_side=self.padding_side)
+        else:
+            scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
+                                   max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
         self._record_flags(flags)
         return scores
 

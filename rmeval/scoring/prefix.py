@@ -1,0 +1,186 @@
+"""Prefix-shared scoring for decoder scorers: each prompt is encoded once.
+
+An audit scores every response of a prompt under many conditions, and a transplant scores several
+responses under each donor prompt, so many scoring requests start with the same tokens. Requests
+are grouped by conversation; a group's shared prefix is the longest common token prefix of its
+texts (so a prompt cut differently for two responses shares only what is common, and the result
+stays exact). The prefix runs once into a KV cache (``DynamicCache``); its responses then run in
+length-sorted batches against a copy of that cache expanded to the batch, with position ids
+continuing from the prefix. Each score equals the unshared forward's up to float rounding.
+
+Used by the sequence-classifier, generative-judge and DPO scorers (``shared_prompt=True``, the
+default); texts without a partner, or whose shared part is shorter than ``MIN_PREFIX`` tokens, go
+through the scorer's ordinary batched path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from rmtrain.data.schema import Message
+from rmtrain.formatting import Encoded
+from rmtrain.modeling import length_sorted_batches, score_encoded
+from rmtrain.shared_prompt import common_prefix_len, unwrap_classifier
+
+MIN_PREFIX = 8  # a shorter shared prefix is not worth a forward pass of its own
+
+
+def conversation_key(messages: list[Message]) -> str:
+    return json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+
+
+def group_by_prefix(seqs: list[list[int]], keys: list[Hashable],
+                    min_prefix: int = MIN_PREFIX) -> tuple[list[tuple[int, list[int]]], list[int]]:
+    """([(shared prefix length, indices)], indices scored alone). Every text of a group keeps at
+    least one token of its own after the prefix (where its score is read)."""
+    by_key: dict[Hashable, list[int]] = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+    groups, alone = [], []
+    for idx in by_key.values():
+        p = min(len(seqs[i]) for i in idx) - 1
+        first = seqs[idx[0]]
+        for i in idx[1:]:
+            p = min(p, common_prefix_len(first, seqs[i]))
+        if len(idx) < 2 or p < min_prefix:
+            alone += idx
+        else:
+            groups.append((p, idx))
+    return groups, alone
+
+
+def _suffix_batches(model: Any, prefix: list[int], suffixes: list[list[int]], *, batch_size: int, pad_id: int,
+                    device: Any, padding_side: str, prefix_kwargs: dict[str, Any] | None = None,
+                    **kwargs: Any) -> Iterator[tuple[Any, list[int], Any]]:
+    """Runs ``prefix`` once with a cache, then ``suffixes`` in batches against copies of it.
+    Yields the prefix output once (idx empty), then (batch output, suffix indices, input ids)."""
+    from transformers import DynamicCache
+
+    cfg = unwrap_classifier(model).config
+    cache = DynamicCache(config=cfg)
+    p = len(prefix)
+    pre = model(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True,
+                **(prefix_kwargs or {}))
+    yield pre, [], None
+    for idx in length_sorted_batches([len(s) for s in suffixes], batch_size):
+        k, width = len(idx), max(len(suffixes[i]) for i in idx)
+        ids = torch.full((k, width), pad_id, dtype=torch.long)
+        mask = torch.zeros((k, p + width), dtype=torch.long)
+        mask[:, :p] = 1
+        pos = torch.zeros((k, width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            n = len(suffixes[i])
+            sl = slice(0, n) if padding_side == "right" else slice(width - n, width)
+            ids[row, sl] = torch.tensor(suffixes[i])
+            mask[row, p + sl.start:p + sl.stop] = 1
+            pos[row, sl] = torch.arange(p, p + n)
+        c = copy.deepcopy(cache)
+        c.batch_repeat_interleave(k)
+        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
+                    cache=c, use_cache=True, **kwargs)
+        yield out, idx, ids
+
+
+def supports_prefix_scoring(model: Any) -> bool:
+    """Decoder classifiers (a ``score`` head on a causal backbone); BERT-like encoders see the whole
+    text in both directions, so their prompt states depend on the response and cannot be shared."""
+    base = unwrap_classifier(model)
+    cfg = getattr(base, "config", None)
+    return (hasattr(base, "score") and cfg is not None and not getattr(cfg, "is_encoder_decoder", False)
+            and hasattr(base, getattr(base, "base_model_prefix", "") or "_"))
+
+
+@torch.inference_mode()
+def classifier_scores(model: Any, encoded: list[Encoded], keys: list[Hashable], *, pad_id: int, batch_size: int,
+                      max_tokens: int | None = None, device: Any = None, padding_side: str = "right") -> np.ndarray:
+    """``score_encoded`` with each group's shared prefix run once (decoder classifiers only)."""
+    out = np.empty(len(encoded), dtype=np.float64)
+    seqs = [e.input_ids for e in encoded]
+    groups, alone = group_by_prefix(seqs, keys)
+    if alone:
+        out[alone] = score_encoded(model, [encoded[i] for i in alone], pad_id=pad_id, batch_size=batch_size,
+                                   max_tokens=max_tokens, device=device, padding_side=padding_side)
+    if not groups:
+        return out
+    was_training = model.training
+    model.eval()
+    base = unwrap_classifier(model)
+    backbone = getattr(base, base.base_model_prefix)
+    device = device or next(model.parameters()).device
+    for p, idx in groups:
+        suffixes = [seqs[i][p:] for i in idx]
+        for res, rows, _ in _suffix_batches(backbone, seqs[idx[0]][:p], suffixes, batch_size=batch_size,
+                                            pad_id=pad_id, device=device, padding_side="right"):
+            if not rows:
+                continue
+            last = torch.tensor([len(suffixes[j]) - 1 for j in rows], device=res.last_hidden_state.device)
+            h = res.last_hidden_state[torch.arange(len(rows), device=last.device), last]
+            out[[idx[j] for j in rows]] = base.score(h)[:, 0].float().cpu().numpy()
+    if was_training:
+        model.train()
+    return out
+
+
+@torch.inference_mode()
+def next_token_logits(model: Any, seqs: list[list[int]], keys: list[Hashable], *, batch_size: int, pad_id: int,
+                      device: Any, plain: Any) -> torch.Tensor:
+    """(n, V) logits of the token after each sequence; ``plain(seqs)`` scores the ungrouped ones."""
+    out: list[torch.Tensor | None] = [None] * len(seqs)
+    groups, alone = group_by_prefix(seqs, keys)
+    if alone:
+        for i, row in zip(alone, plain([seqs[i] for i in alone])):
+            out[i] = row
+    for p, idx in groups:
+        suffixes = [seqs[i][p:] for i in idx]
+        # left padding: every row's last token is the batch's last position, read with logits_to_keep=1
+        for res, rows, _ in _suffix_batches(model, seqs[idx[0]][:p], suffixes, batch_size=batch_size,
+                                            pad_id=pad_id, device=device, padding_side="left",
+                                            prefix_kwargs={"logits_to_keep": 1}, logits_to_keep=1):
+            for r, j in enumerate(rows):
+                out[idx[j]] = res.logits[r, -1].float().cpu()
+    return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
+
+
+@torch.inference_mode()
+def response_logprobs(model: Any, pairs: list[tuple[list[int], list[int]]], keys: list[Hashable], *,
+                      batch_size: int, pad_id: int, device: Any, plain: Any) -> np.ndarray:
+    """Sum of log p(response token | everything before it) per (prompt ids, response ids), each
+    group's shared prefix run once. ``plain(pairs)`` scores the ungrouped ones."""
+    out = np.zeros(len(pairs))
+    seqs = [pr + r for pr, r in pairs]
+    groups, alone = group_by_prefix(seqs, keys)
+    if alone:
+        out[alone] = plain([pairs[i] for i in alone])
+    for p, idx in groups:
+        prefix = seqs[idx[0]][:p]
+        suffixes = [seqs[i][p:] for i in idx]
+        batches = _suffix_batches(model, prefix, suffixes, batch_size=batch_size, pad_id=pad_id, device=device,
+                                  padding_side="right")
+        pre = next(batches)[0]
+        lp_pre = torch.log_softmax(pre.logits[0].float(), dim=-1).double()  # (p, V): predicts tokens 1..p
+        pre_ids = torch.tensor(prefix, device=lp_pre.device)
+        # log p of prefix token t (1 <= t < p) given the tokens before it, cumulated for a response
+        # that starts inside the shared prefix (all responses of a group share their first tokens)
+        in_prefix = lp_pre[torch.arange(p - 1, device=lp_pre.device), pre_ids[1:]]
+        cum = torch.cat([torch.zeros(2, dtype=torch.float64, device=lp_pre.device), in_prefix.cumsum(0)])
+        for res, rows, ids in batches:
+            lp = torch.log_softmax(res.logits.float(), dim=-1).double()  # (k, S, V): predicts suffix tokens 1..
+            ids = ids.to(lp.device)
+            first = lp_pre[p - 1, ids[:, 0]]  # the suffix's first token, predicted by the prefix's last
+            tok = lp[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)  # suffix token j >= 1
+            for r, j in enumerate(rows):
+                n_p, n_s = len(pairs[idx[j]][0]), len(suffixes[j])
+                start = max(n_p, 1)  # first response position in the full sequence
+                total = (cum[p] - cum[min(start, p)]) if start < p else 0.0  # response tokens inside the prefix
+                if start <= p:
+                    total = total + first[r]
+                lo = max(start - p, 1)  # suffix index of the first response token after the prefix's successor
+                total = total + tok[r, lo - 1:n_s - 1].sum()
+                out[idx[j]] = float(total)
+    return out
