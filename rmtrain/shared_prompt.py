@@ -61,46 +61,57 @@ def unsupported_reason(model: Any) -> str | None:
     return None
 
 
-def pack_pairs(chosen: list[list[int]], rejected: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+MIN_SHARED = 16  # a pair sharing fewer tokens keeps two rows: merging saves little and widens rows
+
+
+def pack_pairs(chosen: list[list[int]], rejected: list[list[int]], pad_id: int,
+               min_shared: int | None = None) -> dict[str, torch.Tensor]:
     """Rows ``[shared prefix][response]...`` for a batch of pairs.
 
     Pairs whose shared prefix is the same token sequence (pairs of one prompt) go in one row, and a
-    response that occurs in several of those pairs is computed once. ``reward_index`` (2n, 2) holds
-    (row, position) of each text's last token: chosen texts first, then rejected, as the ordinary
-    collator orders them."""
-    rows: dict[tuple[int, ...], list[list[int]]] = {}  # prefix -> distinct suffixes
-    where: list[tuple[tuple[int, ...], int]] = [None] * (2 * len(chosen))  # type: ignore[list-item]
-    for i, (c, r) in enumerate(zip(chosen, rejected)):
-        # each response keeps at least its last token, where its reward is read
-        p = min(common_prefix_len(c, r), len(c) - 1, len(r) - 1)
-        key = tuple(c[:p])
-        suffixes = rows.setdefault(key, [])
-        for slot, text in ((i, c), (len(chosen) + i, r)):
-            s = text[p:]
-            if s not in suffixes:
-                suffixes.append(s)
-            where[slot] = (key, suffixes.index(s))
+    response that occurs in several of those pairs is computed once. A pair sharing fewer than
+    ``min_shared`` tokens (e.g. a long prompt cut at different points for its two responses) gets
+    one row per text, as the ordinary forward. ``reward_index`` (2n, 2) holds (row, position) of
+    each text's last token: chosen texts first, then rejected, as the ordinary collator orders them."""
+    min_shared = MIN_SHARED if min_shared is None else min_shared
+    rows: dict[Any, tuple[list[int], list[list[int]]]] = {}  # key -> (prefix, distinct suffixes)
+    where: list[tuple[Any, int]] = []
+    n = len(chosen)
+    shared = [min(common_prefix_len(c, r), len(c) - 1, len(r) - 1) for c, r in zip(chosen, rejected)]
+    for slot, text in enumerate(chosen + rejected):
+        i = slot % n
+        p = shared[i]
+        if p < min_shared:
+            key: Any = ("alone", slot)
+            p = 0
+        else:
+            key = tuple(text[:p])
+        prefix, suffixes = rows.setdefault(key, (text[:p], []))
+        s = text[p:]
+        if s not in suffixes:
+            suffixes.append(s)
+        where.append((key, suffixes.index(s)))
     keys = list(rows)
-    lengths = [len(k) + sum(len(s) for s in rows[k]) for k in keys]
-    width = max(lengths)
+    width = max(len(rows[k][0]) + sum(len(s) for s in rows[k][1]) for k in keys)
     n_rows = len(keys)
     ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
     pos = torch.zeros((n_rows, width), dtype=torch.long)
     seg = torch.full((n_rows, width), -1, dtype=torch.long)  # 0 prefix, k response k, -1 padding
-    last: dict[tuple[tuple[int, ...], int], tuple[int, int]] = {}
+    last: dict[tuple[Any, int], tuple[int, int]] = {}
     for row, key in enumerate(keys):
-        p = len(key)
-        ids[row, :p] = torch.tensor(key, dtype=torch.long)
+        prefix, suffixes = rows[key]
+        p = len(prefix)
+        ids[row, :p] = torch.tensor(prefix, dtype=torch.long)
         pos[row, :p] = torch.arange(p)
         seg[row, :p] = 0
         start = p
-        for k, s in enumerate(rows[key]):
-            n = len(s)
-            ids[row, start:start + n] = torch.tensor(s, dtype=torch.long)
-            pos[row, start:start + n] = torch.arange(p, p + n)
-            seg[row, start:start + n] = k + 1
-            last[(key, k)] = (row, start + n - 1)
-            start += n
+        for k, s in enumerate(suffixes):
+            m = len(s)
+            ids[row, start:start + m] = torch.tensor(s, dtype=torch.long)
+            pos[row, start:start + m] = torch.arange(p, p + m)
+            seg[row, start:start + m] = k + 1
+            last[(key, k)] = (row, start + m - 1)
+            start += m
     reward_index = torch.tensor([last[w] for w in where], dtype=torch.long).reshape(-1, 2)
     return {"input_ids": ids, "position_ids": pos, "segment_ids": seg, "reward_index": reward_index}
 
