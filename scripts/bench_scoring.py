@@ -45,19 +45,24 @@ def plain_loop(model, tok, items, max_length: int, batch_size: int = 32) -> np.n
 
 
 def audit_decoder(args: argparse.Namespace) -> None:
-    """A decoder seq-classifier (small Qwen3 built from a config) scoring a rating set under the
-    audit's conditions that need no generator or embedder, with and without shared prompts."""
+    """A decoder seq-classifier (small Qwen3 built from a config) scoring the simulated rating set under
+    all ten audit conditions (related/paraphrase from the simulator's generator, embedding donors from
+    the local MiniLM), with and without shared prompts. Same unique texts as ``score_conditions``."""
     import tempfile
 
     from bench_util import build_qwen3, matmul_gflops, rating_set_texts
 
-    from rmeval.conditions import build_condition
+    from rmeval.conditions import ALL_CONDITIONS
+    from rmeval.generators import SimulatedGenerator
+    from rmeval.scoring.base import render_item
+    from rmeval.scoring_run import build_items
     from rmtrain.data.registry import load_rating_set
 
     rs = load_rating_set({"name": "simulated", "n_prompts": args.n_prompts, "responses_per_prompt": 4, "seed": 0})
-    conds = ["original", "generic", "prompt_only", "random", "overlap", "length", "last_turn"]
-    items = [it.item for c in conds for it in build_condition(c, rs)]
-    items = list({json.dumps(i, sort_keys=True): i for i in items}.values())  # as score_conditions dedupes
+    conds = list(ALL_CONDITIONS)
+    gen = SimulatedGenerator()
+    items = [it.item for it in build_items(rs, conds, related_generator=gen, paraphrase_generator=gen)]
+    items = list({render_item(i): i for i in items}.values())  # score_conditions scores each text once
     gflops = matmul_gflops()
     with tempfile.TemporaryDirectory() as tmp:
         path = build_qwen3(Path(tmp), rating_set_texts(rs))
@@ -87,8 +92,11 @@ def main() -> None:
                     help="scorer's cap on padded tokens per batch (long texts go in smaller batches)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--audit-decoder", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--n-prompts", type=int, default=40, help="--audit-decoder: simulated prompts")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.audit_decoder:
         audit_decoder(args)
         return

@@ -104,7 +104,7 @@ def prepare(cfg: Any) -> dict[str, Any]:
     return {"arm": arm, "dataset": ds, "n_pairs": len(data.train_pairs), "encoder": encoder}
 
 
-def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict[str, Any]:
+def make_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> Any:
     from rmtrain.modeling import load_reward_model
     from rmtrain.train import _training_arguments, use_shared_prompt
     from rmtrain.trainer import MatchedRewardTrainer, PairCollator
@@ -117,8 +117,13 @@ def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict
                                    processing_class=tok, arm=prep["arm"], heldout=None, pad_id=tok.pad_token_id)
     if no_bucketing:
         trainer.bucket_overhead_tokens = 10**12  # never worth a second forward: one padded pass
+    return trainer
+
+
+def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict[str, Any]:
+    trainer = make_ours(cfg, prep, no_bucketing)
     res = _timed(trainer, cfg)
-    res["shared_prompt"] = shared
+    res["shared_prompt"] = trainer.data_collator.shared_prompt
     return res
 
 

@@ -175,3 +175,14 @@ def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, 
 def test_config_rejects_unknown_mode(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shared_prompt"):
         _cfg(tmp_path, tmp_path, "sometimes").validate()
+
+
+@pytest.mark.heavy
+def test_ddp_two_processes_shared_prompt(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """Two CPU processes over gloo with the shared-prompt forward (rewards read through the DDP
+    wrapper): both ranks train, replicas stay in sync, the saved model reproduces the scores."""
+    from tests.test_distributed import _check_two_ranks, _launch
+
+    out = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2"], {"ACCELERATE_USE_CPU": "1"},
+                  extra_sets=(f"model.name_or_path={tiny_qwen3}", "training.shared_prompt=true"))
+    _check_two_ranks(out)

@@ -25,7 +25,7 @@ import torch
 
 from rmtrain.data.schema import Message
 from rmtrain.formatting import Encoded
-from rmtrain.modeling import length_sorted_batches, score_encoded
+from rmtrain.modeling import score_encoded
 from rmtrain.shared_prompt import common_prefix_len, unwrap_classifier
 
 MIN_PREFIX = 8  # a shorter shared prefix is not worth a forward pass of its own
@@ -55,6 +55,21 @@ def group_by_prefix(seqs: list[list[int]], keys: list[Hashable],
     return groups, alone
 
 
+def _suffix_buckets(lengths: list[int], batch_size: int, device_type: str) -> list[list[int]]:
+    """Length-sorted batches of a group's responses, cut where the padding saved outweighs another
+    forward (the trainer's bucket rule): one group is too small for plain fixed-size batches to
+    keep padding low."""
+    from rmtrain.trainer import _bucket_spans, _length_buckets
+
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    overhead = 4096 if device_type == "cuda" else 128
+    out = []
+    for start, stop, _ in _bucket_spans(_length_buckets([lengths[i] for i in order], overhead)):
+        for b in range(start, stop, batch_size):
+            out.append(order[b:min(b + batch_size, stop)])
+    return out
+
+
 def _suffix_batches(model: Any, prefix: list[int], suffixes: list[list[int]], *, batch_size: int, pad_id: int,
                     device: Any, padding_side: str, prefix_kwargs: dict[str, Any] | None = None,
                     **kwargs: Any) -> Iterator[tuple[Any, list[int], Any]]:
@@ -68,7 +83,7 @@ def _suffix_batches(model: Any, prefix: list[int], suffixes: list[list[int]], *,
     pre = model(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True,
                 **(prefix_kwargs or {}))
     yield pre, [], None
-    for idx in length_sorted_batches([len(s) for s in suffixes], batch_size):
+    for idx in _suffix_buckets([len(s) for s in suffixes], batch_size, torch.device(device).type):
         k, width = len(idx), max(len(suffixes[i]) for i in idx)
         ids = torch.full((k, width), pad_id, dtype=torch.long)
         mask = torch.zeros((k, p + width), dtype=torch.long)
