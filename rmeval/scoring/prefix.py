@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -70,36 +71,70 @@ def _suffix_buckets(lengths: list[int], batch_size: int, device_type: str) -> li
     return out
 
 
-def _suffix_batches(model: Any, prefix: list[int], suffixes: list[list[int]], *, batch_size: int, pad_id: int,
-                    device: Any, padding_side: str, prefix_kwargs: dict[str, Any] | None = None,
-                    **kwargs: Any) -> Iterator[tuple[Any, list[int], Any]]:
-    """Runs ``prefix`` once with a cache, then ``suffixes`` in batches against copies of it.
-    Yields the prefix output once (idx empty), then (batch output, suffix indices, input ids)."""
+@dataclass
+class PrefixChunk:
+    """Prefixes run together (left-padded to ``width``) and the responses that continue them."""
+
+    groups: list[int]  # group indices, row order of the prefix batch
+    width: int
+    output: Any  # the prefix forward's output
+
+
+def _shared_prefix_batches(model: Any, groups: list[tuple[list[int], list[list[int]]]], *, batch_size: int,
+                           pad_id: int, device: Any, padding_side: str, prefix_kwargs: dict[str, Any] | None = None,
+                           **kwargs: Any) -> Iterator[tuple[PrefixChunk, Any, list[tuple[int, int]], Any]]:
+    """Runs groups' prefixes in batches of similar length into a KV cache, then all their responses
+    in length buckets, each response against its own prefix's cache row (cache rows selected per
+    response, so small groups batch together). ``groups``: (prefix ids, response suffix ids).
+    Yields (chunk, None, [], None) after each prefix batch, then (chunk, output, [(group, response)],
+    input ids) per response batch. Prefixes are left-padded, responses ``padding_side``-padded; the
+    2-D mask hides both paddings and position ids continue each prefix, so every row sees exactly
+    its own text."""
     from transformers import DynamicCache
 
     cfg = unwrap_classifier(model).config
-    cache = DynamicCache(config=cfg)
-    p = len(prefix)
-    pre = model(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True,
-                **(prefix_kwargs or {}))
-    yield pre, [], None
-    for idx in _suffix_buckets([len(s) for s in suffixes], batch_size, torch.device(device).type):
-        k, width = len(idx), max(len(suffixes[i]) for i in idx)
-        ids = torch.full((k, width), pad_id, dtype=torch.long)
-        mask = torch.zeros((k, p + width), dtype=torch.long)
-        mask[:, :p] = 1
-        pos = torch.zeros((k, width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            n = len(suffixes[i])
-            sl = slice(0, n) if padding_side == "right" else slice(width - n, width)
-            ids[row, sl] = torch.tensor(suffixes[i])
-            mask[row, p + sl.start:p + sl.stop] = 1
-            pos[row, sl] = torch.arange(p, p + n)
-        c = copy.deepcopy(cache)
-        c.batch_repeat_interleave(k)
-        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
-                    cache=c, use_cache=True, **kwargs)
-        yield out, idx, ids
+    order = sorted(range(len(groups)), key=lambda g: len(groups[g][0]))
+    for c0 in range(0, len(order), batch_size):
+        chunk_groups = order[c0:c0 + batch_size]
+        width = max(len(groups[g][0]) for g in chunk_groups)
+        g_n = len(chunk_groups)
+        ids = torch.full((g_n, width), pad_id, dtype=torch.long)
+        mask = torch.zeros((g_n, width), dtype=torch.long)
+        pos = torch.zeros((g_n, width), dtype=torch.long)
+        for row, g in enumerate(chunk_groups):
+            p = len(groups[g][0])
+            ids[row, width - p:] = torch.tensor(groups[g][0])
+            mask[row, width - p:] = 1
+            pos[row, width - p:] = torch.arange(p)
+        cache = DynamicCache(config=cfg)
+        pre = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
+                    cache=cache, use_cache=True, **(prefix_kwargs or {}))
+        chunk = PrefixChunk(chunk_groups, width, pre)
+        yield chunk, None, [], None
+        members = [(row, g, j) for row, g in enumerate(chunk_groups) for j in range(len(groups[g][1]))]
+        for idx in _suffix_buckets([len(groups[g][1][j]) for _, g, j in members], batch_size,
+                                   torch.device(device).type):
+            k = len(idx)
+            s_width = max(len(groups[members[i][1]][1][members[i][2]]) for i in idx)
+            s_ids = torch.full((k, s_width), pad_id, dtype=torch.long)
+            s_mask = torch.zeros((k, width + s_width), dtype=torch.long)
+            s_pos = torch.zeros((k, s_width), dtype=torch.long)
+            rows = []
+            for r, i in enumerate(idx):
+                row, g, j = members[i]
+                suffix, p = groups[g][1][j], len(groups[g][0])
+                n = len(suffix)
+                sl = slice(0, n) if padding_side == "right" else slice(s_width - n, s_width)
+                s_ids[r, sl] = torch.tensor(suffix)
+                s_mask[r, :width] = mask[row]
+                s_mask[r, width + sl.start:width + sl.stop] = 1
+                s_pos[r, sl] = torch.arange(p, p + n)
+                rows.append(row)
+            c = copy.deepcopy(cache)
+            c.batch_select_indices(torch.tensor(rows, device=ids.device if device is None else device))
+            out = model(input_ids=s_ids.to(device), attention_mask=s_mask.to(device), position_ids=s_pos.to(device),
+                        cache=c, use_cache=True, **kwargs)
+            yield chunk, out, [(members[i][1], members[i][2]) for i in idx], s_ids
 
 
 def supports_prefix_scoring(model: Any) -> bool:
@@ -128,15 +163,15 @@ def classifier_scores(model: Any, encoded: list[Encoded], keys: list[Hashable], 
     base = unwrap_classifier(model)
     backbone = getattr(base, base.base_model_prefix)
     device = device or next(model.parameters()).device
-    for p, idx in groups:
-        suffixes = [seqs[i][p:] for i in idx]
-        for res, rows, _ in _suffix_batches(backbone, seqs[idx[0]][:p], suffixes, batch_size=batch_size,
-                                            pad_id=pad_id, device=device, padding_side="right"):
-            if not rows:
-                continue
-            last = torch.tensor([len(suffixes[j]) - 1 for j in rows], device=res.last_hidden_state.device)
-            h = res.last_hidden_state[torch.arange(len(rows), device=last.device), last]
-            out[[idx[j] for j in rows]] = base.score(h)[:, 0].float().cpu().numpy()
+    spec = [(seqs[idx[0]][:p], [seqs[i][p:] for i in idx]) for p, idx in groups]
+    for _, res, members, _ in _shared_prefix_batches(backbone, spec, batch_size=batch_size, pad_id=pad_id,
+                                                     device=device, padding_side="right"):
+        if not members:
+            continue
+        h_all = res.last_hidden_state
+        last = torch.tensor([len(spec[g][1][j]) - 1 for g, j in members], device=h_all.device)
+        h = h_all[torch.arange(len(members), device=h_all.device), last]
+        out[[groups[g][1][j] for g, j in members]] = base.score(h)[:, 0].float().cpu().numpy()
     if was_training:
         model.train()
     return out
@@ -151,14 +186,13 @@ def next_token_logits(model: Any, seqs: list[list[int]], keys: list[Hashable], *
     if alone:
         for i, row in zip(alone, plain([seqs[i] for i in alone])):
             out[i] = row
-    for p, idx in groups:
-        suffixes = [seqs[i][p:] for i in idx]
-        # left padding: every row's last token is the batch's last position, read with logits_to_keep=1
-        for res, rows, _ in _suffix_batches(model, seqs[idx[0]][:p], suffixes, batch_size=batch_size,
-                                            pad_id=pad_id, device=device, padding_side="left",
-                                            prefix_kwargs={"logits_to_keep": 1}, logits_to_keep=1):
-            for r, j in enumerate(rows):
-                out[idx[j]] = res.logits[r, -1].float().cpu()
+    spec = [(seqs[idx[0]][:p], [seqs[i][p:] for i in idx]) for p, idx in groups]
+    # left-padded responses: every row's last token is the batch's last position (logits_to_keep=1)
+    for _, res, members, _ in _shared_prefix_batches(model, spec, batch_size=batch_size, pad_id=pad_id, device=device,
+                                                     padding_side="left", prefix_kwargs={"logits_to_keep": 1},
+                                                     logits_to_keep=1):
+        for r, (g, j) in enumerate(members):
+            out[groups[g][1][j]] = res.logits[r, -1].float().cpu()
     return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
 
 
@@ -172,30 +206,34 @@ def response_logprobs(model: Any, pairs: list[tuple[list[int], list[int]]], keys
     groups, alone = group_by_prefix(seqs, keys)
     if alone:
         out[alone] = plain([pairs[i] for i in alone])
-    for p, idx in groups:
-        prefix = seqs[idx[0]][:p]
-        suffixes = [seqs[i][p:] for i in idx]
-        batches = _suffix_batches(model, prefix, suffixes, batch_size=batch_size, pad_id=pad_id, device=device,
-                                  padding_side="right")
-        pre = next(batches)[0]
-        lp_pre = torch.log_softmax(pre.logits[0].float(), dim=-1).double()  # (p, V): predicts tokens 1..p
-        pre_ids = torch.tensor(prefix, device=lp_pre.device)
-        # log p of prefix token t (1 <= t < p) given the tokens before it, cumulated for a response
-        # that starts inside the shared prefix (all responses of a group share their first tokens)
-        in_prefix = lp_pre[torch.arange(p - 1, device=lp_pre.device), pre_ids[1:]]
-        cum = torch.cat([torch.zeros(2, dtype=torch.float64, device=lp_pre.device), in_prefix.cumsum(0)])
-        for res, rows, ids in batches:
-            lp = torch.log_softmax(res.logits.float(), dim=-1).double()  # (k, S, V): predicts suffix tokens 1..
-            ids = ids.to(lp.device)
-            first = lp_pre[p - 1, ids[:, 0]]  # the suffix's first token, predicted by the prefix's last
-            tok = lp[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)  # suffix token j >= 1
-            for r, j in enumerate(rows):
-                n_p, n_s = len(pairs[idx[j]][0]), len(suffixes[j])
-                start = max(n_p, 1)  # first response position in the full sequence
-                total = (cum[p] - cum[min(start, p)]) if start < p else 0.0  # response tokens inside the prefix
-                if start <= p:
-                    total = total + first[r]
-                lo = max(start - p, 1)  # suffix index of the first response token after the prefix's successor
-                total = total + tok[r, lo - 1:n_s - 1].sum()
-                out[idx[j]] = float(total)
+    spec = [(seqs[idx[0]][:p], [seqs[i][p:] for i in idx]) for p, idx in groups]
+    pre_lp: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    for chunk, res, members, ids in _shared_prefix_batches(model, spec, batch_size=batch_size, pad_id=pad_id,
+                                                           device=device, padding_side="right"):
+        if not members:  # a prefix batch: keep each prefix's log-probs (it is left-padded to chunk.width)
+            pre_lp.clear()
+            for row, g in enumerate(chunk.groups):
+                p = len(spec[g][0])
+                lp_pre = torch.log_softmax(chunk.output.logits[row, chunk.width - p:].float(), dim=-1).double()
+                pre_ids = torch.tensor(spec[g][0], device=lp_pre.device)
+                # log p of prefix token t (1 <= t < p), cumulated, for responses that start inside
+                # the shared prefix (all responses of a group share their first tokens)
+                in_prefix = lp_pre[torch.arange(p - 1, device=lp_pre.device), pre_ids[1:]]
+                cum = torch.cat([torch.zeros(2, dtype=torch.float64, device=lp_pre.device), in_prefix.cumsum(0)])
+                pre_lp[g] = (lp_pre[p - 1], cum)
+            continue
+        lp = torch.log_softmax(res.logits.float(), dim=-1).double()  # (k, S, V): predicts suffix tokens 1..
+        ids = ids.to(lp.device)
+        tok = lp[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)  # suffix token j >= 1
+        for r, (g, j) in enumerate(members):
+            last_pre, cum = pre_lp[g]
+            p, i = len(spec[g][0]), groups[g][1][j]
+            n_p, n_s = len(pairs[i][0]), len(spec[g][1][j])
+            start = max(n_p, 1)  # first response position in the full sequence
+            total = (cum[p] - cum[start]) if start < p else 0.0  # response tokens inside the prefix
+            if start <= p:
+                total = total + last_pre[ids[r, 0]]  # the suffix's first token, predicted by the prefix's last
+            lo = max(start - p, 1)
+            total = total + tok[r, lo - 1:n_s - 1].sum()
+            out[i] = float(total)
     return out
