@@ -44,6 +44,9 @@ class TrainingSettings:
     dataloader_num_workers: int = 0
     eval_batch_size: int = 64
     use_cpu: bool = False
+    # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmtrain.shared_prompt).
+    # auto: where the model takes a custom attention mask; true: required; false: never.
+    shared_prompt: str = "auto"  # YAML true/false accepted too
 
 
 @dataclass
@@ -110,6 +113,8 @@ class TrainConfig:
 
         if self.arm not in ARMS:
             raise ConfigError(f"unknown arm '{self.arm}'; known arms: {', '.join(sorted(ARMS))}")
+        if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
+            raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
         if self.training.selection not in SELECTION_RULES:
             raise ConfigError(f"training.selection must be one of {SELECTION_RULES}, got '{self.training.selection}'")
         if self.training.selection != "final" and not self.training.eval_steps:

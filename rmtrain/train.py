@@ -50,6 +50,23 @@ log = logging.getLogger(__name__)
 CallbackFactory = Callable[[TrainConfig, PreparedData, Any], Any]
 
 
+def use_shared_prompt(setting: bool | str, model: Any) -> bool:
+    """Resolve ``training.shared_prompt`` for this model: auto uses it where the model can take it
+    and says once when it cannot; true requires it."""
+    from rmtrain.shared_prompt import unsupported_reason
+
+    mode = str(setting).lower()
+    if mode == "false":
+        return False
+    reason = unsupported_reason(model)
+    if reason is None:
+        return True
+    if mode == "true":
+        raise ConfigError(f"training.shared_prompt is true but {reason}")
+    log.info("shared-prompt forward off: %s; training with one forward per text", reason)
+    return False
+
+
 def _training_arguments(cfg: TrainConfig, report_to: list[str]) -> Any:
     from transformers import TrainingArguments
 
@@ -126,8 +143,9 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
     # transformers refuses step evaluation without an eval set; ours scores the held-out prompts
     # itself (MatchedRewardTrainer.evaluate), so one row stands in.
     eval_ds = inputs.train_dataset.select(range(1)) if cfg.training.eval_steps else None
+    collator = PairCollator(tok.pad_token_id, shared_prompt=use_shared_prompt(cfg.training.shared_prompt, model))
     trainer = MatchedRewardTrainer(model=model, args=args, train_dataset=inputs.train_dataset, eval_dataset=eval_ds,
-                                   data_collator=PairCollator(tok.pad_token_id), processing_class=tok, arm=arm,
+                                   data_collator=collator, processing_class=tok, arm=arm,
                                    heldout=inputs.selection, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size,
                                    callbacks=(extra := [make(cfg, data, tok) for make in callbacks]))

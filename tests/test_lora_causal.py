@@ -19,6 +19,7 @@ from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from rmtrain.data.registry import load_rating_set
 from rmtrain.formatting import Encoded, encode_example, layout
 from rmtrain.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
+from tests import tiny_models
 from tests.tiny_models import tiny_causal_lm
 
 DATA = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
@@ -28,11 +29,19 @@ MAX_LENGTH = 128
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+def corpus() -> list[str]:
+    rs = load_rating_set(DATA)
+    return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
+
+
+def train_tokenizer() -> Any:
+    """The tiny models' tokenizer trained on the simulated set (tests.tiny_models)."""
+    return tiny_models.train_tokenizer(corpus())
+
+
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rs = load_rating_set(DATA)
-    texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
-    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen2"), texts, "qwen2")
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen2"), corpus(), "qwen2")
 
 
 def encoded_examples(tok: Any, n: int = 16) -> list[Encoded]:

@@ -4,6 +4,7 @@ downloaded): an EOS token, no pad token, a minimal chat template whose turns end
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 EOS = "<|endoftext|>"
 CHAT_TEMPLATE = (
@@ -12,17 +13,10 @@ CHAT_TEMPLATE = (
 )
 
 
-def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size: int = 400) -> Path:
-    """Save a 2-layer, hidden-32 causal LM (`qwen2` or `qwen3`) and its tokenizer to `path`."""
-    import torch
+def train_tokenizer(texts: list[str], vocab_size: int = 400) -> Any:
+    """Byte-level BPE trained on `texts`: EOS only (no pad, no unk), the minimal chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        PreTrainedTokenizerFast,
-        Qwen2Config,
-        Qwen2ForCausalLM,
-        Qwen3Config,
-        Qwen3ForCausalLM,
-    )
+    from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -32,6 +26,15 @@ def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS)
     tok.chat_template = CHAT_TEMPLATE
     assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
+    return tok
+
+
+def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size: int = 400) -> Path:
+    """Save a 2-layer, hidden-32 causal LM (`qwen2` or `qwen3`) and its tokenizer to `path`."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    tok = train_tokenizer(texts, vocab_size)
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
     torch.manual_seed(0)
     cfg = config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rmeval.scoring import prefix
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.data.schema import Message
 from rmtrain.formatting import _split_chat, plain_prompt
@@ -44,8 +45,11 @@ class DPOImplicitScorer(Scorer):
 
     def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any, *, beta: float = 0.1,
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
-                 max_tokens: int | None = None, device: str | None = None, dtype: str = "float32", trust_remote_code: bool = False) -> None:
+                 max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
+                 trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
+        """``shared_prompt``: each prompt is encoded once for all its responses (rmeval.scoring.prefix)."""
         super().__init__()
+        self.shared_prompt = shared_prompt
         self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)
         if isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
             self.reference, self.reference_id = self.policy, self.policy_id  # one copy is enough
@@ -114,7 +118,8 @@ class DPOImplicitScorer(Scorer):
             logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
             logp = torch.log_softmax(logits[:, :-1], dim=-1)
             tok_logp = logp.gather(-1, ids[:, 1:, None].to(logp.device)).squeeze(-1)
-            summed = (tok_logp * resp[:, 1:].to(logp.device)).sum(-1)
+            # float64 sum: long responses add hundreds of terms (and the shared path sums in another order)
+            summed = (tok_logp.double() * resp[:, 1:].to(logp.device)).sum(-1)
             out[idx] = summed.double().cpu().numpy()
         return out
 
@@ -123,8 +128,16 @@ class DPOImplicitScorer(Scorer):
             return np.zeros(0)
         enc = [self.split(list(m), r) for m, r in items]
         pairs = [(e[0], e[1]) for e in enc]
-        pol = self.response_logprobs(self.policy, pairs)
-        ref = pol if self.reference is self.policy else self.response_logprobs(self.reference, pairs)
+        logprobs = self.response_logprobs
+        if self.shared_prompt:
+            keys = [prefix.conversation_key(m) for m, _ in items]
+
+            def logprobs(model: Any, pairs: list[tuple[list[int], list[int]]]) -> np.ndarray:
+                return prefix.response_logprobs(model, pairs, keys, batch_size=self.batch_size, pad_id=self.pad_id,
+                                                device=self.device,
+                                                plain=lambda sub: self.response_logprobs(model, sub))
+        pol = logprobs(self.policy, pairs)
+        ref = pol if self.reference is self.policy else logprobs(self.reference, pairs)
         self._record_flags(np.array([[e[2], e[3]] for e in enc], dtype=bool))
         return self.beta * (pol - ref)
 

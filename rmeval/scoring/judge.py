@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rmeval.scoring import prefix
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmtrain.data.schema import Message
 from rmtrain.formatting import ROLE_NAMES
@@ -142,7 +143,9 @@ class GenerativeJudgeScorer(Scorer):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
-                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False) -> None:
+                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
+        """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
+        (rmeval.scoring.prefix); same scores."""
         super().__init__()
         self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
                                                                       dtype=dtype, trust_remote_code=trust_remote_code)
@@ -150,6 +153,7 @@ class GenerativeJudgeScorer(Scorer):
         # None: the model's own limit; a longer prompt would overrun the position embeddings
         self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
         self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
+        self.shared_prompt = shared_prompt
         self.digit_ids = digit_token_ids(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -201,7 +205,13 @@ class GenerativeJudgeScorer(Scorer):
         if not items:
             return np.zeros(0)
         enc = [self.encode(list(m), r) for m, r in items]
-        logits = self.next_token_logits([e[0] for e in enc])
+        seqs = [e[0] for e in enc]
+        if self.shared_prompt:
+            logits = prefix.next_token_logits(self.model, seqs, [prefix.conversation_key(m) for m, _ in items],
+                                              batch_size=self.batch_size, pad_id=self.pad_id, device=self.device,
+                                              plain=self.next_token_logits)
+        else:
+            logits = self.next_token_logits(seqs)
         self._record_flags(np.array([[e[1], e[2]] for e in enc], dtype=bool))
         return expected_rating(logits, self.digit_ids).double().numpy()
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmeval.scoring.prefix import classifier_scores, conversation_key, supports_prefix_scoring
 from rmtrain.formatting import Encoded, encode_example, layout
 from rmtrain.modeling import (
     ModelSettings,
@@ -32,9 +33,11 @@ class SeqClassifierScorer(Scorer):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
-                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False) -> None:
+                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False,
+                 shared_prompt: bool = True) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
-        ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum)."""
+        ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
+        ``shared_prompt``: decoder models encode each prompt once (rmeval.scoring.prefix); same scores."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)
@@ -58,6 +61,7 @@ class SeqClassifierScorer(Scorer):
         self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.padding_side, self.dtype = padding_side, dtype
+        self.shared_prompt = shared_prompt
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
 
@@ -79,8 +83,13 @@ class SeqClassifierScorer(Scorer):
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         enc = self.encode(items)
         flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
-        scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
-                               max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
+        if self.shared_prompt and supports_prefix_scoring(self.model):
+            scores = classifier_scores(self.model, enc, [conversation_key(m) for m, _ in items], pad_id=self.pad_id,
+                                       batch_size=self.batch_size, max_tokens=self.max_tokens, device=self.device,
+                                       padding_side=self.padding_side)
+        else:
+            scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
+                                   max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
         self._record_flags(flags)
         return scores
 
