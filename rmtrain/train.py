@@ -16,6 +16,7 @@ import torch
 
 from rmtrain.arms import PairTable, make_arm
 from rmtrain.config import TrainConfig
+from rmtrain.console import use_progress_bar
 from rmtrain.data.schema import RatingSet
 from rmtrain.errors import ConfigError
 from rmtrain.formatting import Encoded, encode_example
@@ -266,6 +267,7 @@ def train(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
                                    data_collator=PairCollator(tok.pad_token_id), processing_class=tok, arm=arm,
                                    heldout=selection, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size, callbacks=callbacks)
+    use_progress_bar(trainer, f"{cfg.arm} seed{cfg.seed} lr={cfg.training.learning_rate:g}")
     if _zero3(trainer) and cfg.model.lora is not None:
         raise ConfigError("LoRA under DeepSpeed ZeRO-3 cannot be saved as a merged plain checkpoint here; "
                           "use ZeRO-2 or DDP for LoRA runs")
