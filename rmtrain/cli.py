@@ -28,12 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int)
     t.add_argument("--model", help="Hub id or local path of the base model")
     t.add_argument("--output-dir")
-    s = sub.add_parser("sweep", help="train the matched grid of a recipe's 'sweep' section")
+    s = sub.add_parser("sweep", help="the matched sweep of a recipe's 'sweep' section: search stage, seed "
+                                     "stage, audits, summary.csv and report.md (resumable)")
     _common(s)
-    s.add_argument("--dry-run", action="store_true", help="print one launch command per run and exit")
-    s.add_argument("--launcher", default="rmtrain",
-                   help="prefix for --dry-run commands, e.g. 'accelerate launch --config_file "
-                        "accelerate_configs/ddp.yaml -m rmtrain.cli'")
+    s.add_argument("--output-dir", help="sweep directory (default: the recipe's sweep.output_root)")
+    s.add_argument("--dry-run", action="store_true", help="print the run matrix and launch commands, run nothing")
+    s.add_argument("--executor", default="local", choices=["local", "slurm", "submitit-local"],
+                   help="local: this machine; slurm: submitit job arrays (sweep.slurm in the recipe); "
+                        "submitit-local: the same job arrays through submitit's local executor")
+    s.add_argument("--max-parallel", type=int, help="local executor: runs at once (default sweep.max_parallel)")
     c = sub.add_parser("check", help="validate recipes without training")
     c.add_argument("recipes", nargs="+")
     return ap
@@ -43,7 +46,8 @@ def _overrides(args: argparse.Namespace) -> dict:
     ov = dict(parse_override(o) for o in args.overrides)
     if getattr(args, "wandb_mode", None):
         ov["wandb.mode"] = args.wandb_mode
-    for flag, key in (("arm", "arm"), ("seed", "seed"), ("model", "model.name_or_path"), ("output_dir", "output_dir")):
+    out_key = "sweep.output_root" if args.command == "sweep" else "output_dir"
+    for flag, key in (("arm", "arm"), ("seed", "seed"), ("model", "model.name_or_path"), ("output_dir", out_key)):
         v = getattr(args, flag, None)
         if v is not None:
             ov[key] = v
@@ -55,30 +59,28 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":
-            from rmtrain.train import train
+            from rmtrain.runs import train_run
 
             cfg = load_train_config(args.config, _overrides(args))
-            summary = train(cfg, force=args.force)
+            summary = train_run(cfg, force=args.force)
             print(json.dumps({k: summary[k] for k in ("arm", "seed", "model", "n_train_pairs",
                                                       "heldout_pair_accuracy", "heldout_rmse", "score_sd")}, indent=2))
         elif args.command == "sweep":
-            from rmtrain.sweep import plan_commands, run_sweep, summary_markdown
+            from rmtrain.sweep import run_sweep
 
             sweep = load_sweep(args.config, _overrides(args))
-            if args.dry_run:
-                for cmd in plan_commands(sweep, args.config, args.launcher):
-                    print(cmd)
-                return 0
-            summaries = run_sweep(sweep, force=args.force)
-            print("\n" + summary_markdown(summaries))
+            run_sweep(sweep, executor=args.executor, max_parallel=args.max_parallel, dry_run=args.dry_run,
+                      force=args.force)
         elif args.command == "check":
             from rmtrain.config import load_recipe
 
             for r in args.recipes:
                 if "sweep" in load_recipe(r):
                     sw = load_sweep(r)
-                    n_search = len(sw.settings.grid()) * len(sw.models) * len(sw.settings.arms) if sw.settings.search else 0
-                    print(f"{r}: ok ({len(sw.runs())} runs, {n_search} search runs)")
+                    from rmtrain.sweep import expand
+
+                    m = expand(sw)
+                    print(f"{r}: ok ({len(m.seeds)} runs, {len(m.search)} search runs)")
                 else:
                     load_train_config(r)
                     print(f"{r}: ok")

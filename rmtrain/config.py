@@ -231,6 +231,37 @@ def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None 
 
 
 @dataclass
+class FinalAuditSettings:
+    """The full rmeval audit of every finished run of a sweep (`sweep.audit`)."""
+
+    enabled: bool = True
+    data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
+    conditions: list[str] = field(default_factory=lambda: ["original", "generic", "random", "prompt_only"])
+    max_prompts: int | None = 200  # seeded sample, the same for every run
+    n_boot: int = 1000
+    batch_size: int = 32
+    max_length: int | None = None  # None: training.max_length
+    paraphrase_file: str | None = None
+    related_file: str | None = None
+    seed: int = 0
+
+
+@dataclass
+class SlurmSettings:
+    """How `rmtrain sweep --executor slurm` submits (submitit job arrays, one run per task)."""
+
+    accelerate_config: str | None = "accelerate_configs/single_gpu.yaml"  # None: plain python
+    partition: str | None = None
+    timeout_min: int = 24 * 60
+    gpus_per_node: int = 1
+    cpus_per_task: int = 8
+    mem_gb: float = 64
+    array_parallelism: int = 64
+    setup: list[str] = field(default_factory=list)  # shell lines before each task (module load, venv)
+    additional_parameters: dict[str, Any] = field(default_factory=dict)  # any other #SBATCH flag
+
+
+@dataclass
 class SweepSettings:
     """A matched grid: every (model, arm, seed) shares data, split, budget and selection rule.
 
@@ -244,6 +275,10 @@ class SweepSettings:
     output_root: str = "outputs/sweep"
     search: dict[str, list[Any]] = field(default_factory=dict)
     search_seed: int | None = None  # default: the first seed
+    name: str | None = None  # W&B group of every run; default wandb.group, else the output directory's name
+    max_parallel: int = 1  # local executor: runs at once
+    audit: FinalAuditSettings = field(default_factory=FinalAuditSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
     def grid(self) -> list[dict[str, Any]]:
         keys = sorted(self.search)
@@ -288,10 +323,16 @@ def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None)
     raw = load_recipe(path)
     if "sweep" not in raw:
         raise ConfigError(f"{path}: no 'sweep' section (arms, seeds, models, output_root)")
-    settings = _build(SweepSettings, raw["sweep"], f"{path}.sweep")
+    overrides = dict(overrides or {})
+    sweep_raw = _deepcopy(raw["sweep"])
+    for k in [k for k in overrides if k.startswith("sweep.")]:  # sweep keys override the sweep section
+        v = overrides.pop(k)
+        if v is not None:
+            _set_dotted(sweep_raw, k[len("sweep."):], v)
+    settings = _build(SweepSettings, sweep_raw, f"{path}.sweep")
     if not settings.arms:
         raise ConfigError(f"{path}.sweep: 'arms' is empty")
-    sw = Sweep(settings, raw, str(path), dict(overrides or {}))
+    sw = Sweep(settings, raw, str(path), overrides)
     for combo in settings.grid():  # fail early on a bad search key
         sw.run_config(sw.models[0], settings.arms[0], settings.seeds[0], combo)
     return sw

@@ -19,14 +19,10 @@ from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from rmtrain.data.registry import load_rating_set
 from rmtrain.formatting import Encoded, encode_example, layout
 from rmtrain.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
+from tests.tiny_models import tiny_causal_lm
 
 DATA = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
 MAX_LENGTH = 128
-EOS = "<|endoftext|>"
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}" + EOS + "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -34,27 +30,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer
 
     rs = load_rating_set(DATA)
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=[EOS],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS)
-    tok.chat_template = CHAT_TEMPLATE
+    path = tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen2"), texts, "qwen2")
+    tok = AutoTokenizer.from_pretrained(path)
     assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-                      eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_qwen2")
-    Qwen2ForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
     return path
 
 

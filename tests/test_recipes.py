@@ -87,12 +87,17 @@ def test_overrides_and_validation():
         train_config_from_dict({"arm": "regression", "model": "m"})
 
 
-def test_cli_check_and_dry_run(capsys):
+def test_cli_check_and_dry_run(capsys, tmp_path):
     assert rmtrain_main(["check", *map(str, RECIPES)]) == 0
     assert "ok" in capsys.readouterr().out
-    assert rmtrain_main(["sweep", "--config", str(ROOT / "recipes" / "demo.yaml"), "--dry-run"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 6 and all("--arm" in line for line in lines)
+    sw = load_sweep(ROOT / "recipes" / "demo.yaml")
+    assert rmtrain_main(["sweep", "--config", str(ROOT / "recipes" / "demo.yaml"), "--dry-run",
+                         "--output-dir", str(tmp_path / "sweep")]) == 0
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if "rmtrain.sweep.worker" in line]
+    first_stage = len(sw.settings.grid()) if sw.settings.search else len(sw.settings.seeds)
+    assert len(commands) == len(sw.settings.arms) * len(sw.models) * first_stage
+    assert (tmp_path / "sweep" / "matrix.md").is_file() and not (tmp_path / "sweep" / "ledger").exists()
 
 
 def test_cli_bad_config_exit_code(tmp_path, capsys):

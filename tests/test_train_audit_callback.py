@@ -1,4 +1,4 @@
-"""`rmtrain train` with `audit.enabled`: every saved checkpoint gets an audit beside it and the
+"""`rmtrain train` (rmtrain.runs.train_run) with `audit.enabled`: every saved checkpoint gets an audit beside it and the
 audit's figures land in the run's W&B history at that step."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from rmtrain.config import load_train_config
-from rmtrain.train import train
+from rmtrain.runs import train_run
 from tests.wandb_reader import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
         "training.max_length": 64, "training.per_device_batch_size": 4, "training.logging_steps": 1,
         "audit.enabled": True, "audit.max_prompts": 8, "audit.n_boot": 50,
         "audit.conditions": ["original", "generic", "random"]})
-    summary = train(cfg)
+    summary = train_run(cfg)  # the wiring layer attaches rmeval's callback
     assert summary["global_step"] == 4
     for step in (2, 4):
         audit = json.loads((out / f"checkpoint-{step}" / "audit" / "audit.json").read_text())

@@ -1,0 +1,103 @@
+"""A run's directory: what it holds, whether it may be resumed or reused, and atomic saving.
+
+OUT/ holds `matchrm_config.json` (the run's config, written before training), `checkpoint-*`
+(resumable Trainer state), and when the run finished: a plain transformers checkpoint,
+`train_summary.json` and `heldout_scores.parquet`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rmtrain.config import TrainConfig
+from rmtrain.errors import ConfigError
+from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmtrain.modeling import unwrap_for_saving
+
+log = logging.getLogger(__name__)
+
+SUMMARY_FILE = "train_summary.json"
+CONFIG_FILE = "matchrm_config.json"
+HELDOUT_SCORES_FILE = "heldout_scores.parquet"
+# Keys that may differ between a run and its resumption without changing what is trained.
+_RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad_data")
+
+
+def comparable(cfg_dict: dict[str, Any]) -> str:
+    """The part of a config that decides what is trained, as canonical text."""
+    return json.dumps({k: v for k, v in cfg_dict.items() if k not in _RESUME_FREE}, sort_keys=True, default=str)
+
+
+def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as JSON would give it back (tuples become lists), so saved and live configs compare."""
+    return json.loads(json.dumps(cfg.to_dict(), default=str))
+
+
+def open_run(cfg: TrainConfig, out: Path, force: bool) -> dict[str, Any] | None:
+    """Make `out` ready for this run. Returns the stored summary when the run already finished
+    (and force is off); raises when the directory holds another run."""
+    if force:
+        clear_run(out)  # never resume or reuse another run's checkpoints
+        return None
+    check_same_run(cfg, out)
+    if (out / SUMMARY_FILE).exists():
+        log.info("%s exists: run already finished, not retraining (force=True retrains)", out / SUMMARY_FILE)
+        return json.loads((out / SUMMARY_FILE).read_text())
+    return None
+
+
+def check_same_run(cfg: TrainConfig, out: Path) -> None:
+    """Resuming (or returning a finished summary) is only right for the same arm, seed, model,
+    data and budget; anything else in the directory is another run's."""
+    saved = out / CONFIG_FILE
+    if saved.exists():
+        if comparable(json.loads(saved.read_text())) != comparable(config_dict(cfg)):
+            raise ConfigError(f"{out} holds a run with another config ({saved}); choose another output_dir "
+                              "or pass --force to replace it")
+    elif any(out.glob("checkpoint-*")) or (out / SUMMARY_FILE).exists():
+        raise ConfigError(f"{out} holds checkpoints of an unknown run (no {CONFIG_FILE}); "
+                          "choose another output_dir or pass --force")
+
+
+def clear_run(out: Path) -> None:
+    for p in list(out.glob("checkpoint-*")) if out.exists() else []:
+        shutil.rmtree(p)
+    for name in (SUMMARY_FILE, CONFIG_FILE, HELDOUT_SCORES_FILE):
+        (out / name).unlink(missing_ok=True)
+
+
+def write_config(cfg: TrainConfig, out: Path) -> None:
+    atomic_write_text(out / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2, default=str))
+
+
+def has_checkpoint(out: Path) -> bool:
+    return out.exists() and any(out.glob("checkpoint-*"))
+
+
+def write_results(out: Path, summary: dict[str, Any], heldout_scores: pd.DataFrame) -> None:
+    """Scores first, summary last: the summary's presence is what marks the run finished."""
+    atomic_write_table(out / HELDOUT_SCORES_FILE, heldout_scores)
+    atomic_write_json(out / SUMMARY_FILE, summary)
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> None:
+    """A plain transformers checkpoint: LoRA merged, head included, pad token recorded."""
+    plain = unwrap_for_saving(model)
+    plain.config.pad_token_id = tokenizer.pad_token_id
+    out.mkdir(parents=True, exist_ok=True)
+    # Written beside, then moved in file by file: a crash never leaves a half-written weights file.
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".saving-"))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,188 @@
+"""The sweep driver: expand the matrix, save and print it, run the search stage, select per arm,
+run the seed stage, then write the summary and report. Rerunning the same command skips finished
+runs, resumes interrupted ones from their last checkpoint, and retries failed ones."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rmtrain.config import Sweep, _short
+from rmtrain.errors import ConfigError
+from rmtrain.io import atomic_write_json, atomic_write_text
+from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
+from rmtrain.sweep.ledger import Ledger, is_alive, now
+from rmtrain.sweep.matrix import (
+    Matrix,
+    expand,
+    fingerprint,
+    render_matrix,
+    run_config,
+    search_id,
+    search_seed,
+    select_setting,
+)
+from rmtrain.sweep.worker import MATRIX_FILE, RECIPE_FILE, STATE_FILE
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "slurm", "submitit-local")
+
+
+def sweep_group(sweep: Sweep) -> str:
+    """The W&B group every run of the sweep logs to."""
+    wb = sweep.base.get("wandb") or {}
+    return sweep.settings.name or wb.get("group") or Path(sweep.settings.output_root).resolve().name
+
+
+def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | None = None, force: bool = False) -> Any:
+    if kind == "local":
+        return LocalExecutor(out, max_parallel=max_parallel or sweep.settings.max_parallel, force=force)
+    if kind in ("slurm", "submitit-local"):
+        return SubmititExecutor(out, sweep.settings.slurm, cluster="slurm" if kind == "slurm" else "local", force=force)
+    raise ConfigError(f"unknown executor '{kind}'; choose one of {', '.join(EXECUTORS)}")
+
+
+def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
+    """Recipe copy, overrides and matrix in OUT: the workers rebuild every run from these."""
+    atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(sweep.base, sort_keys=False))
+    atomic_write_json(out / STATE_FILE, {"recipe": sweep.where, "overrides": sweep.overrides, "saved_at": now()})
+    atomic_write_json(out / MATRIX_FILE, {"runs": [r.to_dict() for r in matrix.runs]})
+    atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))
+
+
+def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
+    """A rerun must be the same sweep: each run the ledger knows must still be trained the same way."""
+    for spec in matrix.runs:
+        row = ledger.get(spec.run_id)
+        if row and row.get("fingerprint") and spec.setting is not None and spec.output_dir is not None:
+            if row["fingerprint"] != fingerprint(run_config(sweep, spec)):
+                raise ConfigError(f"{ledger.root.parent} holds a sweep whose run {spec.run_id} was trained with "
+                                  "another config; use another --output-dir")
+
+
+def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None = None, dry_run: bool = False,
+              force: bool = False, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole matched workflow from one call (see module doc). Returns the output paths and rows."""
+    s = sweep.settings
+    out = Path(s.output_root).resolve()
+    sweep.overrides.setdefault("wandb.group", sweep_group(sweep))  # every run of the sweep in one W&B group
+    matrix = expand(sweep)
+    ex = make_executor(executor, sweep, out, max_parallel=max_parallel, force=force)
+    ledger = Ledger(out / "ledger")
+    for spec in matrix.search + [r for r in matrix.seeds if r.setting is not None]:
+        run_config(sweep, spec)  # every run's config is valid before anything runs
+    echo(render_matrix(sweep, matrix))
+    atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))  # saved before anything runs
+    if dry_run:
+        first = matrix.search or matrix.seeds
+        echo(f"{executor} executor; the first stage's {len(first)} runs would be launched as:")
+        for cmd in ex.describe([r.run_id for r in first]):
+            echo(f"  {cmd}")
+        if matrix.search:
+            echo(f"then, once every search run has finished, the seed stage's "
+                 f"{sum(r.reuses is None for r in matrix.seeds)} runs the same way (no person in between).")
+        return {"matrix": matrix, "rows": []}
+
+    out.mkdir(parents=True, exist_ok=True)
+    _check_same_sweep(sweep, matrix, ledger)
+    save_plan(sweep, matrix, out)
+    for spec in matrix.runs:
+        row = ledger.ensure(spec.to_dict())
+        if is_alive(row):
+            raise ConfigError(f"run {spec.run_id} is still running (pid {row.get('pid')} on {row.get('host')}, "
+                              f"job {row.get('job_id')}); wait for it or stop it before rerunning the sweep")
+        if force and row["state"] != "planned":
+            ledger.update(spec.run_id, state="planned")
+
+    def progress(rid: str) -> None:
+        row = ledger.get(rid) or {}
+        acc = (row.get("figures") or {}).get("heldout_pair_accuracy")
+        msg = f"held-out pair accuracy {acc:.3f}" if row.get("state") == "done" and acc is not None else row.get("error")
+        echo(f"[sweep] {rid}: {row.get('state')} ({msg})")
+        ledger.write_table(out / "ledger.csv")
+
+    todo = [r.run_id for r in matrix.search if force or not ledger.is_done(r.run_id)]
+    if todo:
+        echo(f"[sweep] search stage: {len(todo)} runs ({len(matrix.search) - len(todo)} already done)")
+        ex.run(todo, progress)
+    selected = _select(sweep, matrix, ledger, out)
+    todo = _seed_stage_plan(sweep, matrix, ledger, selected, force)
+    save_plan(sweep, matrix, out)  # now with the seed runs' settings
+    if todo:
+        echo(f"[sweep] seed stage: {len(todo)} runs")
+        ex.run(todo, progress)
+    ledger.write_table(out / "ledger.csv")
+    return finish(sweep, matrix, ledger, out, selected, echo=echo)
+
+
+def _select(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path) -> dict[str, dict[str, Any]]:
+    """Per (model, arm): the grid setting with the best selection-split accuracy, once every
+    search run of that arm has finished (equal budgets: never chosen from part of the grid)."""
+    s = sweep.settings
+    selected: dict[str, dict[str, Any]] = {}
+    if not s.search:
+        return selected
+    for model in sweep.models:
+        for arm in s.arms:
+            rows = [ledger.get(search_id(model, arm, c)) for c in s.grid()]
+            if all(r and r["state"] == "done" for r in rows):
+                setting = select_setting([(r["setting"], r["figures"]) for r in rows])
+                selected[f"{model}/{arm}"] = {"setting": setting, "run_id": search_id(model, arm, setting),
+                                              "selection_pair_accuracy": {r["run_id"]: r["figures"].get(
+                                                  "selection_pair_accuracy") for r in rows}}
+    atomic_write_json(out / "selection.json", selected)
+    return selected
+
+
+def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dict[str, Any], force: bool) -> list[str]:
+    s = sweep.settings
+    todo = []
+    for spec in matrix.seeds:
+        if s.search:
+            choice = selected.get(f"{spec.model}/{spec.arm}")
+            if choice is None:
+                failed = [search_id(spec.model, spec.arm, c) for c in s.grid()
+                          if (ledger.get(search_id(spec.model, spec.arm, c)) or {}).get("state") != "done"]
+                ledger.update(spec.run_id, state="blocked", finished_at=now(),
+                              error=f"search stage unfinished for this arm: {', '.join(failed)}")
+                continue
+            spec.setting = choice["setting"]
+            if spec.seed == search_seed(sweep):
+                # the search run with this seed and setting IS this run: reused, not retrained
+                src = ledger.get(choice["run_id"])
+                spec.output_dir, spec.reuses = src["output_dir"], choice["run_id"]
+                ledger.update(spec.run_id, state="done", setting=spec.setting, output_dir=src["output_dir"],
+                              figures=src["figures"], audit_dir=src.get("audit_dir"), reused_from=src["run_id"],
+                              fingerprint=src.get("fingerprint"), finished_at=src.get("finished_at"), error=None)
+                continue
+            spec.output_dir = str(Path(s.output_root).resolve() / _short(spec.model) / spec.arm / f"seed{spec.seed}")
+            ledger.update(spec.run_id, setting=spec.setting, output_dir=spec.output_dir)
+        if force or not ledger.is_done(spec.run_id):
+            todo.append(spec.run_id)
+    return todo
+
+
+def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: dict[str, Any], *,
+           echo: Callable[[str], None] = print) -> dict[str, Any]:
+    from rmtrain.sweep.report import log_to_wandb, summary_frame, write_outputs
+
+    rows = {r["run_id"]: r for r in ledger.rows()}
+    final = [rows[r.run_id] for r in matrix.seeds]
+    group = sweep_group(sweep)
+    paths = write_outputs(out, final, [rows[r.run_id] for r in matrix.runs], sweep.settings.arms,
+                          title=f"Matched sweep {group}",
+                          selected={k: v["setting"] for k, v in selected.items()})
+    wb = sweep.base.get("wandb") or {}
+    mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
+    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"))
+    df = summary_frame(final)
+    echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]
+         .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    n_bad = sum(r["state"] != "done" for r in rows.values())
+    echo(f"[sweep] {len(rows) - n_bad} of {len(rows)} runs done; {out / 'summary.csv'}, {out / 'report.md'}")
+    return {"matrix": matrix, "rows": list(rows.values()), "paths": paths, "summary": df}

@@ -1,0 +1,191 @@
+"""Where a sweep's runs execute. Every executor takes run ids, blocks until they have ended, and
+leaves each outcome in the ledger (a run that died without writing one is recorded as failed).
+
+- `LocalExecutor`: this machine; one run at a time in this process, or N worker processes at once
+  (each on its own GPU when there are enough).
+- `SubmititExecutor`: a SLURM job array through submitit, one run per task, each task an
+  `accelerate launch` with a config from accelerate_configs/; with cluster="local", submitit's local
+  executor runs the same tasks as local processes (what the tests use)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rmtrain.config import SlurmSettings
+from rmtrain.errors import ConfigError
+from rmtrain.sweep.ledger import TERMINAL, Ledger, now
+
+log = logging.getLogger(__name__)
+
+
+def terminate_on_sigterm() -> None:
+    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def worker_command(out: Path, run_id: str, *, accelerate_config: str | None = None,
+                   force: bool = False) -> list[str]:
+    args = ["-m", "rmtrain.sweep.worker", str(out), run_id] + (["--force"] if force else [])
+    if accelerate_config:
+        cfg = Path(accelerate_config)
+        if not cfg.is_file():
+            raise ConfigError(f"accelerate config {accelerate_config} not found (paths are relative to the "
+                              "directory rmtrain sweep runs from)")
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg.resolve()), *args]
+    return [sys.executable, *args]
+
+
+def display_command(cmd: list[str]) -> str:
+    text = shlex.join(cmd)
+    return text.replace(f"{shlex.quote(sys.executable)} -m accelerate.commands.launch", "accelerate launch")
+
+
+def _record_lost(ledger: Ledger, run_id: str, why: str) -> None:
+    """A worker that ended without recording its outcome (killed, out of memory) is a failed run."""
+    row = ledger.get(run_id)
+    if row is not None and row["state"] not in TERMINAL:
+        ledger.update(run_id, state="failed", error=why[:500], finished_at=now())
+
+
+def _set_pdeathsig() -> None:
+    # Linux: the worker gets SIGTERM when the driver dies, so a killed sweep leaves no orphan
+    # training in a directory the next `rmtrain sweep` will resume.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class LocalExecutor:
+    def __init__(self, out: Path, *, max_parallel: int = 1, force: bool = False) -> None:
+        if max_parallel < 1:
+            raise ConfigError(f"--max-parallel must be >= 1, got {max_parallel}")
+        self.out, self.max_parallel, self.force = Path(out), max_parallel, force
+        self.ledger = Ledger(self.out / "ledger")
+
+    def describe(self, run_ids: list[str]) -> list[str]:
+        return [display_command(worker_command(self.out, r, force=self.force)) for r in run_ids]
+
+    def run(self, run_ids: list[str], on_end: Any = None) -> None:
+        if self.max_parallel == 1:
+            from rmtrain.sweep.worker import run_one
+
+            for rid in run_ids:  # in this process: no second start-up of torch per run
+                run_one(self.out, rid, force=self.force)
+                if on_end:
+                    on_end(rid)
+            return
+        self._run_processes(run_ids, on_end)
+
+    def _devices(self) -> list[str | None]:
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(n)]
+        # one GPU per slot where there are enough; otherwise the slots share what there is
+        return [ids[i] for i in range(self.max_parallel)] if len(ids) >= self.max_parallel else [None] * self.max_parallel
+
+    def _run_processes(self, run_ids: list[str], on_end: Any) -> None:
+        logs = self.out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        queue, free = list(run_ids), self._devices()
+        running: dict[str, tuple[subprocess.Popen, Any, str | None]] = {}
+        try:
+            while queue or running:
+                while queue and free:
+                    rid, dev = queue.pop(0), free.pop(0)
+                    env = dict(os.environ)
+                    if dev is not None:
+                        env["CUDA_VISIBLE_DEVICES"] = dev
+                    fh = open(logs / (rid.replace("/", "__") + ".log"), "a")
+                    proc = subprocess.Popen(worker_command(self.out, rid, force=self.force), stdout=fh,
+                                            stderr=subprocess.STDOUT, env=env, preexec_fn=_set_pdeathsig)
+                    running[rid] = (proc, fh, dev)
+                time.sleep(0.5)
+                for rid, (proc, fh, dev) in list(running.items()):
+                    if proc.poll() is None:
+                        continue
+                    fh.close()
+                    del running[rid]
+                    free.append(dev)
+                    _record_lost(self.ledger, rid, f"worker exited with code {proc.returncode} without recording "
+                                                   f"a result; log: {fh.name}")
+                    if on_end:
+                        on_end(rid)
+        finally:
+            for proc, _fh, _ in running.values():  # the driver was interrupted: stop its workers
+                proc.terminate()
+            for proc, fh, _ in running.values():
+                proc.wait()
+                fh.close()
+
+
+class SubmititExecutor:
+    def __init__(self, out: Path, settings: SlurmSettings, *, cluster: str = "slurm", force: bool = False) -> None:
+        self.out, self.settings, self.cluster, self.force = Path(out), settings, cluster, force
+        self.ledger = Ledger(self.out / "ledger")
+
+    def commands(self, run_ids: list[str]) -> list[list[str]]:
+        return [worker_command(self.out, r, accelerate_config=self.settings.accelerate_config, force=self.force)
+                for r in run_ids]
+
+    def describe(self, run_ids: list[str]) -> list[str]:
+        return [display_command(c) for c in self.commands(run_ids)]
+
+    def executor(self, name: str) -> Any:
+        try:
+            import submitit
+        except ImportError:
+            raise ConfigError("--executor slurm needs submitit: pip install 'matchrm[slurm]'") from None
+        s = self.settings
+        ex = submitit.AutoExecutor(folder=self.out / "submitit" / "%j", cluster=self.cluster)
+        params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
+                                  "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
+                                  "slurm_array_parallelism": s.array_parallelism}
+        if s.partition:
+            params["slurm_partition"] = s.partition
+        if s.additional_parameters:
+            params["slurm_additional_parameters"] = dict(s.additional_parameters)
+        if s.setup:
+            params["slurm_setup"] = list(s.setup)
+            params["local_setup"] = list(s.setup)
+        ex.update_parameters(**params)
+        return ex
+
+    def run(self, run_ids: list[str], on_end: Any = None, name: str = "rmtrain-sweep") -> None:
+        if not run_ids:
+            return
+        from submitit.helpers import CommandFunction
+
+        ex = self.executor(name)
+        fns = [CommandFunction(c, cwd=os.getcwd(), verbose=True) for c in self.commands(run_ids)]
+        jobs = ex.submit_array(fns)  # one SLURM job array, one run per task
+        for rid, job in zip(run_ids, jobs):
+            row = self.ledger.get(rid) or {}
+            if row.get("state") not in ("running", "done"):  # the task may already have started
+                self.ledger.update(rid, job_id=str(job.job_id), state="submitted")
+        log.info("submitted %d runs as job array %s", len(jobs), jobs[0].job_id.split("_")[0])
+        for rid, job in zip(run_ids, jobs):
+            try:
+                job.result()
+            except Exception as e:  # the task's own failure is in the ledger; this covers lost tasks
+                _record_lost(self.ledger, rid, f"job {job.job_id} failed without recording a result: "
+                                               f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}")
+            else:
+                _record_lost(self.ledger, rid, f"job {job.job_id} ended without recording a result")
+            if on_end:
+                on_end(rid)

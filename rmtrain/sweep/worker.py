@@ -1,0 +1,94 @@
+"""One run of a sweep, as a process of its own: `python -m rmtrain.sweep.worker OUT RUN_ID`
+(under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster). Trains the run (resuming
+from its last checkpoint), audits the final checkpoint, and records the outcome in the ledger.
+Only the main process (RANK 0) writes the ledger and audits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from rmtrain.config import Sweep, load_sweep
+from rmtrain.sweep.ledger import Ledger, now
+from rmtrain.sweep.matrix import RunSpec, fingerprint, run_config
+
+log = logging.getLogger(__name__)
+
+RECIPE_FILE, STATE_FILE, MATRIX_FILE = "recipe.yaml", "sweep.json", "matrix.json"
+# Training figures a sweep keeps per run (from train_summary.json).
+TRAIN_FIGURES = ("heldout_pair_accuracy", "selection_pair_accuracy", "heldout_rmse", "heldout_pearson",
+                 "score_sd", "n_train_pairs", "global_step", "train_seconds")
+
+
+def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
+    """The sweep as the driver saved it in OUT (recipe copy, overrides, matrix)."""
+    state = json.loads((out / STATE_FILE).read_text())
+    sweep = load_sweep(out / RECIPE_FILE, state["overrides"])
+    runs = {r["run_id"]: RunSpec(**r) for r in json.loads((out / MATRIX_FILE).read_text())["runs"]}
+    return sweep, runs
+
+
+def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
+    """Train and audit one run; True when it finished. A failure is recorded, not raised."""
+    from rmtrain.runs import final_audit, train_run
+
+    out = Path(out)
+    sweep, runs = load_context(out)
+    spec = runs[run_id]
+    main = int(os.environ.get("RANK", "0")) == 0
+    ledger = Ledger(out / "ledger")
+    if main:
+        ledger.start(run_id)
+    t0 = time.time()
+    try:
+        cfg = run_config(sweep, spec)
+        summary = train_run(cfg, force=force)
+        figures: dict[str, Any] = {k: summary.get(k) for k in TRAIN_FIGURES}
+        audit_dir = None
+        if main and sweep.settings.audit.enabled:
+            audit_dir = Path(cfg.output_dir) / "final_audit"
+            figures.update(final_audit(cfg, sweep.settings.audit, audit_dir))
+        if main:
+            ledger.update(run_id, state="done", figures=figures, audit_dir=str(audit_dir) if audit_dir else None,
+                          finished_at=now(), seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg),
+                          output_dir=cfg.output_dir)
+        return True
+    except Exception as e:  # recorded; the other runs go on
+        if main:
+            run_dir = Path(spec.output_dir or out)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+            ledger.update(run_id, state="failed", error=f"{type(e).__name__}: {e}".splitlines()[0][:500],
+                          error_file=str(run_dir / "error.txt"), finished_at=now(),
+                          seconds=round(time.time() - t0, 1))
+        log.error("run %s failed: %s", run_id, e)
+        return False
+    except BaseException:
+        # killed (SIGTERM/SIGINT): resumable from its last checkpoint on the next `rmtrain sweep`
+        if main:
+            ledger.update(run_id, state="interrupted", finished_at=now())
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep_dir")
+    ap.add_argument("run_id")
+    ap.add_argument("--force", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from rmtrain.sweep.executors import terminate_on_sigterm
+
+    terminate_on_sigterm()
+    return 0 if run_one(args.sweep_dir, args.run_id, force=args.force) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

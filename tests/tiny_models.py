@@ -1,0 +1,41 @@
+"""Tiny causal LMs built from a config with a byte-level BPE tokenizer trained here (nothing is
+downloaded): an EOS token, no pad token, a minimal chat template whose turns end in EOS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EOS = "<|endoftext|>"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}" + EOS + "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size: int = 400) -> Path:
+    """Save a 2-layer, hidden-32 causal LM (`qwen2` or `qwen3`) and its tokenizer to `path`."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS)
+    tok.chat_template = CHAT_TEMPLATE
+    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
+    torch.manual_seed(0)
+    cfg = config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                     eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
+    model_cls(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
