@@ -99,3 +99,23 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
     if fresh:
         log.debug("%s: fresh score head %s", path, ", ".join(fresh))
     return model
+
+
+def quiet_libraries() -> None:
+    """A console a person reads: the libraries' own progress bars (weights loading, shard writing,
+    dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
+    single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
+    (logged whenever a model class carries a TP plan) says nothing there."""
+    import os
+
+    import datasets
+    import transformers
+
+    transformers.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_warning()
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        logging.getLogger("transformers.distributed.tensor_parallel").setLevel(logging.ERROR)
+    for noisy in ("httpx", "urllib3", "filelock", "wandb"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
