@@ -216,8 +216,9 @@ def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rati
     audit = compute_audit(scores, ratings, preferences=prefs, attribute=attribute, n_boot=args.n_boot,
                           n_boot_regression=args.n_boot_regression, seed=args.seed)
     audit["truncation"] = truncation_summary(scores)
-    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer,
-                          **provenance(checkpoint)})
+    # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
+    prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
+    audit["meta"].update({"checkpoint": str(checkpoint), "data": args.data, "scorer": args.scorer, **prov})
     paths = write_report(audit, out, title=f"Audit of {name}")
     tracker = _tracker(args, f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": args.data,
                                                     "conditions": conditions, "n_boot": args.n_boot}, checkpoint)

@@ -77,8 +77,29 @@ def write_config(cfg: TrainConfig, out: Path) -> None:
     atomic_write_text(out / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2, default=str))
 
 
-def has_checkpoint(out: Path) -> bool:
-    return out.exists() and any(out.glob("checkpoint-*"))
+TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last into a checkpoint
+
+
+def resume_checkpoint(out: Path, remove_incomplete: bool = True) -> str | None:
+    """The newest *complete* checkpoint to resume from. A process killed while saving leaves a
+    checkpoint without trainer_state.json; transformers would pick it (highest step) and resume from
+    half-written weights, so the one before is used and the incomplete one removed (by one process
+    only: `remove_incomplete` is for the main process)."""
+    if not out.exists():
+        return None
+    steps = []
+    for d in out.glob("checkpoint-*"):
+        tail = d.name.split("-", 1)[1]
+        if d.is_dir() and tail.isdigit():
+            steps.append((int(tail), d))
+    for _, d in sorted(steps, reverse=True):
+        if (d / TRAINER_STATE).is_file():
+            return str(d)
+        log.warning("%s is incomplete (no %s; interrupted while saving): resuming from an earlier one",
+                    d, TRAINER_STATE)
+        if remove_incomplete:
+            shutil.rmtree(d, ignore_errors=True)
+    return None
 
 
 def write_results(out: Path, summary: dict[str, Any], heldout_scores: pd.DataFrame) -> None:

@@ -35,8 +35,8 @@ from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers kno
 from rmtrain.rundir import (  # noqa: F401
     CONFIG_FILE,
     SUMMARY_FILE,
-    has_checkpoint,
     open_run,
+    resume_checkpoint,
     save_checkpoint,
     write_config,
     write_results,
@@ -135,7 +135,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
                           "use ZeRO-2 or DDP for LoRA runs")
     if rank == 0:
         write_config(cfg, out)
-    trainer.train(resume_from_checkpoint=True if has_checkpoint(out) else None)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(out, remove_incomplete=rank == 0))
 
     # Selection has already loaded the chosen model (best) or kept the last one (final).
     scores = trainer.score_set(inputs.heldout)

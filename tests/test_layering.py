@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 WIRING = ("rmtrain.cli", "rmtrain.runs", "rmtrain.sweep")
 TRAINING = ("rmtrain.train", "rmtrain.trainer", "rmtrain.prepare", "rmtrain.rundir")
@@ -72,3 +74,28 @@ def test_the_check_sees_a_lazy_import(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("def f():\n    from rmeval.callback import AuditCallback\n    from ..stats import share\n")
     assert {"rmeval.callback", "rmeval.stats.share"} <= _imports(f, "rmeval.scoring.probe")
+
+
+@pytest.mark.heavy
+def test_pip_install_editable_installs_both_packages(tmp_path):
+    """`pip install -e .` from the repository root: rmtrain and rmeval import from the new layout
+    (no src/), from another directory, without PYTHONPATH pointing at the checkout. Installed into
+    a fresh prefix; the check runs with `-S` so no other install of matchrm can answer."""
+    import sysconfig
+
+    prefix = tmp_path / "prefix"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--prefix", str(prefix), "-e", str(ROOT)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    site_dir = next(prefix.rglob("site-packages"))
+    code = (f"import site; site.addsitedir({str(site_dir)!r}); "
+            "import rmtrain, rmeval, rmtrain.sweep, rmeval.stats.permutation; "
+            "print(rmtrain.__file__); print(rmeval.__file__)")
+    deps = sysconfig.get_paths()["purelib"]  # numpy, torch, ...; -S leaves its .pth files (other installs) unread
+    res = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": deps}, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == [str(ROOT / "rmtrain" / "__init__.py"), str(ROOT / "rmeval" / "__init__.py")]
+    assert (prefix / "bin" / "rmtrain").exists() and (prefix / "bin" / "rmeval").exists()

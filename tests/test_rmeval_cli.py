@@ -170,6 +170,7 @@ def test_audit_run_carries_arm_and_seed_to_wandb(tmp_path, minilm_ckpt, monkeypa
     assert run["config"]["arm"] == "bt_margin" and run["config"]["seed"] == 3
     audit = json.loads((out / "audit.json").read_text())
     assert audit["meta"]["arm"] == "bt_margin" and audit["meta"]["group"] == "demo-sweep"
+    assert audit["meta"]["run_seed"] == 3 and audit["meta"]["seed"] == 0  # the audit's own seed kept
     logged = [h for h in run["history"] if any("share" in k for k in h)]
     assert logged and any(v == pytest.approx(audit["share"]["original"]["estimate"])
                           for h in logged for k, v in h.items() if "share" in k and "original" in k

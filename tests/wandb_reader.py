@@ -49,13 +49,14 @@ def _key(item: Any) -> str:
 
 
 def read_run(path: str | Path) -> dict[str, Any]:
-    """{'history': [row dicts], 'summary': {...}, 'config': {...}, 'tags': [...], 'name': str}"""
+    """{'history': [row dicts], 'summary': {...}, 'config': {...}, 'tags': [...], 'name': str, 'group': str,
+    'job_type': str}"""
     from wandb.proto import wandb_internal_pb2 as pb
 
     path = Path(path)
     if path.is_dir():
         path = next(path.rglob("run-*.wandb"))
-    history, summary, config, tags, name = [], {}, {}, [], ""
+    history, summary, config, tags, name, group, job_type = [], {}, {}, [], "", "", ""
     for raw in _payloads(path.read_bytes()):
         rec = pb.Record()
         rec.ParseFromString(raw)
@@ -71,6 +72,8 @@ def read_run(path: str | Path) -> dict[str, Any]:
         elif which == "run":
             tags = list(rec.run.tags)
             name = rec.run.display_name
+            group, job_type = rec.run.run_group, rec.run.job_type
             for i in rec.run.config.update:
                 config[_key(i)] = _val(i)
-    return {"history": history, "summary": summary, "config": config, "tags": tags, "name": name}
+    return {"history": history, "summary": summary, "config": config, "tags": tags, "name": name, "group": group,
+            "job_type": job_type}

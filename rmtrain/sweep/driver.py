@@ -4,7 +4,9 @@ runs, resumes interrupted ones from their last checkpoint, and retries failed on
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import yaml
 from rmtrain.config import Sweep, _short
 from rmtrain.errors import ConfigError
 from rmtrain.io import atomic_write_json, atomic_write_text
-from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
+from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor, terminate_on_sigterm
 from rmtrain.sweep.ledger import Ledger, is_alive, now
 from rmtrain.sweep.matrix import (
     Matrix,
@@ -49,10 +51,24 @@ def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | Non
 
 def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
     """Recipe copy, overrides and matrix in OUT: the workers rebuild every run from these."""
-    atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(sweep.base, sort_keys=False))
+    # the sweep section as in effect (recipe + --set sweep.* overrides), so workers see the same
+    raw = {**sweep.base, "sweep": dataclasses.asdict(sweep.settings)}
+    atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(raw, sort_keys=False))
     atomic_write_json(out / STATE_FILE, {"recipe": sweep.where, "overrides": sweep.overrides, "saved_at": now()})
     atomic_write_json(out / MATRIX_FILE, {"runs": [r.to_dict() for r in matrix.runs]})
     atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))
+
+
+def _check_audit(sweep: Sweep) -> None:
+    from rmeval.conditions import ALL_CONDITIONS
+
+    a = sweep.settings.audit
+    for c in a.conditions if a.enabled else []:
+        if c not in ALL_CONDITIONS:
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
+                              f"known: {', '.join(ALL_CONDITIONS)}")
+        if c in ("paraphrase", "related") and not getattr(a, f"{c}_file"):
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
 
 def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
@@ -76,11 +92,13 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
     ledger = Ledger(out / "ledger")
     for spec in matrix.search + [r for r in matrix.seeds if r.setting is not None]:
         run_config(sweep, spec)  # every run's config is valid before anything runs
+    _check_audit(sweep)
     echo(render_matrix(sweep, matrix))
     atomic_write_text(out / "matrix.md", render_matrix(sweep, matrix))  # saved before anything runs
     if dry_run:
         first = matrix.search or matrix.seeds
-        echo(f"{executor} executor; the first stage's {len(first)} runs would be launched as:")
+        how = ex.array_summary(len(first)) if hasattr(ex, "array_summary") else "runs"
+        echo(f"{executor} executor; the first stage's {len(first)} runs would be launched as {how}:")
         for cmd in ex.describe([r.run_id for r in first]):
             echo(f"  {cmd}")
         if matrix.search:
@@ -88,6 +106,19 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
                  f"{sum(r.reuses is None for r in matrix.seeds)} runs the same way (no person in between).")
         return {"matrix": matrix, "rows": []}
 
+    if isinstance(ex, SubmititExecutor):
+        ex.executor("rmtrain-sweep")  # no SLURM here, no submitit: say so before anything is written
+    # a killed driver records its in-process run as interrupted and stops its workers
+    previous = terminate_on_sigterm()
+    try:
+        return _run(sweep, matrix, ex, ledger, out, force, echo)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force: bool,
+         echo: Callable[[str], None]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     _check_same_sweep(sweep, matrix, ledger)
     save_plan(sweep, matrix, out)
@@ -179,7 +210,9 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           selected={k: v["setting"] for k, v in selected.items()})
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
-    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"))
+    s = sweep.settings
+    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"),
+                 config={"arms": s.arms, "models": sweep.models, "seeds": s.seeds, "search": s.search})
     df = summary_frame(final)
     echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]
          .to_string(index=False, float_format=lambda v: f"{v:.3f}"))

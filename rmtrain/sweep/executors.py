@@ -26,12 +26,17 @@ from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 log = logging.getLogger(__name__)
 
 
-def terminate_on_sigterm() -> None:
-    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`."""
+def terminate_on_sigterm() -> Any:
+    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`.
+    Returns the previous handler (None where signals cannot be set: not the main thread)."""
+    import threading
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def worker_command(out: Path, run_id: str, *, accelerate_config: str | None = None,
@@ -109,6 +114,8 @@ class LocalExecutor:
                 while queue and free:
                     rid, dev = queue.pop(0), free.pop(0)
                     env = dict(os.environ)
+                    # N workers on one machine: split the cores rather than each taking them all
+                    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.max_parallel)))
                     if dev is not None:
                         env["CUDA_VISIBLE_DEVICES"] = dev
                     fh = open(logs / (rid.replace("/", "__") + ".log"), "a")
@@ -146,13 +153,22 @@ class SubmititExecutor:
     def describe(self, run_ids: list[str]) -> list[str]:
         return [display_command(c) for c in self.commands(run_ids)]
 
+    def array_summary(self, n: int) -> str:
+        s = self.settings
+        return (f"one job array of {n} tasks (partition {s.partition or 'default'}, {s.gpus_per_node} GPU, "
+                f"{s.cpus_per_task} CPUs, {s.mem_gb:g} GB, {s.timeout_min} min per task, at most "
+                f"{min(n, s.array_parallelism)} at once)")
+
     def executor(self, name: str) -> Any:
         try:
             import submitit
         except ImportError:
             raise ConfigError("--executor slurm needs submitit: pip install 'matchrm[slurm]'") from None
         s = self.settings
-        ex = submitit.AutoExecutor(folder=self.out / "submitit" / "%j", cluster=self.cluster)
+        try:
+            ex = submitit.AutoExecutor(folder=self.out / "submitit", cluster=self.cluster)
+        except RuntimeError as e:  # e.g. no srun: not on a SLURM cluster
+            raise ConfigError(f"--executor slurm: {e}") from None
         params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
                                   "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
                                   "slurm_array_parallelism": s.array_parallelism}

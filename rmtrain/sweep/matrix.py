@@ -85,7 +85,9 @@ def expand(sweep: Sweep) -> Matrix:
 
 def run_config(sweep: Sweep, spec: RunSpec) -> TrainConfig:
     assert spec.setting is not None and spec.output_dir is not None, spec.run_id
-    return sweep.run_config(spec.model, spec.arm, spec.seed, spec.setting, spec.output_dir)
+    tags = list((sweep.base.get("wandb") or {}).get("tags") or [])
+    tags += [f"size:{_short(spec.model)}", f"stage:{spec.stage}"]  # W&B filters by model size and stage
+    return sweep.run_config(spec.model, spec.arm, spec.seed, {**spec.setting, "wandb.tags": tags}, spec.output_dir)
 
 
 def fingerprint(cfg: TrainConfig) -> str:

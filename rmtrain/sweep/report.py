@@ -217,12 +217,12 @@ def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[di
 
 
 def log_to_wandb(paths: dict[str, Path], *, project: str, group: str, mode: str | None, out: Path,
-                 entity: str | None = None) -> None:
+                 entity: str | None = None, config: dict[str, Any] | None = None) -> None:
     """The summary as a W&B table (and the plots) in a run of the sweep's group."""
     from rmtrain.tracking import Tracker
 
     tracker = Tracker(project=project, name=f"{group}-summary", group=group, job_type="sweep-summary",
-                      mode=mode, dir=out, entity=entity, config={"sweep": group})
+                      mode=mode, dir=out / "wandb_summary", entity=entity, config={"sweep": group, **(config or {})})
     try:
         df = pd.read_csv(paths["summary"])
         rows = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in df.itertuples(index=False)]
