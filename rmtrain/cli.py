@@ -70,6 +70,9 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from rmtrain.console import quiet_libraries
+
+    quiet_libraries()
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":

@@ -134,6 +134,8 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     """(model, tokenizer) for a local path or Hub id, with one output label."""
     from transformers import AutoModelForSequenceClassification
 
+    from rmtrain.console import load_quietly
+
     if not isinstance(settings, ModelSettings):
         settings = ModelSettings(str(settings))
     tok = load_tokenizer(settings.name_or_path, settings.trust_remote_code)
@@ -142,7 +144,9 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     if settings.attn_implementation:
         kwargs["attn_implementation"] = settings.attn_implementation
     kwargs.update(settings.extra)
-    model = AutoModelForSequenceClassification.from_pretrained(resolve_model_path(settings.name_or_path), **kwargs)
+    # a fresh score head is expected: its load report is silenced, anything else is still reported
+    model = load_quietly(AutoModelForSequenceClassification.from_pretrained, resolve_model_path(settings.name_or_path),
+                         fresh_head=lambda m: [*score_head_names(m), "pooler"], **kwargs)
     if model.config.num_labels != 1:
         raise ConfigError(f"{settings.name_or_path}: reward model needs one label, has {model.config.num_labels}")
     # Regression heads must not be treated as classification by Trainer's default loss.

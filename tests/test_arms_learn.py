@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_arm_beats_chance_on_heldout_prompts(arm, tmp_path):
     cfg = load_train_config(ROOT / "recipes" / "demo.yaml", {
         "arm": arm, "output_dir": str(tmp_path / arm), "data.n_prompts": 200, "max_train_pairs": 480,
+        # the test's own split (the demo's is smaller) and the upper rate of the demo's search grid:
+        # the simulated set's quality now depends on prompt-response match, which 30 steps at 1e-4
+        # do not reach for every arm (regression: 0.585)
+        "heldout_fraction": 0.2, "selection_fraction": 0.0, "training.learning_rate": 3e-4,
         "training.max_length": 96, "wandb.mode": "disabled"})
     s = train(cfg)
     assert s["n_heldout_pairs"] >= 150

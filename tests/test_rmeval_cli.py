@@ -68,12 +68,13 @@ def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     assert (out / "audit.md").read_text().strip()
     assert (out / "shares.png").stat().st_size > 0 and (out / "transplant.png").stat().st_size > 0
 
-    # row count worked out by hand: 90 responses, 30 prompts, 5 multi-turn prompts x 3 responses
+    # row count worked out by hand: 90 responses, 30 prompts, the multi-turn prompts x 3 responses
     scores = pd.read_parquet(out / "scores.parquet")
-    n_resp, n_prompts = 90, 30
+    n_resp, n_prompts, n_multi = 90, 30, sum(not p.single_turn for p in rs.prompts)
+    assert n_multi > 0
     expected = {"original": n_resp, "generic": n_resp, "prompt_only": n_prompts, "random": 4 * n_resp,
                 "overlap": 4 * n_resp, "embedding": 4 * n_resp, "length": 4 * n_resp, "related": 3 * n_rel,
-                "paraphrase": 3 * n_par, "last_turn": 5 * 3}
+                "paraphrase": 3 * n_par, "last_turn": 3 * n_multi}
     assert scores.groupby("condition").size().to_dict() == expected
     assert audit["truncation"]["total"]["n"] == sum(expected.values())
     tr = scores[scores.condition.isin(["random", "overlap", "embedding", "length"])]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rmeval.stats.permutation import exact_permutation_test
+from rmtrain.findings import findings_markdown
 from rmtrain.io import atomic_write_text
 
 FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
@@ -114,6 +115,8 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                 lines.append(f"| {LABELS[r['figure']]} | {r['arm_a']} | {r['arm_b']} | {_fmt(r['difference'])} | "
                              f"{r['p_a_greater']:.4f} | {r['p_a_less']:.4f} |")
             lines.append("")
+        # which of the study's arm orderings this sweep shows (rmtrain.findings), stated as seen
+        lines += [findings_markdown(df[df["model"] == model], title=f"{model}: the study's findings on this sweep")]
     failed = [r for r in rows if r["state"] in ("failed", "blocked")]
     if failed:
         lines += ["## Runs that did not finish", "", "| run | state | error |", "|---|---|---|"]

@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from rmtrain.console import quiet_libraries
+
+    quiet_libraries()
     from rmtrain.sweep.executors import terminate_on_sigterm
 
     terminate_on_sigterm()

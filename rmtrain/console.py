@@ -1,0 +1,121 @@
+"""What a person sees while runs train: one progress bar per run, the expected library messages
+silenced, unexpected ones kept.
+
+- `RunProgress`: a tqdm bar per run (description: the run's name; postfix: the latest loss), in
+  place of transformers' PrinterCallback, which prints every raw log dictionary.
+- `load_quietly`: ``from_pretrained`` without transformers' load report when the only weights it
+  initialised are the fresh score head a reward model always starts with ("MISSING ... Consider
+  training on your downstream task" is then expected); any other missing, unexpected or mismatched
+  weight is still reported, as a warning naming the keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from transformers import TrainerCallback
+
+log = logging.getLogger(__name__)
+
+# the loggers transformers writes its load report and training chatter to
+_LOAD_REPORT_LOGGERS = ("transformers.modeling_utils", "transformers.utils.loading_report")
+
+
+class RunProgress(TrainerCallback):
+    """One tqdm bar per training run (rank 0 only), the latest loss as its postfix."""
+
+    def __init__(self, name: str, leave: bool = True) -> None:
+        self.name, self.leave = name, leave
+        self.bar: Any = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, desc=self.name, leave=self.leave, dynamic_ncols=True,
+                            initial=state.global_step, unit="step")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if self.bar is not None and logs and "loss" in logs:
+            self.bar.set_postfix(loss=f"{float(logs['loss']):.4g}", refresh=False)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def use_progress_bar(trainer: Any, name: str) -> None:
+    """Replace the trainer's log printer by one progress bar for the run."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(RunProgress(name))
+
+
+@contextlib.contextmanager
+def _quiet(names: tuple[str, ...], level: int = logging.ERROR) -> Iterator[None]:
+    loggers = [logging.getLogger(n) for n in names]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(level)
+    try:
+        yield
+    finally:
+        for lg, lv in zip(loggers, old):
+            lg.setLevel(lv)
+
+
+def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: Callable[[Any], list[str]],
+                 **kwargs: Any) -> Any:
+    """``from_pretrained(path, **kwargs)`` with the load report shown only when it says something
+    unexpected: keys missing outside the fresh head (``fresh_head(model)`` names its modules),
+    unexpected keys in the checkpoint, or shape mismatches."""
+    with _quiet(_LOAD_REPORT_LOGGERS):
+        model, info = from_pretrained(path, output_loading_info=True, **kwargs)
+    # the head's modules may sit under the base model's prefix (BERT: bert.pooler.*)
+    heads = set(fresh_head(model))
+
+    def in_head(key: str) -> bool:
+        return bool(heads & set(key.split(".")))
+
+    missing = sorted(k for k in info.get("missing_keys", ()) if not in_head(k))
+    unexpected = sorted(info.get("unexpected_keys", ()))
+    mismatched = sorted(str(k[0]) if isinstance(k, tuple) else str(k) for k in info.get("mismatched_keys", ()))
+    if missing or mismatched:
+        log.warning("%s: weights newly initialised outside the score head: %s", path, ", ".join(missing + mismatched))
+    if unexpected:
+        # a base model's own heads (e.g. a pretraining head) are dropped on purpose; say so once, quietly
+        log.info("%s: checkpoint weights not used by the reward model: %s", path, ", ".join(unexpected))
+    fresh = sorted(k for k in info.get("missing_keys", ()) if in_head(k))
+    if fresh:
+        log.debug("%s: fresh score head %s", path, ", ".join(fresh))
+    return model
+
+
+def quiet_libraries() -> None:
+    """A console a person reads: the libraries' own progress bars (weights loading, shard writing,
+    dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
+    single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
+    (logged whenever a model class carries a TP plan) says nothing there."""
+    import os
+
+    import datasets
+    import transformers
+
+    transformers.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_warning()
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        logging.getLogger("transformers.distributed.tensor_parallel").setLevel(logging.ERROR)
+    for noisy in ("httpx", "urllib3", "filelock", "wandb"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,74 @@
+"""The demo console: the fresh score head's load report is silenced, other load problems are not;
+one progress bar per run replaces transformers' raw log printer."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from rmtrain.console import RunProgress, use_progress_bar
+from rmtrain.modeling import load_reward_model
+from tests.tiny_models import tiny_causal_lm
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    return tiny_causal_lm(tmp_path_factory.mktemp("lm") / "lm", ["hello there, how are you today?"] * 20)
+
+
+def test_fresh_head_report_silenced_other_problems_reported(tiny_lm, tmp_path, capfd, caplog):
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForSequenceClassification
+
+    def shown() -> str:  # what reaches a console: log records at WARNING and above, and raw output
+        out = capfd.readouterr()
+        return " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING) + out.out + out.err
+
+    # control: transformers itself reports the fresh `score` head (and the capture sees it)
+    AutoModelForSequenceClassification.from_pretrained(tiny_lm, num_labels=1)
+    assert "MISSING" in shown()
+    caplog.clear()
+    load_reward_model(str(tiny_lm), for_training=True)
+    text = shown()
+    assert "MISSING" not in text and "LOAD REPORT" not in text
+
+    # a body weight missing from the checkpoint is still reported, by name
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in tiny_lm.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    sd = load_file(broken / "model.safetensors")
+    key = next(k for k in sd if "layers.0" in k and k.endswith("up_proj.weight"))
+    sd.pop(key)
+    save_file(sd, broken / "model.safetensors", metadata={"format": "pt"})
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rmtrain.console"):
+        load_reward_model(str(broken))
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "rmtrain.console")
+    assert key in warned and "score.weight" not in warned
+
+
+def test_one_progress_bar_per_run(tiny_lm, tmp_path, capsys):
+    from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_lm, num_labels=1)
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), disable_tqdm=True, report_to=[],
+                                                          use_cpu=True))
+    use_progress_bar(trainer, "regression seed1")
+    kinds = [type(c) for c in trainer.callback_handler.callbacks]
+    assert PrinterCallback not in kinds and ProgressCallback not in kinds and kinds.count(RunProgress) == 1
+
+    bar = RunProgress("bt seed2")
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=4, global_step=0)
+    bar.on_train_begin(None, state, None)
+    for step in range(1, 5):
+        state.global_step = step
+        bar.on_step_end(None, state, None)
+        bar.on_log(None, state, None, logs={"loss": 0.5 / step, "learning_rate": 1e-4})
+    assert bar.bar.n == 4
+    bar.on_train_end(None, state, None)
+    out = capsys.readouterr()
+    assert "bt seed2" in out.err and "4/4" in out.err and "learning_rate" not in out.out + out.err
