@@ -134,16 +134,15 @@ class OpenAIPairwiseJudge(PairwiseJudge):
                                       max_tokens=max_tokens, timeout=timeout, seed=seed)
 
     def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
+        # the generator's openai client: its retries and backoff on rate limits and server errors
+        kw: dict[str, Any] = {"seed": self.client.seed} if self.client.seed is not None else {}
         out = []
         for prompt, a, b in items:
-            payload: dict[str, Any] = {"model": self.client.model, "temperature": 0.0,
-                                       "max_tokens": self.client.max_tokens,
-                                       "messages": [{"role": "user", "content": judge_prompt(prompt, a, b)}]}
-            if self.client.seed is not None:
-                payload["seed"] = self.client.seed
-            data = self.client._post(payload)
-            choices = data.get("choices") or [{}]
-            out.append(parse_verdict((choices[0].get("message") or {}).get("content", "")))
+            resp = self.client.client.chat.completions.create(
+                model=self.client.model, temperature=0.0, max_tokens=self.client.max_tokens,
+                messages=[{"role": "user", "content": judge_prompt(prompt, a, b)}], **kw)
+            content = resp.choices[0].message.content if resp.choices else None
+            out.append(parse_verdict(content or ""))
         return out
 
 
