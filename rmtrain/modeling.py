@@ -224,3 +224,33 @@ def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size
     if was_training:
         model.train()
     return out
+
+
+def length_buckets(sorted_lengths: list[int], overhead: int) -> list[tuple[int, int]]:
+    """Split descending lengths into contiguous buckets minimising padded tokens + overhead per
+    bucket (exact dynamic programme; a batch has at most a few hundred texts). Returns
+    (bucket size, bucket width) pairs in order."""
+    n = len(sorted_lengths)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j texts
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):  # bucket = texts i..j-1, width = sorted_lengths[i]
+            c = best[i] + (j - i) * sorted_lengths[i] + overhead
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    spans = []
+    j = n
+    while j > 0:
+        i = cut[j]
+        spans.append((j - i, sorted_lengths[i]))
+        j = i
+    return spans[::-1]
+
+
+def bucket_spans(buckets: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(start, end, width) of each bucket from :func:`length_buckets`."""
+    out, start = [], 0
+    for size, width in buckets:
+        out.append((start, start + size, width))
+        start += size
+    return out

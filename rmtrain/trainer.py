@@ -17,37 +17,8 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from rmtrain.arms import Arm
 from rmtrain.formatting import Encoded, pad_batch
-from rmtrain.modeling import score_encoded
+from rmtrain.modeling import bucket_spans, length_buckets, score_encoded
 from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
-
-
-def _length_buckets(sorted_lengths: list[int], overhead: int) -> list[tuple[int, int]]:
-    """Split descending lengths into contiguous buckets minimising padded tokens + overhead per
-    bucket (exact dynamic programme; a batch has at most a few hundred texts). Returns
-    (bucket size, bucket width) pairs in order."""
-    n = len(sorted_lengths)
-    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j texts
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        for i in range(j):  # bucket = texts i..j-1, width = sorted_lengths[i]
-            c = best[i] + (j - i) * sorted_lengths[i] + overhead
-            if c < best[j]:
-                best[j], cut[j] = c, i
-    spans = []
-    j = n
-    while j > 0:
-        i = cut[j]
-        spans.append((j - i, sorted_lengths[i]))
-        j = i
-    return spans[::-1]
-
-
-def _bucket_spans(buckets: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    out, start = [], 0
-    for size, width in buckets:
-        out.append((start, start + size, width))
-        start += size
-    return out
 
 
 class PairCollator:
@@ -147,11 +118,11 @@ class MatchedRewardTrainer(Trainer):
             return model(**inputs)
         lengths = mask.sum(dim=1).tolist()
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        buckets = _length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
+        buckets = length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
         if len(buckets) == 1 and buckets[0][1] == mask.shape[1]:
             return model(**inputs)
         logits, idx_all = [], []
-        for start, stop, width in _bucket_spans(buckets):
+        for start, stop, width in bucket_spans(buckets):
             idx = torch.tensor(order[start:stop], device=mask.device)
             sub = {k: (v.index_select(0, idx)[:, :width] if torch.is_tensor(v) and v.dim() == 2
                        and v.shape == mask.shape else v) for k, v in inputs.items()}
@@ -170,10 +141,10 @@ class MatchedRewardTrainer(Trainer):
         if self.args.world_size > 1 or len(lengths) < 2:
             return gather_rewards(shared_prompt_forward(model, inputs), inputs["reward_index"])
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        buckets = _length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
+        buckets = length_buckets([lengths[i] for i in order], self.bucket_overhead_tokens)
         width = seg.shape[1]
         parts, idx_all = [], []
-        for start, stop, w in _bucket_spans(buckets):
+        for start, stop, w in bucket_spans(buckets):
             idx = torch.tensor(order[start:stop], device=seg.device)
             sub = {k: inputs[k].index_select(0, idx)[:, :w] for k in ("input_ids", "position_ids", "segment_ids")}
             per_pos = shared_prompt_forward(model, sub)

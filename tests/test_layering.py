@@ -1,6 +1,6 @@
 """Layering is one-way: shared foundations (rmtrain.data, formatting, modeling, io, ...) and the
 training library (rmtrain.train, trainer, prepare, rundir) <- rmeval <- the wiring layer
-(rmtrain.cli, rmtrain.runs, rmtrain.sweep). No module imports from a layer above it."""
+(rmtrain.cli, rmtrain.runs, rmtrain.sweep, rmtrain.policy). No module imports from a layer above it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WIRING = ("rmtrain.cli", "rmtrain.runs", "rmtrain.sweep")
+WIRING = ("rmtrain.cli", "rmtrain.runs", "rmtrain.sweep", "rmtrain.policy")
 TRAINING = ("rmtrain.train", "rmtrain.trainer", "rmtrain.prepare", "rmtrain.rundir")
 
 

