@@ -21,6 +21,7 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
     out = tmp_path / "run"
     cfg = load_train_config(ROOT / "recipes" / "demo.yaml", {
         "arm": "regression", "output_dir": str(out), "data.n_prompts": 40, "max_train_pairs": None,
+        "heldout_fraction": 0.25,  # 10 held-out prompts, of which the audit reads audit.max_prompts
         "training.max_steps": 4, "training.save_steps": 2, "training.save_total_limit": None,
         "training.max_length": 64, "training.per_device_batch_size": 4, "training.logging_steps": 1,
         "audit.enabled": True, "audit.max_prompts": 8, "audit.n_boot": 50,
