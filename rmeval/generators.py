@@ -68,24 +68,14 @@ class FileGenerator(Generator):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike) -> None:
+        from rmtrain.io import read_jsonl_rows
+
         self.path = Path(path)
-        if not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: no such generator file")
         self.rows: list[tuple[int, str, int, str]] = []  # (line, prompt_id, variant, text)
-        with self.path.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON ({e.msg})", file=str(self.path), row=line_no) from None
-                for key in ("prompt_id", "text"):
-                    if key not in row:
-                        raise DataError("missing field", file=str(self.path), row=line_no, field=key)
-                if not isinstance(row["text"], str) or not row["text"].strip():
-                    raise DataError("text must be a non-empty string", file=str(self.path), row=line_no, field="text")
-                self.rows.append((line_no, str(row["prompt_id"]), int(row.get("variant", 0)), row["text"]))
+        for line_no, row in read_jsonl_rows(self.path, "generator file", ("prompt_id", "text")):
+            if not isinstance(row["text"], str) or not row["text"].strip():
+                raise DataError("text must be a non-empty string", file=str(self.path), row=line_no, field="text")
+            self.rows.append((line_no, str(row["prompt_id"]), int(row.get("variant", 0)), row["text"]))
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int | None = None) -> dict[str, list[str]]:
         _check_task(task)

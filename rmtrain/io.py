@@ -180,6 +180,18 @@ def read_records(path: str | os.PathLike) -> list[Record]:
     raise _suffix_error(path)
 
 
+def read_jsonl_rows(path: str | os.PathLike, what: str, required: tuple[str, ...] = ()) -> list[Record]:
+    """Rows of a user's jsonl file as (line number, dict), each holding the ``required`` fields; a bad
+    line is a DataError naming the file, line and field."""
+    path = check_path(path, what)
+    rows = _read_json_rows(path)
+    for line_no, row in rows:
+        for key in required:
+            if key not in row:
+                raise DataError("missing field", file=str(path), row=line_no, field=key)
+    return rows
+
+
 def read_table(path: str | os.PathLike, what: str = "table", *, allow_empty: bool = False) -> pd.DataFrame:
     """A local table as a DataFrame, row numbers in ``attrs["source_rows"]``; a missing, empty or
     unreadable file, a directory, or a table without rows (unless ``allow_empty``) is a one-line

@@ -131,32 +131,22 @@ class FileRewriter(Rewriter):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike) -> None:
+        from rmtrain.io import read_jsonl_rows
+
         self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"{self.path}: no such rewrite file")
         self.rows: dict[tuple[str, str, str], str] = {}
-        with self.path.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON ({e.msg})", file=str(self.path), row=line_no) from None
-                for key in ("item_id", "perturbation", "side", "text"):
-                    if key not in row:
-                        raise DataError("missing field", file=str(self.path), row=line_no, field=key)
-                code = str(row["perturbation"]).split("@")[0]
-                if code not in STYLIZED_CODES:
-                    raise DataError(f"unknown stylized perturbation '{row['perturbation']}'", file=str(self.path),
-                                    row=line_no, field="perturbation")
-                if row["side"] not in SIDES:
-                    raise DataError(f"side must be one of {SIDES}", file=str(self.path), row=line_no, field="side")
-                key3 = (code, str(row["item_id"]), row["side"])
-                if key3 in self.rows:
-                    raise DataError(f"duplicate rewrite of item '{row['item_id']}' ({row['side']}, {code})",
-                                    file=str(self.path), row=line_no, field="item_id")
-                self.rows[key3] = row["text"] if isinstance(row["text"], str) else ""
+        for line_no, row in read_jsonl_rows(self.path, "rewrite file", ("item_id", "perturbation", "side", "text")):
+            code = str(row["perturbation"]).split("@")[0]
+            if code not in STYLIZED_CODES:
+                raise DataError(f"unknown stylized perturbation '{row['perturbation']}'", file=str(self.path),
+                                row=line_no, field="perturbation")
+            if row["side"] not in SIDES:
+                raise DataError(f"side must be one of {SIDES}", file=str(self.path), row=line_no, field="side")
+            key3 = (code, str(row["item_id"]), row["side"])
+            if key3 in self.rows:
+                raise DataError(f"duplicate rewrite of item '{row['item_id']}' ({row['side']}, {code})",
+                                file=str(self.path), row=line_no, field="item_id")
+            self.rows[key3] = row["text"] if isinstance(row["text"], str) else ""
         self._hash = hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
 
     @property

@@ -122,23 +122,10 @@ def write_rows(path: str | os.PathLike, rows: list[dict[str, Any]]) -> Path:
 
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such environment file (run `rmtrain policy ... --prepare-only`)")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=line_no) from None
-            for key in ("prompt_id", "messages", "reward_messages"):
-                if key not in row:
-                    raise DataError("missing field", file=str(path), row=line_no, field=key)
-            rows.append(row)
-    return rows
+    """An environment file's rows (written by build_environment; `rmtrain policy` writes them first)."""
+    from rmtrain.io import read_jsonl_rows
+
+    return [row for _, row in read_jsonl_rows(path, "environment file", ("prompt_id", "messages", "reward_messages"))]
 
 
 def build_environment(cfg: PolicyConfig, out_dir: str | os.PathLike) -> dict[str, Any]:
