@@ -144,7 +144,7 @@ def plot_share_vs_margin(df: pd.DataFrame, arms: list[str], human_share: dict[st
 
     models = list(dict.fromkeys(df["model"]))
     colours = _arm_colours(arms)
-    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models) + 1.6, 4.2), squeeze=False)
     for ax, model in zip(axes[0], models):
         m = df[df["model"] == model]
         for arm in arms:
@@ -156,7 +156,8 @@ def plot_share_vs_margin(df: pd.DataFrame, arms: list[str], human_share: dict[st
         ax.set_xlabel("between-prompt share (ICC(1) of scores)")
         ax.set_ylabel("random-wrong-prompt margin (SD)")
         ax.set_title(model, fontsize=10)
-    axes[0][-1].legend(fontsize=8, loc="best")
+    # outside the axes: a legend inside can hide a run's point
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
