@@ -466,6 +466,10 @@ def cmd_human(args: argparse.Namespace) -> int:
     from rmeval.human import compute_human, human_table, write_human_report
 
     rs = load_data(args.data, args.max_prompts, args.seed)
+    if not rs.attributes:
+        raise ConfigError(f"--data {args.data}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
+                          "carries labels, not ratings); rmeval human needs a rating set: helpsteer, helpsteer2, "
+                          "shp, simulated or a generic file with rating columns")
     annotations = None
     if args.annotations:
         from rmtrain.data.helpsteer_annotations import load_helpsteer2_annotations

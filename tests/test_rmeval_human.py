@@ -205,3 +205,11 @@ def test_shp_bad_score(tmp_path: Path):
         load_shp(f)
     rs = load_shp(f, on_bad="skip")
     assert rs.skipped["bad_score_B"] == 1
+
+
+def test_human_audit_of_a_preference_set_says_it_needs_ratings(tmp_path, capsys):
+    """RM-Bench carries preference labels, no ratings: one line saying what rmeval human needs."""
+    rm_bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
+    assert main(["human", "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no rated attribute" in err[0] and "needs a rating set" in err[0]
