@@ -321,6 +321,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
     conditions = resolve_conditions(args)
     rating_set = load_data(args.data, args.max_prompts, args.seed)
+    if not rating_set.attributes:
+        # checked before any scoring: every audit figure is read against the human ratings
+        raise ConfigError(f"--data {args.data}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
+                          "carries labels, not ratings); rmeval audit needs a rating set. For preference sets use "
+                          "rmeval pairwise or rmeval suitability")
     single = len(checkpoints) == 1
     audits = {}
     for name, ckpt in checkpoints:

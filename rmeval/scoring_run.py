@@ -49,15 +49,30 @@ def _fingerprint_file(out_path: str | os.PathLike) -> Path:
     return p.with_name(p.name + ".scorer.json")
 
 
-def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str) -> pd.DataFrame | None:
+def data_digest(rating_set: RatingSet) -> str:
+    """Content of a rating set (ids, conversations, responses): rows are keyed by ids, and two data
+    sets can share ids, so an earlier run's rows are reused only for the same content."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in rating_set.prompts:
+        h.update(json.dumps([str(p.prompt_id), p.messages, [(str(r.response_id), r.text) for r in p.responses]],
+                            sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str, digest: str) -> pd.DataFrame | None:
     """Rows of an earlier run into the same file, only if the same scorer (model and settings)
-    made them: another checkpoint's scores must never be reused."""
+    made them on the same data: another checkpoint's or data set's scores must never be reused."""
     if out_path is None or not Path(out_path).exists():
         return None
     side = _fingerprint_file(out_path)
-    made_by = json.loads(side.read_text()).get("fingerprint") if side.exists() else None
-    if made_by != fingerprint:
-        log.warning("%s was scored by another scorer (%s); rescoring", out_path, made_by)
+    made = json.loads(side.read_text()) if side.exists() else {}
+    if made.get("fingerprint") != fingerprint:
+        log.warning("%s was scored by another scorer (%s); rescoring", out_path, made.get("fingerprint"))
+        return None
+    if made.get("data") != digest:
+        log.warning("%s was scored on other data; rescoring (the score cache keeps texts already seen)", out_path)
         return None
     prev = read_table(out_path, allow_empty=True)  # an earlier run may have had nothing to score
     return prev if len(prev) else None
@@ -78,7 +93,8 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``."""
     items = build_items(rating_set, conditions, **opts)
     done: dict[tuple, float] = {}
-    prev = _previous_rows(out_path, scorer.fingerprint)
+    digest = data_digest(rating_set)
+    prev = _previous_rows(out_path, scorer.fingerprint, digest)
     if prev is not None:
         done = {_row_key(r): float(r.score) for r in prev.itertuples(index=False)}
         log.info("%s: %d rows already scored", out_path, len(done))
@@ -143,7 +159,8 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
             others = prev[~prev["condition"].isin(conditions)]
             keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
         atomic_write_table(out_path, keep)
-        atomic_write_text(_fingerprint_file(out_path), json.dumps({"fingerprint": scorer.fingerprint}) + "\n")
+        atomic_write_text(_fingerprint_file(out_path),
+                          json.dumps({"fingerprint": scorer.fingerprint, "data": digest}) + "\n")
     if own_cache is not None:
         own_cache.cache.close()
     return df

