@@ -31,6 +31,7 @@ from scipy.stats import rankdata
 from rmtrain.errors import DataError
 from rmtrain.io import atomic_write_json, atomic_write_text
 
+from .report import _f  # one number format for every report
 from .stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from .stats.reliability import corrected_share, rater_reliability, spearman_brown
 from .stats.share import residual_share, share
@@ -151,14 +152,6 @@ def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n
 
 
 # -- report --------------------------------------------------------------------------------------
-
-def _f(v: Any, nd: int = 3) -> str:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return "—"
-    return "—" if x != x else f"{x:.{nd}f}"
-
 
 def _ci(r: dict[str, Any]) -> str:
     lo, hi = r.get("ci95") or [None, None]

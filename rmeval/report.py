@@ -215,13 +215,7 @@ def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], yl
     ax.set_title(title)
     if band is not None:
         ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)  # written then renamed: never a half-written image
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return _save_figure(fig, path)
 
 
 def _paired_plot(path: Path, labels: list[str], model: list[dict[str, Any]], human: list[dict[str, Any]]) -> Path:
@@ -246,6 +240,12 @@ def _paired_plot(path: Path, labels: list[str], model: list[dict[str, Any]], hum
     ax.set_ylabel("between-prompt share (ICC1)")
     ax.set_title("Between-prompt share: model vs human on the same responses")
     ax.legend(loc="best", fontsize=8)
+    return _save_figure(fig, path)
+
+
+def _save_figure(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
