@@ -47,6 +47,9 @@ class TrainingSettings:
     # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmtrain.shared_prompt).
     # auto: where the model takes a custom attention mask; true: required; false: never.
     shared_prompt: str = "auto"  # YAML true/false accepted too
+    # Encoder classifiers (BERT family): token-wise sublayers on real tokens only, the last layer for
+    # the pooled token only (rmtrain.packed_encoder); exact, so on by default; other models unaffected.
+    packed_encoder: bool = True
 
 
 @dataclass

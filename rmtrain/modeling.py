@@ -18,6 +18,7 @@ import torch
 
 from rmtrain.errors import ConfigError
 from rmtrain.formatting import Encoded, pad_batch
+from rmtrain.packed_encoder import packed_encoder_forward
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +217,12 @@ def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size
     model.eval()
     device = device or next(model.parameters()).device
     out = np.empty(len(encoded), dtype=np.float64)
-    for idx in length_sorted_batches([len(e) for e in encoded], batch_size, max_tokens):
-        batch = pad_batch([encoded[i] for i in idx], pad_id, padding_side)
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits = model(**batch).logits
-        out[idx] = logits[:, 0].float().cpu().numpy()
+    with packed_encoder_forward(model):  # encoders: no pad or discarded-token work (same scores)
+        for idx in length_sorted_batches([len(e) for e in encoded], batch_size, max_tokens):
+            batch = pad_batch([encoded[i] for i in idx], pad_id, padding_side)
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = model(**batch).logits
+            out[idx] = logits[:, 0].float().cpu().numpy()
     if was_training:
         model.train()
     return out

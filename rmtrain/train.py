@@ -149,6 +149,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
                                    data_collator=collator, processing_class=tok, arm=arm,
                                    heldout=inputs.selection, pad_id=tok.pad_token_id,
                                    eval_batch_size=cfg.training.eval_batch_size,
+                                   packed_encoder=cfg.training.packed_encoder,
                                    callbacks=(extra := [make(cfg, data, tok) for make in callbacks]))
     for cb in extra:
         # a callback that cannot run under this set-up (the rank-0 audit under ZeRO-3) refuses it here

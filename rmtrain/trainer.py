@@ -18,6 +18,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from rmtrain.arms import Arm
 from rmtrain.formatting import Encoded, pad_batch
 from rmtrain.modeling import bucket_spans, length_buckets, score_encoded
+from rmtrain.packed_encoder import packed_encoder_forward
 from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 
 
@@ -71,8 +72,11 @@ class HeldoutSet:
 
 class MatchedRewardTrainer(Trainer):
     def __init__(self, *args: Any, arm: Arm, heldout: HeldoutSet | None = None, pad_id: int,
-                 eval_batch_size: int = 64, **kwargs: Any) -> None:
+                 eval_batch_size: int = 64, packed_encoder: bool = True, **kwargs: Any) -> None:
+        """``packed_encoder``: encoder classifiers run token-wise sublayers on real tokens only and the
+        last layer for the pooled token only (rmtrain.packed_encoder; same scores and gradients)."""
         super().__init__(*args, **kwargs)
+        self.packed_encoder = packed_encoder
         self.arm = arm
         self.heldout = heldout
         self.pad_id = pad_id
@@ -81,6 +85,16 @@ class MatchedRewardTrainer(Trainer):
         self.pairs_seen = 0  # on this rank, for the participation check
         # Padded tokens one more forward pass is worth (bucketed forward); GPUs want bigger buckets.
         self.bucket_overhead_tokens = 4096 if self.args.device.type == "cuda" else 128
+        self._packed = False  # the packed encoder forward is installed (train())
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        # for the whole run, not per step: gradient checkpointing re-runs the layers in backward
+        with packed_encoder_forward(self.model, self.packed_encoder) as packed:
+            self._packed = packed
+            try:
+                return super().train(*args, **kwargs)
+            finally:
+                self._packed = False
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
@@ -109,6 +123,8 @@ class MatchedRewardTrainer(Trainer):
         padding is removed, not moved), so the loss and its gradient are unchanged; only padded
         tokens are no longer computed. Buckets split the length-sorted texts where the padding
         saved outweighs the cost of another forward (``bucket_overhead_tokens``)."""
+        if self._packed:  # the layers skip padding themselves: one forward, each distinct text once
+            return self._distinct_forward(model, inputs)
         mask = inputs.get("attention_mask")
         # Single process only: under DDP (buffer broadcast) and ZeRO-3 (parameter gathering) every
         # forward is a collective, and ranks with different bucket counts would deadlock.
@@ -132,6 +148,28 @@ class MatchedRewardTrainer(Trainer):
         inv = torch.empty_like(perm)
         inv[perm] = torch.arange(len(perm), device=perm.device)
         return SequenceClassifierOutput(logits=torch.cat(logits, dim=0).index_select(0, inv))  # batch order
+
+    def _distinct_forward(self, model: Any, inputs: dict[str, torch.Tensor]) -> Any:
+        """One forward over the batch's distinct texts (a response in two pairs of a prompt is the
+        same text); rewards are copied back to every row. A repeated text shares one dropout draw."""
+        ids = inputs["input_ids"]
+        keys = [tuple(r) for r in ids.tolist()]
+        if "token_type_ids" in inputs:  # the same tokens with another prompt/response split differ
+            keys = [(k, tuple(t)) for k, t in zip(keys, inputs["token_type_ids"].tolist(), strict=True)]
+        first: dict[Any, int] = {}  # text -> its place among the distinct texts
+        rows = []  # the batch row each distinct text is taken from
+        for i, k in enumerate(keys):
+            if k not in first:
+                first[k] = len(rows)
+                rows.append(i)
+        if len(rows) == len(keys):
+            return model(**inputs)
+        where = [first[k] for k in keys]
+        pick = torch.tensor(rows, device=ids.device)
+        sub = {k: (v.index_select(0, pick) if torch.is_tensor(v) and v.dim() >= 1 and v.shape[0] == len(keys) else v)
+               for k, v in inputs.items()}
+        logits = model(**sub).logits.index_select(0, torch.tensor(where, device=ids.device))
+        return SequenceClassifierOutput(logits=logits)
 
     def _shared_prompt_rewards(self, model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Rewards of a shared-prompt batch (chosen then rejected), rows run in length buckets as in

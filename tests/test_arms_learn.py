@@ -25,5 +25,8 @@ def test_arm_beats_chance_on_heldout_prompts(arm, tmp_path):
         "training.max_length": 96, "wandb.mode": "disabled"})
     s = train(cfg)
     assert s["n_heldout_pairs"] >= 150
-    # chance is 0.5; label noise (10% flipped) caps the attainable accuracy near 0.8
-    assert s["heldout_pair_accuracy"] > 0.62, s
+    # chance is 0.5; label noise (10% flipped) caps the attainable accuracy near 0.8. A 30-step run
+    # varies with the training seed and dropout draws: bt_margin gave 0.585-0.673 over seeds 1-5,
+    # with and without the packed encoder forward (mean 0.629 vs 0.632), so 0.62 failed 4 runs in
+    # 10; 0.58 is two binomial standard errors (0.038 at n=171) above chance.
+    assert s["heldout_pair_accuracy"] > 0.58, s

@@ -17,9 +17,10 @@ from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from rmtrain.data.registry import load_rating_set
 from rmtrain.errors import ConfigError
 from rmtrain.formatting import encode_example, pad_batch
-from rmtrain.modeling import LoraSettings, ModelSettings, apply_lora, load_reward_model
+from rmtrain.modeling import LoraSettings, ModelSettings, load_reward_model
 from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
 from tests.test_lora_causal import DATA, train_tokenizer
+from tests.tiny_models import lora_with_effect
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -78,12 +79,7 @@ def test_same_rewards_and_gradients(tiny_qwen3: Path, attn: str, lora: bool) -> 
     model, tok = load_reward_model(ModelSettings(str(tiny_qwen3), attn_implementation=attn))
     assert type(model).__name__ == "Qwen3ForSequenceClassification"
     if lora:
-        model = apply_lora(model, LoraSettings(r=4, dropout=0.0))
-        torch.manual_seed(1)
-        with torch.no_grad():  # lora_B starts at zero: give the adapters an effect to differentiate
-            for n, p in model.named_parameters():
-                if "lora_B" in n:
-                    p.normal_(0, 0.1)
+        model = lora_with_effect(model)
     assert unsupported_reason(model) is None
     model.train()  # training mode; Qwen3 has no dropout at attention_dropout=0
     chosen, rejected = pairs_batch(tok, max_length=400)  # nothing cut: prompts shared

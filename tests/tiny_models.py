@@ -43,3 +43,19 @@ def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size
     model_cls(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def lora_with_effect(model: Any, r: int = 4) -> Any:
+    """LoRA adapters (rmtrain.modeling.apply_lora) whose B matrices are random: they start at zero,
+    and a comparison of gradients needs adapters that change the output."""
+    import torch
+
+    from rmtrain.modeling import LoraSettings, apply_lora
+
+    model = apply_lora(model, LoraSettings(r=r, dropout=0.0))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+    return model
