@@ -52,14 +52,14 @@ def audit_decoder(args: argparse.Namespace) -> None:
 
     from bench_util import build_qwen3, matmul_gflops, rating_set_texts
 
-    from rmeval.conditions import ALL_CONDITIONS
+    from rmeval.conditions import CONDITIONS
     from rmeval.generators import SimulatedGenerator
     from rmeval.scoring.base import render_item
     from rmeval.scoring_run import build_items
     from rmtrain.data.registry import load_rating_set
 
     rs = load_rating_set({"name": "simulated", "n_prompts": args.n_prompts, "responses_per_prompt": 4, "seed": 0})
-    conds = list(ALL_CONDITIONS)
+    conds = list(CONDITIONS)
     gen = SimulatedGenerator()
     items = [it.item for it in build_items(rs, conds, related_generator=gen, paraphrase_generator=gen)]
     items = list({render_item(i): i for i in items}.values())  # score_conditions scores each text once

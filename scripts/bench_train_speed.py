@@ -79,7 +79,8 @@ def build_config(a: argparse.Namespace, out: str) -> Any:
     if a.data == "simulated":
         data = {"name": "simulated", "n_prompts": a.n_prompts, "responses_per_prompt": 4, "seed": 0}
     elif a.data == "hh_rlhf":
-        data = {"name": "hh_rlhf", "path": str(HH_RLHF)}
+        # 13 rows of the file have an empty final response: skipped and counted, as in the README
+        data = {"name": "hh_rlhf", "path": str(HH_RLHF), "on_bad": "skip"}
     else:
         data = {"name": "rm_bench", "path": str(RM_BENCH)}
     raw = {
