@@ -19,6 +19,7 @@ from rmtrain.arms import Arm
 from rmtrain.formatting import Encoded, pad_batch
 from rmtrain.modeling import bucket_spans, length_buckets, score_encoded
 from rmtrain.packed_encoder import packed_encoder_forward
+from rmtrain.prefix_scoring import classifier_scores, supports_prefix_scoring
 from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 
 
@@ -210,6 +211,10 @@ class MatchedRewardTrainer(Trainer):
         super().log(logs, start_time)
 
     def score_set(self, texts: HeldoutSet) -> np.ndarray:
+        if getattr(self.data_collator, "shared_prompt", False) and supports_prefix_scoring(self.model):
+            # a prompt's responses share its prefix, run once (same scores, rmtrain.prefix_scoring)
+            return classifier_scores(self.model, texts.encoded, [key[0] for key in texts.keys], pad_id=self.pad_id,
+                                     batch_size=self.eval_bs)
         return score_encoded(self.model, texts.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)
 
     def score_heldout(self) -> np.ndarray:

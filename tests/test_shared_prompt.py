@@ -156,6 +156,16 @@ def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, 
 
     monkeypatch.setattr(rt, "PairCollator", spy)
     monkeypatch.setattr("rmtrain.shared_prompt.MIN_SHARED", 1)  # the tiny set's prompts are short
+    import rmtrain.trainer as trainer_module
+
+    prefix_scored: list[str] = []  # the held-out evaluation scores each prompt's prefix once when shared
+    real_scores = trainer_module.classifier_scores
+
+    def scores_spy(*args: Any, **kwargs: Any) -> Any:
+        prefix_scored.append(shared)
+        return real_scores(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "classifier_scores", scores_spy)
     runs = {}
     for shared in ("true", "false"):
         out = tmp_path / shared
@@ -164,6 +174,7 @@ def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, 
 
         runs[shared] = pd.read_parquet(out / "heldout_scores.parquet")["score"].to_numpy()
     assert collators == [True, False]
+    assert set(prefix_scored) == {"true"}
     assert np.std(runs["false"]) > 0
     np.testing.assert_allclose(runs["true"], runs["false"], atol=1e-4)
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmeval.scoring import prefix
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmtrain import prefix_scoring as prefix
 from rmtrain.data.schema import Message
 from rmtrain.formatting import _split_chat, plain_prompt
 from rmtrain.modeling import (
@@ -47,7 +47,7 @@ class DPOImplicitScorer(Scorer):
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
                  max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
-        """``shared_prompt``: each prompt is encoded once for all its responses (rmeval.scoring.prefix)."""
+        """``shared_prompt``: each prompt is encoded once for all its responses (rmtrain.prefix_scoring)."""
         super().__init__()
         self.shared_prompt = shared_prompt
         self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmeval.scoring import prefix
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmtrain import prefix_scoring as prefix
 from rmtrain.data.schema import Message
 from rmtrain.formatting import ROLE_NAMES
 from rmtrain.modeling import (
@@ -145,7 +145,7 @@ class GenerativeJudgeScorer(Scorer):
                  batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
-        (rmeval.scoring.prefix); same scores."""
+        (rmtrain.prefix_scoring); same scores."""
         super().__init__()
         self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
                                                                       dtype=dtype, trust_remote_code=trust_remote_code)

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
-from rmeval.scoring.prefix import classifier_scores, conversation_key, supports_prefix_scoring
 from rmtrain.formatting import Encoded, encode_example, layout
 from rmtrain.modeling import (
     ModelSettings,
@@ -26,6 +25,7 @@ from rmtrain.modeling import (
     resolve_max_length,
     score_encoded,
 )
+from rmtrain.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
 
 
 class SeqClassifierScorer(Scorer):
@@ -37,7 +37,7 @@ class SeqClassifierScorer(Scorer):
                  shared_prompt: bool = True) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
-        ``shared_prompt``: decoder models encode each prompt once (rmeval.scoring.prefix); same scores."""
+        ``shared_prompt``: decoder models encode each prompt once (rmtrain.prefix_scoring); same scores."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)

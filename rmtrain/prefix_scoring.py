@@ -8,8 +8,9 @@ stays exact). The prefix runs once into a KV cache (``DynamicCache``); its respo
 length-sorted batches against a copy of that cache expanded to the batch, with position ids
 continuing from the prefix. Each score equals the unshared forward's up to float rounding.
 
-Used by the sequence-classifier, generative-judge and DPO scorers (``shared_prompt=True``, the
-default); texts without a partner, or whose shared part is shorter than ``MIN_PREFIX`` tokens, go
+Used by rmeval's sequence-classifier, generative-judge and DPO scorers (``shared_prompt=True``, the
+default) and by the trainer's held-out evaluation of decoders trained with the shared prompt (so it
+lives below both, with the other foundations); texts without a partner, or whose shared part is shorter than ``MIN_PREFIX`` tokens, go
 through the scorer's ordinary batched path.
 """
 
