@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmtrain.io import atomic_write_json, atomic_write_text
+from rmtrain.io import atomic_save_figure, atomic_write_json, atomic_write_text
 from rmtrain.tracking import Tracker, flatten
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
@@ -244,15 +244,8 @@ def _paired_plot(path: Path, labels: list[str], model: list[dict[str, Any]], hum
 
 
 def _save_figure(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)  # written then renamed: never a half-written image
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:

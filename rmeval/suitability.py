@@ -44,7 +44,7 @@ from rmeval.stats.suitability import (
 )
 from rmtrain.data.schema import RatingSet
 from rmtrain.errors import ConfigError, DataError
-from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmtrain.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -380,12 +380,7 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path) -> Path:
     ax.set_title("Suitability: confidence drop per perturbation" + (f" ({len(names)} models)" if len(names) > 1 else ""))
     ax.legend(handles=[Patch(color=c, label=lab) for lab, c in colors.items()], fontsize=8, loc="best")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def model_json(r: dict[str, Any], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:

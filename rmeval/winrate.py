@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from rmtrain.errors import ConfigError, DataError
+from rmtrain.io import atomic_save_figure
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -262,10 +263,4 @@ def scatter_plot(table: dict[str, Any], path: str | os.PathLike) -> Path:
         ax.set_xlabel(label)
         ax.set_ylabel("perturbed policy win rate")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return atomic_save_figure(fig, path, dpi=120)

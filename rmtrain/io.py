@@ -71,6 +71,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def atomic_save_figure(fig: Any, path: str | os.PathLike, dpi: int = 110) -> Path:
+    """A matplotlib figure written then renamed (never a half-written image), then closed."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def _json_default(o: Any) -> Any:
     import numpy as np
 

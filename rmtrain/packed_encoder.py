@@ -32,6 +32,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -110,51 +111,81 @@ def _attend(layer: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
     return out.reshape(b, q.shape[2], -1)
 
 
-def _packed_layer_forward(layer: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                          *args: Any, **kwargs: Any) -> torch.Tensor:
-    """BertLayer.forward with the token-wise sublayers on the real tokens only."""
-    b, n, h = hidden_states.shape
-    real = _real_tokens(attention_mask, n)
-    if real is None:
-        return type(layer).forward(layer, hidden_states, attention_mask, *args, **kwargs)
-    index = real.reshape(-1).nonzero().squeeze(1)
-    x = hidden_states.reshape(b * n, h).index_select(0, index)  # [tokens, hidden]
-    attn = layer.attention.self
-    context = _bucketed_attention(layer, [f(x) for f in (attn.query, attn.key, attn.value)], real, index,
-                                  attention_mask)
-    y = layer.feed_forward_chunk(layer.attention.output(context, x))
-    return _scatter(y, index, b * n).view(b, n, -1)
+@dataclass
+class _Layout:
+    """Where a batch's real tokens are, and its attention groups (rows of similar length, each
+    padded to its own longest row). Every layer gets the same mask, so this is built once a batch."""
+
+    index: torch.Tensor  # flat [batch * len] positions of the real tokens, in packed order
+    groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]  # rows, slots, packed rows, mask
+    inverse: torch.Tensor | None  # one group: its packed rows' order back to packed order
+    first_row_mask: torch.Tensor  # the first query's row of the mask (the pooled layer's)
 
 
 # Padded tokens (per row) another attention call is worth; attention is the only padded work left,
 # so rows are grouped by length and each group is padded to its own longest row.
 ATTENTION_BUCKET_OVERHEAD = 64
+_last: tuple[Any, _Layout | None] = (None, None)  # (mask, its layout): the layers of one forward share it
 
 
-def _bucketed_attention(layer: Any, qkv: list[torch.Tensor], real: torch.Tensor, index: torch.Tensor,
-                        mask: torch.Tensor) -> torch.Tensor:
-    """Attention for packed [tokens, hidden] q, k, v, on length groups of rows; packed context out."""
+def _layout(mask: torch.Tensor | None, n: int) -> _Layout | None:
+    global _last
+    if _last[0] is not None and _last[0] is mask:
+        return _last[1]
+    real = _real_tokens(mask, n)
+    layout = None if real is None else _build_layout(real, mask)
+    _last = (mask, layout)
+    return layout
+
+
+def _build_layout(real: torch.Tensor, mask: torch.Tensor) -> _Layout:
     from rmtrain.modeling import bucket_spans, length_buckets
 
     b, n = real.shape
+    dev = real.device
+    index = real.reshape(-1).nonzero().squeeze(1)
     lengths = real.sum(dim=1)
     order = torch.argsort(lengths, descending=True, stable=True)
-    spans = bucket_spans(length_buckets(lengths[order].tolist(), ATTENTION_BUCKET_OVERHEAD))
-    packed_row = torch.full((b * n,), -1, dtype=torch.long, device=real.device)
-    packed_row[index] = torch.arange(len(index), device=real.device)
-    parts, rows_of = [], []
-    for start, stop, w in spans:
+    packed_row = torch.full((b * n,), -1, dtype=torch.long, device=dev)
+    packed_row[index] = torch.arange(len(index), device=dev)
+    groups = []
+    for start, stop, w in bucket_spans(length_buckets(lengths[order].tolist(), ATTENTION_BUCKET_OVERHEAD)):
         rows = order[start:stop]
         keep = real[rows, :w].reshape(-1)
         slots = keep.nonzero().squeeze(1)  # real tokens' places in the [rows * w] padded block
-        src = packed_row[(rows[:, None] * n + torch.arange(w, device=real.device)[None, :]).reshape(-1)[keep]]
-        q, k, v = (_scatter(t.index_select(0, src), slots, len(rows) * w).view(len(rows), w, -1) for t in qkv)
+        src = packed_row[(rows[:, None] * n + torch.arange(w, device=dev)[None, :]).reshape(-1)[keep]]
         m = mask.index_select(0, rows)[:, :, :w, :w] if mask.shape[-2] > 1 else mask.index_select(0, rows)[..., :w]
-        parts.append(_attend(layer, q, k, v, m).reshape(len(rows) * w, -1).index_select(0, slots))
-        rows_of.append(src)
+        groups.append((rows, slots, src, m))
+    inverse = torch.argsort(groups[0][2]) if len(groups) == 1 else None
+    first_row = mask[:, :, :1, :] if mask.shape[-2] > 1 else mask
+    return _Layout(index, groups, inverse, first_row)
+
+
+def _packed_layer_forward(layer: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                          *args: Any, **kwargs: Any) -> torch.Tensor:
+    """BertLayer.forward with the token-wise sublayers on the real tokens only."""
+    b, n, h = hidden_states.shape
+    layout = _layout(attention_mask, n)
+    if layout is None:
+        return type(layer).forward(layer, hidden_states, attention_mask, *args, **kwargs)
+    x = hidden_states.reshape(b * n, h).index_select(0, layout.index)  # [tokens, hidden]
+    attn = layer.attention.self
+    context = _grouped_attention(layer, [f(x) for f in (attn.query, attn.key, attn.value)], layout)
+    y = layer.feed_forward_chunk(layer.attention.output(context, x))
+    return _scatter(y, layout.index, b * n).view(b, n, -1)
+
+
+def _grouped_attention(layer: Any, qkv: list[torch.Tensor], layout: _Layout) -> torch.Tensor:
+    """Attention for packed [tokens, hidden] q, k, v, group by group; packed context out."""
+    parts = []
+    for rows, slots, src, m in layout.groups:
+        w = m.shape[-1]
+        q, k, v = (_scatter(t.index_select(0, src), slots, len(rows) * w).view(len(rows), w, -1) for t in qkv)
+        parts.append(_attend(layer, q, k, v, m).reshape(-1, q.shape[-1]).index_select(0, slots))
     out = torch.cat(parts)
-    return _scatter(out, torch.cat(rows_of), len(index)) if len(parts) > 1 else out.index_select(
-        0, torch.argsort(rows_of[0]))
+    if layout.inverse is not None:
+        return out.index_select(0, layout.inverse)
+    return _scatter(out, torch.cat([g[2] for g in layout.groups]), len(layout.index))
 
 
 def _pooled_layer_forward(layer: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -162,16 +193,16 @@ def _pooled_layer_forward(layer: Any, hidden_states: torch.Tensor, attention_mas
     """BertLayer.forward for the first token only (keys and values of the real tokens); [batch, 1, hidden]."""
     b, n, h = hidden_states.shape
     first = hidden_states[:, :1]
-    real = _real_tokens(attention_mask, n)
+    layout = _layout(attention_mask, n)
     attn = layer.attention.self
-    if real is None:
+    if layout is None:
         k, v = attn.key(hidden_states), attn.value(hidden_states)
+        if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] > 1:
+            attention_mask = attention_mask[:, :, :1, :]  # the first query's row: which keys it may see
     else:
-        index = real.reshape(-1).nonzero().squeeze(1)
-        x = hidden_states.reshape(b * n, h).index_select(0, index)
-        k, v = (_scatter(f(x), index, b * n).view(b, n, -1) for f in (attn.key, attn.value))
-    if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] > 1:
-        attention_mask = attention_mask[:, :, :1, :]  # the first query's row: which keys it may see
+        x = hidden_states.reshape(b * n, h).index_select(0, layout.index)
+        k, v = (_scatter(f(x), layout.index, b * n).view(b, n, -1) for f in (attn.key, attn.value))
+        attention_mask = layout.first_row_mask
     context = _attend(layer, attn.query(first), k, v, attention_mask)
     return layer.feed_forward_chunk(layer.attention.output(context, first))
 
@@ -196,6 +227,8 @@ def packed_encoder_forward(model: Any, enabled: bool = True) -> Iterator[bool]:
     try:
         yield True
     finally:
+        global _last
+        _last = (None, None)  # drop the last batch's mask and layout
         for layer in layers:
             del layer.forward
 

@@ -15,6 +15,7 @@ the conversation is cut from the left (then the response from the right); cuts a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,38 @@ def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad
     return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
 
 
+def as_user_turn(tokenizer: Any, text: str) -> str:
+    """The judge prompt as one user turn of the tokenizer's chat template, where it has one."""
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                             add_generation_prompt=True)
+    return text
+
+
+def fit_judge_prompt(tokenizer: Any, max_length: int, ids_of: Callable[[str], list[int]],
+                     render: Callable[[str, list[str]], str], conv: str,
+                     responses: list[str]) -> tuple[list[int], bool, bool]:
+    """Token ids of ``render(conv, responses)`` within ``max_length``: the conversation is cut from
+    the left, then each response from the right. Returns (ids, prompt cut, responses cut)."""
+    ids = ids_of(render(conv, responses))
+    p_cut = r_cut = False
+    for _ in range(8):  # re-tokenising after a cut can shift a boundary token: iterate
+        excess = len(ids) - max_length
+        if excess <= 0:
+            break
+        conv_ids = tokenizer(conv, add_special_tokens=False)["input_ids"]
+        if conv_ids:
+            p_cut = True
+            conv = tokenizer.decode(conv_ids[excess + 1:]) if excess + 1 < len(conv_ids) else ""
+        else:
+            r_cut = True
+            n = excess // len(responses) + 1  # shared between the responses
+            cut = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in responses]
+            responses = [tokenizer.decode(r[: max(len(r) - n, 0)]) for r in cut]
+        ids = ids_of(render(conv, responses))
+    return ids[-max_length:], p_cut, r_cut
+
+
 class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
@@ -163,11 +196,10 @@ class GenerativeJudgeScorer(Scorer):
                                           "template": self.template, "dtype": self.dtype})
 
     def judge_text(self, messages: list[Message], response: str) -> str:
-        text = self.template.format(conversation=conversation_text(messages), response=response)
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return text
+        return self._render(conversation_text(messages), [response])
+
+    def _render(self, conv: str, responses: list[str]) -> str:
+        return as_user_turn(self.tokenizer, self.template.format(conversation=conv, response=responses[0]))
 
     def _ids(self, text: str) -> list[int]:
         special = not getattr(self.tokenizer, "chat_template", None)  # the template already holds BOS
@@ -175,27 +207,8 @@ class GenerativeJudgeScorer(Scorer):
 
     def encode(self, messages: list[Message], response: str) -> tuple[list[int], bool, bool]:
         """Token ids of the judge prompt; conversation cut from the left, then response from the right."""
-        conv, resp = conversation_text(messages), response
-        ids = self._ids(self.judge_text(messages, response))
-        p_cut = r_cut = False
-        for _ in range(8):  # re-tokenising after a cut can shift a boundary token: iterate
-            excess = len(ids) - self.max_length
-            if excess <= 0:
-                break
-            conv_ids = self.tokenizer(conv, add_special_tokens=False)["input_ids"]
-            if conv_ids:
-                p_cut = True
-                conv = self.tokenizer.decode(conv_ids[excess + 1:]) if excess + 1 < len(conv_ids) else ""
-            else:
-                r_cut = True
-                r_ids = self.tokenizer(resp, add_special_tokens=False)["input_ids"]
-                resp = self.tokenizer.decode(r_ids[: max(len(r_ids) - excess - 1, 0)])
-            text = self.template.format(conversation=conv, response=resp)
-            if getattr(self.tokenizer, "chat_template", None):
-                text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                          add_generation_prompt=True)
-            ids = self._ids(text)
-        return ids[-self.max_length:], p_cut, r_cut
+        return fit_judge_prompt(self.tokenizer, self.max_length, self._ids, self._render, conversation_text(messages),
+                                [response])
 
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
         return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id, device=self.device,

@@ -20,7 +20,13 @@ import numpy as np
 import torch
 
 from rmeval.scoring.base import Scorer, fingerprint_of
-from rmeval.scoring.judge import GenerativeJudgeScorer, conversation_text, digit_token_ids
+from rmeval.scoring.judge import (
+    GenerativeJudgeScorer,
+    as_user_turn,
+    conversation_text,
+    digit_token_ids,
+    fit_judge_prompt,
+)
 from rmtrain.data.schema import Message
 
 PAIRWISE_TEMPLATE = (
@@ -52,35 +58,14 @@ class PairwiseJudgeScorer(Scorer):
         return json.dumps([[{"role": m["role"], "content": m["content"]} for m in messages], a, b],
                           ensure_ascii=False, separators=(",", ":"))
 
-    def _text(self, conv: str, a: str, b: str) -> str:
-        text = self.template.format(conversation=conv, a=a, b=b)
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return text
-
-    def _cut_right(self, text: str, n: int) -> str:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return self.tokenizer.decode(ids[: max(len(ids) - n, 0)])
+    def _render(self, conv: str, responses: list[str]) -> str:
+        a, b = responses
+        return as_user_turn(self.tokenizer, self.template.format(conversation=conv, a=a, b=b))
 
     def encode(self, messages: list[Message], a: str, b: str) -> tuple[list[int], bool, bool]:
-        conv = conversation_text(messages)
-        ids = self.judge._ids(self._text(conv, a, b))
-        p_cut = r_cut = False
-        for _ in range(8):  # re-tokenising after a cut can shift a boundary token: iterate
-            excess = len(ids) - self.judge.max_length
-            if excess <= 0:
-                break
-            conv_ids = self.tokenizer(conv, add_special_tokens=False)["input_ids"]
-            if conv_ids:
-                p_cut = True
-                conv = self.tokenizer.decode(conv_ids[excess + 1:]) if excess + 1 < len(conv_ids) else ""
-            else:
-                r_cut = True
-                half = excess // 2 + 1
-                a, b = self._cut_right(a, half), self._cut_right(b, half)
-            ids = self.judge._ids(self._text(conv, a, b))
-        return ids[-self.judge.max_length:], p_cut, r_cut
+        """Token ids of the pairwise prompt; conversation cut from the left, then both answers from the right."""
+        return fit_judge_prompt(self.tokenizer, self.judge.max_length, self.judge._ids, self._render,
+                                conversation_text(messages), [a, b])
 
     def score(self, items: list[Any]) -> np.ndarray:
         """p(A is better) per (messages, (a, b))."""

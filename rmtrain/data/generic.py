@@ -34,7 +34,7 @@ from rmtrain.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
 from rmtrain.io import Record, _py_row, looks_like_hub_id, looks_local, read_records
 
 __all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
-           "read_records", "require_text"]
+           "read_records", "require_text", "source_records"]
 
 # One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
 ON_BAD = ("raise", "skip")
@@ -62,6 +62,13 @@ def hub_records(repo_id: str, split: str, **kwargs: Any) -> list[Record]:
 
     ds = load_dataset(repo_id, split=split, **kwargs)
     return [(i + 1, _py_row(dict(r))) for i, r in enumerate(ds)]
+
+
+def source_records(path: str | os.PathLike, split: str) -> tuple[list[Record], str]:
+    """(rows, the name errors give the source): a Hub dataset split or a local file."""
+    if is_hub_id(path):
+        return hub_records(str(path), split), f"{path}[{split}]"
+    return read_records(path), str(path)
 
 
 def is_missing(value: Any) -> bool:
@@ -123,10 +130,7 @@ def load_generic(path: str | os.PathLike, columns: Mapping[str, Any], *, name: s
             raise ValueError(f"generic loader: columns needs a {key!r} entry, got {dict(columns)}")
     rating_cols: dict[str, str] = dict(columns.get("ratings") or {})
     pid_col, rid_col = columns.get("prompt_id"), columns.get("response_id")
-    if is_hub_id(path):
-        records, file = hub_records(str(path), split), f"{path}[{split}]"
-    else:
-        records, file = read_records(path), str(path)
+    records, file = source_records(path, split)
 
     skipped: Counter = Counter()
     groups: dict[str, PromptRecord] = {}

@@ -35,11 +35,10 @@ from rmtrain.data.generic import (
     Record,
     check_on_bad,
     coerce_rating,
-    hub_records,
-    is_hub_id,
     is_missing,
     read_records,
     require_text,
+    source_records,
 )
 from rmtrain.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response
 from rmtrain.errors import DataError
@@ -71,16 +70,10 @@ def parse_helpsteer_prompt(prompt: str) -> list[Message]:
     return msgs
 
 
-def _records(path: str | os.PathLike, split: str) -> tuple[list[Record], str]:
-    if is_hub_id(path):
-        return hub_records(str(path), split), f"{path}[{split}]"
-    return read_records(path), str(path)
-
-
 def _load_helpsteer_rows(path: str | os.PathLike, split: str, *, name: str, source: str,
                          limit: int | None, on_bad: str) -> RatingSet:
     check_on_bad(on_bad)
-    records, file = _records(path, split)
+    records, file = source_records(path, split)
     skipped: Counter = Counter()
     prompts: list[PromptRecord] = []
     last_prompt: str | None = None

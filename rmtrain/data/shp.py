@@ -27,10 +27,8 @@ from collections import Counter
 from rmtrain.data.generic import (
     check_on_bad,
     coerce_rating,
-    hub_records,
-    is_hub_id,
-    read_records,
     require_text,
+    source_records,
 )
 from rmtrain.data.schema import Preference, PromptRecord, RatingSet, Response
 from rmtrain.errors import DataError
@@ -43,10 +41,7 @@ def load_shp(path: str | os.PathLike = SHP_HUB_ID, split: str = "validation", *,
              on_bad: str = "raise") -> RatingSet:
     """SHP posts (first ``limit`` posts in file order) with their comments, votes and preferences."""
     check_on_bad(on_bad)
-    if is_hub_id(path):
-        records, file = hub_records(str(path), split), f"{path}[{split}]"
-    else:
-        records, file = read_records(path), str(path)
+    records, file = source_records(path, split)
     skipped: Counter = Counter()
     posts: dict[str, PromptRecord] = {}
     comments: dict[tuple[str, str], Response] = {}

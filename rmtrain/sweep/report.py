@@ -14,7 +14,7 @@ import pandas as pd
 
 from rmeval.stats.permutation import exact_permutation_test
 from rmtrain.findings import findings_markdown
-from rmtrain.io import atomic_write_text
+from rmtrain.io import atomic_save_figure, atomic_write_text
 
 FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
            "transplant_random_accuracy", "sibling_coefficient")
@@ -159,12 +159,7 @@ def plot_share_vs_margin(df: pd.DataFrame, arms: list[str], human_share: dict[st
     # outside the axes: a legend inside can hide a run's point
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return atomic_save_figure(fig, path, dpi=120)
 
 
 def plot_arm_bars(df: pd.DataFrame, arms: list[str], path: Path) -> Path:
@@ -191,11 +186,7 @@ def plot_arm_bars(df: pd.DataFrame, arms: list[str], path: Path) -> Path:
             ax.set_xticklabels(arms, rotation=60, ha="right", fontsize=7)
             ax.set_title(f"{LABELS[k]}" + (f"\n{model}" if len(models) > 1 else ""), fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[dict[str, Any]], arms: list[str], *,
