@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from rmtrain.errors import DataError
+from rmcore.errors import DataError
 
 from .stats.bootstrap import PromptSetResamples, rows_with_siblings
 from .stats.centering import centering_variants

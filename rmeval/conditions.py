@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from rmtrain.data.schema import Message, PromptRecord, RatingSet
-from rmtrain.errors import ConfigError
+from rmcore.data.schema import Message, PromptRecord, RatingSet
+from rmcore.errors import ConfigError
 
 DEFAULT_INSTRUCTION = "Please respond."
 # Content-free but well-formed: scores it gets reflect the prompt, not the reply.
@@ -173,7 +173,7 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from rmtrain.modeling import resolve_model_path
+    from rmcore.modeling import resolve_model_path
 
     name = resolve_model_path(model or default_embedder())  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmtrain.data.schema import PromptRecord
-from rmtrain.errors import ConfigError, DataError
+from rmcore.data.schema import PromptRecord
+from rmcore.errors import ConfigError, DataError
 
 TASKS = ("paraphrase", "related")
 
@@ -68,7 +68,7 @@ class FileGenerator(Generator):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike) -> None:
-        from rmtrain.io import read_jsonl_rows
+        from rmcore.io import read_jsonl_rows
 
         self.path = Path(path)
         self.rows: list[tuple[int, str, int, str]] = []  # (line, prompt_id, variant, text)
@@ -101,7 +101,7 @@ class HFGenerator(Generator):
                  device: str | None = None, dtype: str = "float32", batch_size: int = 8) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from rmtrain.modeling import torch_dtype
+        from rmcore.modeling import torch_dtype
 
         if isinstance(model, (str, os.PathLike)):
             self.tokenizer = AutoTokenizer.from_pretrained(str(model))
@@ -219,8 +219,8 @@ class SimulatedGenerator(Generator):
         self.seed = seed
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
-        from rmtrain.data.schema import RatingSet
-        from rmtrain.data.simulated import simulated_prompt_variants
+        from rmcore.data.schema import RatingSet
+        from rmcore.data.simulated import simulated_prompt_variants
 
         _check_task(task)
         out: dict[str, list[str]] = {}
@@ -232,7 +232,7 @@ class SimulatedGenerator(Generator):
 def write_variants(generated: dict[str, list[str]], path: str | os.PathLike) -> Path:
     """Generated texts as a FileGenerator jsonl (``{prompt_id, variant, text}``), atomically, so
     an expensive generation is done once and reused by every audit."""
-    from rmtrain.io import atomic_write_text
+    from rmcore.io import atomic_write_text
 
     lines = [json.dumps({"prompt_id": pid, "variant": v, "text": t}, ensure_ascii=False)
              for pid, texts in generated.items() for v, t in enumerate(texts)]

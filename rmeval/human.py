@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from rmtrain.errors import DataError
-from rmtrain.io import atomic_write_json, atomic_write_text
+from rmcore.errors import DataError
+from rmcore.io import atomic_write_json, atomic_write_text
 
 from .report import _f  # one number format for every report
 from .stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference

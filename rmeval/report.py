@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmtrain.io import atomic_save_figure, atomic_write_json, atomic_write_text
-from rmtrain.tracking import Tracker, flatten
+from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.tracking import Tracker, flatten
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
                "overlap", "embedding", "length", "related", "human")

@@ -9,7 +9,7 @@ files ``rmtrain policy`` writes put there the conversation the reward model shou
 (JSON list of messages, without the rollout's style instruction). An empty label falls back to the
 prompt text as one user turn.
 
-Scoring is ``SeqClassifierScorer``: the same text layout (``rmtrain.formatting``) and forward pass
+Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``) and forward pass
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
 """
 
@@ -22,8 +22,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rmcore.errors import ConfigError
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from rmtrain.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     """A reward model must be a sequence classifier with one label; say what to do otherwise."""
     from transformers import AutoConfig
 
-    from rmtrain.modeling import resolve_model_path
+    from rmcore.modeling import resolve_model_path
 
     name = resolve_model_path(str(path))
     try:

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.data.schema import RatingSet
+from rmcore.io import atomic_write_table, atomic_write_text, read_table
 from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
 from rmeval.tables import norm_id
-from rmtrain.data.schema import RatingSet
-from rmtrain.io import atomic_write_table, atomic_write_text, read_table
 
 log = logging.getLogger(__name__)
 

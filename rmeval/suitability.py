@@ -29,6 +29,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from rmcore.data.schema import RatingSet
+from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
 from rmeval.perturbations.suite import GROUPS, Item, Pair, PerturbedSet, build_suite, preference_items
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -42,9 +45,6 @@ from rmeval.stats.suitability import (
     panel_margins,
     suitability_inference,
 )
-from rmtrain.data.schema import RatingSet
-from rmtrain.errors import ConfigError, DataError
-from rmtrain.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[s
 
 
 def read_pairs(path: str | os.PathLike, groups: Mapping[str, str] | None = None) -> pd.DataFrame:
-    from rmtrain.io import read_table
+    from rmcore.io import read_table
 
     return validate_pairs(read_table(path), file=str(path), groups=groups)
 
@@ -408,7 +408,7 @@ def log_suitability(tracker: Any, results: dict[str, dict[str, Any]], paths: Map
     """Scalars per perturbation (and model), a table, and the plot, like the other audits."""
     if tracker is None or not tracker.enabled:
         return
-    from rmtrain.tracking import flatten
+    from rmcore.tracking import flatten
 
     single = len(results) == 1
     scalars: dict[str, Any] = {}

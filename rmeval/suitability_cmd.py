@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmeval.cli import _tracker, find_checkpoints, load_data, make_cli_scorer, provenance
+from rmcore.checkpoints import find_checkpoints, provenance
+from rmeval.cli import _tracker, load_data, make_cli_scorer
 
 
 def suitability_settings(args: argparse.Namespace):

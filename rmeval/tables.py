@@ -1,6 +1,6 @@
 """Scores, ratings and preferences tables: validation with errors that name the row and field.
 
-Row numbers count from 1 as the loaders do (``rmtrain.io.read_table``): the line number for jsonl
+Row numbers count from 1 as the loaders do (``rmcore.io.read_table``): the line number for jsonl
 and csv (csv counts the header as line 1), the record number for parquet and for a table passed
 in memory. Values in messages are plain Python values (``0``, not ``np.int64(0)``).
 
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmtrain.errors import DataError
-from rmtrain.io import read_table
+from rmcore.errors import DataError
+from rmcore.io import read_table
 
 TRANSPLANT_KINDS = ("random", "overlap", "embedding", "length", "related")
 PROMPT_ONLY_SENTINEL = "__generic_reply__"

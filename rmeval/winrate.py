@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rmtrain.errors import ConfigError, DataError
-from rmtrain.io import atomic_save_figure
+from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_save_figure
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -153,7 +153,7 @@ def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096
     if not name or kind not in ("hf", "openai"):
         raise ConfigError(f"judge '{spec}': use hf:PATH (a local causal LM) or openai:MODEL (with a base URL)")
     if kind == "hf":
-        from rmtrain.modeling import resolve_model_path
+        from rmcore.modeling import resolve_model_path
 
         return HFPairwiseJudge(resolve_model_path(name), max_length=max_length)
     return OpenAIPairwiseJudge(name, **({"base_url": base_url} if base_url else {}))

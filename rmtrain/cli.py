@@ -7,8 +7,8 @@ import json
 import logging
 import sys
 
+from rmcore.errors import ConfigError, DataError
 from rmtrain.config import load_sweep, load_train_config, parse_override
-from rmtrain.errors import ConfigError, DataError
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from rmtrain.console import quiet_libraries
+    from rmcore.console import quiet_libraries
 
     quiet_libraries()
     args = build_parser().parse_args(argv)

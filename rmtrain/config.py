@@ -1,23 +1,18 @@
-"""Config dataclasses for training runs and sweeps, loaded from recipe YAML.
-
-Keys are checked strictly: a typo in a recipe is an error naming the key and the file, never a
-silently ignored option."""
+"""Config dataclasses for training runs and sweeps, read from recipe YAML by ``rmcore.config``
+(strict keys: a typo in a recipe is an error naming the key and the file)."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-import yaml
-
-from rmtrain.errors import ConfigError
-from rmtrain.modeling import LoraSettings, ModelSettings
+from rmcore.config import build_config, config_from_dict, copy_tree, load_recipe, parse_override, set_dotted  # noqa: F401
+from rmcore.errors import ConfigError
+from rmcore.modeling import ModelSettings
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 
@@ -44,11 +39,11 @@ class TrainingSettings:
     dataloader_num_workers: int = 0
     eval_batch_size: int = 64
     use_cpu: bool = False
-    # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmtrain.shared_prompt).
+    # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.shared_prompt).
     # auto: where the model takes a custom attention mask; true: required; false: never.
     shared_prompt: str = "auto"  # YAML true/false accepted too
     # Encoder classifiers (BERT family): token-wise sublayers on real tokens only, the last layer for
-    # the pooled token only (rmtrain.packed_encoder); exact, so on by default; other models unaffected.
+    # the pooled token only (rmcore.packed_encoder); exact, so on by default; other models unaffected.
     packed_encoder: bool = True
 
 
@@ -134,125 +129,16 @@ class TrainConfig:
             raise ConfigError("data must be a mapping with a 'name' (e.g. simulated, helpsteer2)")
 
 
-def _build(cls: type, values: Any, where: str) -> Any:
-    """Dataclass from a mapping, recursively, rejecting unknown keys."""
-    if not dataclasses.is_dataclass(cls):
-        return values
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
-    hints = get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}")
-    kwargs = {}
-    for k, v in values.items():
-        t = hints[k]
-        sub = _dataclass_in(t)
-        if sub is not None and (isinstance(v, dict) or v is None):
-            kwargs[k] = _build(sub, v, f"{where}.{k}")
-        else:
-            kwargs[k] = _coerce(v, t, f"{where}.{k}")
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise ConfigError(f"{where}: {e}") from None
-
-
-def _coerce(v: Any, t: Any, where: str) -> Any:
-    """Scalars to their field's type. YAML 1.1 reads '1e-5' (no dot) as a string, and command-line
-    overrides arrive as text: a learning rate must not reach the optimizer as a string."""
-    # plain scalars and Optional scalars only; list[int] and dict[...] are left as they are
-    args = typing.get_args(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else ()
-    scalar = t if t in (float, int, bool) else next((a for a in args if a in (float, int, bool)), None)
-    if v is None or scalar is None or isinstance(v, bool) and scalar is bool:
-        return v
-    try:
-        if scalar is bool:
-            if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "1", "0"):
-                return v.lower() in ("true", "yes", "1")
-            raise ValueError
-        if scalar is int:
-            f = float(v)
-            if not f.is_integer():
-                raise ValueError
-            return int(f)
-        return float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {scalar.__name__}, got {v!r}") from None
-
-
-def _dataclass_in(t: Any) -> type | None:
-    if dataclasses.is_dataclass(t):
-        return t
-    for a in getattr(t, "__args__", ()) or ():
-        if dataclasses.is_dataclass(a):
-            return a
-    return None
-
-
-def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    cur = d
-    for k in keys[:-1]:
-        cur = cur.setdefault(k, {})
-        if not isinstance(cur, dict):
-            raise ConfigError(f"override {dotted}: '{k}' is not a mapping")
-    cur[keys[-1]] = value
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    """'training.learning_rate=1e-5' -> ('training.learning_rate', 1e-05) (values parsed as YAML)."""
-    if "=" not in item:
-        raise ConfigError(f"override '{item}' must look like key.sub=value")
-    k, v = item.split("=", 1)
-    return k.strip(), yaml.safe_load(v)
-
-
-def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    from rmtrain.io import check_path
-
-    path = check_path(path, "recipe")
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: a recipe must be a YAML mapping")
-    return raw
-
-
 def train_config_from_dict(raw: dict[str, Any], where: str = "config",
                            overrides: dict[str, Any] | None = None) -> TrainConfig:
-    raw = {k: v for k, v in raw.items() if k not in ("sweep", "description")}
-    raw = _deepcopy(raw)
-    for k, v in (overrides or {}).items():
-        _set_dotted(raw, k, v)  # None too: `--set save_total_limit=null` means "no limit"
-    if "on_bad_data" in raw:
-        old = raw["on_bad_data"]
+    overrides = overrides or {}
+    if "on_bad_data" in raw or "on_bad_data" in overrides:
+        old = overrides.get("on_bad_data", raw.get("on_bad_data"))
         raise ConfigError(f"{where}: 'on_bad_data' was renamed 'on_bad' (values raise | skip, as in data specs); "
                           f"write on_bad: {'raise' if old == 'error' else old}")
-    if isinstance(raw.get("model"), str):
-        raw["model"] = {"name_or_path": raw["model"]}
-    model = raw.get("model") or {}
-    if isinstance(model, dict) and isinstance(model.get("lora"), dict):
-        model = dict(model)
-        model["lora"] = _build(LoraSettings, model["lora"], f"{where}.model.lora")
-        raw["model"] = model
-    for req in ("arm", "model", "data"):
-        if req not in raw:
-            raise ConfigError(f"{where}: missing required key '{req}'")
-    cfg = _build(TrainConfig, raw, where)
-    cfg.validate()
-    return cfg
-
-
-def _deepcopy(d: Any) -> Any:
-    if isinstance(d, dict):
-        return {k: _deepcopy(v) for k, v in d.items()}
-    if isinstance(d, list):
-        return [_deepcopy(v) for v in d]
-    return d
+    # None overrides apply too: `--set save_total_limit=null` means "no limit"
+    return config_from_dict(TrainConfig, raw, where=where, overrides=overrides, required=("arm", "model", "data"),
+                            drop=("sweep", "description"), shorthand={"model": "name_or_path"})
 
 
 def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> TrainConfig:
@@ -353,12 +239,12 @@ def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None)
     if "sweep" not in raw:
         raise ConfigError(f"{path}: no 'sweep' section (arms, seeds, models, output_root)")
     overrides = dict(overrides or {})
-    sweep_raw = _deepcopy(raw["sweep"])
+    sweep_raw = copy_tree(raw["sweep"])
     for k in [k for k in overrides if k.startswith("sweep.")]:  # sweep keys override the sweep section
         v = overrides.pop(k)
         if v is not None:
-            _set_dotted(sweep_raw, k[len("sweep."):], v)
-    settings = _build(SweepSettings, sweep_raw, f"{path}.sweep")
+            set_dotted(sweep_raw, k[len("sweep."):], v)
+    settings = build_config(SweepSettings, sweep_raw, f"{path}.sweep")
     if not settings.arms:
         raise ConfigError(f"{path}.sweep: 'arms' is empty")
     sw = Sweep(settings, raw, str(path), overrides)

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.data.schema import RatingSet
+from rmcore.errors import ConfigError
+from rmcore.formatting import Encoded, encode_example
 from rmtrain.arms import PairTable
 from rmtrain.config import TrainConfig
-from rmtrain.data.schema import RatingSet
-from rmtrain.errors import ConfigError
-from rmtrain.formatting import Encoded, encode_example
 from rmtrain.trainer import HeldoutSet
 
 
@@ -34,8 +34,8 @@ class PreparedData:
 
 
 def prepare_data(cfg: TrainConfig) -> PreparedData:
-    from rmtrain.data.pairs import build_pairs, split_by_prompt
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.pairs import build_pairs, split_by_prompt
+    from rmcore.data.registry import load_rating_set
 
     spec = dict(cfg.data)
     spec.setdefault("on_bad", cfg.on_bad)

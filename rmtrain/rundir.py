@@ -1,6 +1,6 @@
-"""A run's directory: what it holds, whether it may be resumed or reused, and atomic saving.
+"""A run's directory as the trainer keeps it: whether it may be resumed or reused, and atomic saving.
 
-OUT/ holds `matchrm_config.json` (the run's config, written before training), `checkpoint-*`
+OUT/ holds (file names in ``rmcore.checkpoints``) `matchrm_config.json` (the run's config, written before training), `checkpoint-*`
 (resumable Trainer state), and when the run finished: a plain transformers checkpoint,
 `train_summary.json` and `heldout_scores.parquet`."""
 
@@ -16,16 +16,14 @@ from typing import Any
 
 import pandas as pd
 
+from rmcore.checkpoints import CONFIG_FILE, HELDOUT_SCORES_FILE, PROGRESS_FILE, SUMMARY_FILE, TRAINER_STATE
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.modeling import unwrap_for_saving
 from rmtrain.config import TrainConfig
-from rmtrain.errors import ConfigError
-from rmtrain.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmtrain.modeling import unwrap_for_saving
 
 log = logging.getLogger(__name__)
 
-SUMMARY_FILE = "train_summary.json"
-CONFIG_FILE = "matchrm_config.json"
-HELDOUT_SCORES_FILE = "heldout_scores.parquet"
 # Keys that may differ between a run and its resumption without changing what is trained.
 _RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad")
 
@@ -77,9 +75,6 @@ def write_config(cfg: TrainConfig, out: Path) -> None:
     atomic_write_text(out / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2, default=str))
 
 
-TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last into a checkpoint
-
-
 def resume_checkpoint(out: Path, remove_incomplete: bool = True) -> str | None:
     """The newest *complete* checkpoint to resume from. A process killed while saving leaves a
     checkpoint without trainer_state.json; transformers would pick it (highest step) and resume from
@@ -100,9 +95,6 @@ def resume_checkpoint(out: Path, remove_incomplete: bool = True) -> str | None:
         if remove_incomplete:
             shutil.rmtree(d, ignore_errors=True)
     return None
-
-
-PROGRESS_FILE = "matchrm_progress_rank{rank}.json"  # in each checkpoint-N/: counters up to that step
 
 
 def read_progress(checkpoint: str | Path | None, rank: int) -> dict[str, float]:

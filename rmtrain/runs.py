@@ -1,6 +1,6 @@
 """The wiring layer for one run: `rmtrain.train` with `rmeval`'s audit callback attached, and the
 full audit of a finished checkpoint. The CLI and the sweep call these; the libraries below
-(`rmtrain.train`, `rmtrain.trainer`, `rmtrain.data`, ...) never import `rmeval`."""
+(`rmtrain.train`, `rmtrain.trainer`, `rmcore.data`, ...) never import `rmeval`."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
     of a sweep shares the split, so no run trained on these prompts."""
     import numpy as np
 
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.registry import load_rating_set
 
     data = prepare_data(cfg)
     if settings.data is None:

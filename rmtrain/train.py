@@ -17,11 +17,11 @@ from typing import Any
 import pandas as pd
 import torch
 
+from rmcore.console import use_progress_bar
+from rmcore.errors import ConfigError
+from rmcore.modeling import load_reward_model, resolve_max_length
 from rmtrain.arms import make_arm
 from rmtrain.config import TrainConfig
-from rmtrain.console import use_progress_bar
-from rmtrain.errors import ConfigError
-from rmtrain.modeling import load_reward_model, resolve_max_length
 from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers know)
     EncodedInputs,
     PreparedData,
@@ -54,7 +54,7 @@ CallbackFactory = Callable[[TrainConfig, PreparedData, Any], Any]
 def use_shared_prompt(setting: bool | str, model: Any) -> bool:
     """Resolve ``training.shared_prompt`` for this model: auto uses it where the model can take it
     and says once when it cannot; true requires it."""
-    from rmtrain.shared_prompt import unsupported_reason
+    from rmcore.shared_prompt import unsupported_reason
 
     mode = str(setting).lower()
     if mode == "false":
@@ -180,7 +180,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
 
 
 def _tracker(cfg: TrainConfig, out: Path) -> Any:
-    from rmtrain.tracking import Tracker
+    from rmcore.tracking import Tracker
 
     return Tracker(project=cfg.wandb.project, name=f"{cfg.arm}-seed{cfg.seed}", group=cfg.wandb.group,
                    tags=[f"arm:{cfg.arm}", f"seed:{cfg.seed}", *cfg.wandb.tags], config=cfg.to_dict(),

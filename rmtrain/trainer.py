@@ -15,17 +15,18 @@ import torch
 from transformers import Trainer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from rmcore.batching import bucket_spans, length_buckets
+from rmcore.formatting import Encoded, pad_batch
+from rmcore.modeling import score_encoded
+from rmcore.packed_encoder import packed_encoder_forward
+from rmcore.prefix_scoring import classifier_scores, supports_prefix_scoring
+from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 from rmtrain.arms import Arm
-from rmtrain.formatting import Encoded, pad_batch
-from rmtrain.modeling import bucket_spans, length_buckets, score_encoded
-from rmtrain.packed_encoder import packed_encoder_forward
-from rmtrain.prefix_scoring import classifier_scores, supports_prefix_scoring
-from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 
 
 class PairCollator:
     """Pads chosen and rejected texts of a batch together (dynamic padding to the longest), or with
-    ``shared_prompt`` packs each pair as ``[prompt][chosen][rejected]`` (rmtrain.shared_prompt)."""
+    ``shared_prompt`` packs each pair as ``[prompt][chosen][rejected]`` (rmcore.shared_prompt)."""
 
     def __init__(self, pad_id: int, shared_prompt: bool = False) -> None:
         self.pad_id = pad_id
@@ -75,7 +76,7 @@ class MatchedRewardTrainer(Trainer):
     def __init__(self, *args: Any, arm: Arm, heldout: HeldoutSet | None = None, pad_id: int,
                  eval_batch_size: int = 64, packed_encoder: bool = True, **kwargs: Any) -> None:
         """``packed_encoder``: encoder classifiers run token-wise sublayers on real tokens only and the
-        last layer for the pooled token only (rmtrain.packed_encoder; same scores and gradients)."""
+        last layer for the pooled token only (rmcore.packed_encoder; same scores and gradients)."""
         super().__init__(*args, **kwargs)
         self.packed_encoder = packed_encoder
         self.arm = arm
@@ -212,7 +213,7 @@ class MatchedRewardTrainer(Trainer):
 
     def score_set(self, texts: HeldoutSet) -> np.ndarray:
         if getattr(self.data_collator, "shared_prompt", False) and supports_prefix_scoring(self.model):
-            # a prompt's responses share its prefix, run once (same scores, rmtrain.prefix_scoring)
+            # a prompt's responses share its prefix, run once (same scores, rmcore.prefix_scoring)
             return classifier_scores(self.model, texts.encoded, [key[0] for key in texts.keys], pad_id=self.pad_id,
                                      batch_size=self.eval_bs)
         return score_encoded(self.model, texts.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rmcore.data.preference_sets import load_rm_bench
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -28,7 +29,6 @@ from rmeval.judges.elicit import (
     questions_for,
 )
 from rmeval.judges.inventory import load_inventory
-from rmtrain.data.preference_sets import load_rm_bench
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rmcore.formatting import encode_example, pad_batch
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from rmtrain.formatting import encode_example, pad_batch
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
@@ -52,11 +52,11 @@ def audit_decoder(args: argparse.Namespace) -> None:
 
     from bench_util import build_qwen3, matmul_gflops, rating_set_texts
 
+    from rmcore.data.registry import load_rating_set
     from rmeval.conditions import CONDITIONS
     from rmeval.generators import SimulatedGenerator
     from rmeval.scoring.base import render_item
     from rmeval.scoring_run import build_items
-    from rmtrain.data.registry import load_rating_set
 
     rs = load_rating_set({"name": "simulated", "n_prompts": args.n_prompts, "responses_per_prompt": 4, "seed": 0})
     conds = list(CONDITIONS)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from rmcore.errors import ConfigError
 from rmtrain.arms import ARMS, PairTable, make_arm
 from rmtrain.arms.pointwise import prompt_derangement
-from rmtrain.errors import ConfigError
 
 
 def table() -> PairTable:

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmcore.tracking import Tracker
 from rmeval.audit import compute_audit
 from rmeval.report import log_audit, write_report
-from rmtrain.tracking import Tracker
 
 KINDS = ("random", "overlap", "embedding", "length", "related")
 

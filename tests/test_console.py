@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmtrain.console import RunProgress, use_progress_bar
-from rmtrain.modeling import load_reward_model
+from rmcore.console import RunProgress, use_progress_bar
+from rmcore.modeling import load_reward_model
 from tests.tiny_models import tiny_causal_lm
 
 
@@ -44,9 +44,9 @@ def test_fresh_head_report_silenced_other_problems_reported(tiny_lm, tmp_path, c
     sd.pop(key)
     save_file(sd, broken / "model.safetensors", metadata={"format": "pt"})
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rmtrain.console"):
+    with caplog.at_level(logging.WARNING, logger="rmcore.console"):
         load_reward_model(str(broken))
-    warned = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "rmtrain.console")
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "rmcore.console")
     assert key in warned and "score.weight" not in warned
 
 

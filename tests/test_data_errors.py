@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rmtrain.data.generic import load_generic
-from rmtrain.data.helpsteer import load_helpsteer2
-from rmtrain.data.preference_sets import load_rm_bench
-from rmtrain.data.registry import known_loaders, load_rating_set, register_loader, validate_rating_set
-from rmtrain.data.schema import PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError, DataError
+from rmcore.data.generic import load_generic
+from rmcore.data.helpsteer import load_helpsteer2
+from rmcore.data.preference_sets import load_rm_bench
+from rmcore.data.registry import known_loaders, load_rating_set, register_loader, validate_rating_set
+from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError, DataError
 
 COLS = {"prompt_id": "qid", "prompt": "question", "response": "answer", "ratings": {"score": "helpfulness"}}
 
@@ -160,7 +160,7 @@ def test_registry_errors():
 
 
 def test_register_custom_loader():
-    from rmtrain.data.registry import LOADERS
+    from rmcore.data.registry import LOADERS
 
     @register_loader("tiny_test_set")
     def _tiny(spec):

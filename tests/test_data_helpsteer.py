@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rmtrain.data import helpsteer
-from rmtrain.data.generic import is_hub_id
-from rmtrain.data.helpsteer import load_helpsteer, load_helpsteer2, parse_helpsteer_prompt
-from rmtrain.data.pairs import build_pairs
-from rmtrain.data.registry import load_rating_set
+from rmcore.data import helpsteer
+from rmcore.data.generic import is_hub_id
+from rmcore.data.helpsteer import load_helpsteer, load_helpsteer2, parse_helpsteer_prompt
+from rmcore.data.pairs import build_pairs
+from rmcore.data.registry import load_rating_set
 
 MULTI = "Hi there\n<extra_id_1>Assistant\nHello! How can I help?\n<extra_id_1>User\nExplain TCP handshakes"
 
@@ -206,8 +206,8 @@ def test_preference_file_split_named_val(tmp_path: Path):
 def test_round_trip_through_helpsteer_rows(tmp_path: Path):
     """A rating set written as HelpSteer2 rows (multi-turn prompts with <extra_id_1> separators)
     loads back with the same conversations, responses and ratings."""
-    from rmtrain.data.helpsteer import helpsteer_rows_from
-    from rmtrain.data.simulated import simulate_rating_set
+    from rmcore.data.helpsteer import helpsteer_rows_from
+    from rmcore.data.simulated import simulate_rating_set
 
     rs = simulate_rating_set(n_prompts=12, responses_per_prompt=2, multi_turn_fraction=0.5, seed=3)
     assert any(not p.single_turn for p in rs.prompts)

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from rmtrain.data.pairs import Pair, build_pairs, split_by_prompt
-from rmtrain.data.schema import Preference, PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError
+from rmcore.data.pairs import Pair, build_pairs, split_by_prompt
+from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError
 
 
 def _set(preferences=()) -> RatingSet:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rmtrain.data.pairs import build_pairs
-from rmtrain.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
-from rmtrain.data.registry import load_rating_set
-from rmtrain.errors import DataError
+from rmcore.data.pairs import build_pairs
+from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import DataError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 RMB_CHAT = SHARED / "rm-bench" / "chat_filtered.json"

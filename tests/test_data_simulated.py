@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import chi2_contingency, spearmanr, ttest_ind
 
-from rmtrain.data.pairs import build_pairs
-from rmtrain.data.schema import DEFAULT_ATTRIBUTES
-from rmtrain.data.simulated import (
+from rmcore.data.pairs import build_pairs
+from rmcore.data.schema import DEFAULT_ATTRIBUTES
+from rmcore.data.simulated import (
     TOPICS,
     PromptFeatures,
     SimulationConfig,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rmcore.data.registry import load_rating_set
+from rmcore.data.simulated import icc1_by_prompt
 from rmtrain.config import load_sweep
-from rmtrain.data.registry import load_rating_set
-from rmtrain.data.simulated import icc1_by_prompt
 from rmtrain.prepare import prepare_data
 from rmtrain.runs import audit_rating_set
 

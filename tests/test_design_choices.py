@@ -12,12 +12,12 @@ import pytest
 import statsmodels.api as sm
 import torch
 
+from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError
 from rmeval.conditions import build_condition, donor_exclusions
 from rmeval.stats.pairwise import pairwise_accuracy
 from rmeval.stats.regression import sibling_regression
 from rmtrain.arms import PairTable, make_arm
-from rmtrain.data.schema import PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError
 
 
 def _nll(x: float) -> float:  # -log sigmoid(x)

@@ -11,6 +11,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from rmcore.data.schema import PromptRecord, Response
+from rmcore.errors import DataError
 from rmeval.generators import (
     GENERATORS,
     INSTRUCTIONS,
@@ -19,8 +21,6 @@ from rmeval.generators import (
     OpenAIGenerator,
     make_generator,
 )
-from rmtrain.data.schema import PromptRecord, Response
-from rmtrain.errors import DataError
 
 
 def prompts():

@@ -12,11 +12,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 
+from rmcore.errors import DataError
 from rmeval.judges.analysis import analyze
 from rmeval.judges.inventory import CORE_ATTRIBUTES, OVERALL, default_inventory, load_inventory
 from rmeval.judges.simulate import simulate_panel
 from rmeval.judges.tables import validate_judgments
-from rmtrain.errors import DataError
 
 
 def test_inventory_breadth_and_user_file(tmp_path):

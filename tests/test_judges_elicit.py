@@ -22,6 +22,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -37,7 +38,6 @@ from rmeval.judges.elicit import (
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import make_executor, run_shards
 from rmeval.judges.tables import load_judgments
-from rmtrain.data.preference_sets import load_hh_rlhf, load_rm_bench
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,7 +263,7 @@ def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
 
 
 def test_merge_refuses_missing_shards_and_takes_a_complete_set(tmp_path):
-    from rmtrain.errors import ConfigError
+    from rmcore.errors import ConfigError
 
     row = {"item_id": "i", "judge": "x", "attribute": OVERALL, "order": "AB", "direction": 1}
     sh = tmp_path / "shards"

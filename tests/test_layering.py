@@ -1,6 +1,6 @@
-"""Layering is one-way: shared foundations (rmtrain.data, formatting, modeling, io, ...) and the
-training library (rmtrain.train, trainer, prepare, rundir) <- rmeval <- the wiring layer
-(rmtrain.cli, rmtrain.runs, rmtrain.sweep, rmtrain.policy). No module imports from a layer above it."""
+"""The package graph is a straight line, rmcore <- rmeval <- rmtrain, and no module imports
+itself back through others. Every import counts, lazy ones inside functions included, so the
+check reads the source (an AST walk) rather than sys.modules."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WIRING = ("rmtrain.cli", "rmtrain.runs", "rmtrain.sweep", "rmtrain.policy")
-TRAINING = ("rmtrain.train", "rmtrain.trainer", "rmtrain.prepare", "rmtrain.rundir")
+# Each package may import only the packages before it.
+LAYERS = ("rmcore", "rmeval", "rmtrain")
 
 
 def _module(path: Path) -> str:
@@ -40,47 +40,102 @@ def _imports(path: Path, mod: str | None = None) -> set[str]:
     return out
 
 
-def _under(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
+def _graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (a name that is a symbol, not a module, maps to
+    the module it comes from)."""
+    files = {_module(p): p for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))}
+    graph = {}
+    for mod, path in files.items():
+        deps = set()
+        for name in _imports(path, mod):
+            while name and name not in files:
+                name = name.rpartition(".")[0]
+            if name and name != mod:
+                deps.add(name)
+        graph[mod] = deps
+    return graph
 
 
-def test_library_modules_never_import_a_layer_above():
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _package(mod: str) -> str:
+    return mod.split(".", 1)[0]
+
+
+def test_each_package_imports_only_the_packages_below_it():
     bad = []
-    for path in sorted((ROOT / "rmtrain").rglob("*.py")):
-        mod = _module(path)
-        if _under(mod, WIRING):
-            continue
-        bad += [f"{mod} imports {m}" for m in _imports(path) if _under(m, ("rmeval",) + WIRING)]
-    for path in sorted((ROOT / "rmeval").rglob("*.py")):
-        mod = _module(path)
-        bad += [f"{mod} imports {m}" for m in _imports(path) if _under(m, WIRING + TRAINING)]
+    for mod, deps in _graph().items():
+        allowed = LAYERS[: LAYERS.index(_package(mod)) + 1]
+        bad += [f"{mod} imports {d}" for d in sorted(deps) if _package(d) not in allowed]
     assert not bad, "\n".join(bad)
 
 
-def test_importing_the_training_library_loads_no_rmeval():
-    mods = ["rmtrain.train", "rmtrain.trainer", "rmtrain.prepare", "rmtrain.rundir", "rmtrain.modeling",
-            "rmtrain.formatting", "rmtrain.config", "rmtrain.io", "rmtrain.tracking", "rmtrain.arms",
-            "rmtrain.data.registry", "rmtrain.data.pairs", "rmtrain.data.simulated", "rmtrain.data.helpsteer"]
+def test_no_import_circle():
+    """A package's __init__ counts as a module: a submodule that imports its own package, whose
+    __init__ imports that submodule, is a circle."""
+    assert _cycles(_graph()) == []
+
+
+def test_the_checks_see_a_lazy_import_and_a_circle(tmp_path):
+    """The AST scan catches an import inside a function body, which a sys.modules check cannot,
+    and the cycle search finds a circle of three."""
+    f = tmp_path / "probe.py"
+    f.write_text("def f():\n    from rmeval.audit import audit\n    from ..stats import share\n")
+    assert {"rmeval.audit", "rmeval.stats.share"} <= _imports(f, "rmeval.scoring.probe")
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_importing_the_foundations_and_the_training_library_loads_no_layer_above():
+    mods = ["rmcore.data.registry", "rmcore.modeling", "rmcore.prefix_scoring", "rmcore.checkpoints",
+            "rmeval.audit", "rmeval.scoring"]
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
-            "print(sorted(m for m in sys.modules if m == 'rmeval' or m.startswith('rmeval.')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rmtrain'))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_the_check_sees_a_lazy_import(tmp_path):
-    """The AST scan catches an import inside a function body, which a sys.modules check cannot."""
-    f = tmp_path / "probe.py"
-    f.write_text("def f():\n    from rmeval.callback import AuditCallback\n    from ..stats import share\n")
-    assert {"rmeval.callback", "rmeval.stats.share"} <= _imports(f, "rmeval.scoring.probe")
-
-
 @pytest.mark.heavy
-def test_pip_install_editable_installs_both_packages(tmp_path):
-    """`pip install -e .` from the repository root: rmtrain and rmeval import from the new layout
-    (no src/), from another directory, without PYTHONPATH pointing at the checkout. Installed into
-    a fresh prefix (--ignore-installed: the running environment's own install is left alone); the check runs with `-S` so no other install of matchrm can answer."""
+def test_pip_install_editable_installs_every_package(tmp_path):
+    """`pip install -e .` from the repository root: rmcore, rmeval and rmtrain import from the new
+    layout (no src/), from another directory, without PYTHONPATH pointing at the checkout. Installed
+    into a fresh prefix (--ignore-installed: the running environment's own install is left alone);
+    the check runs with `-S` so no other install of matchrm can answer."""
     import sysconfig
 
     prefix = tmp_path / "prefix"
@@ -91,11 +146,11 @@ def test_pip_install_editable_installs_both_packages(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     site_dir = next(prefix.rglob("site-packages"))
     code = (f"import site; site.addsitedir({str(site_dir)!r}); "
-            "import rmtrain, rmeval, rmtrain.sweep, rmeval.stats.permutation; "
-            "print(rmtrain.__file__); print(rmeval.__file__)")
+            "import rmcore, rmtrain, rmeval, rmtrain.sweep, rmeval.stats.permutation; "
+            "print(rmcore.__file__); print(rmtrain.__file__); print(rmeval.__file__)")
     deps = sysconfig.get_paths()["purelib"]  # numpy, torch, ...; -S leaves its .pth files (other installs) unread
     res = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                          env={**env, "PYTHONPATH": deps}, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split() == [str(ROOT / "rmtrain" / "__init__.py"), str(ROOT / "rmeval" / "__init__.py")]
+    assert res.stdout.split() == [str(ROOT / p / "__init__.py") for p in ("rmcore", "rmtrain", "rmeval")]
     assert (prefix / "bin" / "rmtrain").exists() and (prefix / "bin" / "rmeval").exists()

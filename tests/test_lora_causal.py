@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.formatting import Encoded, encode_example, layout
+from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from rmtrain.data.registry import load_rating_set
-from rmtrain.formatting import Encoded, encode_example, layout
-from rmtrain.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
 from tests import tiny_models
 from tests.tiny_models import tiny_causal_lm
 

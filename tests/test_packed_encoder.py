@@ -1,4 +1,4 @@
-"""Packed encoder forward (rmtrain.packed_encoder): the same rewards and gradients as the model's
+"""Packed encoder forward (rmcore.packed_encoder): the same rewards and gradients as the model's
 own padded forward, for all-MiniLM-L6-v2 (BERT) and a tiny RoBERTa, with LoRA and gradient
 checkpointing, and the same training run through the trainer (which then also computes a text
 repeated within a batch once). The reference is always the unmodified transformers forward."""
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.formatting import encode_example, pad_batch
+from rmcore.modeling import ModelSettings, load_reward_model, score_encoded
+from rmcore.packed_encoder import encoder_layers_if_supported, packed_encoder_forward
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from rmtrain.data.registry import load_rating_set
-from rmtrain.formatting import encode_example, pad_batch
-from rmtrain.modeling import ModelSettings, load_reward_model, score_encoded
-from rmtrain.packed_encoder import encoder_layers_if_supported, packed_encoder_forward
 from tests.test_lora_causal import DATA
 from tests.tiny_models import lora_with_effect
 
@@ -102,7 +102,7 @@ def test_unsupported_and_left_padded_batches_run_the_models_own_layers(caplog: p
 
     other = DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
                                                                  hidden_dim=32, num_labels=1))
-    with caplog.at_level(logging.INFO, logger="rmtrain.packed_encoder"):
+    with caplog.at_level(logging.INFO, logger="rmcore.packed_encoder"):
         for _ in range(2):
             with packed_encoder_forward(other) as on:
                 assert on is False

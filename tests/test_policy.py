@@ -23,7 +23,7 @@ import pytest
 import torch
 import yaml
 
-from rmtrain.errors import ConfigError
+from rmcore.errors import ConfigError
 from rmtrain.policy.config import load_policy_config, policy_config_from_dict
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -32,7 +32,7 @@ DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed":
 
 
 def _texts() -> list[str]:
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.registry import load_rating_set
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0})
     return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

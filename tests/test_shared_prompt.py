@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import ConfigError
+from rmcore.formatting import encode_example, pad_batch
+from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model
+from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from rmtrain.data.registry import load_rating_set
-from rmtrain.errors import ConfigError
-from rmtrain.formatting import encode_example, pad_batch
-from rmtrain.modeling import LoraSettings, ModelSettings, load_reward_model
-from rmtrain.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
 from tests.test_lora_causal import DATA, train_tokenizer
 from tests.tiny_models import lora_with_effect
 
@@ -55,7 +55,7 @@ def pairs_batch(tok: Any, max_length: int) -> tuple[list[list[int]], list[list[i
 
 def both_ways(model: Any, tok: Any, chosen: list[list[int]], rejected: list[list[int]],
               weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
-    from rmtrain.formatting import Encoded
+    from rmcore.formatting import Encoded
 
     texts = [Encoded(x, None, False, False) for x in chosen + rejected]
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -155,7 +155,7 @@ def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, 
         return real(pad_id, shared_prompt=shared_prompt)
 
     monkeypatch.setattr(rt, "PairCollator", spy)
-    monkeypatch.setattr("rmtrain.shared_prompt.MIN_SHARED", 1)  # the tiny set's prompts are short
+    monkeypatch.setattr("rmcore.shared_prompt.MIN_SHARED", 1)  # the tiny set's prompts are short
     import rmtrain.trainer as trainer_module
 
     prefix_scored: list[str] = []  # the held-out evaluation scores each prompt's prefix once when shared

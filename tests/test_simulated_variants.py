@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmtrain.data.simulated import TOPICS, prompt_features, simulate_rating_set, simulated_prompt_variants
+from rmcore.data.simulated import TOPICS, prompt_features, simulate_rating_set, simulated_prompt_variants
 
 # the test's own reading of a constraint in a paraphrase (the paraphrase wordings)
 PARA_CONSTRAINT = {"list": "numbered points", "brief": "concise", "example": "example", "summary": "summary",

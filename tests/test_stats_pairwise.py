@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmcore.errors import DataError
 from rmeval.stats.pairwise import pairwise_accuracy
-from rmtrain.errors import DataError
 
 
 def _scores(d):

@@ -12,6 +12,9 @@ import pytest
 from scipy import stats
 from scipy.special import expit
 
+from rmcore.data.preference_sets import load_rm_bench
+from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError, DataError
 from rmeval.cli import main
 from rmeval.perturbations.rewriters import (
     CachedRewriter,
@@ -33,9 +36,6 @@ from rmeval.suitability import (
     infer,
     validate_pairs,
 )
-from rmtrain.data.preference_sets import load_rm_bench
-from rmtrain.data.schema import Preference, PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError, DataError
 from tests.test_scorers import save_tiny_classifier, save_tiny_lm
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

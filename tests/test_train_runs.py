@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError
 from rmtrain.config import load_train_config, parse_override, train_config_from_dict
-from rmtrain.data.schema import PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError
 from rmtrain.train import prepare_data, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_recurring_prompt_text_stays_on_one_side():
     for seed in range(10):
         cfg = train_config_from_dict({"arm": "regression", "model": "m", "data": {"name": "simulated"},
                                       "heldout_fraction": 0.3, "split_seed": seed})
-        import rmtrain.data.registry as reg
+        import rmcore.data.registry as reg
 
         orig = reg.load_rating_set
         reg.load_rating_set = lambda spec, rs=rs: rs

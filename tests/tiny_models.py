@@ -46,11 +46,11 @@ def tiny_causal_lm(path: Path, texts: list[str], arch: str = "qwen2", vocab_size
 
 
 def lora_with_effect(model: Any, r: int = 4) -> Any:
-    """LoRA adapters (rmtrain.modeling.apply_lora) whose B matrices are random: they start at zero,
+    """LoRA adapters (rmcore.modeling.apply_lora) whose B matrices are random: they start at zero,
     and a comparison of gradients needs adapters that change the output."""
     import torch
 
-    from rmtrain.modeling import LoraSettings, apply_lora
+    from rmcore.modeling import LoraSettings, apply_lora
 
     model = apply_lora(model, LoraSettings(r=r, dropout=0.0))
     torch.manual_seed(1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmtrain.errors import ConfigError
+from rmcore.errors import ConfigError
 
 
 def _csv(text: str | None) -> list[str]:
@@ -76,7 +76,7 @@ def prepare_items(cfg: ElicitConfig) -> Path:
     spec one source; the same seed gives the same file, so a restarted run sees the same items)."""
     import pandas as pd
 
-    from rmtrain.io import atomic_write_table
+    from rmcore.io import atomic_write_table
 
     from .elicit import items_from_rating_set
     from .tables import load_items
@@ -102,7 +102,7 @@ def prepare_items(cfg: ElicitConfig) -> Path:
 
 
 def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
-    from rmtrain.io import atomic_write_json
+    from rmcore.io import atomic_write_json
 
     from .elicit import ElicitJob, merge_shards, questions_for
     from .inventory import load_inventory
@@ -129,14 +129,14 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
 
 
 def _tracker(args: argparse.Namespace, name: str, out: Path, config: dict[str, Any]):
-    from rmtrain.tracking import Tracker
+    from rmcore.tracking import Tracker
 
     return Tracker(project=args.wandb_project, name=name, config=config, mode=args.wandb_mode, dir=out,
                    job_type="judges")
 
 
 def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
-    from rmtrain.tracking import flatten
+    from rmcore.tracking import flatten
 
     scalars = {k: v for k, v in flatten(doc, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     tracker.log(scalars)
@@ -168,7 +168,7 @@ def cmd_elicit(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from rmtrain.io import atomic_write_json, atomic_write_text
+    from rmcore.io import atomic_write_json, atomic_write_text
 
     from .analysis import analysis_markdown, analyze
     from .plots import agreement_heatmap, weight_profiles
@@ -201,7 +201,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_reweight(args: argparse.Namespace) -> int:
-    from rmtrain.io import atomic_write_json, atomic_write_text
+    from rmcore.io import atomic_write_json, atomic_write_text
 
     from .plots import weight_profiles
     from .reweight import reweight, reweight_markdown

@@ -35,11 +35,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json, atomic_write_table, read_table
 from rmeval.scoring.base import fingerprint_of, model_identity
 from rmeval.scoring.cache import ScoreCache, cache_key
 from rmeval.scoring.judge import load_causal_judge, next_token_logits, single_token_ids
-from rmtrain.errors import ConfigError
-from rmtrain.io import atomic_write_json, atomic_write_table, read_table
 
 from .inventory import OVERALL, Attribute
 from .tables import ORDERS, validate_judgments

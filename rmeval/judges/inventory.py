@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from rmtrain.errors import DataError
+from rmcore.errors import DataError
 
 # The reliability-selected core set of the study (order consistency and detection rate both at
 # least their across-attribute medians); kept here so a custom inventory can still name it.

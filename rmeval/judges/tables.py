@@ -13,8 +13,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from rmtrain.errors import DataError
-from rmtrain.io import read_table
+from rmcore.errors import DataError
+from rmcore.io import read_table
 
 ITEM_COLUMNS = ("item_id", "source", "query", "response_a", "response_b")
 JUDGMENT_COLUMNS = ("item_id", "judge", "attribute", "order", "direction")

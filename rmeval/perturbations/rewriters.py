@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.errors import ConfigError, DataError
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE, STYLE_INSTRUCTIONS, STYLIZED_CODES, item_seed
 from rmeval.perturbations.stylized import RULE_CODES, rule_rewrite
-from rmtrain.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class FileRewriter(Rewriter):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike) -> None:
-        from rmtrain.io import read_jsonl_rows
+        from rmcore.io import read_jsonl_rows
 
         self.path = Path(path)
         self.rows: dict[tuple[str, str, str], str] = {}

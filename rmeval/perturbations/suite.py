@@ -24,11 +24,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmcore.data.schema import Message, RatingSet
+from rmcore.errors import ConfigError
 from rmeval.perturbations.controlled import CONTROLLED_CODES, STYLIZED_CODES, item_seed, perturb_prompt
 from rmeval.perturbations.rewriters import Rewriter, RewriteRequest, RuleRewriter
 from rmeval.perturbations.stylized import RULE_CODES
-from rmtrain.data.schema import Message, RatingSet
-from rmtrain.errors import ConfigError
 
 GROUPS = {**{c: "controlled" for c in CONTROLLED_CODES}, **{c: "stylized" for c in STYLIZED_CODES}}
 SOURCES = ("rule", "lm", "file", "rmbench")

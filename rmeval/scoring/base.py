@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from rmtrain.data.schema import Message
-from rmtrain.errors import ConfigError
+from rmcore.data.schema import Message
+from rmcore.errors import ConfigError
 
 ScoreItem = tuple[list[Message], str]  # (conversation ending with a user turn, response)
 

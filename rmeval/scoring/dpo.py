@@ -4,7 +4,7 @@
 are context, masked out of the sum (as in DPO training). Text layout: the chat template where the
 tokenizer has one (the response is the assistant turn including its end-of-turn tokens, as TRL
 trains it); otherwise the plain layout ``User: ...\\n\\nAssistant: <response>`` of
-``rmtrain.formatting``. A long prompt is cut from the left so the response keeps its context.
+``rmcore.formatting``. A long prompt is cut from the left so the response keeps its context.
 Policy and reference must share a tokenizer (the policy's is used for both).
 """
 
@@ -16,18 +16,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
-from rmtrain import prefix_scoring as prefix
-from rmtrain.data.schema import Message
-from rmtrain.formatting import _split_chat, plain_prompt
-from rmtrain.modeling import (
-    length_sorted_batches,
+from rmcore import prefix_scoring as prefix
+from rmcore.batching import length_sorted_batches
+from rmcore.data.schema import Message
+from rmcore.formatting import _split_chat, plain_prompt
+from rmcore.modeling import (
     load_tokenizer,
     model_max_length,
     resolve_max_length,
     resolve_model_path,
     torch_dtype,
 )
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 
 def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: bool) -> tuple[Any, str]:
@@ -47,7 +47,7 @@ class DPOImplicitScorer(Scorer):
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
                  max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
-        """``shared_prompt``: each prompt is encoded once for all its responses (rmtrain.prefix_scoring)."""
+        """``shared_prompt``: each prompt is encoded once for all its responses (rmcore.prefix_scoring)."""
         super().__init__()
         self.shared_prompt = shared_prompt
         self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)

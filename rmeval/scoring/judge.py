@@ -22,17 +22,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
-from rmtrain import prefix_scoring as prefix
-from rmtrain.data.schema import Message
-from rmtrain.formatting import ROLE_NAMES
-from rmtrain.modeling import (
-    length_sorted_batches,
+from rmcore import prefix_scoring as prefix
+from rmcore.batching import length_sorted_batches
+from rmcore.data.schema import Message
+from rmcore.formatting import ROLE_NAMES
+from rmcore.modeling import (
     load_tokenizer,
     resolve_max_length,
     resolve_model_path,
     torch_dtype,
 )
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 JUDGE_TEMPLATE = (
     "You are an impartial judge. Rate how good the assistant's response is as a reply to the "
@@ -178,7 +178,7 @@ class GenerativeJudgeScorer(Scorer):
                  batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
-        (rmtrain.prefix_scoring); same scores."""
+        (rmcore.prefix_scoring); same scores."""
         super().__init__()
         self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
                                                                       dtype=dtype, trust_remote_code=trust_remote_code)

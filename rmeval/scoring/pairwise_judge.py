@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rmcore.data.schema import Message
 from rmeval.scoring.base import Scorer, fingerprint_of
 from rmeval.scoring.judge import (
     GenerativeJudgeScorer,
@@ -27,7 +28,6 @@ from rmeval.scoring.judge import (
     digit_token_ids,
     fit_judge_prompt,
 )
-from rmtrain.data.schema import Message
 
 PAIRWISE_TEMPLATE = (
     "You are an impartial judge. Compare the two assistant responses to the conversation below and "

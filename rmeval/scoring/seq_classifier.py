@@ -1,6 +1,6 @@
 """Sequence-classifier reward model scorer (any local or Hub checkpoint, or an in-memory model).
 
-Text layout is exactly the training layout (``rmtrain.formatting.encode_example``): the chat
+Text layout is exactly the training layout (``rmcore.formatting.encode_example``): the chat
 template where the tokenizer has one; otherwise a sentence pair (BERT-like: plain-format
 conversation | response) or one plain sequence (``User: ...\\n\\nAssistant: <response>``). The prompt
 is cut from the left when the text exceeds ``max_length``; every truncation is counted in
@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
-from rmtrain.formatting import Encoded, encode_example, layout
-from rmtrain.modeling import (
+from rmcore.formatting import Encoded, encode_example, layout
+from rmcore.modeling import (
     ModelSettings,
     ensure_pad_token,
     load_reward_model,
     resolve_max_length,
     score_encoded,
 )
-from rmtrain.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
+from rmcore.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
+from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 
 class SeqClassifierScorer(Scorer):
@@ -37,7 +37,7 @@ class SeqClassifierScorer(Scorer):
                  shared_prompt: bool = True) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
-        ``shared_prompt``: decoder models encode each prompt once (rmtrain.prefix_scoring); same scores."""
+        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rmtrain.data.variance import group_codes
+from rmcore.variance import group_codes
 
 Stat = Callable[[np.ndarray], np.ndarray]
 

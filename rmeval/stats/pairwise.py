@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmtrain.errors import DataError
+from rmcore.errors import DataError
 
 from .bootstrap import bootstrap_stat, group_codes, per_prompt_sums, resample_weights, summarize
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rmtrain.data.variance import group_codes, icc1
+from rmcore.variance import group_codes, icc1
 
 from .prompt_means import loo_correlation
 

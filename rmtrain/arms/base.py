@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from rmtrain.errors import ConfigError
+from rmcore.errors import ConfigError
 
 
 @dataclass

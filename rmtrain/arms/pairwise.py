@@ -9,8 +9,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rmcore.errors import ConfigError
 from rmtrain.arms.base import Arm, ArmConfig, PairTable, register_arm
-from rmtrain.errors import ConfigError
 
 
 @register_arm

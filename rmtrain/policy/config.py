@@ -1,6 +1,5 @@
 """PolicyConfig: one policy run against a reward model (``rmtrain policy``) and its evaluation
-(``rmtrain policy-eval``), loaded from a recipe YAML with the same strict key checking as
-``rmtrain.config`` (a typo is an error naming the key and the file)."""
+(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.config``'s strict key checking (a typo is an error naming the key and the file)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmtrain.config import WandbSettings, _build, _deepcopy, _set_dotted, load_recipe
-from rmtrain.errors import ConfigError
-from rmtrain.modeling import LoraSettings
+from rmcore.config import config_from_dict, load_recipe
+from rmcore.errors import ConfigError
+from rmcore.modeling import LoraSettings
+from rmtrain.config import WandbSettings
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
@@ -153,23 +153,9 @@ class PolicyConfig:
 
 def policy_config_from_dict(raw: dict[str, Any], where: str = "config",
                             overrides: dict[str, Any] | None = None) -> PolicyConfig:
-    raw = _deepcopy({k: v for k, v in raw.items() if k != "description"})
-    for k, v in (overrides or {}).items():
-        if v is not None:
-            _set_dotted(raw, k, v)
-    if isinstance(raw.get("policy"), str):
-        raw["policy"] = {"name_or_path": raw["policy"]}
-    pol = raw.get("policy")
-    if isinstance(pol, dict) and isinstance(pol.get("lora"), dict):
-        pol = dict(pol)
-        pol["lora"] = _build(LoraSettings, pol["lora"], f"{where}.policy.lora")
-        raw["policy"] = pol
-    for req in ("policy", "data"):
-        if req not in raw:
-            raise ConfigError(f"{where}: missing required key '{req}'")
-    cfg = _build(PolicyConfig, raw, where)
-    cfg.validate()
-    return cfg
+    # unset command-line flags arrive as None overrides and leave the recipe's value
+    return config_from_dict(PolicyConfig, raw, where=where, overrides=overrides, required=("policy", "data"),
+                            shorthand={"policy": "name_or_path"}, skip_none_overrides=True)
 
 
 def is_policy_recipe(raw: dict[str, Any]) -> bool:

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_write_json, atomic_write_text
 from rmeval.perturbations import CONTROLLED_CODES, STYLIZED_CODES, item_seed, perturb_prompt
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE
-from rmtrain.data.registry import load_rating_set
-from rmtrain.errors import ConfigError, DataError
-from rmtrain.io import atomic_write_json, atomic_write_text
 from rmtrain.policy.config import ENVIRONMENTS, EnvironmentSettings, PolicyConfig
 
 # Instruction augmentation at rollout: what the policy is asked for, one feature per prompt. These
@@ -123,7 +123,7 @@ def write_rows(path: str | os.PathLike, rows: list[dict[str, Any]]) -> Path:
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     """An environment file's rows (written by build_environment; `rmtrain policy` writes them first)."""
-    from rmtrain.io import read_jsonl_rows
+    from rmcore.io import read_jsonl_rows
 
     return [row for _, row in read_jsonl_rows(path, "environment file", ("prompt_id", "messages", "reward_messages"))]
 

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json, atomic_write_text
 from rmeval.winrate import (
     PairwiseJudge,
     make_judge,
@@ -27,8 +29,6 @@ from rmeval.winrate import (
     spearman_table,
     win_rate,
 )
-from rmtrain.errors import ConfigError
-from rmtrain.io import atomic_write_json, atomic_write_text
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
 from rmtrain.policy.train import SUMMARY_FILE, check_prompt_format, policy_prompt
@@ -60,7 +60,7 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from rmtrain.modeling import load_tokenizer, resolve_model_path, torch_dtype
+    from rmcore.modeling import load_tokenizer, resolve_model_path, torch_dtype
 
     policy_dir = Path(policy_dir)
     cache = policy_dir / RESPONSES_FILE

@@ -29,8 +29,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rmtrain.errors import ConfigError
-from rmtrain.io import atomic_write_json, atomic_write_text
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json, atomic_write_text
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
 
@@ -63,7 +63,7 @@ def _flag(args: list[str], name: str, *values: Any) -> None:
 
 
 def prompt_records(rows: list[dict[str, Any]], prompt_format: str) -> list[dict[str, Any]]:
-    from rmtrain.formatting import plain_prompt
+    from rmcore.formatting import plain_prompt
 
     out = []
     for r in rows:

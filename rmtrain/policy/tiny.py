@@ -55,7 +55,7 @@ def main() -> None:
     """``python -m rmtrain.policy.tiny OUT``: the demo's policy, tokenizer trained on the simulated set."""
     import sys
 
-    from rmtrain.data.registry import load_rating_set
+    from rmcore.data.registry import load_rating_set
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 400, "responses_per_prompt": 4, "seed": 0})
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

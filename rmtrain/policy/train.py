@@ -20,10 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.checkpoints import CONFIG_FILE
+from rmcore.checkpoints import SUMMARY_FILE as RUN_SUMMARY_FILE
+from rmcore.errors import ConfigError
+from rmcore.formatting import plain_prompt
+from rmcore.io import atomic_write_json
 from rmeval.reward_server import check_reward_checkpoint
-from rmtrain.errors import ConfigError
-from rmtrain.formatting import plain_prompt
-from rmtrain.io import atomic_write_json
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import build_environment, read_rows
 
@@ -38,7 +40,7 @@ LOG_KEYS = {"reward": "reward_mean", "reward_std": "reward_sd", "kl": "kl",
 def reward_model_tags(reward_model: str) -> dict[str, Any]:
     """arm and seed of an ``rmtrain train`` checkpoint (train_summary.json, else matchrm_config.json)."""
     out: dict[str, Any] = {}
-    for name in ("train_summary.json", "matchrm_config.json"):
+    for name in (RUN_SUMMARY_FILE, CONFIG_FILE):
         p = Path(reward_model) / name
         if p.exists():
             d = json.loads(p.read_text())
@@ -49,7 +51,7 @@ def reward_model_tags(reward_model: str) -> dict[str, Any]:
 
 
 def load_policy_tokenizer(cfg: PolicyConfig) -> Any:
-    from rmtrain.modeling import load_tokenizer
+    from rmcore.modeling import load_tokenizer
 
     tok = load_tokenizer(cfg.policy.name_or_path, cfg.policy.trust_remote_code)
     check_prompt_format(cfg, tok)
@@ -101,9 +103,9 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
-    from rmtrain.modeling import resolve_model_path, torch_dtype
+    from rmcore.modeling import resolve_model_path, torch_dtype
+    from rmcore.tracking import Tracker
     from rmtrain.policy.reward import ScorerReward
-    from rmtrain.tracking import Tracker
 
     t, pol = cfg.training, cfg.policy
     rows = read_rows(out / "environment" / f"{cfg.environment}.jsonl")

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json, atomic_write_text
 from rmtrain.config import Sweep, _short
-from rmtrain.errors import ConfigError
-from rmtrain.io import atomic_write_json, atomic_write_text
-from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor, terminate_on_sigterm
+from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
 from rmtrain.sweep.ledger import Ledger, is_alive, now
 from rmtrain.sweep.matrix import (
     Matrix,
@@ -28,7 +28,7 @@ from rmtrain.sweep.matrix import (
     search_seed,
     select_setting,
 )
-from rmtrain.sweep.worker import MATRIX_FILE, RECIPE_FILE, STATE_FILE
+from rmtrain.sweep.worker import MATRIX_FILE, RECIPE_FILE, STATE_FILE, terminate_on_sigterm
 
 log = logging.getLogger(__name__)
 

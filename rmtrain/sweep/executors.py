@@ -19,24 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmcore.errors import ConfigError
 from rmtrain.config import SlurmSettings
-from rmtrain.errors import ConfigError
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 
 log = logging.getLogger(__name__)
-
-
-def terminate_on_sigterm() -> Any:
-    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`.
-    Returns the previous handler (None where signals cannot be set: not the main thread)."""
-    import threading
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, handler)
 
 
 def worker_command(out: Path, run_id: str, *, accelerate_config: str | None = None,

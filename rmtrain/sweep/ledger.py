@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from rmtrain.io import atomic_write_json, atomic_write_text
-from rmtrain.rundir import SUMMARY_FILE
+from rmcore.checkpoints import SUMMARY_FILE
+from rmcore.io import atomic_write_json, atomic_write_text
 
 TERMINAL = ("done", "failed", "blocked")
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.io import atomic_save_figure, atomic_write_text
 from rmeval.stats.permutation import exact_permutation_test
 from rmtrain.findings import findings_markdown
-from rmtrain.io import atomic_save_figure, atomic_write_text
 
 FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
            "transplant_random_accuracy", "sibling_coefficient")
@@ -211,7 +211,7 @@ def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[di
 def log_to_wandb(paths: dict[str, Path], *, project: str, group: str, mode: str | None, out: Path,
                  entity: str | None = None, config: dict[str, Any] | None = None) -> None:
     """The summary as a W&B table (and the plots) in a run of the sweep's group."""
-    from rmtrain.tracking import Tracker
+    from rmcore.tracking import Tracker
 
     tracker = Tracker(project=project, name=f"{group}-summary", group=group, job_type="sweep-summary",
                       mode=mode, dir=out / "wandb_summary", entity=entity, config={"sweep": group, **(config or {})})

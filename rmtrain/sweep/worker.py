@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -25,6 +26,19 @@ RECIPE_FILE, STATE_FILE, MATRIX_FILE = "recipe.yaml", "sweep.json", "matrix.json
 # Training figures a sweep keeps per run (from train_summary.json).
 TRAIN_FIGURES = ("heldout_pair_accuracy", "selection_pair_accuracy", "heldout_rmse", "heldout_pearson",
                  "score_sd", "n_train_pairs", "global_step", "train_seconds")
+
+
+def terminate_on_sigterm() -> Any:
+    """SIGTERM (kill, SLURM preemption) unwinds like Ctrl-C, so the ledger records `interrupted`.
+    Returns the previous handler (None where signals cannot be set: not the main thread)."""
+    import threading
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
@@ -84,11 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from rmtrain.console import quiet_libraries
+    from rmcore.console import quiet_libraries
 
     quiet_libraries()
-    from rmtrain.sweep.executors import terminate_on_sigterm
-
     terminate_on_sigterm()
     return 0 if run_one(args.sweep_dir, args.run_id, force=args.force) else 1
 

@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from rmtrain.data.generic import (
+from rmcore.data.generic import (
     Record,
     check_on_bad,
     coerce_rating,
@@ -40,8 +40,8 @@ from rmtrain.data.generic import (
     require_text,
     source_records,
 )
-from rmtrain.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response
-from rmtrain.errors import DataError
+from rmcore.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response
+from rmcore.errors import DataError
 
 HELPSTEER2_HUB_ID = "nvidia/HelpSteer2"
 HELPSTEER_HUB_ID = "nvidia/HelpSteer"

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from rmtrain.data.generic import (
+from rmcore.data.generic import (
     Record,
     check_on_bad,
     hub_records,
@@ -34,8 +34,8 @@ from rmtrain.data.generic import (
     read_records,
     require_text,
 )
-from rmtrain.data.schema import Message, Preference, PromptRecord, RatingSet, Response
-from rmtrain.errors import DataError
+from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
+from rmcore.errors import DataError
 
 HH_RLHF_HUB_ID = "Anthropic/hh-rlhf"
 RM_BENCH_URL = "https://github.com/THU-KEG/RM-Bench/tree/main/data"

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from rmtrain.data.schema import Message
+from rmcore.data.schema import Message
 
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant"}
 

@@ -16,8 +16,8 @@ from itertools import combinations
 
 import numpy as np
 
-from rmtrain.data.schema import RatingSet
-from rmtrain.errors import ConfigError
+from rmcore.data.schema import RatingSet
+from rmcore.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ work on a padded batch, and this module removes both without changing a score or
   against every real token's key and value); for 6 layers this is ~14% of the model's compute.
 
 Bidirectional attention rules out the decoder's shared prompt for encoders (each prompt token
-sees the response), so these are the encoder's exact savings; decoders use ``rmtrain.shared_prompt``.
+sees the response), so these are the encoder's exact savings; decoders use ``rmcore.shared_prompt``.
 
 The change is an instance-level ``forward`` on each encoder layer, installed and removed by the
 context manager, so nothing is saved with the model and gradient checkpointing re-runs the same
@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from rmcore.batching import bucket_spans, length_buckets
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,6 @@ def _layout(mask: torch.Tensor | None, n: int) -> _Layout | None:
 
 
 def _build_layout(real: torch.Tensor, mask: torch.Tensor) -> _Layout:
-    from rmtrain.modeling import bucket_spans, length_buckets
 
     b, n = real.shape
     dev = real.device

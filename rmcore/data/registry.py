@@ -25,13 +25,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rmtrain.data.generic import check_on_bad, load_generic
-from rmtrain.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
-from rmtrain.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
-from rmtrain.data.schema import PromptRecord, RatingSet, Response
-from rmtrain.data.shp import SHP_HUB_ID, load_shp
-from rmtrain.data.simulated import CONFIG_FIELDS, simulate_rating_set
-from rmtrain.errors import ConfigError, DataError
+from rmcore.data.generic import check_on_bad, load_generic
+from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
+from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
+from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.data.shp import SHP_HUB_ID, load_shp
+from rmcore.data.simulated import CONFIG_FIELDS, simulate_rating_set
+from rmcore.errors import ConfigError, DataError
 
 Loader = Callable[[dict[str, Any]], RatingSet]
 LOADERS: dict[str, Loader] = {}
@@ -102,7 +102,7 @@ def _shp(spec: dict[str, Any]) -> RatingSet:
 def _generic(spec: dict[str, Any]) -> RatingSet:
     kw = _take(spec, ("path", "columns", "split", "limit", "source", "display_name"))
     if "path" not in kw or "columns" not in kw:
-        raise ConfigError("generic needs 'path' and 'columns' (see rmtrain.data.generic)")
+        raise ConfigError("generic needs 'path' and 'columns' (see rmcore.data.generic)")
     return load_generic(kw.pop("path"), kw.pop("columns"), on_bad=spec.get("on_bad", "raise"),
                         name=kw.pop("display_name", None), **kw)
 

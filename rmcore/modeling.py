@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmtrain.errors import ConfigError
-from rmtrain.formatting import Encoded, pad_batch
-from rmtrain.packed_encoder import packed_encoder_forward
+from rmcore.batching import length_sorted_batches
+from rmcore.errors import ConfigError
+from rmcore.formatting import Encoded, pad_batch
+from rmcore.packed_encoder import packed_encoder_forward
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     """(model, tokenizer) for a local path or Hub id, with one output label."""
     from transformers import AutoModelForSequenceClassification
 
-    from rmtrain.console import load_quietly
+    from rmcore.console import load_quietly
 
     if not isinstance(settings, ModelSettings):
         settings = ModelSettings(str(settings))
@@ -188,22 +189,6 @@ def unwrap_for_saving(model: Any) -> Any:
     return model
 
 
-def length_sorted_batches(lengths: list[int], max_batch: int, max_tokens: int | None = None) -> list[list[int]]:
-    """Indices grouped into batches of similar length (longest first), so padding is small.
-    With max_tokens, a batch holds at most that many padded tokens."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    batches: list[list[int]] = []
-    cur: list[int] = []
-    for i in order.tolist():
-        width = lengths[cur[0]] if cur else lengths[i]
-        if cur and (len(cur) >= max_batch or (max_tokens and width * (len(cur) + 1) > max_tokens)):
-            batches.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        batches.append(cur)
-    return batches
-
 
 @torch.inference_mode()
 def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size: int = 32,
@@ -225,34 +210,4 @@ def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size
             out[idx] = logits[:, 0].float().cpu().numpy()
     if was_training:
         model.train()
-    return out
-
-
-def length_buckets(sorted_lengths: list[int], overhead: int) -> list[tuple[int, int]]:
-    """Split descending lengths into contiguous buckets minimising padded tokens + overhead per
-    bucket (exact dynamic programme; a batch has at most a few hundred texts). Returns
-    (bucket size, bucket width) pairs in order."""
-    n = len(sorted_lengths)
-    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j texts
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        for i in range(j):  # bucket = texts i..j-1, width = sorted_lengths[i]
-            c = best[i] + (j - i) * sorted_lengths[i] + overhead
-            if c < best[j]:
-                best[j], cut[j] = c, i
-    spans = []
-    j = n
-    while j > 0:
-        i = cut[j]
-        spans.append((j - i, sorted_lengths[i]))
-        j = i
-    return spans[::-1]
-
-
-def bucket_spans(buckets: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """(start, end, width) of each bucket from :func:`length_buckets`."""
-    out, start = [], 0
-    for size, width in buckets:
-        out.append((start, start + size, width))
-        start += size
     return out

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmtrain.data.schema import Message
-from rmtrain.formatting import Encoded
-from rmtrain.modeling import score_encoded
-from rmtrain.shared_prompt import common_prefix_len, unwrap_classifier
+from rmcore.batching import bucket_spans, length_buckets
+from rmcore.data.schema import Message
+from rmcore.formatting import Encoded
+from rmcore.modeling import score_encoded
+from rmcore.shared_prompt import common_prefix_len, unwrap_classifier
 
 MIN_PREFIX = 8  # a shorter shared prefix is not worth a forward pass of its own
 
@@ -61,7 +62,6 @@ def _suffix_buckets(lengths: list[int], batch_size: int, device_type: str) -> li
     """Length-sorted batches of a group's responses, cut where the padding saved outweighs another
     forward (the trainer's bucket rule): one group is too small for plain fixed-size batches to
     keep padding low."""
-    from rmtrain.modeling import bucket_spans, length_buckets
 
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     overhead = 4096 if device_type == "cuda" else 128

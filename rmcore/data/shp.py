@@ -24,14 +24,14 @@ import math
 import os
 from collections import Counter
 
-from rmtrain.data.generic import (
+from rmcore.data.generic import (
     check_on_bad,
     coerce_rating,
     require_text,
     source_records,
 )
-from rmtrain.data.schema import Preference, PromptRecord, RatingSet, Response
-from rmtrain.errors import DataError
+from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.errors import DataError
 
 SHP_HUB_ID = "stanfordnlp/SHP"
 SHP_ATTRIBUTES = ("log_votes", "votes")

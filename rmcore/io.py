@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmtrain.errors import DataError, PathNotFoundError
+from rmcore.errors import DataError, PathNotFoundError
 
 Record = tuple[int, dict[str, Any]]  # (row number, row)
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")

@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rmtrain.data.schema import Message, PromptRecord, RatingSet, Response
-from rmtrain.errors import ConfigError, DataError
-from rmtrain.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
-from rmtrain.io import Record, _py_row, looks_like_hub_id, looks_local, read_records
+from rmcore.data.schema import Message, PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError, DataError
+from rmcore.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
+from rmcore.io import Record, _py_row, looks_like_hub_id, looks_local, read_records
 
 __all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
            "read_records", "require_text", "source_records"]

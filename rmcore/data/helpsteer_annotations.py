@@ -21,10 +21,10 @@ from collections import Counter
 
 import pandas as pd
 
-from rmtrain.data.generic import check_on_bad, coerce_rating, is_missing, read_records, require_text
-from rmtrain.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_ATTRIBUTES, _raw_prompt
-from rmtrain.data.schema import RatingSet
-from rmtrain.errors import DataError
+from rmcore.data.generic import check_on_bad, coerce_rating, is_missing, read_records, require_text
+from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_ATTRIBUTES, _raw_prompt
+from rmcore.data.schema import RatingSet
+from rmcore.errors import DataError
 
 ANNOTATIONS_FILE = "disagreements/disagreements.jsonl.gz"
 

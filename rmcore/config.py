@@ -1,0 +1,144 @@
+"""Recipes: YAML mappings read into dataclasses, strictly.
+
+A recipe section becomes a dataclass by :func:`build_config`: every key must be a field (a typo
+is an error naming the key, the file and the allowed keys, never a silently ignored option),
+nested mappings become nested dataclasses, and scalars are coerced to their field's type (YAML
+1.1 reads ``1e-5`` as a string; ``--set`` overrides arrive as text). :func:`config_from_dict`
+applies dotted overrides (``training.learning_rate=1e-5``) first. Each library keeps its own
+config dataclasses beside the code that reads them (``rmtrain.config``, ``rmtrain.policy.config``,
+``rmeval.audit``); this module only loads them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, TypeVar, get_type_hints
+
+import yaml
+
+from rmcore.errors import ConfigError
+from rmcore.io import check_path
+
+T = TypeVar("T")
+
+
+def build_config(cls: type[T], values: Any, where: str) -> T:
+    """Dataclass from a mapping, recursively, rejecting unknown keys."""
+    if not dataclasses.is_dataclass(cls):
+        return values
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}")
+    kwargs = {}
+    for k, v in values.items():
+        t = hints[k]
+        sub = dataclass_in(t)
+        if sub is not None and (isinstance(v, dict) or v is None):
+            kwargs[k] = build_config(sub, v, f"{where}.{k}")
+        else:
+            kwargs[k] = coerce_value(v, t, f"{where}.{k}")
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def coerce_value(v: Any, t: Any, where: str) -> Any:
+    """Scalars to their field's type. YAML 1.1 reads '1e-5' (no dot) as a string, and command-line
+    overrides arrive as text: a learning rate must not reach the optimizer as a string."""
+    # plain scalars and Optional scalars only; list[int] and dict[...] are left as they are
+    args = typing.get_args(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else ()
+    scalar = t if t in (float, int, bool) else next((a for a in args if a in (float, int, bool)), None)
+    if v is None or scalar is None or isinstance(v, bool) and scalar is bool:
+        return v
+    try:
+        if scalar is bool:
+            if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "1", "0"):
+                return v.lower() in ("true", "yes", "1")
+            raise ValueError
+        if scalar is int:
+            f = float(v)
+            if not f.is_integer():
+                raise ValueError
+            return int(f)
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {scalar.__name__}, got {v!r}") from None
+
+
+def dataclass_in(t: Any) -> type | None:
+    if dataclasses.is_dataclass(t):
+        return t
+    for a in getattr(t, "__args__", ()) or ():
+        if dataclasses.is_dataclass(a):
+            return a
+    return None
+
+
+def set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        cur = cur.setdefault(k, {})
+        if not isinstance(cur, dict):
+            raise ConfigError(f"override {dotted}: '{k}' is not a mapping")
+    cur[keys[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """'training.learning_rate=1e-5' -> ('training.learning_rate', 1e-05) (values parsed as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like key.sub=value")
+    k, v = item.split("=", 1)
+    return k.strip(), yaml.safe_load(v)
+
+
+def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
+    path = check_path(path, "recipe")
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a recipe must be a YAML mapping")
+    return raw
+
+
+def copy_tree(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: copy_tree(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [copy_tree(v) for v in d]
+    return d
+
+def config_from_dict(cls: type[T], raw: dict[str, Any], *, where: str = "config",
+                     overrides: dict[str, Any] | None = None, required: Iterable[str] = (),
+                     drop: Iterable[str] = ("description",), shorthand: dict[str, str] | None = None,
+                     skip_none_overrides: bool = False) -> T:
+    """``cls`` from a recipe mapping: ``drop`` keys removed, dotted ``overrides`` applied (a None
+    value sets null unless ``skip_none_overrides``), ``shorthand`` keys given as a bare string
+    expanded (``model: NAME`` -> ``model: {name_or_path: NAME}``), ``required`` keys checked, then
+    built strictly and validated (the dataclass's own ``validate()``, when it has one)."""
+    dropped = set(drop)
+    raw = copy_tree({k: v for k, v in raw.items() if k not in dropped})
+    for k, v in (overrides or {}).items():
+        if v is None and skip_none_overrides:
+            continue
+        set_dotted(raw, k, v)
+    for key, name in (shorthand or {}).items():
+        if isinstance(raw.get(key), str):
+            raw[key] = {name: raw[key]}
+    for req in required:
+        if req not in raw:
+            raise ConfigError(f"{where}: missing required key '{req}'")
+    cfg = build_config(cls, raw, where)
+    if hasattr(cfg, "validate"):
+        cfg.validate()
+    return cfg
