@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with matchrm and its test/demo extras. torch is installed first and pinned: on a
+# Creates .venv with matchrm, its test extras (the demo's model among them) and DeepSpeed. torch is installed
+# first and pinned: on a
 # CPU machine 2.13.0 is the CPU wheel; GPU users: set TORCH_SPEC, e.g.
 #   TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" bash scripts/setup.sh
 set -euo pipefail
@@ -10,4 +11,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC2086
 .venv/bin/pip install -q ${TORCH_SPEC:-torch==2.13.0}
-.venv/bin/pip install -q -e ".[test]"
+# DeepSpeed without compiled ops (CPU machines; GPU kernels are built by DeepSpeed on first use)
+DS_BUILD_OPS=0 .venv/bin/pip install -q -e ".[test,deepspeed]"
