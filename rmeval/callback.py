@@ -49,10 +49,10 @@ def audit_model(model: Any, tokenizer: Any, rating_set: RatingSet, out_dir: str 
     """Score an in-memory reward model under ``conditions`` and write its audit to ``out_dir``;
     with ``suitability`` settings also its suitability (on ``suitability_set``, default ``rating_set``)."""
     from rmcore.io import atomic_write_table
-    from rmeval.audit import compute_audit
     from rmeval.report import write_report
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
     from rmeval.scoring_run import score_conditions, truncation_summary
+    from rmeval.stats.audit import compute_audit
 
     out = Path(out_dir)
     scorer = SeqClassifierScorer(model, tokenizer=tokenizer, max_length=max_length, batch_size=batch_size)

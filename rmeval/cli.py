@@ -165,10 +165,10 @@ def resolve_conditions(args: argparse.Namespace) -> list[str]:
 def audit_checkpoint(args: argparse.Namespace, name: str, checkpoint: Path, rating_set, conditions: list[str],
                      out: Path) -> dict[str, Any]:
     from rmcore.io import atomic_write_table
-    from rmeval.audit import compute_audit
     from rmeval.callback import pick_attribute
     from rmeval.report import log_audit, write_report
     from rmeval.scoring_run import score_conditions, truncation_summary
+    from rmeval.stats.audit import compute_audit
 
     scorer = make_cli_scorer(args, checkpoint)
     label = display_name(name, checkpoint)
@@ -291,8 +291,8 @@ def _default_attribute(ratings: pd.DataFrame) -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from rmcore.io import read_table
-    from rmeval.audit import compute_audit
     from rmeval.report import log_audit, write_report
+    from rmeval.stats.audit import compute_audit
     from rmeval.tables import load_preferences, load_ratings, load_scores
 
     # Validated here, file by file, so an error names the file it is in.

@@ -211,8 +211,8 @@ def test_condition_option_typo_is_an_error():
 
 def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     import rmeval.conditions as C
-    from rmeval.audit import compute_audit
     from rmeval.cli import build_parser, resolve_conditions
+    from rmeval.stats.audit import compute_audit
 
     def shouting(rs, **_):
         return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,

@@ -1,8 +1,9 @@
 """Assemble the audit of one reward model from its scores table and the human ratings.
 
-Everything here is cheap numpy/scipy on a scores table; no model is touched. A condition that was
-not scored is ABSENT from the audit (never reported as zero or NaN), so a downstream reader can
-tell "not measured" from "measured as nothing".
+Everything here is cheap numpy/scipy on a scores table; no model is touched (the texts are
+scored by ``rmeval.audit``'s pipeline, which then runs these statistics on the tables it wrote).
+A condition that was not scored is ABSENT from the audit (never reported as zero or NaN), so a
+downstream reader can tell "not measured" from "measured as nothing".
 """
 
 from __future__ import annotations
@@ -16,22 +17,22 @@ from scipy.stats import rankdata
 
 from rmcore.errors import DataError
 
-from .stats.bootstrap import PromptSetResamples, rows_with_siblings
-from .stats.centering import centering_variants
-from .stats.pairwise import pairwise_accuracy
-from .stats.prompt_means import disjoint_half_correlation, prompt_mean_correlation
-from .stats.regression import sibling_regression
-from .stats.reliability import corrected_share
-from .stats.selection import top_selection
-from .stats.share import residual_share, share, share_pair
-from .stats.transplant import prompt_only, shift, transplant
-from .tables import (
+from ..tables import (
     TRANSPLANT_KINDS,
     condition_names,
     validate_preferences,
     validate_ratings,
     validate_scores,
 )
+from .bootstrap import PromptSetResamples, rows_with_siblings
+from .centering import centering_variants
+from .pairwise import pairwise_accuracy
+from .prompt_means import disjoint_half_correlation, prompt_mean_correlation
+from .regression import sibling_regression
+from .reliability import corrected_share
+from .selection import top_selection
+from .share import residual_share, share, share_pair
+from .transplant import prompt_only, shift, transplant
 
 # A fixed stream per statistic: adding or removing one condition never changes another's interval.
 _STREAMS = {name: i for i, name in enumerate(
