@@ -1,263 +1,352 @@
-"""Assemble the audit of one reward model from its scores table and the human ratings.
+"""The audit of one reward model, end to end: score its rating set under prompt conditions, write
+the scores, ratings and preferences tables, run the statistics on them (``rmeval.stats.audit``),
+the suitability step and the judge profile when asked, write the report and log it to W&B.
 
-Everything here is cheap numpy/scipy on a scores table; no model is touched. A condition that was
-not scored is ABSENT from the audit (never reported as zero or NaN), so a downstream reader can
-tell "not measured" from "measured as nothing".
+One pipeline, ``audit``, serves every caller: ``rmeval audit`` (a checkpoint on disk, through
+``audit_checkpoint``), the in-training ``AuditCallback`` (the in-memory model at each save) and a
+sweep's final audit (``rmtrain.runs.final_audit``); they differ only in their ``AuditSettings``.
+Its defaults are the command line's; the two recipe blocks keep their own: ``audit:``
+(``TrainingAuditSettings``: a cheap audit at every save, 200 resamples) and ``sweep.audit:``
+(``FinalAuditSettings``: 1000 resamples, a seeded sample of 200 prompts).
+
+The figures are read against ONE rated attribute, chosen by ``rmcore.data.schema.pick_attribute``.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-from scipy.stats import rankdata
+from rmcore.checkpoints import display_name, provenance
+from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.errors import ConfigError, DataError
+from rmeval.perturbations.suite import CHEAP
 
-from rmcore.errors import DataError
+if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
+    from rmcore.tracking import Tracker
+    from rmeval.scoring import Scorer, ScorerSettings
+    from rmeval.suitability_audit import SuitabilityAuditSettings
 
-from .stats.bootstrap import PromptSetResamples, rows_with_siblings
-from .stats.centering import centering_variants
-from .stats.pairwise import pairwise_accuracy
-from .stats.prompt_means import disjoint_half_correlation, prompt_mean_correlation
-from .stats.regression import sibling_regression
-from .stats.reliability import corrected_share
-from .stats.selection import top_selection
-from .stats.share import residual_share, share, share_pair
-from .stats.transplant import prompt_only, shift, transplant
-from .tables import (
-    TRANSPLANT_KINDS,
-    condition_names,
-    validate_preferences,
-    validate_ratings,
-    validate_scores,
-)
-
-# A fixed stream per statistic: adding or removing one condition never changes another's interval.
-_STREAMS = {name: i for i, name in enumerate(
-    ["share.original", "share.single_turn", "share.generic", "share.ranks", "share.log_length",
-     "share.human", "prompt_only", *[f"transplant.{k}" for k in TRANSPLANT_KINDS], "paraphrase",
-     "last_turn", "sibling_regression", "selection", "pairwise",
-     # added later: appended so the streams above keep their values
-     "share.last_turn", "sibling_regression.generic", "share.paraphrase",
-     *[f"share.{k}" for k in TRANSPLANT_KINDS],
-     "sibling_regression.random", "centering"])}
-
-# Like-for-like comparisons: (name, model condition, single-turn prompts only, transform).
-VS_HUMAN = (("original", "original", False, "raw"), ("single_turn", "original", True, "raw"),
-            ("generic", "generic", False, "raw"), ("generic_single_turn", "generic", True, "raw"),
-            ("ranks", "original", False, "ranks"), ("ranks_single_turn", "original", True, "ranks"),
-            ("log_length", "original", False, "log_length"), ("last_turn", "last_turn", False, "raw"),
-            ("paraphrase", "paraphrase", False, "raw"), *[(k, k, False, "raw") for k in TRANSPLANT_KINDS])
-# Conditions scored several times per response (variants, donors) enter a share as the response's
-# mean; prompt_only has one row per prompt, so no share is defined for it.
-PER_RESPONSE_SHARES = ("last_turn", "paraphrase", *TRANSPLANT_KINDS)
+# The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
+CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
 
 
-def _rng(seed: int, name: str) -> np.random.Generator:
-    return np.random.default_rng([seed, _STREAMS[name]])
+@dataclass
+class JudgeProfileSettings:
+    """Profile the checkpoint as a pairwise judge on an items table (``rmeval.judges.audit_hook``)."""
+
+    items: str
+    attributes: list[str] = field(default_factory=lambda: ["core"])
+    max_length: int | None = None
+    batch_size: int = 32
 
 
-def _log_length(length: np.ndarray) -> np.ndarray:
-    out = np.full(len(length), np.nan)  # empty responses (length 0) have no log length
-    out[length > 0] = np.log(length[length > 0])
-    return out
+@dataclass
+class AuditSettings:
+    """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
+
+    conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
+    n_boot: int = 2000  # prompt-bootstrap resamples
+    n_boot_regression: int = 5000  # resamples of the sibling regression
+    seed: int = 0  # bootstrap streams, donors, and the suitability permutations
+    attribute: str | None = None  # None: pick_attribute's rule
+    n_donors: int = 4  # donor prompts per transplant condition
+    related_file: str | None = None
+    paraphrase_file: str | None = None
+    embedder: str | None = None  # sentence encoder of the embedding condition
+    human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
+    judge: JudgeProfileSettings | None = None
+    suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
+    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
+    progress: bool = True  # progress bars while scoring (stderr, only on a terminal)
+
+    def resolved_conditions(self) -> list[str]:
+        return resolve_conditions(self.conditions, related_file=self.related_file,
+                                  paraphrase_file=self.paraphrase_file) if self.conditions is None else list(self.conditions)
+
+    def condition_options(self) -> dict[str, Any]:
+        """Options of the condition builders (rmeval.conditions); unset inputs left out."""
+        opts: dict[str, Any] = {"seed": self.seed, "n_donors": self.n_donors}
+        for key in ("related_file", "paraphrase_file", "embedder"):
+            if getattr(self, key):
+                opts[key] = getattr(self, key)
+        return opts
 
 
-def _with_ratings(cond: pd.DataFrame, ratings: pd.DataFrame, rcols: list[str]) -> pd.DataFrame:
-    """One row per response of a condition (score averaged over variants/donors) with its ratings."""
-    per = cond.groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
-    return per.merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
+def resolve_conditions(requested: list[str] | None, *, related_file: str | None = None,
+                       paraphrase_file: str | None = None) -> list[str]:
+    """``requested`` (names or comma-separated lists) checked against the registry
+    (rmeval.conditions.CONDITIONS); None: every registered condition whose inputs are at hand."""
+    from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
+
+    given = {"related_file": related_file, "paraphrase_file": paraphrase_file}
+    if requested:
+        conds = [c for part in requested for c in part.split(",") if c]
+        check_condition_names(conds)
+        for c in conds:
+            if c in NEEDS and not given.get(NEEDS[c]):
+                raise ConfigError(f"condition '{c}' needs --{NEEDS[c].replace('_', '-')}")
+        return conds
+    return [c for c in CONDITIONS if c not in NEEDS or given.get(NEEDS[c])]
 
 
-def _vs_human(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
-    """Each model share beside the human share of the SAME responses under the SAME transform,
-    with the paired model-minus-human difference (same prompt resamples)."""
-    out: dict[str, Any] = {}
-    for name, cond, single, transform in VS_HUMAN:
-        df = frames.get(cond)
-        if df is None:
-            continue
-        if single:
-            if "single_turn" not in df.columns or not df["single_turn"].any() or df["single_turn"].all():
-                continue  # no single-turn subset, or it is the whole set (same figure as the parent row)
-            df = df[df["single_turn"].to_numpy(bool)]
-        s, h, g = df["score"].to_numpy(float), df[attribute].to_numpy(float), df["prompt_id"].to_numpy()
-        cov = None
-        if transform == "ranks":
-            s, h = rankdata(s), rankdata(h)  # ranks taken on this subset, for model and humans alike
-        elif transform == "log_length":
-            if "response_length" not in df.columns:
-                continue
-            cov = _log_length(df["response_length"].to_numpy(float))
-        r = share_pair(s, h, g, covariate=cov, names=("model", "human"), resamples=resamples)
-        if r:
-            r.update(condition=cond, prompts="single-turn" if single else "all", transform=transform)
-            out[name] = r
-    return out
+# -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
+
+@dataclass
+class TrainingSuitabilitySettings:
+    """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
+    subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
+
+    enabled: bool = False
+    perturbations: list[str] = field(default_factory=lambda: list(CHEAP))
+    max_items: int = 64
+    n_permutations: int = 2000
+    q: float = 0.05
+    eta: float = 0.5
+    margin: float | None = None
+    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
+
+    def audit_settings(self) -> SuitabilityAuditSettings | None:
+        from rmeval.suitability_audit import SuitabilityAuditSettings
+
+        if not self.enabled:
+            return None
+        return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
+                                        data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
+                                        q=self.q, eta=self.eta, margin=self.margin)
 
 
-def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
-    """Correlations across prompts of prompt means: model vs human (whole prompt and disjoint halves,
-    the humans' own halves), and generic vs original; one resample matrix per prompt set."""
+@dataclass
+class TrainingAuditSettings:
+    """``audit``: the audit of each saved checkpoint during training (rmeval.callback.AuditCallback)."""
 
-    def weights(g: np.ndarray, *cols: np.ndarray) -> np.ndarray | None:
-        *_, k, _, prompts = rows_with_siblings(g, *cols, return_prompts=True)
-        return resamples.weights(prompts) if k >= 3 else None
+    enabled: bool = False
+    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    max_prompts: int = 64
+    n_boot: int = 200
+    suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
-    o = frames["original"]
-    s, h, g = o["score"].to_numpy(float), o[attribute].to_numpy(float), o["prompt_id"].to_numpy()
-    w = weights(g, s, h)
-    out: dict[str, Any] = {
-        "model_vs_human": prompt_mean_correlation(s, h, g, weights=w),
-        "model_vs_human_disjoint": disjoint_half_correlation(s, h, g, weights=w),
-        "human_disjoint": disjoint_half_correlation(h, h, g, weights=w),
-    }
-    if "generic" in frames:
-        m = o.merge(frames["generic"][["prompt_id", "response_id", "score"]], on=["prompt_id", "response_id"],
-                    suffixes=("", "_g"))
-        sg, so, hg, gg = (m["score_g"].to_numpy(float), m["score"].to_numpy(float), m[attribute].to_numpy(float),
-                          m["prompt_id"].to_numpy())
-        wg = weights(gg, sg, so)
-        out["generic_vs_original"] = prompt_mean_correlation(sg, so, gg, weights=wg)
-        out["generic_vs_human"] = prompt_mean_correlation(sg, hg, gg, weights=wg)
-        out["generic_vs_human_disjoint"] = disjoint_half_correlation(sg, hg, gg, weights=wg)
-    out["attribute"] = attribute
-    return out
+    def audit_settings(self, attribute: str | None = None) -> AuditSettings:
+        # the regression is the slowest figure to settle: at least 200 resamples however few the rest
+        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot,
+                             n_boot_regression=max(self.n_boot, 200), attribute=attribute,
+                             suitability=self.suitability.audit_settings())
 
 
-def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: pd.DataFrame | None = None,
-                  attribute: str = "helpfulness", n_boot: int = 2000, n_boot_regression: int = 5000,
-                  seed: int = 0, top_fraction: float = 0.3, reference_scores: pd.DataFrame | None = None,
-                  human_reliability: dict[str, float] | None = None) -> dict[str, Any]:
-    """The audit as a nested dict (see module docs of rmeval.stats.* for each definition).
+@dataclass
+class FinalAuditSettings:
+    """``sweep.audit``: the full audit of every finished run of a sweep (rmtrain.runs.final_audit)."""
 
-    ``reference_scores``: (prompt_id, score) of an independent pool of reference responses scored by
-    the same model, for the pool-centring variants. ``human_reliability``: {label: R} rater
-    reliabilities for the reliability-corrected human share (a sensitivity analysis)."""
-    t0 = time.perf_counter()
-    ratings = validate_ratings(ratings, attribute=attribute)
-    scores = validate_scores(scores, ratings)
-    present = [c for c in condition_names() if (scores["condition"] == c).any()]
-    by_cond = {c: g for c, g in scores.groupby("condition", sort=False)}
-    audit: dict[str, Any] = {}
+    enabled: bool = True
+    data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
+    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    max_prompts: int | None = 200  # seeded sample, the same for every run
+    n_boot: int = 1000
+    batch_size: int = 32
+    max_length: int | None = None  # None: training.max_length
+    paraphrase_file: str | None = None
+    related_file: str | None = None
+    seed: int = 0
 
-    rcols = ["prompt_id", "response_id", attribute] + [c for c in ("single_turn", "response_length")
-                                                         if c in ratings.columns]
-    orig = None
-    if "original" in by_cond:
-        orig = by_cond["original"].merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
+    def audit_settings(self, attribute: str | None = None) -> AuditSettings:
+        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
+                             seed=self.seed, attribute=attribute, related_file=self.related_file,
+                             paraphrase_file=self.paraphrase_file)
 
-    # -- between-prompt variance shares ----------------------------------------------------------
-    sh: dict[str, Any] = {}
-    if orig is not None:
-        s, g = orig["score"].to_numpy(float), orig["prompt_id"].to_numpy()
-        sh["original"] = share(s, g, n_boot=n_boot, rng=_rng(seed, "share.original"))
-        if "single_turn" in orig.columns and orig["single_turn"].any():
-            m = orig["single_turn"].to_numpy(bool)
-            sh["single_turn"] = share(s[m], g[m], n_boot=n_boot, rng=_rng(seed, "share.single_turn"))
-    if "generic" in by_cond:
-        gen = by_cond["generic"]
-        sh["generic"] = share(gen["score"].to_numpy(float), gen["prompt_id"].to_numpy(), n_boot=n_boot,
-                              rng=_rng(seed, "share.generic"))
-    if orig is not None:
-        # pooled ranks: the share without the influence of a few extreme scores. Ranks are taken once
-        # on the full sample; a resample only duplicates prompts, so the order they encode is kept.
-        sh["ranks"] = share(rankdata(s), g, n_boot=n_boot, rng=_rng(seed, "share.ranks"))
-        if "response_length" in orig.columns and np.isfinite(orig["response_length"]).any():
-            length = orig["response_length"].to_numpy(float)
-            log_len = _log_length(length)
-            sh["log_length"] = residual_share(s, log_len, g, n_boot=n_boot, rng=_rng(seed, "share.log_length"))
-            sh["log_length"]["n_zero_length"] = int((length == 0).sum())
-        human_src = orig
-    else:
-        human_src = ratings
-    sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
-                        n_boot=n_boot, rng=_rng(seed, "share.human"))
-    sh["human"]["attribute"] = attribute
-    for cond in PER_RESPONSE_SHARES:  # last_turn: multi-turn prompts cut to their last user turn
-        if cond in by_cond:
-            per = by_cond[cond].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
-            sh[cond] = share(per["score"].to_numpy(float), per["prompt_id"].to_numpy(), n_boot=n_boot,
-                             rng=_rng(seed, f"share.{cond}"))
-    for label, r in (human_reliability or {}).items():
-        sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
-    audit["share"] = sh
 
-    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
-              if c in by_cond}
-    resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
-    vs = _vs_human(frames, attribute, resamples)
-    if vs:
-        audit["share_vs_human"] = vs
-    if orig is not None:
-        diffs = {}
-        for cond in ("generic", "last_turn"):
-            if cond in frames:
-                m = frames["original"].merge(frames[cond][["prompt_id", "response_id", "score"]],
-                                             on=["prompt_id", "response_id"], suffixes=("", "_c"))
-                r = share_pair(m["score"].to_numpy(float), m["score_c"].to_numpy(float), m["prompt_id"].to_numpy(),
-                               names=("original", cond), resamples=resamples)
-                if r:
-                    diffs[f"original_minus_{cond}"] = r
-        if diffs:
-            audit["share_difference"] = diffs
+# -- the pipeline ----------------------------------------------------------------------------------
 
-    if orig is not None:
-        o = orig[["prompt_id", "response_id", "score"]]
-        if "prompt_only" in by_cond:
-            audit["prompt_only"] = prompt_only(o, by_cond["prompt_only"], n_boot=n_boot,
-                                               rng=_rng(seed, "prompt_only"))
-        tr = {k: transplant(o, by_cond[k], n_boot=n_boot, rng=_rng(seed, f"transplant.{k}"))
-              for k in TRANSPLANT_KINDS if k in by_cond}
-        if tr:
-            audit["transplant"] = tr
-        for cond in ("paraphrase", "last_turn"):
-            if cond in by_cond:
-                audit[cond] = shift(o, by_cond[cond], n_boot=n_boot, rng=_rng(seed, cond))
-        h = orig[attribute].to_numpy(float)
-        reg = sibling_regression(s, h, g, n_boot=n_boot_regression, rng=_rng(seed, "sibling_regression"))
-        if reg:
-            reg["attribute"] = attribute
-            audit["sibling_regression"] = reg
-            by_c = {"original": reg}
-            for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
-                if cond in by_cond:
-                    f = frames[cond]
-                    r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
-                                           f["prompt_id"].to_numpy(), n_boot=n_boot,
-                                           rng=_rng(seed, f"sibling_regression.{cond}"))
-                    if r:
-                        r["attribute"] = attribute
-                        by_c[cond] = r
-            audit["sibling_regression_by_condition"] = by_c
-        audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
-        sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
-        if sel:
-            sel["top_fraction"] = top_fraction
-            sel["attribute"] = attribute
-            audit["selection"] = sel
-        cen = centering_variants(s, h, g, top_fraction=top_fraction, pool=reference_scores, n_boot=n_boot,
-                                 rng=_rng(seed, "centering"))
-        if cen:
-            cen["attribute"] = attribute
-            audit["centering"] = cen
-        if preferences is not None:
-            prefs = validate_preferences(preferences)
-            audit["pairwise"] = pairwise_accuracy(prefs, o, n_boot=n_boot, rng=_rng(seed, "pairwise"))
-    elif preferences is not None:
-        raise DataError("pairwise accuracy needs original-condition scores", field="condition")
+def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: str | os.PathLike, *,
+          tracker: Tracker | None = None, label: str = "", title: str = "matchrm audit",
+          checkpoint: str | os.PathLike | None = None, data: str | None = None, cache: bool = True,
+          preference_set: RatingSet | None = None) -> dict[str, Any]:
+    """Audit the model behind ``scorer`` on ``rating_set`` into ``out`` and return the audit record.
 
-    audit["meta"] = {
-        "n_prompts": int(scores["prompt_id"].nunique()),
-        "n_responses": int(len(orig)) if orig is not None else 0,
-        "n_rated_responses": int(len(ratings)),
-        "conditions": present,
-        "attribute": attribute,
-        "n_boot": int(n_boot),
-        "n_boot_regression": int(n_boot_regression),
-        "seed": int(seed),
-        "top_fraction": float(top_fraction),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    return audit
+    The scorer is closed once every text is scored (the judge profile loads the checkpoint anew).
+    ``checkpoint``/``data``: where the model and the prompts come from, recorded in the audit's
+    meta with the run's provenance (and needed by the judge profile). ``cache=False`` scores
+    afresh, with no score cache and no reuse of an earlier scores table: an in-memory model has no
+    identity that outlives its process. ``preference_set``: the suitability step's preference set
+    when already loaded (else ``settings.suitability.data``, else ``rating_set``).
+    ``label`` heads the progress bars; ``title`` the report. With a ``tracker`` everything is
+    logged to it (the caller finishes it)."""
+    from rmcore.io import atomic_write_table
+    from rmeval.report import log_audit, write_report
+    from rmeval.scoring_run import score_conditions, truncation_summary
+    from rmeval.stats.audit import compute_audit
+
+    out = Path(out)
+    cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
+    suitability = None
+    try:
+        scores = score_conditions(scorer, rating_set, settings.resolved_conditions(),
+                                  out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
+                                  progress=settings.progress, label=label, **settings.condition_options())
+        ratings = rating_set.ratings_table(scorer.tokenizer)
+        if settings.suitability is not None:
+            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
+            suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
+                                            checkpoint=checkpoint, data=data)
+    finally:
+        scorer.close()
+    if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
+        atomic_write_table(out / "scores.parquet", scores)
+    atomic_write_table(out / "ratings.parquet", ratings)
+    prefs = rating_set.preferences_table()
+    if prefs is not None:
+        atomic_write_table(out / "preferences.parquet", prefs)
+    result = compute_audit(scores, ratings, preferences=prefs,
+                           attribute=pick_attribute(rating_set.attributes, settings.attribute),
+                           n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
+                           human_reliability=settings.human_reliability)
+    result["truncation"] = truncation_summary(scores)
+    judge_images: dict[str, Path] = {}
+    if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
+        from rmeval.judges.audit_hook import profile_checkpoint
+
+        if checkpoint is None:
+            raise ConfigError("the judge profile of an audit needs the checkpoint on disk")
+        j = settings.judge
+        result["judge_profile"], judge_images = profile_checkpoint(
+            checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
+            batch_size=j.batch_size, seed=settings.seed)
+    if "donor_exclusions" in scores.attrs:
+        result["donor_exclusions"] = scores.attrs["donor_exclusions"]
+    if suitability is not None:
+        from rmeval.suitability import model_json
+
+        result["suitability"] = model_json(next(iter(suitability[0].values())))
+    if checkpoint is not None:
+        # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
+        prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
+        result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind, **prov})
+    paths = write_report(result, out, title=title)
+    if tracker is not None:
+        # the suitability figures go to W&B once, with their table and plot (log_suitability)
+        log_audit(tracker, {k: v for k, v in result.items() if k != "suitability"}, paths)
+        for key, path in judge_images.items():
+            tracker.log_image(f"audit/judge_profile/{key}", path)
+        if suitability is not None:
+            from rmeval.suitability import log_suitability
+
+            log_suitability(tracker, *suitability)
+        if checkpoint is not None:
+            tracker.summary({"checkpoint": str(checkpoint)})
+    return result
+
+
+def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,
+                      cache_path: Path | None, checkpoint: str | os.PathLike | None,
+                      data: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    from rmeval.suitability_audit import audit_suitability
+
+    # a checkpoint on disk is named by its directory; an in-memory model by the audit's title
+    name = Path(str(checkpoint)).name if checkpoint is not None else "model"
+    return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
+                             title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
+                             seed=settings.seed, attribute=settings.attribute, cache_path=cache_path,
+                             checkpoint=checkpoint, data=data)
+
+
+def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
+                     settings: AuditSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
+                     wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+    """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own
+    grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``)."""
+    from rmeval.scoring import load_scorer
+    from rmeval.tracking import evaluation_tracker
+
+    label = display_name(name, checkpoint)
+    model = load_scorer(replace(scorer, model=str(checkpoint)))
+    tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
+                                                        "conditions": settings.resolved_conditions(),
+                                                        "n_boot": settings.n_boot},
+                                 checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
+    try:
+        return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
+                     checkpoint=checkpoint, data=data)
+    finally:
+        tracker.finish()
+
+
+def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
+    """One line per audited checkpoint: how many scores, how many truncated."""
+    tr = result["truncation"]["total"]
+    n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
+    return (f"{name}: {n} scores ({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses "
+            f"truncated) -> {out}")
+
+
+def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
+                 out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
+                 reference_scores: str | os.PathLike | None = None, wandb_project: str = "matchrm",
+                 wandb_mode: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
+    tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
+    for pool centring (the preferences default to the table ``audit`` writes beside the scores),
+    written to OUT and logged to a W&B run (``stats-<scores file>``). Each file is validated on its
+    own, so an error names the file it is in. Returns (audit, report paths)."""
+    from rmcore.io import read_table
+    from rmeval.report import log_audit, write_report
+    from rmeval.stats.audit import compute_audit
+    from rmeval.tables import load_preferences, load_ratings, load_scores
+    from rmeval.tracking import evaluation_tracker
+
+    attribute = settings.attribute
+    if attribute is None:
+        table = read_table(ratings, "ratings table")
+        if not table_attributes(table):
+            raise DataError(f"ratings table has no attribute column; it has columns {list(table.columns)}",
+                            field="helpfulness")
+        attribute = pick_attribute(table_attributes(table))
+    rt = load_ratings(ratings, attribute=attribute)
+    st = load_scores(scores, rt)
+    beside = Path(scores).with_name("preferences.parquet")
+    if preferences is None and beside.is_file():
+        # `audit` writes preferences.parquet beside scores.parquet: without it the pairwise
+        # section would silently vanish from the recomputed audit
+        preferences = beside
+        print(f"using preferences {beside} (found beside the scores)", file=sys.stderr)
+    prefs = load_preferences(preferences) if preferences else None
+    pool = read_table(reference_scores, "reference scores") if reference_scores else None
+    if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
+        raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
+                        file=str(reference_scores))
+    result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
+                           n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
+                           human_reliability=settings.human_reliability)
+    paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
+    tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
+                                 project=wandb_project, mode=wandb_mode)
+    try:
+        log_audit(tracker, result, paths)
+    finally:
+        tracker.finish()
+    return result, paths
+
+
+# Point estimates compared across checkpoints.
+SUMMARY_KEYS = re.compile(r"(estimate|accuracy|margin)$|/(hard|normal|easy|average)/estimate$")
+
+
+def write_summary(audits: dict[str, dict[str, Any]], out: str | os.PathLike) -> dict[str, Path]:
+    """Comparison of checkpoints: every numeric figure to JSON; point estimates to a Markdown table."""
+    from rmcore.io import atomic_write_json, atomic_write_text
+    from rmcore.markdown import num, table
+    from rmcore.tracking import flatten
+
+    out = Path(out)
+    flat = {name: {k: v for k, v in flatten(a).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for name, a in audits.items()}
+    keys: list[str] = []
+    for f in flat.values():
+        keys += [k for k in f if k not in keys and SUMMARY_KEYS.search(k) and not k.startswith("truncation")]
+    names = list(audits)
+    rows = [[k, *(num(flat[n].get(k)) for n in names)] for k in keys]
+    lines = ["# Checkpoint comparison", "", *table(["figure", *names], rows)]
+    return {"json": atomic_write_json(out / "summary.json", flat),
+            "markdown": atomic_write_text(out / "summary.md", "\n".join(lines) + "\n")}

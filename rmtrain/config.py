@@ -1,5 +1,6 @@
 """Config dataclasses for training runs and sweeps, read from recipe YAML by ``rmcore.config``
-(strict keys: a typo in a recipe is an error naming the key and the file)."""
+(strict keys: a typo in a recipe is an error naming the key and the file). The ``audit`` and
+``sweep.audit`` blocks are rmeval's (``rmeval.audit``), beside the audit that reads them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from rmcore.config import build_config, config_from_dict, copy_tree, load_recipe, parse_override, set_dotted  # noqa: F401
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
+from rmeval.audit import FinalAuditSettings, TrainingAuditSettings  # the audit blocks live beside the audit
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 
@@ -57,32 +59,6 @@ class WandbSettings:
 
 
 @dataclass
-class SuitabilityAuditSettings:
-    """Suitability inference in each checkpoint's audit (rmeval.suitability): by default the cheap
-    subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
-
-    enabled: bool = False
-    perturbations: list[str] = field(default_factory=lambda: ["EF", "PH", "IU", "IW", "CN", "ST", "SP"])
-    max_items: int = 64
-    n_permutations: int = 2000
-    q: float = 0.05
-    eta: float = 0.5
-    margin: float | None = None
-    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
-
-
-@dataclass
-class AuditSettings:
-    """Audit of each saved checkpoint during training (rmeval.callback.AuditCallback)."""
-
-    enabled: bool = False
-    conditions: list[str] = field(default_factory=lambda: ["original", "generic", "random", "prompt_only"])
-    max_prompts: int = 64
-    n_boot: int = 200
-    suitability: SuitabilityAuditSettings = field(default_factory=SuitabilityAuditSettings)
-
-
-@dataclass
 class TrainConfig:
     arm: str
     model: ModelSettings
@@ -101,7 +77,7 @@ class TrainConfig:
     arm_options: dict[str, Any] = field(default_factory=dict)
     training: TrainingSettings = field(default_factory=TrainingSettings)
     wandb: WandbSettings = field(default_factory=WandbSettings)
-    audit: AuditSettings = field(default_factory=AuditSettings)
+    audit: TrainingAuditSettings = field(default_factory=TrainingAuditSettings)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -143,22 +119,6 @@ def train_config_from_dict(raw: dict[str, Any], where: str = "config",
 
 def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> TrainConfig:
     return train_config_from_dict(load_recipe(path), where=str(path), overrides=overrides)
-
-
-@dataclass
-class FinalAuditSettings:
-    """The full rmeval audit of every finished run of a sweep (`sweep.audit`)."""
-
-    enabled: bool = True
-    data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
-    conditions: list[str] = field(default_factory=lambda: ["original", "generic", "random", "prompt_only"])
-    max_prompts: int | None = 200  # seeded sample, the same for every run
-    n_boot: int = 1000
-    batch_size: int = 32
-    max_length: int | None = None  # None: training.max_length
-    paraphrase_file: str | None = None
-    related_file: str | None = None
-    seed: int = 0
 
 
 @dataclass

@@ -33,15 +33,19 @@ class PreparedData:
     pair_counts: dict[str, Any]
 
 
-def prepare_data(cfg: TrainConfig) -> PreparedData:
-    from rmcore.data.pairs import build_pairs, split_by_prompt
+def load_run_data(cfg: TrainConfig) -> RatingSet:
+    """The run's rating set, loaded with the run's on_bad (a data spec's own on_bad wins)."""
     from rmcore.data.registry import load_rating_set
 
     spec = dict(cfg.data)
     spec.setdefault("on_bad", cfg.on_bad)
-    rs = load_rating_set(spec)
-    _check_attribute(cfg, rs)
-    pairset = build_pairs(rs, attribute=cfg.attribute, use_released=cfg.use_released_preferences)
+    return load_rating_set(spec)
+
+
+def split_prompts(cfg: TrainConfig, rs: RatingSet) -> tuple[list[str], list[str], list[str]]:
+    """(train, held-out, selection) prompt ids of ``rs``: the split alone, no pairs built."""
+    from rmcore.data.pairs import split_by_prompt
+
     # Split on the conversation text, not the id: a prompt that recurs under two ids (HelpSteer2
     # repeats some non-consecutively; HH-RLHF rows share openings) must not sit on both sides.
     text_of = prompt_texts(rs)
@@ -59,6 +63,16 @@ def prepare_data(cfg: TrainConfig) -> PreparedData:
         sel_text_set = set(sel_texts)
         sel_ids = sorted(p for p in train_ids if text_of[p] in sel_text_set)
         train_ids = sorted(p for p in train_ids if text_of[p] not in sel_text_set)
+    return train_ids, held_ids, sel_ids
+
+
+def prepare_data(cfg: TrainConfig) -> PreparedData:
+    from rmcore.data.pairs import build_pairs
+
+    rs = load_run_data(cfg)
+    _check_attribute(cfg, rs)
+    pairset = build_pairs(rs, attribute=cfg.attribute, use_released=cfg.use_released_preferences)
+    train_ids, held_ids, sel_ids = split_prompts(cfg, rs)
     train_set, held_set, sel_set = set(train_ids), set(held_ids), set(sel_ids)
     train_pairs = [p for p in pairset.pairs if p.prompt_id in train_set]
     held_pairs = [p for p in pairset.pairs if p.prompt_id in held_set]

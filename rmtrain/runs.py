@@ -1,16 +1,18 @@
 """The wiring layer for one run: `rmtrain.train` with `rmeval`'s audit callback attached, and the
 full audit of a finished checkpoint. The CLI and the sweep call these; the libraries below
-(`rmtrain.train`, `rmtrain.trainer`, `rmcore.data`, ...) never import `rmeval`."""
+(`rmtrain.train`, `rmtrain.trainer`, `rmcore.data`, ...) never run an audit (the recipe's audit
+blocks are rmeval's settings, which `rmtrain.config` only reads)."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from rmtrain.config import FinalAuditSettings, TrainConfig
-from rmtrain.prepare import PreparedData, prepare_data, prompt_texts
+from rmeval.audit import FinalAuditSettings
+from rmtrain.config import TrainConfig
+from rmtrain.prepare import PreparedData, load_run_data, prompt_texts, split_prompts
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +34,8 @@ def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited;
     # the scorer lowers max_length to what the model can read
     held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
-    suit = cfg.audit.suitability
-    return AuditCallback(rating_set=held_rs, tokenizer=tokenizer, conditions=cfg.audit.conditions,
-                         max_prompts=cfg.audit.max_prompts, max_length=cfg.training.max_length,
-                         n_boot=cfg.audit.n_boot, attribute=cfg.attribute,
-                         suitability=dataclasses.asdict(suit) if suit.enabled else None)
+    return AuditCallback(held_rs, cfg.audit.audit_settings(cfg.attribute), tokenizer=tokenizer,
+                         max_prompts=cfg.audit.max_prompts, max_length=cfg.training.max_length)
 
 
 def train_run(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
@@ -49,27 +48,23 @@ def train_run(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
 def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[Any, dict[str, int]]:
     """The prompts the final audit reads: the held-out split of the run's data, or `settings.data`
     with every prompt whose text is a training or selection prompt removed (and counted). Every run
-    of a sweep shares the split, so no run trained on these prompts."""
-    import numpy as np
-
+    of a sweep shares the split, so no run trained on these prompts. The split alone is redrawn
+    (rmtrain.prepare.split_prompts): no pairs are built."""
     from rmcore.data.registry import load_rating_set
 
-    data = prepare_data(cfg)
+    run_rs = load_run_data(cfg)
+    train_ids, held_ids, sel_ids = split_prompts(cfg, run_rs)
     if settings.data is None:
-        rs = data.rating_set.subset(data.heldout_prompt_ids)
+        rs = run_rs.subset(held_ids)
         counts = {"n_candidate_prompts": len(rs), "n_dropped_seen_in_training": 0}
     else:
-        seen_ids = set(data.train_prompt_ids) | set(data.selection_prompt_ids)
-        texts = prompt_texts(data.rating_set)
-        seen = {texts[p] for p in seen_ids}
+        texts = prompt_texts(run_rs)
+        seen = {texts[p] for p in (*train_ids, *sel_ids)}
         cand = load_rating_set(dict(settings.data))
         keep = [pid for pid, t in prompt_texts(cand).items() if t not in seen]
         counts = {"n_candidate_prompts": len(cand), "n_dropped_seen_in_training": len(cand) - len(keep)}
         rs = cand.subset(keep)
-    if settings.max_prompts is not None and len(rs) > settings.max_prompts:
-        # the same seeded sample for every run of the sweep
-        idx = np.sort(np.random.default_rng(settings.seed).choice(len(rs), size=settings.max_prompts, replace=False))
-        rs = rs.subset([rs.prompts[i].prompt_id for i in idx])
+    rs = rs.sample(settings.max_prompts, settings.seed)  # the same seeded sample for every run of the sweep
     counts["n_audit_prompts"] = len(rs)
     return rs, counts
 
@@ -78,24 +73,16 @@ def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
                 wandb_mode: str | None = None) -> dict[str, Any]:
     """Full rmeval audit of the finished checkpoint in cfg.output_dir (loaded from disk, as any
     user would), written to `out`. Returns the sweep figures (AUDIT_FIGURES) plus prompt counts."""
-    from rmeval.cli import audit_checkpoint, build_parser
+    from rmeval.audit import audit_checkpoint, audit_line
+    from rmeval.scoring import ScorerSettings
 
     rs, counts = audit_rating_set(cfg, settings)
-    import json
-
     where = json.dumps(settings.data) if settings.data else f"held-out prompts of {json.dumps(cfg.data)}"
-    argv = ["audit", "--checkpoint", cfg.output_dir, "--data", where, "--out", str(out),
-            "--n-boot", str(settings.n_boot), "--n-boot-regression", str(settings.n_boot),
-            "--seed", str(settings.seed), "--max-length", str(settings.max_length or cfg.training.max_length),
-            "--batch-size", str(settings.batch_size), "--attribute", cfg.attribute,
-            "--wandb-project", cfg.wandb.project, "--conditions", *settings.conditions]
-    for flag, value in (("--paraphrase-file", settings.paraphrase_file), ("--related-file", settings.related_file),
-                        ("--wandb-mode", wandb_mode or cfg.wandb.mode)):
-        if value:
-            argv += [flag, str(value)]
-    args = build_parser().parse_args(argv)
-    audit = audit_checkpoint(args, f"{cfg.arm}-seed{cfg.seed}", Path(cfg.output_dir), rs,
-                             list(settings.conditions), out)
+    name = f"{cfg.arm}-seed{cfg.seed}"
+    scorer = ScorerSettings(batch_size=settings.batch_size, max_length=settings.max_length or cfg.training.max_length)
+    audit = audit_checkpoint(Path(cfg.output_dir), rs, scorer, settings.audit_settings(cfg.attribute), out, name=name,
+                             data=where, wandb_project=cfg.wandb.project, wandb_mode=wandb_mode or cfg.wandb.mode)
+    print(audit_line(name, audit, out))
     return {**audit_figures(audit), **counts}
 
 

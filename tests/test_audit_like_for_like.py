@@ -12,8 +12,8 @@ import pytest
 import statsmodels.api as sm
 from scipy.stats import pearsonr, rankdata
 
-from rmeval.audit import compute_audit
 from rmeval.report import render_markdown, write_report
+from rmeval.stats.audit import compute_audit
 from tests.test_stats_share import hand_icc
 
 PLANTED = {"original": 0.5, "generic": 0.3, "last_turn": 0.7, "human": 0.2}

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from rmcore.tracking import Tracker
-from rmeval.audit import compute_audit
 from rmeval.report import log_audit, write_report
+from rmeval.stats.audit import compute_audit
 
 KINDS = ("random", "overlap", "embedding", "length", "related")
 

@@ -173,14 +173,18 @@ def test_pairwise_refuses_options_it_cannot_use(flag, capsys):
 
 
 def test_max_tokens_reaches_every_scorer(tmp_path):
-    from rmeval.cli import build_parser, make_cli_scorer
+    from dataclasses import replace
+
+    from rmeval.cli import build_parser
+    from rmeval.cli.flags import scorer_settings
+    from rmeval.scoring import load_scorer
 
     _tiny_gpt2(tmp_path, n_positions=64)
     for scorer in ("generative_judge", "dpo_implicit"):
         args = build_parser().parse_args(["audit", "--checkpoint", str(tmp_path), "--data", "simulated",
                                           "--out", "o", "--scorer", scorer, "--reference", str(tmp_path),
                                           "--max-tokens", "100"])
-        s = make_cli_scorer(args, tmp_path)
+        s = load_scorer(replace(scorer_settings(args), model=str(tmp_path)))
         assert s.max_tokens == 100, scorer
 
 
@@ -211,8 +215,9 @@ def test_condition_option_typo_is_an_error():
 
 def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     import rmeval.conditions as C
-    from rmeval.audit import compute_audit
-    from rmeval.cli import build_parser, resolve_conditions
+    from rmeval.cli import build_parser
+    from rmeval.cli.audit import audit_settings
+    from rmeval.stats.audit import compute_audit
 
     def shouting(rs, **_):
         return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,
@@ -222,7 +227,7 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     monkeypatch.setitem(C.CONDITIONS, "shouting", shouting)
     args = build_parser().parse_args(["audit", "--checkpoint", "x", "--data", "simulated", "--out", "o",
                                       "--conditions", "original", "shouting"])
-    assert resolve_conditions(args) == ["original", "shouting"]
+    assert audit_settings(args).conditions == ["original", "shouting"]
     ratings = pd.DataFrame({"prompt_id": list("aabbcc"), "response_id": list("123456"),
                             "helpfulness": [1.0, 2, 3, 4, 2, 5]})
     scores = pd.concat([ratings.assign(condition=c, score=np.arange(6.0) + i)[

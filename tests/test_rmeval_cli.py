@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from rmcore.checkpoints import find_checkpoints
-from rmcore.data.registry import load_rating_set
-from rmeval.cli import main, parse_data_spec
+from rmcore.data.registry import load_rating_set, parse_data_spec
+from rmeval.cli import main
 
 SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
 

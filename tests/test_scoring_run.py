@@ -8,9 +8,9 @@ import pytest
 
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import DataError
-from rmeval.audit import compute_audit
 from rmeval.scoring.base import Scorer
 from rmeval.scoring_run import score_conditions
+from rmeval.stats.audit import compute_audit
 from rmeval.tables import norm_id
 
 

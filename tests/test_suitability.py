@@ -338,7 +338,7 @@ def test_audit_runs_suitability_when_asked(tmp_path):
     doc = json.loads((out / "suitability.json").read_text())
     assert list(doc["perturbations"]) == ["EF", "CN", "ST"]
     assert doc["settings"]["B"] == 300 and doc["settings"]["m"] == 0.1
-    from rmeval.cli import load_data
+    from rmcore.data.registry import load_data
 
     rs = load_data("simulated:n_prompts=8,seed=1")
     n_with_label = len({q.prompt_id for q in rs.preferences})  # one item per labelled prompt

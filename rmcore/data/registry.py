@@ -11,6 +11,12 @@
     {"name": "shp", "path": "stanfordnlp/SHP" | "local.jsonl", "split": "validation"}
     {"name": "generic", "path": "ratings.csv", "columns": {"prompt": ..., "response": ..., ...}}
 
+On the command line a spec is a SPEC string (``parse_data_spec``): a JSON/YAML data-spec file, a
+JSON string, or a short form ``simulated``, ``simulated:n_prompts=100,seed=3``,
+``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation`` (after the colon: ``key=value``
+pairs, and at most one bare value -- a split name for the sets with splits when it has no path
+characters, otherwise a path).
+
 Every spec may also carry ``on_bad`` ("raise", the default, or "skip") and ``min_responses``
 (default 2). The loaded set is then validated (`validate_rating_set`): missing or non-numeric
 ratings, empty responses, prompts with too few responses and duplicate ids raise a DataError
@@ -20,9 +26,11 @@ naming file, row and field, or with ``on_bad="skip"`` are dropped and counted in
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from rmcore.data.generic import check_on_bad, load_generic
@@ -36,6 +44,9 @@ from rmcore.errors import ConfigError, DataError
 Loader = Callable[[dict[str, Any]], RatingSet]
 LOADERS: dict[str, Loader] = {}
 COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
+SPLITS = ("train", "validation", "test")
+# sets whose loaders take a split: a bare "validation" after the colon is a split, not a path
+SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp")
 
 
 def register_loader(name: str) -> Callable[[Loader], Loader]:
@@ -119,6 +130,50 @@ def load_rating_set(spec: Mapping[str, Any] | str) -> RatingSet:
     if spec.get("validate", True):
         validate_rating_set(rs, on_bad=on_bad, min_responses=int(spec.get("min_responses", 2)))
     return rs
+
+
+def _value(text: str) -> Any:
+    import yaml
+
+    v = yaml.safe_load(text)
+    return text if v is None or isinstance(v, (dict, list)) else v
+
+
+def parse_data_spec(spec: str) -> dict[str, Any]:
+    """SPEC string -> loader spec dict (see module doc)."""
+    path = Path(spec)
+    if path.suffix in (".json", ".yaml", ".yml") and path.is_file() and ":" not in spec.split("/")[0]:
+        import yaml
+
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict) or "name" not in loaded:
+            raise ConfigError(f"{path}: a data-spec file must be a mapping with a 'name' "
+                              "(for a raw data file use NAME:PATH, e.g. rm_bench:{path})")
+        return loaded
+    if spec.lstrip().startswith("{"):
+        try:
+            loaded = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--data: invalid JSON ({e.msg})") from None
+        if "name" not in loaded:
+            raise ConfigError("--data: a JSON spec needs a 'name'")
+        return loaded
+    name, _, rest = spec.partition(":")
+    out: dict[str, Any] = {"name": name}
+    if rest:
+        for part in rest.split(","):
+            if "=" in part and not Path(part).exists():
+                k, _, v = part.partition("=")
+                out[k.strip()] = _value(v.strip())
+            elif part:
+                out["split" if part in SPLITS and name in SPLIT_SETS else "path"] = part
+    return out
+
+
+def load_data(spec: str | Mapping[str, Any], max_prompts: int | None = None, seed: int = 0) -> RatingSet:
+    """Rating set for a SPEC string or a spec mapping; with ``max_prompts`` a seeded sample of
+    prompts (input order kept), the same sample for the same seed."""
+    return load_rating_set(parse_data_spec(spec) if isinstance(spec, str) else spec).sample(max_prompts, seed)
 
 
 def _where(obj: PromptRecord | Response) -> tuple[str | None, int | None]:

@@ -4,19 +4,41 @@ A rating set is a list of prompts; each prompt holds its conversation (chat mess
 kept) and its responses; each response carries ratings on named attributes. Released preference
 labels (HelpSteer2's preference files, HH-RLHF, RM-Bench) are kept beside the ratings, because the
 Bradley-Terry arms train on them when they exist.
+
+Every figure that reads the human ratings reads ONE attribute; ``pick_attribute`` is the one rule
+that chooses it when none is asked for: helpfulness (the attribute reward models are trained on)
+when it is rated, else the first rated attribute.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
 DEFAULT_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+MAIN_ATTRIBUTE = "helpfulness"
+# columns of a ratings table that are not rated attributes
+RATINGS_KEY_COLUMNS = ("prompt_id", "response_id", "single_turn", "response_length")
+
+
+def pick_attribute(attributes: Sequence[str], requested: str | None = None) -> str:
+    """The attribute a rating-based figure reads: the requested one; else helpfulness when it is
+    rated or nothing is (a preference set), else the first rated attribute."""
+    if requested:
+        return requested
+    return MAIN_ATTRIBUTE if MAIN_ATTRIBUTE in attributes or not attributes else attributes[0]
+
+
+def table_attributes(ratings: pd.DataFrame) -> list[str]:
+    """The rated attributes of a ratings table: every column that is not a key column."""
+    return [c for c in ratings.columns if c not in RATINGS_KEY_COLUMNS]
 
 
 @dataclass
@@ -103,6 +125,14 @@ class RatingSet:
             skipped=Counter(self.skipped),
         )
 
+    def sample(self, n: int | None, seed: int = 0) -> RatingSet:
+        """A seeded sample of ``n`` prompts, input order kept (the whole set when it has no more,
+        or n is None): the same seed draws the same prompts."""
+        if n is None or len(self) <= n:
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(len(self), size=n, replace=False))
+        return self.subset([self.prompts[i].prompt_id for i in keep])
+
     def ratings_table(self, tokenizer: Any | None = None) -> pd.DataFrame:
         """One row per response: prompt_id, response_id, one column per attribute, single_turn,
         and response_length in tokens when a tokenizer is given."""
@@ -117,6 +147,22 @@ class RatingSet:
                     row["response_length"] = len(tokenizer(r.text, add_special_tokens=False)["input_ids"])
                 rows.append(row)
         return pd.DataFrame(rows)
+
+    def preferences_table(self) -> pd.DataFrame | None:
+        """One row per released preference label: prompt_id, chosen_id, rejected_id, strength,
+        subset, section and the styles of the two responses (RM-Bench), columns with no value left
+        out; None when the set has no labels."""
+        if not self.preferences:
+            return None
+        meta = {p.prompt_id: p.meta for p in self.prompts}
+        rows = []
+        for q in self.preferences:
+            m = q.meta_dict()
+            rows.append({"prompt_id": q.prompt_id, "chosen_id": q.chosen_id, "rejected_id": q.rejected_id,
+                         "strength": q.strength, "subset": q.subset or meta.get(q.prompt_id, {}).get("subset"),
+                         "section": meta.get(q.prompt_id, {}).get("section"),
+                         "chosen_style": m.get("chosen_style"), "rejected_style": m.get("rejected_style")})
+        return pd.DataFrame(rows).dropna(axis=1, how="all")
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
+
+from rmcore.errors import ConfigError
 
 from .elicit import (
     OVERALL_QUESTION,
@@ -123,3 +126,75 @@ def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_
         judge.close()
     table = pd.read_json(stats.table, lines=True, dtype=False)
     return {**info, "accuracy": _accuracy(stable_verdicts(table), test_items), "n_test": int(len(test_items))}
+
+
+@dataclass
+class BaselineSettings:
+    """The baselines of a reweighting run: rubric prompting and/or LoRA SFT of ``model``, the
+    local causal LM behind judge ``judge`` of the judgments table."""
+
+    model: str
+    judge: str
+    kinds: tuple[str, ...] = ("rubric", "lora")
+    attributes_file: str | None = None  # the attribute YAML used at elicitation, if custom
+    rubric_k: int = 6
+    lora_budget: int | None = 256  # training labels per source for LoRA SFT (None: all)
+    lora_steps: int = 200
+    lora_lr: float = 2e-4
+    lora_batch_size: int = 8
+    max_length: int = 4096
+    batch_size: int = 32
+    device: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not set(self.kinds) <= {"rubric", "lora"}:
+            raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
+        if not self.model or not self.judge:
+            raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
+
+
+def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,
+                  judgments: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Rubric prompting and LoRA SFT of ``settings.model``, per source, on that source's split and
+    training labels (the reweighting's own split); each source's figures go to
+    ``res["judges"][judge]["sources"][source]["baselines"]``, their files under ``out``."""
+    from .analysis import build_panel
+    from .inventory import load_inventory
+    from .reweight import source_split
+    from .tables import load_judgments
+
+    if settings.judge not in res["judges"]:
+        raise ConfigError(f"--baseline-judge '{settings.judge}' is not a judge in {judgments}")
+    panel = build_panel(load_judgments(judgments), res["meta"]["attributes"])
+    splits = source_split(items, panel, settings.seed)
+    inv = {a.name: a for a in load_inventory(settings.attributes_file, extend=bool(settings.attributes_file))}
+    judge = LocalPairJudge(settings.model, max_length=settings.max_length, batch_size=settings.batch_size,
+                           device=settings.device) if "rubric" in settings.kinds else None
+    out = Path(out)
+    for source, sp in splits.items():
+        r = res["judges"][settings.judge]["sources"][source]
+        pos = np.array(panel.items)
+        test = items.set_index("item_id").loc[pos[sp["idx"][sp["test"]]]].reset_index()
+        train_ids = pos[sp["idx"][sp["train"]]]
+        rng = np.random.default_rng([settings.seed, 17])
+        if settings.lora_budget and settings.lora_budget < len(train_ids):
+            train_ids = rng.choice(train_ids, size=settings.lora_budget, replace=False)
+        train = items.set_index("item_id").loc[train_ids].reset_index()
+        base: dict[str, Any] = {}
+        if judge is not None and r.get("weights"):
+            k = settings.rubric_k
+            top = r["top_k"].get(str(k), r["top_k"]["all"])["attributes"][:k]
+            missing = [a for a in top if a not in inv]
+            if missing:
+                raise ConfigError(f"rubric criteria {missing} are not in the attribute inventory (--attributes-file)")
+            base["rubric"] = rubric_accuracy(judge, test, [inv[a] for a in top], out / source / "rubric")
+        if "lora" in settings.kinds:
+            base["lora_sft"] = lora_sft_accuracy(settings.model, train, test, out / source / "lora",
+                                                 steps=settings.lora_steps, lr=settings.lora_lr,
+                                                 max_length=settings.max_length, batch_size=settings.lora_batch_size,
+                                                 device=settings.device, seed=settings.seed)
+            base["lora_sft"]["budget"] = int(len(train))
+        r["baselines"] = base
+    if judge is not None:
+        judge.close()

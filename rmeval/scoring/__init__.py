@@ -1,5 +1,43 @@
-"""Scorer backends (sequence classifier, generative judge, DPO implicit reward) and a score cache."""
+"""Scorer backends (sequence classifier, generative judge, DPO implicit reward) and a score cache.
 
+``ScorerSettings`` says which backend scores a checkpoint and how it batches; ``load_scorer``
+builds it. Every backend gets every batching setting, so a flag means the same for each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rmcore.errors import ConfigError
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
 
-__all__ = ["SCORERS", "ScoreItem", "Scorer", "make_scorer", "register_scorer"]
+__all__ = ["SCORERS", "ScoreItem", "Scorer", "ScorerSettings", "load_scorer", "make_scorer", "register_scorer"]
+
+
+@dataclass
+class ScorerSettings:
+    """How a saved model is scored: backend, model, and batching."""
+
+    model: str = ""  # checkpoint directory or Hub id (the DPO policy for dpo_implicit)
+    kind: str = "seq_classifier"  # seq_classifier | generative_judge | dpo_implicit
+    reference: str | None = None  # the DPO reference model (dpo_implicit only)
+    beta: float = 0.1  # DPO beta (dpo_implicit only)
+    batch_size: int = 32
+    max_length: int | None = None  # None: the model's own limit (also the ceiling)
+    max_tokens: int | None = None  # cap on padded tokens per batch
+
+
+def load_scorer(settings: ScorerSettings) -> Scorer:
+    """The scorer ``settings`` describe, its model loaded."""
+    common = {"max_length": settings.max_length, "batch_size": settings.batch_size,
+              "max_tokens": settings.max_tokens}
+    if settings.kind in ("seq_classifier", "generative_judge"):
+        return make_scorer(settings.kind, model=settings.model, **common)
+    if settings.kind == "dpo_implicit":
+        if not settings.reference:
+            raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model)")
+        from rmcore.io import check_path
+
+        check_path(settings.reference, "--reference", kind="dir", hub_ok=True)
+        return make_scorer("dpo_implicit", policy=settings.model, reference=settings.reference, beta=settings.beta,
+                           **common)
+    raise ConfigError(f"unknown --scorer {settings.kind}")

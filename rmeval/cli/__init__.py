@@ -1,0 +1,57 @@
+"""``rmeval`` console script: score + audit checkpoints, recompute an audit from tables, and
+pairwise accuracy on preference sets. Thin: every step is a library call.
+
+    rmeval audit --checkpoint DIR --data SPEC --out OUT [--conditions original generic ...]
+                 [--related-file F] [--paraphrase-file F] [--max-prompts N] [--batch-size 32]
+                 [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
+    rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
+    rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
+    rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.cli.judges)
+    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
+    rmeval suitability --checkpoint DIR --data SPEC --out OUT [--perturbations EF PH ... SP@rmbench]
+                       [--rewriter hf:MODEL|openai:MODEL|file:PATH] [--n-permutations 10000] [--q 0.05]
+                       [--eta 0.5] [--margin M]
+    rmeval suitability-stats --pairs FILE --out OUT [--groups CODE=GROUP ...]
+    rmeval variants --data SPEC --task paraphrase|related --out FILE [--generator simulated|hf:M|openai:M]
+    rmeval serve-reward --checkpoint DIR [--host 127.0.0.1] [--port 5000]
+
+SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
+``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
+(``rmcore.data.registry.parse_data_spec``).
+If DIR holds several checkpoints (subdirectories with config.json: checkpoint-*/, arm dirs), each is
+audited into OUT/<name>/ and a comparison is written to OUT/summary.md and OUT/summary.json.
+Every path given is checked first: a missing, empty or wrong-kind path is a one-line error. A
+--checkpoint that is not a local path and looks like a Hub id (owner/name) is loaded from the Hub.
+
+One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: parse the
+flags, build the settings, make one library call, print its one-line result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rmcore.errors import ConfigError, DataError
+from rmeval.cli import audit, human, judges, pairwise, serve_reward, stats, suitability, variants
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (audit, stats, pairwise, human, suitability, variants, judges, serve_reward):
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, DataError, OSError) as e:
+        # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first
+        lines = str(e).strip().splitlines()
+        print(f"rmeval: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
+        return 2

@@ -1,0 +1,82 @@
+"""``rmeval audit``: score checkpoints under prompt conditions and audit them (rmeval.audit)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rmcore.errors import ConfigError
+from rmeval.audit import AuditSettings, JudgeProfileSettings, resolve_conditions
+from rmeval.cli.flags import add_common, add_model, dest, reliabilities, scorer_settings, wandb_target
+from rmeval.cli.suitability import add_audit_suitability, suitability_settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    a = sub.add_parser("audit", help="score a checkpoint under prompt conditions and audit it")
+    add_model(a)
+    add_common(a)
+    a.add_argument("--conditions", nargs="+", default=None, help="default: all with their inputs at hand")
+    a.add_argument("--related-file", default=None, help="jsonl {prompt_id, variant, text} of related tasks")
+    a.add_argument("--paraphrase-file", default=None, help="jsonl {prompt_id, variant, text} of paraphrases")
+    a.add_argument("--n-donors", type=int, default=4, help="donor prompts per transplant condition")
+    a.add_argument("--embedder", default=None, help="sentence encoder for the embedding condition")
+    a.add_argument("--judge-items", default=None,
+                   help="items table: also profile the checkpoint as a pairwise judge (rmeval judges)")
+    a.add_argument("--judge-attributes", default="core", help="attributes for --judge-items (comma-separated)")
+    a.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
+    add_audit_suitability(a)
+    a.set_defaults(func=run)
+
+
+def audit_settings(args: argparse.Namespace) -> AuditSettings:
+    """The audit the flags ask for; --conditions checked against the registry."""
+    judge = None
+    if args.judge_items:
+        judge = JudgeProfileSettings(items=args.judge_items, attributes=args.judge_attributes.split(","),
+                                     max_length=args.max_length, batch_size=args.batch_size)
+    suit = None
+    if args.suitability is not None:
+        suit = suitability_settings(args, args.suitability)
+        suit.inference(args.seed)  # bad inference settings fail now, not after the scoring
+    return AuditSettings(
+        conditions=resolve_conditions(args.conditions, related_file=args.related_file,
+                                      paraphrase_file=args.paraphrase_file),
+        n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed, attribute=args.attribute,
+        n_donors=args.n_donors, related_file=args.related_file, paraphrase_file=args.paraphrase_file,
+        embedder=args.embedder, human_reliability=reliabilities(args.human_reliability), judge=judge,
+        suitability=suit, cache=args.cache, progress=not args.no_progress)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmcore.checkpoints import find_checkpoints
+    from rmcore.data.registry import load_data
+    from rmcore.io import check_path
+    from rmeval.audit import audit_checkpoint, audit_line, write_summary
+    from rmeval.suitability_audit import suitability_line
+
+    checkpoints = find_checkpoints(args.checkpoint)
+    for flag in ("related_file", "paraphrase_file"):
+        if getattr(args, flag):
+            check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
+    settings = audit_settings(args)
+    rating_set = load_data(args.data, args.max_prompts, args.seed)
+    if not rating_set.attributes:
+        # checked before any scoring: every audit figure is read against the human ratings
+        raise ConfigError(f"--data {args.data}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
+                          "carries labels, not ratings); rmeval audit needs a rating set. For preference sets use "
+                          "rmeval pairwise or rmeval suitability")
+    scorer = scorer_settings(args)
+    single = len(checkpoints) == 1
+    audits = {}
+    for name, ckpt in checkpoints:
+        out = dest(args.out, name, single)
+        audits[name] = audit_checkpoint(ckpt, rating_set, scorer, settings, out, name=name, data=args.data,
+                                        **wandb_target(args))
+        if "suitability" in audits[name]:
+            print(suitability_line(Path(str(ckpt)).name, audits[name]["suitability"], out))
+        print(audit_line(name, audits[name], out))
+    if not single:
+        paths = write_summary(audits, args.out)
+        print(f"comparison of {len(audits)} checkpoints -> {paths['markdown']}")
+    return 0

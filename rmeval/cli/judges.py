@@ -1,0 +1,151 @@
+"""``rmeval judges elicit|analyze|reweight``: LLM-judge profiling (rmeval.judges.pipeline).
+
+    rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
+                          [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
+                          [--n-shards N [--shard I] [--executor none|local|slurm|debug]]
+    rmeval judges analyze --judgments FILE --out OUT
+    rmeval judges reweight --judgments FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rmeval.cli.flags import add_wandb, csv, ints, wandb_target
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    j = sub.add_parser("judges", help="profile LLM judges: elicit attribute judgments, analyze, reweight")
+    js = j.add_subparsers(dest="judges_command", required=True)
+
+    e = js.add_parser("elicit", help="attribute and overall judgments in both presentation orders")
+    e.add_argument("--out", required=True)
+    e.add_argument("--items", default=None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
+                                                 "response_b[, label]")
+    e.add_argument("--data", action="append", help="preference-set SPEC, one source each (repeatable)")
+    e.add_argument("--max-items-per-source", type=int, default=None)
+    e.add_argument("--model", default=None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
+    e.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
+    e.add_argument("--endpoint-model", default=None)
+    e.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    e.add_argument("--judge-name", default=None, help="name in the judgments table (default: model name)")
+    e.add_argument("--attributes", default=None, help="attribute YAML (replaces the shipped inventory)")
+    e.add_argument("--extend-attributes", action="store_true", help="add --attributes to the shipped inventory")
+    e.add_argument("--attribute-names", default=None, help="comma-separated subset; 'core' = the 20 core attributes")
+    e.add_argument("--no-overall", action="store_true", help="skip the overall verdict")
+    e.add_argument("--n-shards", type=int, default=1)
+    e.add_argument("--shard", type=int, default=None, help="run only this shard (no merge)")
+    e.add_argument("--executor", default="none", choices=["none", "local", "slurm", "debug"],
+                   help="submitit executor for the shards (slurm: one job array)")
+    e.add_argument("--slurm-partition", default=None)
+    e.add_argument("--timeout-min", type=int, default=None)
+    e.add_argument("--gpus-per-node", type=int, default=None)
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--max-length", type=int, default=4096)
+    e.add_argument("--dtype", default="float32")
+    e.add_argument("--device", default=None)
+    e.add_argument("--no-prefix-reuse", action="store_true", help="one full forward per call (slower)")
+    e.add_argument("--margin", type=float, default=0.0, help="unresolved when |p(A)-0.5| <= margin (local)")
+    e.add_argument("--concurrency", type=int, default=8, help="parallel requests (endpoint)")
+    e.add_argument("--chunk-items", type=int, default=2, help="items per committed chunk")
+    e.add_argument("--no-progress", action="store_true")
+    e.add_argument("--seed", type=int, default=0, help="A/B assignment of --data pairs")
+    e.set_defaults(func=run_elicit)
+
+    a = js.add_parser("analyze", help="agreement, consistency, position bias and priority weights")
+    a.add_argument("--judgments", required=True)
+    a.add_argument("--out", required=True)
+    a.add_argument("--attribute-names", default=None)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--n-splits", type=int, default=20, help="random half splits for split-half reliability")
+    add_wandb(a)
+    a.set_defaults(func=run_analyze)
+
+    r = js.add_parser("reweight", help="refit attribute weights to reference labels per source")
+    r.add_argument("--judgments", required=True)
+    r.add_argument("--items", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--budgets", default="32,64,128,256")
+    r.add_argument("--n-repeats", type=int, default=10)
+    r.add_argument("--top-k", default="6,12")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--baselines", default=None, help="rubric,lora: baselines with --baseline-model")
+    r.add_argument("--baseline-model", default=None, help="local causal LM behind --baseline-judge")
+    r.add_argument("--baseline-judge", default=None)
+    r.add_argument("--attributes-file", default=None, help="attribute YAML used at elicitation, if custom")
+    r.add_argument("--rubric-k", type=int, default=6)
+    r.add_argument("--lora-budget", type=int, default=256, help="training labels per source for LoRA SFT")
+    r.add_argument("--lora-steps", type=int, default=200)
+    r.add_argument("--lora-lr", type=float, default=2e-4)
+    r.add_argument("--lora-batch-size", type=int, default=8)
+    r.add_argument("--max-length", type=int, default=4096)
+    r.add_argument("--batch-size", type=int, default=32)
+    r.add_argument("--device", default=None)
+    add_wandb(r)
+    r.set_defaults(func=run_reweight)
+
+
+def run_elicit(args: argparse.Namespace) -> int:
+    from rmeval.judges.pipeline import ElicitConfig, run_elicit
+
+    params: dict[str, Any] = {}
+    if args.timeout_min:
+        params["timeout_min"] = args.timeout_min
+    if args.slurm_partition:
+        params["slurm_partition"] = args.slurm_partition
+    if args.gpus_per_node is not None:
+        params["gpus_per_node"] = args.gpus_per_node
+    cfg = ElicitConfig(out=args.out, items=args.items, data=args.data or [], max_items_per_source=args.max_items_per_source,
+                       model=args.model, endpoint=args.endpoint, endpoint_model=args.endpoint_model,
+                       api_key_env=args.api_key_env, judge_name=args.judge_name, attributes=args.attributes,
+                       extend_attributes=args.extend_attributes, attribute_names=csv(args.attribute_names),
+                       overall=not args.no_overall, n_shards=args.n_shards, shard=args.shard, executor=args.executor,
+                       executor_params=params, batch_size=args.batch_size, max_length=args.max_length,
+                       dtype=args.dtype, device=args.device, prefix_reuse=not args.no_prefix_reuse,
+                       margin=args.margin, concurrency=args.concurrency, chunk_items=args.chunk_items,
+                       progress=not args.no_progress, seed=args.seed)
+    s = run_elicit(cfg)
+    print(f"elicited {s['n_cells']} calls ({s['n_made']} asked now, {s['n_cached']} from the cache; "
+          f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed) -> {s.get('judgments', args.out)}")
+    return 0
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rmeval.judges.pipeline import analyze_judgments
+
+    res = analyze_judgments(args.judgments, args.out, attribute_names=csv(args.attribute_names), seed=args.seed,
+                            n_splits=args.n_splits, **wandb_target(args))
+    ag = res["agreement"]
+    f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+    print(f"{len(res['judges'])} judges: overall agreement {f(ag['overall'])}, attribute agreement "
+          f"{f(ag['attribute'])} (coverage {f(ag['attribute_coverage'])}) -> {Path(args.out) / 'analysis.json'}")
+    return 0
+
+
+def run_reweight(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rmeval.judges.pipeline import reweight_judgments
+
+    baselines = None
+    if args.baselines:
+        from rmeval.judges.baselines import BaselineSettings
+
+        baselines = BaselineSettings(model=args.baseline_model, judge=args.baseline_judge,
+                                     kinds=tuple(csv(args.baselines)), attributes_file=args.attributes_file,
+                                     rubric_k=args.rubric_k, lora_budget=args.lora_budget, lora_steps=args.lora_steps,
+                                     lora_lr=args.lora_lr, lora_batch_size=args.lora_batch_size,
+                                     max_length=args.max_length, batch_size=args.batch_size, device=args.device,
+                                     seed=args.seed)
+    res = reweight_judgments(args.judgments, args.items, args.out, budgets=ints(args.budgets),
+                             n_repeats=args.n_repeats, top_k=ints(args.top_k), seed=args.seed, baselines=baselines,
+                             **wandb_target(args))
+    for j, jr in res["judges"].items():
+        b, r = jr["mean_base_accuracy"], jr["mean_reweighted_accuracy"]
+        if b is not None and r is not None:
+            print(f"{j}: held-out accuracy {100 * b:.1f}% -> {100 * r:.1f}% reweighted (mean over sources)")
+    print(f"-> {Path(args.out) / 'reweight.json'}")
+    return 0

@@ -1,0 +1,32 @@
+"""``rmeval stats``: the audit's statistics recomputed from tables already written (rmeval.audit)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rmeval.audit import AuditSettings
+from rmeval.cli.flags import add_common, reliabilities, wandb_target
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("stats", help="audit an existing scores table")
+    s.add_argument("--scores", required=True)
+    s.add_argument("--ratings", required=True)
+    s.add_argument("--preferences", default=None)
+    s.add_argument("--reference-scores", default=None,
+                   help="table (prompt_id, score) of independent reference responses, for pool centring")
+    s.add_argument("--human-reliability", nargs="+", default=None,
+                   help="rater reliabilities NAME=R for the reliability-corrected human share")
+    add_common(s)
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmeval.audit import audit_tables
+
+    settings = AuditSettings(n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed,
+                             attribute=args.attribute, human_reliability=reliabilities(args.human_reliability))
+    _, paths = audit_tables(args.scores, args.ratings, settings, args.out, preferences=args.preferences,
+                            reference_scores=args.reference_scores, **wandb_target(args))
+    print(f"audit -> {paths['markdown']}")
+    return 0

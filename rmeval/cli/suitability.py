@@ -1,0 +1,98 @@
+"""``rmeval suitability`` (checkpoints under perturbations: inference and risk report),
+``rmeval suitability-stats`` (the inference alone on precomputed confidences), and the
+``--suitability`` flags of ``rmeval audit``; the library is rmeval.suitability_audit."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
+from rmeval.suitability_audit import SuitabilityAuditSettings
+
+
+def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> None:
+    p.add_argument("--n-permutations", type=int, default=10_000, help="sign-flip permutations B")
+    p.add_argument("--q", type=float, default=0.05, help="FDR level of the group-aware BH")
+    p.add_argument("--eta", type=float, default=0.5, help="Storey threshold for each group's null share")
+    p.add_argument("--margin", type=float, default=None,
+                   help="effect-size margin m (default: panel rule for several models, else 0)")
+    p.add_argument("--weighting", default="storey", choices=["storey", "equal"], help="equal: plain BH")
+    if not model:
+        return
+    p.add_argument("--rewriter", default=None, help="model rewriter for stylized codes: hf:MODEL | openai:MODEL "
+                   "(with --base-url) | file:PATH")
+    p.add_argument("--rewrite-file", default=None, help="jsonl {item_id, perturbation, side, text} (CODE@file)")
+    p.add_argument("--rewrite-cache", default=None, help="rewrite cache (default OUT/rewrite_cache.sqlite)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint base URL")
+    p.add_argument("--language", default="Chinese", help="target language of LC and SLC")
+    p.add_argument("--max-items", type=int, default=None, help="first N preference items")
+    p.add_argument("--base-level", type=int, default=0, help="RM-Bench style level of the base pairs")
+
+
+def add_audit_suitability(a: argparse.ArgumentParser) -> None:
+    a.add_argument("--suitability", nargs="*", default=None, metavar="CODE",
+                   help="also run the suitability audit (no codes: every perturbation at hand)")
+    a.add_argument("--suitability-data", default=None, help="preference set for --suitability (default --data)")
+    add_inference_flags(a)
+
+
+def suitability_settings(args: argparse.Namespace, perturbations: list[str] | None) -> SuitabilityAuditSettings:
+    """The flags of ``add_inference_flags`` (and ``--suitability-data``) as settings."""
+    model = {}
+    if hasattr(args, "rewriter"):
+        model = {"data": getattr(args, "suitability_data", None), "max_prompts": args.max_prompts,
+                 "max_items": args.max_items, "base_level": args.base_level, "rewriter": args.rewriter,
+                 "rewrite_file": args.rewrite_file, "rewrite_cache": args.rewrite_cache, "base_url": args.base_url,
+                 "language": args.language}
+    return SuitabilityAuditSettings(perturbations=perturbations, n_permutations=args.n_permutations, q=args.q,
+                                    eta=args.eta, margin=args.margin, weighting=args.weighting, **model)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    su = sub.add_parser("suitability", help="confidence drop under perturbations: inference and risk report")
+    add_model(su)
+    add_common(su)
+    su.add_argument("--perturbations", nargs="+", default=None, metavar="CODE",
+                    help="EF PH IU IW CN ST SP LE LC SLC, stylized ones optionally @rule/@lm/@file/@rmbench "
+                         "(default: every one whose inputs are at hand)")
+    add_inference_flags(su)
+    su.set_defaults(func=run)
+    ss = sub.add_parser("suitability-stats", help="suitability inference on precomputed confidences")
+    ss.add_argument("--pairs", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
+                    "m_perturbed [, model, changed]")
+    ss.add_argument("--groups", nargs="+", default=None, metavar="CODE=GROUP",
+                    help="groups of codes outside the ten (controlled / stylized or your own)")
+    add_common(ss)
+    add_inference_flags(ss, model=False)
+    ss.set_defaults(func=run_stats)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmcore.checkpoints import find_checkpoints
+    from rmcore.data.registry import load_data
+    from rmeval.suitability_audit import audit_checkpoints, suitability_line
+
+    checkpoints = find_checkpoints(args.checkpoint)
+    rating_set = load_data(args.data, args.max_prompts, args.seed)
+    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args),
+                                       suitability_settings(args, args.perturbations), args.out, seed=args.seed,
+                                       attribute=args.attribute, data=args.data, cache=args.cache,
+                                       **wandb_target(args))
+    for name, res in results.items():
+        print(suitability_line(name, res, dest(args.out, name, joint is None)))
+    if joint is not None:
+        print(f"suitability of {len(results)} checkpoints -> {joint['markdown']}")
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from rmeval.suitability import parse_groups
+    from rmeval.suitability_audit import suitability_from_pairs
+
+    settings = suitability_settings(args, None).inference(args.seed)
+    results, paths = suitability_from_pairs(args.pairs, settings, Path(args.out), groups=parse_groups(args.groups),
+                                            **wandb_target(args))
+    n_codes = len({code for r in results.values() for code in r["perturbations"]})
+    print(f"suitability of {len(results)} model(s), {n_codes} perturbations -> {paths['markdown']}")
+    return 0

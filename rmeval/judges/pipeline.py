@@ -1,0 +1,194 @@
+"""JudgeProfile end to end, one call per step: elicit a judge's attribute and overall verdicts on
+an items table (sharded, cached, resumable), analyze a judgments table (agreement, consistency,
+position bias, priority weights), and reweight attributes toward reference labels (with the rubric
+and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmcore.errors import ConfigError
+
+
+@dataclass
+class ElicitConfig:
+    out: str
+    items: str | None = None
+    data: list[str] = field(default_factory=list)
+    max_items_per_source: int | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    endpoint_model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    judge_name: str | None = None
+    attributes: str | None = None
+    extend_attributes: bool = False
+    attribute_names: list[str] = field(default_factory=list)
+    overall: bool = True
+    n_shards: int = 1
+    shard: int | None = None
+    executor: str = "none"
+    executor_params: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 32
+    max_length: int = 4096
+    dtype: str = "float32"
+    device: str | None = None
+    prefix_reuse: bool = True
+    margin: float = 0.0
+    concurrency: int = 8
+    chunk_items: int = 2
+    progress: bool = True
+    seed: int = 0
+
+    def judge_spec(self) -> dict[str, Any]:
+        if bool(self.model) == bool(self.endpoint):
+            raise ConfigError("give exactly one judge: --model PATH (local causal LM) or --endpoint URL")
+        if self.model:
+            return {"kind": "hf", "model": self.model, "name": self.judge_name, "batch_size": self.batch_size,
+                    "max_length": self.max_length, "dtype": self.dtype, "device": self.device,
+                    "prefix_reuse": self.prefix_reuse, "margin": self.margin}
+        if not self.endpoint_model:
+            raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
+        return {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
+                "api_key_env": self.api_key_env, "concurrency": self.concurrency}
+
+
+def prepare_items(cfg: ElicitConfig) -> Path:
+    """The items file: --items as given, or OUT/items.jsonl built from --data preference sets (each
+    spec one source; the same seed gives the same file, so a restarted run sees the same items)."""
+    import pandas as pd
+
+    from rmcore.data.registry import load_data, parse_data_spec
+    from rmcore.io import atomic_write_table
+
+    from .elicit import items_from_rating_set
+    from .tables import load_items
+
+    if cfg.items:
+        load_items(cfg.items)  # fail early on a bad row
+        return Path(cfg.items)
+    if not cfg.data:
+        raise ConfigError("give --items FILE or at least one --data SPEC")
+    frames = []
+    for k, spec in enumerate(cfg.data):
+        rs = load_data(spec)
+        if not rs.preferences:
+            raise ConfigError(f"--data {spec}: no preference pairs (use a preference set such as hh_rlhf or rm_bench)")
+        parsed = parse_data_spec(spec)
+        source = rs.name or parsed["name"]
+        if parsed.get("path"):
+            source = f"{parsed['name']}:{Path(parsed['path']).name.split('.')[0]}"
+        frames.append(items_from_rating_set(rs, source, limit=cfg.max_items_per_source, seed=cfg.seed + k))
+    return atomic_write_table(Path(cfg.out) / "items.jsonl", pd.concat(frames, ignore_index=True))
+
+
+def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
+    from rmcore.io import atomic_write_json
+
+    from .elicit import ElicitJob, merge_shards, questions_for
+    from .inventory import load_inventory
+    from .shards import make_executor, run_shards
+
+    items_path = prepare_items(cfg)
+    attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
+    questions = questions_for(attrs, overall=cfg.overall)
+    spec = cfg.judge_spec()
+    shards = [cfg.shard] if cfg.shard is not None else list(range(cfg.n_shards))
+    jobs = [ElicitJob(str(items_path), spec, questions, cfg.out, shard=i, n_shards=cfg.n_shards,
+                      chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
+    executor = None
+    if cfg.executor != "none":
+        executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params)
+    stats = run_shards(jobs, executor)
+    summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path)}
+    for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
+        summary[key] = int(sum(s[key] for s in stats))
+    if cfg.shard is None:
+        summary["judgments"] = str(merge_shards(cfg.out))
+    atomic_write_json(Path(cfg.out) / "elicit_stats.json", summary)
+    return summary
+
+
+def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
+    from rmcore.tracking import flatten
+
+    scalars = {k: v for k, v in flatten(doc, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    tracker.log(scalars)
+    for key, path in images.items():
+        tracker.log_image(f"{prefix}/{key}", path)
+
+
+def _log_run(name: str, out: Path, config: dict[str, Any], prefix: str, doc: dict[str, Any], images: dict[str, Path],
+             wandb_project: str, wandb_mode: str | None) -> None:
+    from rmeval.tracking import evaluation_tracker
+
+    tracker = evaluation_tracker(name, out, config, project=wandb_project, mode=wandb_mode, job_type="judges")
+    try:
+        _log(tracker, prefix, {k: v for k, v in doc.items() if k != "meta"}, images)
+    finally:
+        tracker.finish()
+
+
+def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, attribute_names: list[str] | None = None,
+                      seed: int = 0, n_splits: int = 20, wandb_project: str = "matchrm",
+                      wandb_mode: str | None = None) -> dict[str, Any]:
+    """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run."""
+    from rmcore.io import atomic_write_json, atomic_write_text
+
+    from .analysis import analysis_markdown, analyze
+    from .plots import agreement_heatmap, weight_profiles
+    from .tables import load_judgments
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    res = analyze(load_judgments(judgments), attributes=attribute_names or None, seed=seed, n_splits=n_splits)
+    res["meta"]["judgments"] = str(judgments)
+    atomic_write_json(out / "analysis.json", res)
+    atomic_write_text(out / "analysis.md", analysis_markdown(res))
+    images: dict[str, Path] = {}
+    fitted = {k: v["weights"] for k, v in res["judges"].items() if v["weights"]}
+    if fitted:  # no fit when no judge gave a stable verdict on both classes
+        images["weight_profiles"] = weight_profiles(fitted, out / "weight_profiles.png",
+                                                    title="priority weights (own verdicts)")
+    if len(res["judges"]) > 1:
+        images["agreement_heatmap"] = agreement_heatmap(res, out / "agreement_heatmap.png")
+    _log_run("judges-analyze", out, {"judgments": str(judgments), "seed": seed}, "judges", res, images,
+             wandb_project, wandb_mode)
+    return res
+
+
+def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike, *,
+                       budgets: tuple[int, ...] = (32, 64, 128, 256), n_repeats: int = 10,
+                       top_k: tuple[int, ...] = (6, 12), seed: int = 0, baselines: Any | None = None,
+                       wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+    """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run; with
+    ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric and LoRA baselines too."""
+    from rmcore.io import atomic_write_json, atomic_write_text
+
+    from .plots import weight_profiles
+    from .reweight import reweight, reweight_markdown
+    from .tables import load_items, load_judgments
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    item_table = load_items(items, need_labels=True)
+    res = reweight(item_table, load_judgments(judgments), budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed)
+    if baselines is not None:
+        from .baselines import run_baselines
+
+        run_baselines(baselines, res, item_table, judgments, out / "baselines")
+    res["meta"].update(judgments=str(judgments), items=str(items))
+    atomic_write_json(out / "reweight.json", res)
+    atomic_write_text(out / "reweight.md", reweight_markdown(res))
+    profiles = {f"{j}/{s}": r["weights"] for j, jr in res["judges"].items() for s, r in jr["sources"].items()
+                if r.get("weights")}
+    images = {}
+    if profiles:
+        images["weight_profiles"] = weight_profiles(profiles, out / "reweight_weights.png",
+                                                    title="reweighted attribute weights (reference labels)")
+    _log_run("judges-reweight", out, {"judgments": str(judgments), "items": str(items)}, "reweight", res, images,
+             wandb_project, wandb_mode)
+    return res

@@ -1,0 +1,264 @@
+"""Assemble the audit of one reward model from its scores table and the human ratings.
+
+Everything here is cheap numpy/scipy on a scores table; no model is touched (the texts are
+scored by ``rmeval.audit``'s pipeline, which then runs these statistics on the tables it wrote).
+A condition that was not scored is ABSENT from the audit (never reported as zero or NaN), so a
+downstream reader can tell "not measured" from "measured as nothing".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from rmcore.errors import DataError
+
+from ..tables import (
+    TRANSPLANT_KINDS,
+    condition_names,
+    validate_preferences,
+    validate_ratings,
+    validate_scores,
+)
+from .bootstrap import PromptSetResamples, rows_with_siblings
+from .centering import centering_variants
+from .pairwise import pairwise_accuracy
+from .prompt_means import disjoint_half_correlation, prompt_mean_correlation
+from .regression import sibling_regression
+from .reliability import corrected_share
+from .selection import top_selection
+from .share import residual_share, share, share_pair
+from .transplant import prompt_only, shift, transplant
+
+# A fixed stream per statistic: adding or removing one condition never changes another's interval.
+_STREAMS = {name: i for i, name in enumerate(
+    ["share.original", "share.single_turn", "share.generic", "share.ranks", "share.log_length",
+     "share.human", "prompt_only", *[f"transplant.{k}" for k in TRANSPLANT_KINDS], "paraphrase",
+     "last_turn", "sibling_regression", "selection", "pairwise",
+     # added later: appended so the streams above keep their values
+     "share.last_turn", "sibling_regression.generic", "share.paraphrase",
+     *[f"share.{k}" for k in TRANSPLANT_KINDS],
+     "sibling_regression.random", "centering"])}
+
+# Like-for-like comparisons: (name, model condition, single-turn prompts only, transform).
+VS_HUMAN = (("original", "original", False, "raw"), ("single_turn", "original", True, "raw"),
+            ("generic", "generic", False, "raw"), ("generic_single_turn", "generic", True, "raw"),
+            ("ranks", "original", False, "ranks"), ("ranks_single_turn", "original", True, "ranks"),
+            ("log_length", "original", False, "log_length"), ("last_turn", "last_turn", False, "raw"),
+            ("paraphrase", "paraphrase", False, "raw"), *[(k, k, False, "raw") for k in TRANSPLANT_KINDS])
+# Conditions scored several times per response (variants, donors) enter a share as the response's
+# mean; prompt_only has one row per prompt, so no share is defined for it.
+PER_RESPONSE_SHARES = ("last_turn", "paraphrase", *TRANSPLANT_KINDS)
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, _STREAMS[name]])
+
+
+def _log_length(length: np.ndarray) -> np.ndarray:
+    out = np.full(len(length), np.nan)  # empty responses (length 0) have no log length
+    out[length > 0] = np.log(length[length > 0])
+    return out
+
+
+def _with_ratings(cond: pd.DataFrame, ratings: pd.DataFrame, rcols: list[str]) -> pd.DataFrame:
+    """One row per response of a condition (score averaged over variants/donors) with its ratings."""
+    per = cond.groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
+    return per.merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
+
+
+def _vs_human(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
+    """Each model share beside the human share of the SAME responses under the SAME transform,
+    with the paired model-minus-human difference (same prompt resamples)."""
+    out: dict[str, Any] = {}
+    for name, cond, single, transform in VS_HUMAN:
+        df = frames.get(cond)
+        if df is None:
+            continue
+        if single:
+            if "single_turn" not in df.columns or not df["single_turn"].any() or df["single_turn"].all():
+                continue  # no single-turn subset, or it is the whole set (same figure as the parent row)
+            df = df[df["single_turn"].to_numpy(bool)]
+        s, h, g = df["score"].to_numpy(float), df[attribute].to_numpy(float), df["prompt_id"].to_numpy()
+        cov = None
+        if transform == "ranks":
+            s, h = rankdata(s), rankdata(h)  # ranks taken on this subset, for model and humans alike
+        elif transform == "log_length":
+            if "response_length" not in df.columns:
+                continue
+            cov = _log_length(df["response_length"].to_numpy(float))
+        r = share_pair(s, h, g, covariate=cov, names=("model", "human"), resamples=resamples)
+        if r:
+            r.update(condition=cond, prompts="single-turn" if single else "all", transform=transform)
+            out[name] = r
+    return out
+
+
+def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, resamples: PromptSetResamples) -> dict[str, Any]:
+    """Correlations across prompts of prompt means: model vs human (whole prompt and disjoint halves,
+    the humans' own halves), and generic vs original; one resample matrix per prompt set."""
+
+    def weights(g: np.ndarray, *cols: np.ndarray) -> np.ndarray | None:
+        *_, k, _, prompts = rows_with_siblings(g, *cols, return_prompts=True)
+        return resamples.weights(prompts) if k >= 3 else None
+
+    o = frames["original"]
+    s, h, g = o["score"].to_numpy(float), o[attribute].to_numpy(float), o["prompt_id"].to_numpy()
+    w = weights(g, s, h)
+    out: dict[str, Any] = {
+        "model_vs_human": prompt_mean_correlation(s, h, g, weights=w),
+        "model_vs_human_disjoint": disjoint_half_correlation(s, h, g, weights=w),
+        "human_disjoint": disjoint_half_correlation(h, h, g, weights=w),
+    }
+    if "generic" in frames:
+        m = o.merge(frames["generic"][["prompt_id", "response_id", "score"]], on=["prompt_id", "response_id"],
+                    suffixes=("", "_g"))
+        sg, so, hg, gg = (m["score_g"].to_numpy(float), m["score"].to_numpy(float), m[attribute].to_numpy(float),
+                          m["prompt_id"].to_numpy())
+        wg = weights(gg, sg, so)
+        out["generic_vs_original"] = prompt_mean_correlation(sg, so, gg, weights=wg)
+        out["generic_vs_human"] = prompt_mean_correlation(sg, hg, gg, weights=wg)
+        out["generic_vs_human_disjoint"] = disjoint_half_correlation(sg, hg, gg, weights=wg)
+    out["attribute"] = attribute
+    return out
+
+
+def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: pd.DataFrame | None = None,
+                  attribute: str = "helpfulness", n_boot: int = 2000, n_boot_regression: int = 5000,
+                  seed: int = 0, top_fraction: float = 0.3, reference_scores: pd.DataFrame | None = None,
+                  human_reliability: dict[str, float] | None = None) -> dict[str, Any]:
+    """The audit as a nested dict (see module docs of rmeval.stats.* for each definition).
+
+    ``reference_scores``: (prompt_id, score) of an independent pool of reference responses scored by
+    the same model, for the pool-centring variants. ``human_reliability``: {label: R} rater
+    reliabilities for the reliability-corrected human share (a sensitivity analysis)."""
+    t0 = time.perf_counter()
+    ratings = validate_ratings(ratings, attribute=attribute)
+    scores = validate_scores(scores, ratings)
+    present = [c for c in condition_names() if (scores["condition"] == c).any()]
+    by_cond = {c: g for c, g in scores.groupby("condition", sort=False)}
+    audit: dict[str, Any] = {}
+
+    rcols = ["prompt_id", "response_id", attribute] + [c for c in ("single_turn", "response_length")
+                                                         if c in ratings.columns]
+    orig = None
+    if "original" in by_cond:
+        orig = by_cond["original"].merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
+
+    # -- between-prompt variance shares ----------------------------------------------------------
+    sh: dict[str, Any] = {}
+    if orig is not None:
+        s, g = orig["score"].to_numpy(float), orig["prompt_id"].to_numpy()
+        sh["original"] = share(s, g, n_boot=n_boot, rng=_rng(seed, "share.original"))
+        if "single_turn" in orig.columns and orig["single_turn"].any():
+            m = orig["single_turn"].to_numpy(bool)
+            sh["single_turn"] = share(s[m], g[m], n_boot=n_boot, rng=_rng(seed, "share.single_turn"))
+    if "generic" in by_cond:
+        gen = by_cond["generic"]
+        sh["generic"] = share(gen["score"].to_numpy(float), gen["prompt_id"].to_numpy(), n_boot=n_boot,
+                              rng=_rng(seed, "share.generic"))
+    if orig is not None:
+        # pooled ranks: the share without the influence of a few extreme scores. Ranks are taken once
+        # on the full sample; a resample only duplicates prompts, so the order they encode is kept.
+        sh["ranks"] = share(rankdata(s), g, n_boot=n_boot, rng=_rng(seed, "share.ranks"))
+        if "response_length" in orig.columns and np.isfinite(orig["response_length"]).any():
+            length = orig["response_length"].to_numpy(float)
+            log_len = _log_length(length)
+            sh["log_length"] = residual_share(s, log_len, g, n_boot=n_boot, rng=_rng(seed, "share.log_length"))
+            sh["log_length"]["n_zero_length"] = int((length == 0).sum())
+        human_src = orig
+    else:
+        human_src = ratings
+    sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
+                        n_boot=n_boot, rng=_rng(seed, "share.human"))
+    sh["human"]["attribute"] = attribute
+    for cond in PER_RESPONSE_SHARES:  # last_turn: multi-turn prompts cut to their last user turn
+        if cond in by_cond:
+            per = by_cond[cond].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
+            sh[cond] = share(per["score"].to_numpy(float), per["prompt_id"].to_numpy(), n_boot=n_boot,
+                             rng=_rng(seed, f"share.{cond}"))
+    for label, r in (human_reliability or {}).items():
+        sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
+    audit["share"] = sh
+
+    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
+              if c in by_cond}
+    resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
+    vs = _vs_human(frames, attribute, resamples)
+    if vs:
+        audit["share_vs_human"] = vs
+    if orig is not None:
+        diffs = {}
+        for cond in ("generic", "last_turn"):
+            if cond in frames:
+                m = frames["original"].merge(frames[cond][["prompt_id", "response_id", "score"]],
+                                             on=["prompt_id", "response_id"], suffixes=("", "_c"))
+                r = share_pair(m["score"].to_numpy(float), m["score_c"].to_numpy(float), m["prompt_id"].to_numpy(),
+                               names=("original", cond), resamples=resamples)
+                if r:
+                    diffs[f"original_minus_{cond}"] = r
+        if diffs:
+            audit["share_difference"] = diffs
+
+    if orig is not None:
+        o = orig[["prompt_id", "response_id", "score"]]
+        if "prompt_only" in by_cond:
+            audit["prompt_only"] = prompt_only(o, by_cond["prompt_only"], n_boot=n_boot,
+                                               rng=_rng(seed, "prompt_only"))
+        tr = {k: transplant(o, by_cond[k], n_boot=n_boot, rng=_rng(seed, f"transplant.{k}"))
+              for k in TRANSPLANT_KINDS if k in by_cond}
+        if tr:
+            audit["transplant"] = tr
+        for cond in ("paraphrase", "last_turn"):
+            if cond in by_cond:
+                audit[cond] = shift(o, by_cond[cond], n_boot=n_boot, rng=_rng(seed, cond))
+        h = orig[attribute].to_numpy(float)
+        reg = sibling_regression(s, h, g, n_boot=n_boot_regression, rng=_rng(seed, "sibling_regression"))
+        if reg:
+            reg["attribute"] = attribute
+            audit["sibling_regression"] = reg
+            by_c = {"original": reg}
+            for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
+                if cond in by_cond:
+                    f = frames[cond]
+                    r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
+                                           f["prompt_id"].to_numpy(), n_boot=n_boot,
+                                           rng=_rng(seed, f"sibling_regression.{cond}"))
+                    if r:
+                        r["attribute"] = attribute
+                        by_c[cond] = r
+            audit["sibling_regression_by_condition"] = by_c
+        audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
+        sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
+        if sel:
+            sel["top_fraction"] = top_fraction
+            sel["attribute"] = attribute
+            audit["selection"] = sel
+        cen = centering_variants(s, h, g, top_fraction=top_fraction, pool=reference_scores, n_boot=n_boot,
+                                 rng=_rng(seed, "centering"))
+        if cen:
+            cen["attribute"] = attribute
+            audit["centering"] = cen
+        if preferences is not None:
+            prefs = validate_preferences(preferences)
+            audit["pairwise"] = pairwise_accuracy(prefs, o, n_boot=n_boot, rng=_rng(seed, "pairwise"))
+    elif preferences is not None:
+        raise DataError("pairwise accuracy needs original-condition scores", field="condition")
+
+    audit["meta"] = {
+        "n_prompts": int(scores["prompt_id"].nunique()),
+        "n_responses": int(len(orig)) if orig is not None else 0,
+        "n_rated_responses": int(len(ratings)),
+        "conditions": present,
+        "attribute": attribute,
+        "n_boot": int(n_boot),
+        "n_boot_regression": int(n_boot_regression),
+        "seed": int(seed),
+        "top_fraction": float(top_fraction),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    return audit

@@ -1,0 +1,42 @@
+"""`rmtrain`: thin command line over rmtrain's Python API.
+
+    rmtrain train --config RECIPE [--arm A] [--seed S] [--model M] [--output-dir DIR] [--set KEY=VALUE ...]
+    rmtrain sweep --config RECIPE [--executor local|slurm|submitit-local] [--dry-run]
+    rmtrain policy --config RECIPE --reward-model RM --environment clean|perturbed [--launch]
+    rmtrain policy-eval --config RECIPE --out OUT [--clean DIR --perturbed DIR]
+    rmtrain check RECIPE ...
+
+One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)``: parse the
+flags, build the config, make one library call, print its result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rmcore.errors import ConfigError, DataError
+from rmtrain.cli import check, policy, sweep, train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rmtrain", description="Train matched reward-model arms.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for command in (train, sweep, policy, check):
+        command.add_parser(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from rmcore.console import quiet_libraries
+
+    quiet_libraries()
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, DataError, OSError) as e:
+        lines = str(e).strip().splitlines()
+        print(f"rmtrain: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
+        return 2

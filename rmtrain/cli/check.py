@@ -1,0 +1,37 @@
+"""``rmtrain check``: validate recipes without training (a policy recipe, a sweep, or one run)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("check", help="validate recipes without training")
+    c.add_argument("recipes", nargs="+")
+    c.set_defaults(func=run)
+
+
+def check_recipe(path: str) -> str:
+    """What the recipe holds, once it has loaded and validated like the command that runs it."""
+    from rmcore.config import load_recipe
+    from rmtrain.config import load_sweep, load_train_config
+
+    raw = load_recipe(path)
+    if "policy" in raw:
+        from rmtrain.policy.config import load_policy_config
+
+        pc = load_policy_config(path)
+        return f"ok (policy, {pc.training.algorithm}, {len(pc.reward_models)} reward models)"
+    if "sweep" in raw:
+        from rmtrain.sweep import expand
+
+        m = expand(load_sweep(path))
+        return f"ok ({len(m.seeds)} runs, {len(m.search)} search runs)"
+    load_train_config(path)
+    return "ok"
+
+
+def run(args: argparse.Namespace) -> int:
+    for r in args.recipes:
+        print(f"{r}: {check_recipe(r)}")
+    return 0
