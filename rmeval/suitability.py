@@ -32,6 +32,7 @@ from scipy.special import expit
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.markdown import MISSING, num, table
 from rmeval.perturbations.suite import GROUPS, Item, Pair, PerturbedSet, build_suite, preference_items
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -291,12 +292,17 @@ def ordered_record(r: dict[str, Any]) -> dict[str, Any]:
 
 # -- report ---------------------------------------------------------------------------------------
 
-def _f(v: Any, nd: int = 3) -> str:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return "—"
-    return "—" if x != x else (f"{x:.{nd}f}" if abs(x) < 1e4 else f"{x:.3g}")
+def _num(v: Any, digits: int = 3) -> str:
+    # a constant shift has an infinite d and t: printed, in 3 significant digits like any huge value
+    return num(v, digits, large=1e4)
+
+
+def _d_cell(r: dict[str, Any] | None) -> str:
+    """Cohen's d with its stars, ✗ when unsuitable, · when only rejected."""
+    if r is None:
+        return MISSING
+    mark = " ✗" if r["unsuitable"] else (" ·" if r["rejected"] else "")
+    return f"{_num(r['cohens_d'], 2)}{r['stars']}{mark}"
 
 
 def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitability risk report") -> str:
@@ -305,41 +311,29 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
     st = first["settings"]
     specs = list(dict.fromkeys(s for r in results.values() for s in r["perturbations"]))
     m = st["m"]
-    m_text = (f"m = {_f(m)}" if isinstance(m, (int, float)) else
+    m_text = (f"m = {_num(m)}" if isinstance(m, (int, float)) else
               "m per perturbation by the panel rule (largest d among models not rejected): " +
-              ", ".join(f"{k} {_f(v)}" for k, v in m.items()))
+              ", ".join(f"{k} {_num(v)}" for k, v in m.items()))
     lines = [f"# {title}", "",
              f"Paired confidence drop ΔM = M − M′ (original minus perturbed); one-sided sign-flip permutation "
              f"test of the paired t (B = {st['B']}, seed {st['seed']}), group-aware Benjamini–Hochberg at "
              f"q = {st['q']} (η = {st['eta']}, weighting {st['weighting']}); stars: p < 0.05 *, 0.01 **, "
              f"0.001 ***; **unsuitable** = rejected and d > m ({m_text}).", ""]
     if len(names) > 1:
-        lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", "",
-                  "| model | " + " | ".join(specs) + " |", "|---|" + "---|" * len(specs)]
-        for n in names:
-            cells = []
-            for s in specs:
-                r = results[n]["perturbations"].get(s)
-                if r is None:
-                    cells.append("—")
-                    continue
-                mark = " ✗" if r["unsuitable"] else (" ·" if r["rejected"] else "")
-                cells.append(f"{_f(r['cohens_d'], 2)}{r['stars']}{mark}")
-            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", ""]
+        lines += table(["model", *specs], [[n, *(_d_cell(results[n]["perturbations"].get(s)) for s in specs)]
+                                           for n in names])
         lines.append("")
     header = ["perturbation", "group", "n", "changed", "unchanged", "failed", "mean ΔM", "d", "t", "p", "",
               "rejected", "unsuitable", "acc orig", "acc pert", "Δacc"]
     for n in names:
         if len(names) > 1:
             lines += [f"## {n}", ""]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for s, r in results[n]["perturbations"].items():
-            lines.append("| " + " | ".join([
-                s, r["group"], str(r["n"]), str(r.get("n_changed", r["n"])), str(r.get("n_unchanged", 0)),
-                str(r.get("n_failed", 0)), _f(r["mean_delta"], 4), _f(r["cohens_d"]), _f(r["t"], 2),
-                _f(r["p_value"], 4), r["stars"], "yes" if r["rejected"] else "no",
-                "**yes**" if r["unsuitable"] else "no", _f(r["accuracy_original"]), _f(r["accuracy_perturbed"]),
-                _f(r["accuracy_change"])]) + " |")
+        lines += table(header, [[
+            s, r["group"], r["n"], r.get("n_changed", r["n"]), r.get("n_unchanged", 0), r.get("n_failed", 0),
+            _num(r["mean_delta"], 4), _num(r["cohens_d"]), _num(r["t"], 2), _num(r["p_value"], 4), r["stars"],
+            "yes" if r["rejected"] else "no", "**yes**" if r["unsuitable"] else "no", _num(r["accuracy_original"]),
+            _num(r["accuracy_perturbed"]), _num(r["accuracy_change"])] for s, r in results[n]["perturbations"].items()])
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -32,6 +32,8 @@ import numpy as np
 
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_save_figure
+from rmcore.markdown import num
+from rmcore.markdown import table as md_table
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -235,13 +237,17 @@ def spearman_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def spearman_markdown(table: dict[str, Any]) -> str:
-    lines = ["| predictor | Spearman ρ with win rate | p | n |", "|---|---|---|---|"]
-    for key, label in (("suitability_risk", "suitability risk"), ("accuracy_change", "accuracy change")):
-        r = table[key]
-        lines.append(f"| {label} | {r['spearman']:.3f} | {r['p_value']:.4f} | {r['n']} |")
-    lines += ["", "| reward model | suitability risk | accuracy change | win rate |", "|---|---|---|---|"]
-    for m in table["models"]:
-        lines.append(f"| {m['name']} | {m['suitability_risk']:.3f} | {m['accuracy_change']:.3f} | {m['win_rate']:.3f} |")
+    # an undefined correlation (fewer than 3 finite points) has always printed as nan here
+    def f(x: Any, digits: int = 3) -> str:
+        return num(x, digits, missing="nan")
+
+    lines = md_table(["predictor", "Spearman ρ with win rate", "p", "n"],
+                     [[label, f(table[key]["spearman"]), f(table[key]["p_value"], 4), table[key]["n"]]
+                      for key, label in (("suitability_risk", "suitability risk"),
+                                         ("accuracy_change", "accuracy change"))])
+    lines += [""] + md_table(["reward model", "suitability risk", "accuracy change", "win rate"],
+                             [[m["name"], f(m["suitability_risk"]), f(m["accuracy_change"]), f(m["win_rate"])]
+                              for m in table["models"]])
     return "\n".join(lines) + "\n"
 
 
