@@ -359,27 +359,28 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
                unit="call", smoothing=0.1)
     per_item = 2 * len(questions)
+
+    def ask(todo: list[Call]) -> list[tuple[Any, ...]]:
+        return [ScoreCache.row(fp, a, False, False) for a in judge.answer(todo)]
+
     try:
         for start in range(0, len(calls_all), per_item * chunk_items):
             calls = calls_all[start:start + per_item * chunk_items]
             keys = [cache_key(fp, c.rendered()) for c in calls]
-            found = {k: v[0] for k, v in cache.get_many(keys).items()}
+            have = cache.get_many(keys)
             for o in others:
-                missing = [k for k in keys if k not in found]
+                missing = [k for k in keys if k not in have]
                 if missing:
                     got = o.get_many(missing)
-                    found.update({k: v[0] for k, v in got.items()})
+                    have.update(got)
                     if got:  # copy into this shard's file so it is self-contained
-                        cache.put_many(fp, [(k, v[0], False, False) for k, v in got.items()])
-            todo = [(k, c) for k, c in zip(keys, calls) if k not in found]
-            stats.n_cached += len(calls) - len(todo)
-            if todo:
-                answers = judge.answer([c for _, c in todo])
-                stats.n_made += len(todo)
-                rows = [(k, a, False, False) for (k, _), a in zip(todo, answers)]
-                cache.put_many(fp, rows)  # committed before the next chunk: a kill loses at most this chunk
-                found.update({k: a for k, a, _, _ in rows})
-            values.update(found)
+                        cache.put_many([(k, *v) for k, v in got.items()])
+            # asked in one batch, committed before the next chunk: a kill loses at most this chunk
+            answered, fresh = cache.fill(keys, calls, ask, chunk_size=len(calls))
+            made = sum(1 for k in keys if k in fresh)
+            stats.n_cached += len(calls) - made
+            stats.n_made += made
+            values.update({k: ScoreCache.value(v)[0] for k, v in answered.items()})
             bar.update(len(calls))
     finally:
         bar.close()
