@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
+from rmcore.jobs import make_executor
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -36,7 +37,7 @@ from rmeval.judges.elicit import (
     questions_for,
 )
 from rmeval.judges.inventory import OVERALL, load_inventory
-from rmeval.judges.shards import make_executor, run_shards
+from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
