@@ -112,7 +112,7 @@ def test_prefix_reuse_with_a_chat_template(judge_path, items):
     calls = build_calls(items.head(2), questions_for(load_inventory(names=ATTRS[:2])))
     fast = LocalPairJudge(model, tokenizer=tok, max_length=768)
     slow = LocalPairJudge(model, tokenizer=tok, max_length=768, prefix_reuse=False)
-    assert fast._tail == "<|end|>\n<|assistant|>\n"
+    assert fast.local.chat_parts()[1] == "<|end|>\n<|assistant|>\n"
     pre, suf = fast.encode(calls[0])
     text = tok.apply_chat_template([{"role": "user", "content": calls[0].prefix + calls[0].question}], tokenize=False,
                                    add_generation_prompt=True)
