@@ -1,7 +1,9 @@
 """Markdown for every report matchrm writes: one number format and one table builder.
 
 A missing or non-finite figure prints as an em dash, never as ``nan``, so a reader sees "not
-measured" rather than a number. Intervals are 95% intervals printed as ``[lo, hi]``."""
+measured" rather than a number. Intervals are 95% intervals printed as ``[lo, hi]``. A report with
+its own long-standing convention names it (``missing="n/a"``; ``large=1e4``: effect sizes of a
+nearly constant shift are huge or infinite, and three significant digits say so in a narrow cell)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,26 @@ from typing import Any
 MISSING = "—"
 
 
-def num(value: Any, digits: int = 3) -> str:
-    """``value`` with ``digits`` decimals; None, NaN, infinities and non-numbers print as a dash."""
+def num(value: Any, digits: int = 3, *, missing: str = MISSING, large: float | None = None) -> str:
+    """``value`` with ``digits`` decimals; None, NaN, infinities and non-numbers print as ``missing``.
+    With ``large``, a magnitude of at least ``large`` (infinity included) prints with 3 significant
+    digits (``1.23e+04``, ``inf``)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
-        return MISSING
-    return f"{x:.{digits}f}" if math.isfinite(x) else MISSING
+        return missing
+    if large is not None and abs(x) >= large:
+        return f"{x:.3g}"
+    return f"{x:.{digits}f}" if math.isfinite(x) else missing
+
+
+def percent(value: Any, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A proportion as a percentage, ``100 * value`` with ``digits`` decimals (``missing`` as in ``num``)."""
+    try:
+        x = 100 * float(value)
+    except (TypeError, ValueError):
+        return missing
+    return num(x, digits, missing=missing)
 
 
 def interval(result: Mapping[str, Any], digits: int = 3) -> str:

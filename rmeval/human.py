@@ -30,8 +30,8 @@ from scipy.stats import rankdata
 
 from rmcore.errors import DataError
 from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.markdown import interval, num, table
 
-from .report import _f  # one number format for every report
 from .stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from .stats.reliability import corrected_share, rater_reliability, spearman_brown
 from .stats.share import residual_share, share
@@ -153,11 +153,6 @@ def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n
 
 # -- report --------------------------------------------------------------------------------------
 
-def _ci(r: dict[str, Any]) -> str:
-    lo, hi = r.get("ci95") or [None, None]
-    return f"[{_f(lo)}, {_f(hi)}]"
-
-
 SHARE_LABELS = {"all": "all prompts", "single_turn": "single-turn prompts", "ranks": "ranks (all prompts)",
                 "ranks_single_turn": "ranks (single-turn prompts)", "log_length": "log-length adjusted",
                 "exposure_adjusted": "exposure adjusted"}
@@ -173,41 +168,36 @@ def render_human_markdown(res: dict[str, Any], title: str = "Human ratings") -> 
              "the same transform. It describes how the rating variance is distributed; it is not a target "
              "a model must match, and it depends on the rating protocol (independent ratings vs one "
              "annotator rating a prompt's responses in sequence).", ""]
-    lines += ["## Between-prompt share (ICC(1))", "", "| attribute | subset | share | 95% CI | prompts |",
-              "|---|---|---|---|---|"]
-    for a, st in res["attributes"].items():
-        for name, r in st["share"].items():
-            lines.append(f"| {a} | {SHARE_LABELS.get(name, name)} | {_f(r['estimate'])} | {_ci(r)} | {r['n_prompts']} |")
+    lines += ["## Between-prompt share (ICC(1))", ""]
+    lines += table(["attribute", "subset", "share", "95% CI", "prompts"],
+                   [[a, SHARE_LABELS.get(name, name), num(r["estimate"]), interval(r), r["n_prompts"]]
+                    for a, st in res["attributes"].items() for name, r in st["share"].items()])
     lines += ["", "## Agreement between a prompt's ratings", "",
               "Leave-one-out: each rating against the mean of its siblings (pooled over responses). "
-              "Disjoint halves: prompt means of one half of the responses against the other half.", "",
-              "| attribute | leave-one-out r | 95% CI | disjoint-half r | 95% CI |", "|---|---|---|---|---|"]
-    for a, st in res["attributes"].items():
-        lo, dh = st["loo_correlation"], st["disjoint_half_correlation"]
-        lines.append(f"| {a} | {_f(lo['estimate'])} | {_ci(lo)} | {_f(dh['estimate'])} | {_ci(dh)} |")
+              "Disjoint halves: prompt means of one half of the responses against the other half.", ""]
+    lines += table(["attribute", "leave-one-out r", "95% CI", "disjoint-half r", "95% CI"],
+                   [[a, num(lo["estimate"]), interval(lo), num(dh["estimate"]), interval(dh)]
+                    for a, lo, dh in ((a, st["loo_correlation"], st["disjoint_half_correlation"])
+                                      for a, st in res["attributes"].items())])
     split_rows = [(a, n, r) for a, st in res["attributes"].items() for n, r in st.get("longer_minus_shorter", {}).items()]
     if split_rows:
         lines += ["", "## Longer minus shorter prompts", "",
-                  "Mean rating of responses to prompts above the median prompt length (words) minus the rest.", "",
-                  "| attribute | prompts | difference (SD) | 95% CI | difference (points) | 95% CI |",
-                  "|---|---|---|---|---|---|"]
-        for a, n, r in split_rows:
-            lines.append(f"| {a} | {n} | {_f(r['estimate'])} | {_ci(r)} | {_f(r['points']['estimate'])} | "
-                         f"{_ci(r['points'])} |")
+                  "Mean rating of responses to prompts above the median prompt length (words) minus the rest.", ""]
+        lines += table(["attribute", "prompts", "difference (SD)", "95% CI", "difference (points)", "95% CI"],
+                       [[a, n, num(r["estimate"]), interval(r), num(r["points"]["estimate"]), interval(r["points"])]
+                        for a, n, r in split_rows])
     if "reliability" in res:
-        rel = res["reliability"]
-        lines += ["", f"## Rater reliability ({meta['main_attribute']})", "",
-                  "| measure | value |", "|---|---|"]
-        lines += [f"| {k} | {_f(v)} |" for k, v in rel.items() if isinstance(v, float)]
+        lines += ["", f"## Rater reliability ({meta['main_attribute']})", ""]
+        lines += table(["measure", "value"], [[k, num(v)] for k, v in res["reliability"].items() if isinstance(v, float)])
     if "share_corrected" in res:
         lines += ["", f"## Reliability-corrected share ({meta['main_attribute']})", "",
                   "Observed share divided by the ratings' reliability under an independent additive-noise "
                   "model. A sensitivity analysis, not a ceiling: the noise model is an assumption, and a "
                   "scorer that compresses within-prompt differences has a higher share than the quality it "
-                  "predicts without being wrong.", "",
-                  "| reliability | R | corrected share | 95% CI |", "|---|---|---|---|"]
-        for k, r in res["share_corrected"].items():
-            lines.append(f"| {k} | {_f(r['reliability'])} | {_f(r['estimate'])} | {_ci(r)} |")
+                  "predicts without being wrong.", ""]
+        lines += table(["reliability", "R", "corrected share", "95% CI"],
+                       [[k, num(r["reliability"]), num(r["estimate"]), interval(r)]
+                        for k, r in res["share_corrected"].items()])
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.markdown import MISSING, estimate, interval, num, table
 from rmcore.tracking import Tracker, flatten
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
@@ -29,25 +30,6 @@ SHARE_READING = (
     "correlations and the sibling regression, and whether it helps by the selection test below.")
 
 
-def _f(v: Any, nd: int = 3) -> str:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return "—"
-    return "—" if x != x else f"{x:.{nd}f}"
-
-
-def _ci(r: dict[str, Any], nd: int = 3) -> str:
-    lo, hi = (r.get("ci95") or [None, None])
-    return f"[{_f(lo, nd)}, {_f(hi, nd)}]"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out + [""]
-
-
 def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
     meta = audit.get("meta", {})
     lines = [f"# {title}", ""]
@@ -57,31 +39,31 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
     sh = audit.get("share", {})
     if sh:
         lines += ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
-        rows = [[n, _f(sh[n]["estimate"]), _ci(sh[n]), str(sh[n].get("n_prompts", "")),
+        rows = [[n, num(sh[n]["estimate"]), interval(sh[n]), str(sh[n].get("n_prompts", "")),
                  str(sh[n].get("n_dropped", ""))] for n in SHARE_NAMES if n in sh]
-        lines += _table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows)
+        lines += table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows) + [""]
         if sh.get("human_corrected"):
             lines += ["Reliability-corrected human share (observed share / rater reliability, under an "
                       "independent additive-noise model): a sensitivity range, not a ceiling.", ""]
-            lines += _table(["reliability", "R", "corrected human share", "95% CI"],
-                            [[k, _f(r["reliability"]), _f(r["estimate"]), _ci(r)] for k, r in sh["human_corrected"].items()])
+            lines += table(["reliability", "R", "corrected human share", "95% CI"],
+                            [[k, num(r["reliability"]), num(r["estimate"]), interval(r)] for k, r in sh["human_corrected"].items()]) + [""]
     vs = audit.get("share_vs_human", {})
     if vs:
         lines += ["## Model and human shares on the same responses", "",
                   "Each model share beside the human share of the same responses under the same transform "
                   "(single-turn with single-turn, ranks with ranks, log-length adjusted with log-length "
                   "adjusted), with the paired difference on the same prompt resamples.", ""]
-        rows = [[VS_LABELS.get(n, n), _f(r["model"]["estimate"]), _ci(r["model"]), _f(r["human"]["estimate"]),
-                 _ci(r["human"]), _f(r["difference"]["estimate"]), _ci(r["difference"]),
+        rows = [[VS_LABELS.get(n, n), num(r["model"]["estimate"]), interval(r["model"]), num(r["human"]["estimate"]),
+                 interval(r["human"]), num(r["difference"]["estimate"]), interval(r["difference"]),
                  str(r["model"].get("n_prompts", ""))] for n, r in vs.items()]
-        lines += _table(["share", "model", "95% CI", "human", "95% CI", "model - human", "95% CI", "prompts"], rows)
+        lines += table(["share", "model", "95% CI", "human", "95% CI", "model - human", "95% CI", "prompts"], rows) + [""]
     if audit.get("share_difference"):
         lines += ["## Original minus other prompt conditions", "",
                   "Share under the original prompt minus the share under another input, on the same responses "
                   "and prompt resamples (paired).", ""]
-        rows = [[n.replace("_", " "), _f(r["difference"]["estimate"]), _ci(r["difference"]),
+        rows = [[n.replace("_", " "), num(r["difference"]["estimate"]), interval(r["difference"]),
                  str(r["difference"].get("n_prompts", ""))] for n, r in audit["share_difference"].items()]
-        lines += _table(["difference", "estimate", "95% CI", "prompts"], rows)
+        lines += table(["difference", "estimate", "95% CI", "prompts"], rows) + [""]
     if audit.get("prompt_means"):
         pm = audit["prompt_means"]
         lines += ["## Correlation of prompt means", "",
@@ -93,24 +75,24 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
                  "human_disjoint": "human vs human, disjoint halves", "generic_vs_original": "generic vs original prompt",
                  "generic_vs_human": "generic-prompt model vs human",
                  "generic_vs_human_disjoint": "generic-prompt model vs human, disjoint halves"}
-        rows = [[names[n], _f(pm[n]["estimate"]), _ci(pm[n]), str(pm[n].get("n_prompts", ""))]
+        rows = [[names[n], num(pm[n]["estimate"]), interval(pm[n]), str(pm[n].get("n_prompts", ""))]
                 for n in names if n in pm]
-        lines += _table(["prompt means", "r", "95% CI", "prompts"], rows)
+        lines += table(["prompt means", "r", "95% CI", "prompts"], rows) + [""]
     if "prompt_only" in audit:
         r = audit["prompt_only"]
         lines += ["## Prompt-only score", "",
                   "Correlation across prompts of the score of a fixed generic reply with the prompt's mean "
                   "original score.", ""]
-        lines += _table(["estimate", "95% CI", "prompts"], [[_f(r["estimate"]), _ci(r), str(r["n_prompts"])]])
+        lines += table(["estimate", "95% CI", "prompts"], [[num(r["estimate"]), interval(r), str(r["n_prompts"])]]) + [""]
     if "transplant" in audit:
         lines += ["## Prompt transplants", "",
                   "Margin: own-prompt score minus mean wrong-prompt score, in original-score SDs. "
                   "Accuracy: share of responses whose own-prompt score beats every wrong prompt.", ""]
         rows = []
         for kind, r in audit["transplant"].items():
-            rows.append([kind, _f(r["margin_sd"]["estimate"]), _ci(r["margin_sd"]),
-                         _f(r["accuracy"]["estimate"]), _ci(r["accuracy"]), str(r.get("n_responses", ""))])
-        lines += _table(["kind", "margin (SD)", "95% CI", "match accuracy", "95% CI", "responses"], rows)
+            rows.append([kind, num(r["margin_sd"]["estimate"]), interval(r["margin_sd"]),
+                         num(r["accuracy"]["estimate"]), interval(r["accuracy"]), str(r.get("n_responses", ""))])
+        lines += table(["kind", "margin (SD)", "95% CI", "match accuracy", "95% CI", "responses"], rows) + [""]
     shifts = [c for c in ("paraphrase", "last_turn") if c in audit]
     if shifts:
         lines += ["## Prompt rewording shifts", "",
@@ -118,39 +100,39 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
         rows = []
         for c in shifts:
             r = audit[c]
-            rows.append([c, _f(r["abs_shift_sd"]["estimate"]), _ci(r["abs_shift_sd"]),
-                         _f(r["signed_shift_sd"]["estimate"]), _ci(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
-        lines += _table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows)
+            rows.append([c, num(r["abs_shift_sd"]["estimate"]), interval(r["abs_shift_sd"]),
+                         num(r["signed_shift_sd"]["estimate"]), interval(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
+        lines += table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows) + [""]
     if "sibling_regression" in audit:
         r = audit["sibling_regression"]
         lines += ["## Sibling-rating regression", "",
                   f"z-scored score ~ shown response's {r.get('attribute', 'rating')} + mean rating of the other "
                   "responses to the same prompt (OLS).", ""]
-        rows = [[n, _f(r[n]["estimate"]), _ci(r[n])] for n in
+        rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in
                 ("shown", "sibling", "between_slope", "within_slope") if n in r]
-        lines += _table(["coefficient", "estimate", "95% CI"], rows)
+        lines += table(["coefficient", "estimate", "95% CI"], rows) + [""]
         by_c = audit.get("sibling_regression_by_condition", {})
         if len(by_c) > 1:
             lines += ["The same regression with the score under the generic prompt and under random wrong prompts "
                       "(a response's mean over its donors). A sibling coefficient can also come from rating noise "
                       "and sequential annotation, so it is read beside these controls.", ""]
             coefs = ("shown", "sibling", "between_slope", "within_slope")
-            rows = [[c] + [f"{_f(rr[n]['estimate'])} {_ci(rr[n])}" if n in rr else "—" for n in coefs]
+            rows = [[c] + [estimate(rr[n]) if n in rr else MISSING for n in coefs]
                     for c, rr in by_c.items()]
-            lines += _table(["score under", *coefs], rows)
+            lines += table(["score under", *coefs], rows) + [""]
     if "selection" in audit:
         r = audit["selection"]
         lines += ["## Global top-fraction selection", "",
-                  f"Mean {r.get('attribute', 'rating')} of the top {_f(100 * r.get('top_fraction', 0.3), 0)}% of "
+                  f"Mean {r.get('attribute', 'rating')} of the top {num(100 * r.get('top_fraction', 0.3), 0)}% of "
                   "all responses kept by raw score and by sibling-centred score.", ""]
-        rows = [[n, _f(r[n]["estimate"]), _ci(r[n])] for n in r
+        rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in r
                 if isinstance(r[n], dict) and "estimate" in r[n]]
-        lines += _table(["selection", "mean rating", "95% CI"], rows)
+        lines += table(["selection", "mean rating", "95% CI"], rows) + [""]
         sp = r.get("spearman", {})
-        lines += _table(["Spearman (score vs rating)", "rho"], [[k, _f(v)] for k, v in sp.items()])
+        lines += table(["Spearman (score vs rating)", "rho"], [[k, num(v)] for k, v in sp.items()]) + [""]
     if "centering" in audit:
         c = audit["centering"]
-        pct = _f(100 * c.get("top_fraction", 0.3), 0)
+        pct = num(100 * c.get("top_fraction", 0.3), 0)
         lines += ["## Centring variants for global selection", "",
                   f"Each variant subtracts an estimate of the prompt mean before pooling: the mean of 1, 2 or 3 "
                   f"siblings, of all siblings, an empirical-Bayes shrunk sibling mean, and (when given) an "
@@ -159,32 +141,32 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
                   f"correlation with the raw and the prompt-centred rating. Which variant to use depends on the "
                   f"selection target; against the centred rating centring helps by construction.", ""]
         raw = c["raw"]
-        rows = [["raw", _f(raw["top_mean"]["estimate"]), _ci(raw["top_mean"]), "", "",
-                 _f(raw["spearman_raw_rating"]["estimate"]), "", "", _f(raw["spearman_centered_rating"]["estimate"]), "", ""]]
+        rows = [["raw", num(raw["top_mean"]["estimate"]), interval(raw["top_mean"]), "", "",
+                 num(raw["spearman_raw_rating"]["estimate"]), "", "", num(raw["spearman_centered_rating"]["estimate"]), "", ""]]
         for n, v in c["variants"].items():
-            rows.append([n, _f(v["top_mean"]["estimate"]), _ci(v["top_mean"]), _f(v["top_mean_delta"]["estimate"]),
-                         _ci(v["top_mean_delta"]), _f(v["spearman_raw_rating"]["estimate"]),
-                         _f(v["spearman_raw_rating_delta"]["estimate"]), _ci(v["spearman_raw_rating_delta"]),
-                         _f(v["spearman_centered_rating"]["estimate"]),
-                         _f(v["spearman_centered_rating_delta"]["estimate"]), _ci(v["spearman_centered_rating_delta"])])
-        lines += _table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
-                         "ρ centred rating", "Δρ", "95% CI"], rows)
+            rows.append([n, num(v["top_mean"]["estimate"]), interval(v["top_mean"]), num(v["top_mean_delta"]["estimate"]),
+                         interval(v["top_mean_delta"]), num(v["spearman_raw_rating"]["estimate"]),
+                         num(v["spearman_raw_rating_delta"]["estimate"]), interval(v["spearman_raw_rating_delta"]),
+                         num(v["spearman_centered_rating"]["estimate"]),
+                         num(v["spearman_centered_rating_delta"]["estimate"]), interval(v["spearman_centered_rating_delta"])])
+        lines += table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
+                         "ρ centred rating", "Δρ", "95% CI"], rows) + [""]
     if "pairwise" in audit:
         p = audit["pairwise"]
         lines += ["## Pairwise preference accuracy", ""]
-        rows = [["all", _f(p["accuracy"]["estimate"]), _ci(p["accuracy"]), str(p["accuracy"].get("n_pairs", ""))]]
+        rows = [["all", num(p["accuracy"]["estimate"]), interval(p["accuracy"]), str(p["accuracy"].get("n_pairs", ""))]]
         for key in ("by_section", "by_subset"):
             for name, r in p.get(key, {}).items():
-                rows.append([f"{key[3:]}: {name}", _f(r["estimate"]), _ci(r), str(r.get("n_pairs", ""))])
-        lines += _table(["set", "accuracy", "95% CI", "pairs"], rows)
+                rows.append([f"{key[3:]}: {name}", num(r["estimate"]), interval(r), str(r.get("n_pairs", ""))])
+        lines += table(["set", "accuracy", "95% CI", "pairs"], rows) + [""]
         if "rmbench" in p:
             rb = p["rmbench"]
             lines += ["RM-Bench style matrix (rows: chosen style, columns: rejected style; 0 concise, "
                       "1 detailed, 2 markdown). Hard = chosen less styled than rejected (upper right).", ""]
-            lines += _table(["chosen \\ rejected", "0", "1", "2"],
-                            [[str(i)] + [_f(v) for v in row] for i, row in enumerate(rb["matrix"])])
-            lines += _table(["RM-Bench", "accuracy", "95% CI"],
-                            [[n, _f(rb[n]["estimate"]), _ci(rb[n])] for n in ("hard", "normal", "easy", "average")])
+            lines += table(["chosen \\ rejected", "0", "1", "2"],
+                            [[str(i)] + [num(v) for v in row] for i, row in enumerate(rb["matrix"])]) + [""]
+            lines += table(["RM-Bench", "accuracy", "95% CI"],
+                            [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

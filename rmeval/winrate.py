@@ -8,10 +8,10 @@ orders prefer it, loses when both prefer the other, and ties otherwise (an equal
 that disagree, or an unreadable verdict, which is also counted). Win rate = (wins + ties / 2) / n,
 with a percentile bootstrap over prompts.
 
-Judges: ``HFPairwiseJudge``, a local causal LM read the way ``GenerativeJudgeScorer`` reads a
-rating (the next-token distribution over the verdict letters after ``Final verdict: [[``, so no
-sampled analysis is needed), and ``OpenAIPairwiseJudge``, any OpenAI-compatible endpoint through
-rmeval's ``OpenAIGenerator`` (the model writes its analysis, the last ``[[X]]`` is the verdict).
+Judges, on the backends of the pairwise-judge protocol (``rmeval.judging``): ``HFPairwiseJudge``,
+a local causal LM read from the next-token distribution over the verdict letters after
+``Final verdict: [[`` (so no sampled analysis is needed), and ``OpenAIPairwiseJudge``, any
+OpenAI-compatible endpoint (the model writes its analysis, the last ``[[X]]`` is the verdict).
 
 Across reward models: per model, the suitability risk is the sum of Cohen's d over the
 perturbations its suitability audit marks ``unsuitable`` (rejected at the FDR level and d above
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ import numpy as np
 
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_save_figure
+from rmcore.markdown import num
+from rmcore.markdown import table as md_table
+from rmeval.judging import JudgeBackend, Question, Tokens
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -81,70 +84,79 @@ def judge_prompt(prompt: str, answer_a: str, answer_b: str) -> str:
     return JUDGE_PROMPT.format(prompt=prompt, answer_a=answer_a, answer_b=answer_b)
 
 
-class PairwiseJudge(ABC):
+class VerdictQuestion(Question):
+    """The study's judge prompt as a question of the pairwise-judge protocol (``rmeval.judging``):
+    a local model is read at ``Final verdict: [[`` after it (the prompt's tokens cut from the left to
+    ``max_length``); an endpoint writes its analysis and the last ``[[X]]`` is the verdict."""
+
+    letters = VERDICTS
+
+    def __init__(self, max_length: int | None = None) -> None:
+        self.max_length = max_length
+
+    def text(self, item: tuple[str, str, str]) -> str:
+        return judge_prompt(*item)
+
+    def encode(self, backend: Any, items: Sequence[tuple[str, str, str]]) -> list[Tokens]:
+        out = []
+        for it in items:
+            body = self.text(it)
+            if getattr(backend.tokenizer, "chat_template", None):
+                text = backend.user_turn(body) + "Final verdict: [["
+            else:
+                text = body + "\n\nFinal verdict: [["
+            ids = backend.ids(text)
+            out.append(Tokens(ids[-self.max_length:] if self.max_length else ids))
+        return out
+
+    def parse(self, reply: str | None) -> str | None:
+        return parse_verdict(reply or "")
+
+
+class PairwiseJudge:
+    """A pairwise judge of two answers: ``judge(items)`` -> 'A' | 'B' | 'C' | None (unreadable) per
+    (prompt text, answer A, answer B); the verdict is the letter with the highest score."""
+
     kind = "pairwise_judge"
 
-    @abstractmethod
+    def __init__(self, backend: JudgeBackend, question: VerdictQuestion) -> None:
+        self.backend, self.question = backend, question
+
     def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
-        """(prompt text, answer A, answer B) -> 'A' | 'B' | 'C' | None (unreadable)."""
+        if not items:
+            return []
+        scores = self.backend.letter_scores(self.question, items)
+        return [None if row.isnan().any() else VERDICTS[int(row.argmax())] for row in scores]
 
 
 class HFPairwiseJudge(PairwiseJudge):
-    """A local causal LM; verdict = the most likely of the letters A/B/C after ``Final verdict: [[``."""
+    """A local causal LM; verdict = the most likely of the letters A/B/C after ``Final verdict: [[``
+    (no sampled analysis is needed). Prompts longer than ``max_length`` (at most the model's own
+    limit) keep their end."""
 
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
                  batch_size: int = 8, device: str | None = None, dtype: str = "float32") -> None:
-        from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
+        from rmcore.modeling import resolve_max_length
+        from rmeval.judging.local import LocalBackend
 
-        # the rating scorer's model loading, tokenisation and left-padded next-token logits
-        self.scorer = GenerativeJudgeScorer(model, tokenizer=tokenizer, max_length=max_length,
-                                            batch_size=batch_size, device=device, dtype=dtype)
-        self.letter_ids = digit_token_ids(self.scorer.tokenizer, VERDICTS)
-
-    def text(self, prompt: str, a: str, b: str) -> str:
-        body = judge_prompt(prompt, a, b)
-        tok = self.scorer.tokenizer
-        if getattr(tok, "chat_template", None):
-            return tok.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
-                                           add_generation_prompt=True) + "Final verdict: [["
-        return body + "\n\nFinal verdict: [["
-
-    def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
-        import torch
-
-        if not items:
-            return []
-        seqs = [self.scorer._ids(self.text(*it))[-self.scorer.max_length:] for it in items]
-        logits = self.scorer.next_token_logits(seqs)
-        per = torch.stack([torch.logsumexp(logits[:, ids].float(), dim=-1) for ids in self.letter_ids], dim=-1)
-        return [VERDICTS[i] for i in per.argmax(dim=-1).tolist()]
+        backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype)
+        super().__init__(backend, VerdictQuestion(resolve_max_length(max_length, backend.model, backend.tokenizer)))
 
 
 class OpenAIPairwiseJudge(PairwiseJudge):
-    """An OpenAI-compatible chat endpoint (GPT-5 in the study; vLLM, TGI, llama.cpp...)."""
+    """An OpenAI-compatible chat endpoint (GPT-5 in the study; vLLM, TGI, llama.cpp...), one request
+    at a time."""
 
     kind = "openai"
 
     def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
                  max_tokens: int = 1024, timeout: float = 120.0, seed: int | None = 0) -> None:
-        from rmeval.generators import OpenAIGenerator
+        from rmeval.judging.endpoint import EndpointBackend
 
-        self.client = OpenAIGenerator(model, base_url=base_url, api_key_env=api_key_env, temperature=0.0,
-                                      max_tokens=max_tokens, timeout=timeout, seed=seed)
-
-    def judge(self, items: list[tuple[str, str, str]]) -> list[str | None]:
-        # the generator's openai client: its retries and backoff on rate limits and server errors
-        kw: dict[str, Any] = {"seed": self.client.seed} if self.client.seed is not None else {}
-        out = []
-        for prompt, a, b in items:
-            resp = self.client.client.chat.completions.create(
-                model=self.client.model, temperature=0.0, max_tokens=self.client.max_tokens,
-                messages=[{"role": "user", "content": judge_prompt(prompt, a, b)}], **kw)
-            content = resp.choices[0].message.content if resp.choices else None
-            out.append(parse_verdict(content or ""))
-        return out
+        super().__init__(EndpointBackend(model, base_url=base_url, api_key_env=api_key_env, max_tokens=max_tokens,
+                                         timeout=timeout, concurrency=1, seed=seed), VerdictQuestion())
 
 
 def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096) -> PairwiseJudge:
@@ -235,13 +247,17 @@ def spearman_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def spearman_markdown(table: dict[str, Any]) -> str:
-    lines = ["| predictor | Spearman ρ with win rate | p | n |", "|---|---|---|---|"]
-    for key, label in (("suitability_risk", "suitability risk"), ("accuracy_change", "accuracy change")):
-        r = table[key]
-        lines.append(f"| {label} | {r['spearman']:.3f} | {r['p_value']:.4f} | {r['n']} |")
-    lines += ["", "| reward model | suitability risk | accuracy change | win rate |", "|---|---|---|---|"]
-    for m in table["models"]:
-        lines.append(f"| {m['name']} | {m['suitability_risk']:.3f} | {m['accuracy_change']:.3f} | {m['win_rate']:.3f} |")
+    # an undefined correlation (fewer than 3 finite points) has always printed as nan here
+    def f(x: Any, digits: int = 3) -> str:
+        return num(x, digits, missing="nan")
+
+    lines = md_table(["predictor", "Spearman ρ with win rate", "p", "n"],
+                     [[label, f(table[key]["spearman"]), f(table[key]["p_value"], 4), table[key]["n"]]
+                      for key, label in (("suitability_risk", "suitability risk"),
+                                         ("accuracy_change", "accuracy change"))])
+    lines += [""] + md_table(["reward model", "suitability risk", "accuracy change", "win rate"],
+                             [[m["name"], f(m["suitability_risk"]), f(m["accuracy_change"]), f(m["win_rate"])]
+                              for m in table["models"]])
     return "\n".join(lines) + "\n"
 
 

@@ -14,11 +14,12 @@ show it, never forcing it:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from rmcore.markdown import MISSING, num, table
 
 
 @dataclass(frozen=True)
@@ -72,23 +73,20 @@ def study_findings(summary: pd.DataFrame, findings: tuple[Finding, ...] = FINDIN
     return [judge(summary, f) for f in findings]
 
 
-def _fmt(x: float) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
-
-
 def findings_markdown(summary: pd.DataFrame, *, title: str = "The study's findings on this sweep",
                       context: str | None = None) -> str:
     """A report section: one row per finding, with both arms' seed means and ranges and the verdict."""
     lines = [f"## {title}", ""]
     lines.append(context or ("Each row is an ordering between arms that the matched-training study reports; "
                              "the verdict reads this sweep's seed values (see `rmtrain.findings`)."))
-    lines += ["", "| finding | arms | this sweep (mean [seed range]) | verdict | study |", "|---|---|---|---|---|"]
+    rows = []
     for r in study_findings(summary):
-        arms = f"{r['higher']} > {r['lower']} on `{r['column']}`"
         if "mean_higher" in r:
-            seen = (f"{_fmt(r['mean_higher'])} [{_fmt(r['range_higher'][0])}, {_fmt(r['range_higher'][1])}] vs "
-                    f"{_fmt(r['mean_lower'])} [{_fmt(r['range_lower'][0])}, {_fmt(r['range_lower'][1])}]")
+            seen = (f"{num(r['mean_higher'], 2)} [{num(r['range_higher'][0], 2)}, {num(r['range_higher'][1], 2)}] vs "
+                    f"{num(r['mean_lower'], 2)} [{num(r['range_lower'][0], 2)}, {num(r['range_lower'][1], 2)}]")
         else:
-            seen = "—"
-        lines.append(f"| {r['finding']} | {arms} | {seen} | **{r['verdict']}** | {r['study']} |")
+            seen = MISSING
+        rows.append([r["finding"], f"{r['higher']} > {r['lower']} on `{r['column']}`", seen, f"**{r['verdict']}**",
+                     r["study"]])
+    lines += [""] + table(["finding", "arms", "this sweep (mean [seed range])", "verdict", "study"], rows)
     return "\n".join(lines) + "\n"

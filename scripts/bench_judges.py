@@ -1,6 +1,6 @@
 """Judge elicitation throughput: prefix KV-cache reuse across attributes vs one full forward per call.
 
-Same tiny causal LM (built here from a config, byte-level BPE tokenizer trained on the items), same
+Same tiny causal LM (rmcore.tiny: built from a config, byte-level BPE tokenizer trained on the items), same
 items (RM-Bench chat pairs), same questions (the 20 core attributes + the overall verdict, both
 orders), same token ids. ``LocalPairJudge(prefix_reuse=True)`` runs each item's prefix once and
 only the short attribute questions per call; ``prefix_reuse=False`` runs every call in full
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rmcore.data.preference_sets import load_rm_bench
+from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -34,22 +35,11 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / 
 
 
 def tiny_judge(path: Path, texts: list[str], hidden: int, layers: int) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=2000, special_tokens=["[PAD]", "[EOS]"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="[PAD]", eos_token="[EOS]")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    """A random tiny Llama (rmcore.tiny) with a BPE tokenizer trained on ``texts`` (pad and EOS tokens)."""
+    tok = train_tokenizer(texts, 2000, pad_token="[PAD]", eos_token="[EOS]")
+    model = tiny_model(tok, "llama", hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096)
+    return save_tiny(path, model, tok)
 
 
 def main() -> None:

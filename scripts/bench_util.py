@@ -1,5 +1,6 @@
 """Shared pieces of the benchmark scripts: this machine's fp32 matmul rate, and a small
-Qwen3-architecture reward model built from a config (no download) for decoder benchmarks."""
+Qwen3-architecture reward model built from a config by rmcore.tiny (no download) for decoder
+benchmarks."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ from typing import Any
 
 import torch
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
+from rmcore.tiny import tiny_causal_lm
 
 
 def matmul_gflops(n: int = 512, seconds: float = 1.0) -> float:
@@ -30,26 +28,12 @@ def matmul_gflops(n: int = 512, seconds: float = 1.0) -> float:
 
 def build_qwen3(out: Path, texts: list[str], *, hidden: int = 256, layers: int = 4, heads: int = 4,
                 intermediate: int = 768, vocab: int = 4000, seed: int = 0) -> str:
-    """A randomly initialised Qwen3 causal LM and a byte-level BPE tokenizer trained on ``texts``
-    (chat template, EOS, no pad: rmtrain adds its dedicated pad token), saved under ``out``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
-    tok.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=intermediate,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                      head_dim=hidden // heads, max_position_embeddings=4096, eos_token_id=tok.eos_token_id,
-                      tie_word_embeddings=True)
-    Qwen3ForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
+    """The benchmarks' decoder: a randomly initialised Qwen3 causal LM of this shape and a byte-level
+    BPE tokenizer trained on ``texts`` (rmcore.tiny: chat template, EOS, no pad, so rmtrain adds
+    its dedicated pad token), saved under ``out``."""
+    return str(tiny_causal_lm(out, texts, "qwen3", vocab_size=vocab, seed=seed, hidden_size=hidden,
+                              intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
+                              num_key_value_heads=heads, head_dim=hidden // heads, max_position_embeddings=4096))
 
 
 def forward_flops_per_token(model: Any) -> float:

@@ -10,7 +10,7 @@ import pytest
 
 from rmcore.console import RunProgress, use_progress_bar
 from rmcore.modeling import load_reward_model
-from tests.tiny_models import tiny_causal_lm
+from rmcore.tiny import tiny_causal_lm
 
 
 @pytest.fixture(scope="module")

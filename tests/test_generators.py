@@ -7,12 +7,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import DataError
+from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.generators import (
     GENERATORS,
     INSTRUCTIONS,
@@ -53,16 +51,9 @@ def test_file_generator_orders_variants_and_names_bad_row(tmp_path):
 
 
 def _tiny_lm(tmp_path):
-    tk = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
     corpus = [INSTRUCTIONS["paraphrase"], INSTRUCTIONS["related"], "User: Assistant: bake bread poem sea"]
-    tk.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[EOS]"]))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, eos_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    tok = train_tokenizer(corpus, word_level=True, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
+    save_tiny(tmp_path, tiny_model(tok, "llama", num_attention_heads=4, num_key_value_heads=4), tok)
 
 
 def test_hf_generator_tiny_lm(tmp_path):

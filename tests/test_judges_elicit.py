@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
+from rmcore.jobs import make_executor
+from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -36,7 +36,7 @@ from rmeval.judges.elicit import (
     questions_for,
 )
 from rmeval.judges.inventory import OVERALL, load_inventory
-from rmeval.judges.shards import make_executor, run_shards
+from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -58,19 +58,12 @@ def three_source_items(n_per_source: int = 4) -> pd.DataFrame:
 
 
 def save_tiny_judge(path: Path, texts: list[str], *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=["[PAD]", "[EOS]"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="[PAD]", eos_token="[EOS]")
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
-                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    """A tiny Llama judge (rmcore.tiny), BPE tokenizer trained on ``texts`` with a pad and an EOS token."""
+    tok = train_tokenizer(texts, 600, pad_token="[PAD]", eos_token="[EOS]")
+    model = tiny_model(tok, "llama", seed=seed, hidden_size=hidden, intermediate_size=2 * hidden,
+                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                       max_position_embeddings=2048)
+    return save_tiny(path, model, tok)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +112,7 @@ def test_prefix_reuse_with_a_chat_template(judge_path, items):
     calls = build_calls(items.head(2), questions_for(load_inventory(names=ATTRS[:2])))
     fast = LocalPairJudge(model, tokenizer=tok, max_length=768)
     slow = LocalPairJudge(model, tokenizer=tok, max_length=768, prefix_reuse=False)
-    assert fast._tail == "<|end|>\n<|assistant|>\n"
+    assert fast.local.chat_parts()[1] == "<|end|>\n<|assistant|>\n"
     pre, suf = fast.encode(calls[0])
     text = tok.apply_chat_template([{"role": "user", "content": calls[0].prefix + calls[0].question}], tokenize=False,
                                    add_generation_prompt=True)

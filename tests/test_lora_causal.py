@@ -2,7 +2,7 @@
 
 The model (Qwen2, hidden 32, 2 layers) and its tokenizer (byte-level BPE trained here on the
 simulated set's text, an EOS token, no pad token, a minimal chat template whose turns end in EOS)
-are built locally, so nothing is downloaded. References are independent of rmtrain's scoring code:
+are built locally by rmcore.tiny, so nothing is downloaded. References are independent of rmtrain's scoring code:
 the backbone's last hidden state at the last real token, pushed through the score head by hand."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import torch
 from rmcore.data.registry import load_rating_set
 from rmcore.formatting import Encoded, encode_example, layout
 from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
+from rmcore.tiny import CHAT_TEMPLATE, tiny_causal_lm
+from rmcore.tiny import train_tokenizer as train_bpe
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from tests import tiny_models
-from tests.tiny_models import tiny_causal_lm
 
 DATA = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
 MAX_LENGTH = 256  # the tiny models' positions; the simulated texts run 81-356 tokens, so lengths vary
@@ -35,8 +35,11 @@ def corpus() -> list[str]:
 
 
 def train_tokenizer() -> Any:
-    """The tiny models' tokenizer trained on the simulated set (tests.tiny_models)."""
-    return tiny_models.train_tokenizer(corpus())
+    """The tiny models' tokenizer trained on the simulated set: EOS only (no pad, no unk), the
+    minimal chat template."""
+    tok = train_bpe(corpus(), 400, chat_template=CHAT_TEMPLATE)
+    assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
+    return tok
 
 
 @pytest.fixture(scope="module")

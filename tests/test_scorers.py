@@ -5,15 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import (
-    LlamaConfig,
-    LlamaForCausalLM,
-    LlamaForSequenceClassification,
-    PreTrainedTokenizerFast,
-)
+from transformers import PreTrainedTokenizerFast
 
 from rmcore.formatting import plain_prompt
+from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.scoring import make_scorer
 from rmeval.scoring.base import SCORERS
 from rmeval.scoring.dpo import DPOImplicitScorer
@@ -30,47 +25,26 @@ CORPUS = [
 ]
 
 
-def tiny_tokenizer(tmp_path, *, bpe: bool = False) -> PreTrainedTokenizerFast:
-    specials = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
-    if bpe:  # byte-level BPE: digits after a space become "Ġ3"-style tokens
-        tk = Tokenizer(models.BPE(unk_token="[UNK]"))
-        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        from tokenizers import decoders
-        tk.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    else:
-        tk = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-        tk.pre_tokenizer = pre_tokenizers.Whitespace()
-        trainer = trainers.WordLevelTrainer(special_tokens=specials)
-    tk.train_from_iterator(CORPUS * 3, trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]",
-                                  bos_token="[BOS]", eos_token="[EOS]")
-    tok.save_pretrained(tmp_path)
-    return tok
+SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[BOS]", "eos_token": "[EOS]"}
+LLAMA = {"num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512}  # hidden 32, 2 layers
 
 
-def tiny_config(tok) -> LlamaConfig:
-    return LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
-                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+def tiny_tokenizer(*, bpe: bool = False) -> PreTrainedTokenizerFast:
+    """Word-level on the corpus, or byte-level BPE (digits after a space become "Ġ3"-style tokens)."""
+    return train_tokenizer(CORPUS * 3, 400 if bpe else None, word_level=not bpe, **SPECIAL_TOKENS)
 
 
 def save_tiny_classifier(path, seed: int = 0):
-    tok = tiny_tokenizer(path)
-    torch.manual_seed(seed)
-    cfg = tiny_config(tok)
-    cfg.num_labels = 1
-    model = LlamaForSequenceClassification(cfg)
-    model.save_pretrained(path)
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, "llama", head="classifier", seed=seed, num_labels=1, **LLAMA)
+    save_tiny(path, model, tok)
     return model, tok
 
 
 def save_tiny_lm(path, seed: int = 0, bpe: bool = False):
-    tok = tiny_tokenizer(path, bpe=bpe)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(tiny_config(tok))
-    model.save_pretrained(path)
+    tok = tiny_tokenizer(bpe=bpe)
+    model = tiny_model(tok, "llama", seed=seed, **LLAMA)
+    save_tiny(path, model, tok)
     return model, tok
 
 

@@ -1,6 +1,6 @@
 """Shared-prompt training forward: same rewards and gradients as one forward per text.
 
-Tiny Qwen3-architecture reward model built from a config, tokenizer trained locally
+Tiny Qwen3-architecture reward model built from a config (rmcore.tiny), tokenizer trained locally
 (tests.test_lora_causal). The reference is the model's own ordinary forward of each padded text."""
 
 from __future__ import annotations
@@ -18,26 +18,19 @@ from rmcore.errors import ConfigError
 from rmcore.formatting import encode_example, pad_batch
 from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model
 from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
+from rmcore.tiny import lora_with_effect, save_tiny, tiny_model
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from tests.test_lora_causal import DATA, train_tokenizer
-from tests.tiny_models import lora_with_effect
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
     tok = train_tokenizer()
-    torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                      eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_qwen3")
-    Qwen3ForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    model = tiny_model(tok, "qwen3", num_attention_heads=4, head_dim=8, max_position_embeddings=512,
+                       tie_word_embeddings=True)
+    return save_tiny(tmp_path_factory.mktemp("tiny_qwen3"), model, tok)
 
 
 def pairs_batch(tok: Any, max_length: int) -> tuple[list[list[int]], list[list[int]]]:

@@ -170,24 +170,14 @@ def test_rmbench_levels_are_a_perturbation_source():
 
 def save_verdict_lm(path):
     """A tiny causal LM whose word-level vocabulary has the verdict letters and rating digits."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
+    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
     from rmeval.scoring.judge import JUDGE_TEMPLATE
     from rmeval.scoring.pairwise_judge import PAIRWISE_TEMPLATE
 
-    tk = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
     corpus = [PAIRWISE_TEMPLATE, JUDGE_TEMPLATE, "A B 1 2 3 4 5 User Paris capital France cats joke"]
-    tk.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[EOS]"]))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                      pad_token_id=0, eos_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
+    tok = train_tokenizer(corpus, word_level=True, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
+    save_tiny(path, tiny_model(tok, "llama", num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256),
+              tok)
 
 
 def test_confidence_seq_classifier_and_judge_by_hand(tmp_path):

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from rmcore.data.registry import load_rating_set
+from rmcore.tiny import tiny_causal_lm
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
 from rmtrain.sweep import Ledger, expand, run_sweep
 from rmtrain.sweep.report import FIGURES
-from tests.tiny_models import tiny_causal_lm
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}

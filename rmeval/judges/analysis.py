@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.markdown import num, table
+
 from .inventory import OVERALL
 
 
@@ -286,22 +288,20 @@ def analyze(judgments: pd.DataFrame, *, attributes: list[str] | None = None, see
 
 def analysis_markdown(res: dict[str, Any]) -> str:
     def f(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
+        return num(x, missing="n/a")
 
     ag = res["agreement"]
     lines = ["# Judge analysis", "",
              f"{res['meta']['n_judges']} judges, {res['meta']['n_items']} items, "
-             f"{len(res['meta']['attributes'])} attributes.", "",
-             "| agreement | mean over pairs | pooled | kappa | coverage |", "|---|---|---|---|---|"]
-    for k in ("overall", "attribute", "same_winner", "opposite_winner"):
-        lines.append(f"| {k} | {f(ag[k])} | {f(ag[k + '_pooled'])} | {f(ag[k + '_kappa'])} | "
-                     f"{f(ag.get(k + '_coverage'))} |")
-    lines += ["", "| judge | order consistency | stable rate | first-position rate | cv accuracy | "
-              "cv accuracy (shared) | split-half SB | items (excluded) |", "|---|---|---|---|---|---|---|---|"]
-    for name, j in res["judges"].items():
-        lines.append(f"| {name} | {f(j['order_consistency'])} | {f(j['stable_rate'])} | "
-                     f"{f(j['position_bias']['first_rate'])} | {f(j['cv_accuracy'])} | {f(j['shared_cv_accuracy'])} | "
-                     f"{f(j['split_half']['spearman_brown'])} | {j['n_items']} ({j['n_excluded']}) |")
+             f"{len(res['meta']['attributes'])} attributes.", ""]
+    lines += table(["agreement", "mean over pairs", "pooled", "kappa", "coverage"],
+                   [[k, f(ag[k]), f(ag[k + "_pooled"]), f(ag[k + "_kappa"]), f(ag.get(k + "_coverage"))]
+                    for k in ("overall", "attribute", "same_winner", "opposite_winner")])
+    lines += [""] + table(["judge", "order consistency", "stable rate", "first-position rate", "cv accuracy",
+                           "cv accuracy (shared)", "split-half SB", "items (excluded)"],
+                          [[name, f(j["order_consistency"]), f(j["stable_rate"]), f(j["position_bias"]["first_rate"]),
+                            f(j["cv_accuracy"]), f(j["shared_cv_accuracy"]), f(j["split_half"]["spearman_brown"]),
+                            f"{j['n_items']} ({j['n_excluded']})"] for name, j in res["judges"].items()])
     wc = res["weight_correlation"]
     lines += ["", f"Cross-judge weight correlation: own perception Pearson {f(wc['own']['pearson'])}, "
               f"Spearman {f(wc['own']['spearman'])}; shared perception Pearson {f(wc['shared']['pearson'])}, "

@@ -7,7 +7,8 @@ for every attribute, so a local model computes its KV cache once and runs only t
 per attribute (``LocalPairJudge(prefix_reuse=True)``), and an endpoint such as vLLM reuses it
 through its own prefix cache.
 
-A backend answers, per call, the letter it names: +1 the first-shown response ("A"), -1 the second
+A judge (a backend of the pairwise-judge protocol, ``rmeval.judging``) answers, per call, the letter it
+names: +1 the first-shown response ("A"), -1 the second
 ("B"), 0 no resolved direction, NaN a malformed answer (counted; it becomes direction 0, never a
 direction). The runner maps letters back: in order BA the first-shown response is the original B.
 
@@ -19,14 +20,13 @@ duplicated or asked twice.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
 import re
 import time
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,11 @@ import torch
 
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_table, read_table
+from rmeval.judging import JudgeBackend, Question, Tokens
+from rmeval.judging.endpoint import EndpointBackend
+from rmeval.judging.local import LocalBackend
 from rmeval.scoring.base import fingerprint_of, model_identity
 from rmeval.scoring.cache import ScoreCache, cache_key
-from rmeval.scoring.judge import load_causal_judge, next_token_logits, single_token_ids
 
 from .inventory import OVERALL, Attribute
 from .tables import ORDERS, validate_judgments
@@ -91,209 +93,155 @@ def build_calls(items: pd.DataFrame, questions: dict[str, str]) -> list[Call]:
             for row in items.itertuples(index=False) for order in ORDERS for attr, q in questions.items()]
 
 
-# the letter itself is case-sensitive ("a lot of..." is not an answer); the words around it are not
-_LETTER = re.compile(r"^[\s\*\"'\(\[]*(?:(?i:response|answer|option)\s*[:\-]?\s*)?\(?([AB])\b")
-_TIE = re.compile(r"^\W*(tie|equal|same|neither|both|no difference)\b", re.IGNORECASE)
-_BOTH_LETTERS = re.compile(r"^\W*A\s*(or|/|and)\s*B\b")
+class CallQuestion(Question):
+    """Elicitation calls as a question of the pairwise-judge protocol (``rmeval.judging``): the item
+    then the question, one user turn. For a local model the item (head of the chat template + the
+    item) and the question (+ the template's tail) are tokenised apart, so every question on an item
+    shares its token ids and its KV cache (``Tokens.group``: the item in this order); a call longer
+    than ``max_length`` keeps the end of the item, next to the question (``n_truncated`` counts
+    them). An endpoint's reply is read by ``rmeval.judging.read_letter``."""
 
+    letters = ("A", "B")
 
-def parse_letter(text: str | None) -> float:
-    """Reply text -> +1 (A), -1 (B), 0 (an explicit tie / no difference), NaN (malformed)."""
-    if not text or _BOTH_LETTERS.match(text.strip()):  # "A or B" names no answer
-        return math.nan
-    m = _LETTER.match(text.strip())
-    if m:
-        return 1.0 if m.group(1) == "A" else -1.0
-    if _TIE.match(text.strip()):
-        return 0.0
-    return math.nan
+    def __init__(self, max_length: int = 4096) -> None:
+        self.max_length, self.n_truncated = max_length, 0
+        self._prefix_ids: dict[str, list[int]] = {}
+
+    def text(self, call: Call) -> str:
+        return call.prefix + call.question
+
+    def encode_one(self, backend: Any, call: Call) -> tuple[list[int], list[int]]:
+        """(prefix ids, question ids); the concatenation is the full call for both code paths."""
+        head, tail = backend.chat_parts()
+        if call.prefix not in self._prefix_ids:
+            if len(self._prefix_ids) > 64:
+                self._prefix_ids.clear()
+            self._prefix_ids[call.prefix] = backend.ids(head + call.prefix)
+        pre = self._prefix_ids[call.prefix]
+        suf = backend.tokenizer(call.question + tail, add_special_tokens=False)["input_ids"]
+        if len(pre) + len(suf) > self.max_length:  # keep the end of the item, next to the question
+            self.n_truncated += 1
+            pre = pre[len(pre) + len(suf) - self.max_length:]
+        return pre, suf
+
+    def encode(self, backend: Any, calls: Sequence[Call]) -> list[Tokens]:
+        return [Tokens(*self.encode_one(backend, c), group=c.prefix) for c in calls]
 
 
 class PairJudge(ABC):
-    """A judge backend: ``answer(calls)`` -> per call +1 (first-shown), -1 (second), 0, NaN."""
+    """An elicitation judge: ``answer(calls)`` -> per call +1 (first-shown), -1 (second), 0 (no
+    resolved direction), NaN (a reply naming neither; counted, kept as direction 0). The direction
+    is resolved when ``|p(A | A or B) - 0.5| > margin``, with p = σ(s_A − s_B) from the backend's
+    letter scores (an endpoint's named letter: p = 1 or 0; a tie: ½)."""
 
     kind = "pair_judge"
 
-    def __init__(self) -> None:
-        self.n_calls = 0
+    def __init__(self, backend: JudgeBackend, question: CallQuestion, *, name: str, margin: float = 0.0) -> None:
+        self.backend, self.question, self._name, self.margin = backend, question, name, margin
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     @property
     @abstractmethod
-    def name(self) -> str: ...
+    def fingerprint(self) -> str:
+        """Stable id of the backend and every setting that changes an answer (the cache's key space)."""
 
     @property
-    @abstractmethod
-    def fingerprint(self) -> str: ...
+    def n_calls(self) -> int:
+        return self.backend.n_calls
 
-    @abstractmethod
-    def answer(self, calls: list[Call]) -> list[float]: ...
+    def p_first(self, calls: list[Call]) -> np.ndarray:
+        """p("A" | "A" or "B") per call: the probability of naming the first-shown response."""
+        s = self.backend.letter_scores(self.question, calls)
+        return torch.sigmoid(s[:, 0] - s[:, 1]).double().numpy()
 
-    def close(self) -> None:  # noqa: B027 -- optional hook: backends holding a model release it
-        """Release resources (a loaded model)."""
+    def answer(self, calls: list[Call]) -> list[float]:
+        return [math.nan if math.isnan(p) else 1.0 if p > 0.5 + self.margin else -1.0 if p < 0.5 - self.margin
+                else 0.0 for p in self.p_first(calls).tolist()]
+
+    def close(self) -> None:
+        self.backend.close()
 
 
 class LocalPairJudge(PairJudge):
-    """A local Hugging Face causal LM. The answer is read from next-token probabilities: the mass of
-    every single-token spelling of "A" against that of "B"; the direction is resolved when
-    ``|p(A | A or B) - 0.5| > margin``. With ``prefix_reuse`` the item's KV cache is computed once
-    and shared by all questions on it; otherwise every call is one full forward (same token ids,
-    so the same directions up to float rounding)."""
+    """A local Hugging Face causal LM (``rmeval.judging.local``), read from next-token
+    probabilities: the mass of every single-token spelling of "A" against that of "B". With
+    ``prefix_reuse`` the item's KV cache is computed once and shared by all questions on it;
+    otherwise every call is one full forward (same token ids, so the same directions up to float
+    rounding)."""
 
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, name: str | None = None,
                  batch_size: int = 32, max_length: int = 4096, device: str | None = None, dtype: str = "float32",
                  prefix_reuse: bool = True, margin: float = 0.0, trust_remote_code: bool = False) -> None:
-        super().__init__()
-        self.model, self.tokenizer, self.model_id = load_causal_judge(
-            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
-        self.device = next(self.model.parameters()).device
-        self._name = name or Path(self.model_id.rstrip("/")).name
-        self.batch_size, self.max_length, self.dtype = batch_size, max_length, dtype
-        self.prefix_reuse, self.margin = prefix_reuse, margin
-        self.letter_ids = [single_token_ids(self.tokenizer, c) for c in ("A", "B")]
-        if not all(self.letter_ids) or set(self.letter_ids[0]) & set(self.letter_ids[1]):
-            raise ConfigError(f"judge {self.model_id}: tokenizer has no distinct single tokens for 'A' and 'B'")
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.n_truncated = 0
-        chat = bool(getattr(self.tokenizer, "chat_template", None))
-        if chat:  # the item and question form one user turn; split the rendered template around it
-            marker = "\x00MARK\x00"
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
-                                                      add_generation_prompt=True)
-            self._head, self._tail = text.split(marker)
-        else:
-            self._head, self._tail = "", ""
-        self._special = not chat  # a chat template already holds BOS
-        self._prefix_ids: dict[str, list[int]] = {}
-
-    @property
-    def name(self) -> str:
-        return self._name
+        backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype,
+                               prefix_reuse=prefix_reuse, trust_remote_code=trust_remote_code)
+        super().__init__(backend, CallQuestion(max_length), name=name or Path(backend.model_id.rstrip("/")).name,
+                         margin=margin)
+        self.local: LocalBackend = backend
+        self.letter_ids = backend.letter_ids(self.question.letters)
+        self.batch_size, self.max_length, self.dtype, self.prefix_reuse = batch_size, max_length, dtype, prefix_reuse
 
     @property
     def fingerprint(self) -> str:
+        head, tail = self.local.chat_parts()
         return fingerprint_of("pair_judge_hf", {"model": model_identity(self.model_id), "max_length": self.max_length,
-                                                "dtype": self.dtype, "margin": self.margin,
-                                                "head": self._head, "tail": self._tail})
+                                                "dtype": self.dtype, "margin": self.margin, "head": head, "tail": tail})
+
+    @property
+    def model(self) -> Any:
+        return self.local.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.local.tokenizer
+
+    @property
+    def model_id(self) -> str:
+        return self.local.model_id
+
+    @property
+    def device(self) -> Any:
+        return self.local.device
+
+    @property
+    def pad_id(self) -> int:
+        return self.local.pad_id
+
+    @property
+    def n_truncated(self) -> int:
+        return self.question.n_truncated
 
     def encode(self, call: Call) -> tuple[list[int], list[int]]:
-        """(prefix ids, question ids); the concatenation is the full call for both code paths."""
-        if call.prefix not in self._prefix_ids:
-            if len(self._prefix_ids) > 64:
-                self._prefix_ids.clear()
-            self._prefix_ids[call.prefix] = self.tokenizer(self._head + call.prefix,
-                                                           add_special_tokens=self._special)["input_ids"]
-        pre = self._prefix_ids[call.prefix]
-        suf = self.tokenizer(call.question + self._tail, add_special_tokens=False)["input_ids"]
-        if len(pre) + len(suf) > self.max_length:  # keep the end of the item, next to the question
-            self.n_truncated += 1
-            pre = pre[len(pre) + len(suf) - self.max_length:]
-        return pre, suf
-
-    def _p_first(self, logits: torch.Tensor) -> torch.Tensor:
-        """p("A" | "A" or "B") from next-token logits."""
-        la = torch.logsumexp(logits[:, self.letter_ids[0]].float(), dim=-1)
-        lb = torch.logsumexp(logits[:, self.letter_ids[1]].float(), dim=-1)
-        return torch.sigmoid(la - lb)
-
-    @torch.inference_mode()
-    def _prefix_logits(self, prefix: list[int], suffixes: list[list[int]]) -> torch.Tensor:
-        """Next-token logits after prefix + each suffix, the prefix run once (KV cache repeated over
-        the batch of suffixes, suffixes right-padded: causal attention never looks at the padding)."""
-        # transformers >= 5.2x names the KV cache argument ``cache`` (``past_key_values`` before)
-        core = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
-        arg = "cache" if "cache" in inspect.signature(core.forward).parameters else "past_key_values"
-        out = self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True)
-        cache = getattr(out, "cache", None) or out.past_key_values
-        n_pre = len(prefix)
-        rows: list[torch.Tensor] = []
-        for i in range(0, len(suffixes), self.batch_size):
-            chunk = suffixes[i:i + self.batch_size]
-            width = max(len(s) for s in chunk)
-            ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-            for r, s in enumerate(chunk):
-                ids[r, :len(s)] = torch.tensor(s)
-            cache.batch_repeat_interleave(len(chunk))
-            logits = self.model(input_ids=ids.to(self.device),
-                                attention_mask=torch.ones((len(chunk), n_pre + width), dtype=torch.long,
-                                                          device=self.device),
-                                position_ids=(n_pre + torch.arange(width, device=self.device)).expand(len(chunk), -1),
-                                use_cache=True, **{arg: cache}).logits
-            last = torch.tensor([len(s) - 1 for s in chunk], device=logits.device)
-            rows.append(logits[torch.arange(len(chunk), device=logits.device), last].float().cpu())
-            cache.crop(-width)  # back to the prefix, batch of one
-            cache.batch_select_indices(torch.tensor([0], device=self.device))
-        return torch.cat(rows)
-
-    def p_first(self, calls: list[Call]) -> np.ndarray:
-        """p("A" | "A" or "B") per call: the probability of naming the first-shown response."""
-        if not calls:
-            return np.zeros(0)
-        enc = [self.encode(c) for c in calls]
-        self.n_calls += len(calls)
-        if not self.prefix_reuse:
-            logits = next_token_logits(self.model, [p + s for p, s in enc], batch_size=self.batch_size,
-                                       pad_id=self.pad_id, device=self.device)
-            return self._p_first(logits).double().numpy()
-        out = np.zeros(len(calls))
-        groups: dict[str, list[int]] = {}
-        for i, c in enumerate(calls):
-            groups.setdefault(c.prefix, []).append(i)
-        for idx in groups.values():
-            out[idx] = self._p_first(self._prefix_logits(enc[idx[0]][0], [enc[i][1] for i in idx])).double().numpy()
-        return out
-
-    def answer(self, calls: list[Call]) -> list[float]:
-        return [1.0 if p > 0.5 + self.margin else -1.0 if p < 0.5 - self.margin else 0.0
-                for p in self.p_first(calls).tolist()]
-
-    def close(self) -> None:
-        self.model = None
+        """(prefix ids, question ids) of a call."""
+        return self.question.encode_one(self.local, call)
 
 
 class EndpointPairJudge(PairJudge):
-    """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...) through the ``openai`` client
-    (retries with backoff on 429/5xx). Greedy, a few tokens; the reply is parsed by
-    ``parse_letter`` and a malformed reply is counted and left unresolved."""
+    """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...; ``rmeval.judging.endpoint``).
+    Greedy, a few tokens; a malformed reply is counted and left unresolved."""
 
     kind = "openai"
 
     def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", name: str | None = None,
                  max_tokens: int = 4, timeout: float = 60.0, max_retries: int = 5, concurrency: int = 8) -> None:
-        from rmeval.generators import openai_client
-
-        super().__init__()
-        self.model, self.base_url, self.max_tokens, self.concurrency = model, base_url, max_tokens, concurrency
-        self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
-        self._name = name or model.replace("/", "_")
-        self.n_malformed = 0
-
-    @property
-    def name(self) -> str:
-        return self._name
+        backend = EndpointBackend(model, base_url=base_url, api_key_env=api_key_env, max_tokens=max_tokens,
+                                  timeout=timeout, max_retries=max_retries, concurrency=concurrency)
+        super().__init__(backend, CallQuestion(), name=name or model.replace("/", "_"))
+        self.endpoint: EndpointBackend = backend
+        self.model, self.base_url, self.max_tokens = model, base_url, max_tokens
 
     @property
     def fingerprint(self) -> str:
         return fingerprint_of("pair_judge_openai", {"model": self.model, "base_url": self.base_url,
                                                     "max_tokens": self.max_tokens})
 
-    def _one(self, call: Call) -> float:
-        resp = self.client.chat.completions.create(
-            model=self.model, temperature=0.0, max_tokens=self.max_tokens,
-            messages=[{"role": "user", "content": call.prefix + call.question}])
-        try:
-            text = resp.choices[0].message.content
-        except (AttributeError, IndexError, TypeError):
-            text = None
-        return parse_letter(text)
-
-    def answer(self, calls: list[Call]) -> list[float]:
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            out = list(pool.map(self._one, calls))
-        self.n_calls += len(calls)
-        self.n_malformed += sum(1 for x in out if math.isnan(x))
-        return out
+    @property
+    def n_malformed(self) -> int:
+        return self.endpoint.n_malformed
 
 
 def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
@@ -359,27 +307,28 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
                unit="call", smoothing=0.1)
     per_item = 2 * len(questions)
+
+    def ask(todo: list[Call]) -> list[tuple[Any, ...]]:
+        return [ScoreCache.row(fp, a, False, False) for a in judge.answer(todo)]
+
     try:
         for start in range(0, len(calls_all), per_item * chunk_items):
             calls = calls_all[start:start + per_item * chunk_items]
             keys = [cache_key(fp, c.rendered()) for c in calls]
-            found = {k: v[0] for k, v in cache.get_many(keys).items()}
+            have = cache.get_many(keys)
             for o in others:
-                missing = [k for k in keys if k not in found]
+                missing = [k for k in keys if k not in have]
                 if missing:
                     got = o.get_many(missing)
-                    found.update({k: v[0] for k, v in got.items()})
+                    have.update(got)
                     if got:  # copy into this shard's file so it is self-contained
-                        cache.put_many(fp, [(k, v[0], False, False) for k, v in got.items()])
-            todo = [(k, c) for k, c in zip(keys, calls) if k not in found]
-            stats.n_cached += len(calls) - len(todo)
-            if todo:
-                answers = judge.answer([c for _, c in todo])
-                stats.n_made += len(todo)
-                rows = [(k, a, False, False) for (k, _), a in zip(todo, answers)]
-                cache.put_many(fp, rows)  # committed before the next chunk: a kill loses at most this chunk
-                found.update({k: a for k, a, _, _ in rows})
-            values.update(found)
+                        cache.put_many([(k, *v) for k, v in got.items()])
+            # asked in one batch, committed before the next chunk: a kill loses at most this chunk
+            answered, fresh = cache.fill(keys, calls, ask, chunk_size=len(calls))
+            made = sum(1 for k in keys if k in fresh)
+            stats.n_cached += len(calls) - made
+            stats.n_made += made
+            values.update({k: ScoreCache.value(v)[0] for k, v in answered.items()})
             bar.update(len(calls))
     finally:
         bar.close()

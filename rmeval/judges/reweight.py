@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.markdown import percent, table
+
 from .analysis import Panel, _logreg, build_panel, one_blas_thread
 
 BUDGETS = (32, 64, 128, 256)
@@ -138,19 +140,18 @@ def reweight(items: pd.DataFrame, judgments: pd.DataFrame, *, attributes: list[s
 
 def reweight_markdown(res: dict[str, Any]) -> str:
     def f(x: float | None) -> str:
-        return "n/a" if x is None else f"{100 * x:.1f}"
+        return percent(x, missing="n/a")
 
-    lines = ["# Judge reweighting (accuracy %, held-out 25%)", "",
-             "| judge | source | n_test | base | reweighted | " +
-             " | ".join(f"budget {b}" for b in res["meta"]["budgets"]) + " | top-k (alignment) | rubric | LoRA SFT |",
-             "|---|---|---|---|---|" + "---|" * len(res["meta"]["budgets"]) + "---|---|---|"]
+    budgets = res["meta"]["budgets"]
+    rows = []
     for name, j in res["judges"].items():
         for s, r in j["sources"].items():
-            bud = r.get("budgets", {})
+            bud, base = r.get("budgets", {}), r.get("baselines", {})
             tk = "; ".join(f"k={k}: {f(t['accuracy'])} ({f(t['alignment'])})" for k, t in r.get("top_k", {}).items())
-            base = r.get("baselines", {})
-            lines.append(f"| {name} | {s} | {r['n_test']} | {f(r['base_accuracy'])} | {f(r['reweighted_accuracy'])} | "
-                         + " | ".join(f(bud.get(str(b), {}).get("mean")) for b in res["meta"]["budgets"])
-                         + f" | {tk} | {f(base.get('rubric', {}).get('accuracy'))} | "
-                         f"{f(base.get('lora_sft', {}).get('accuracy'))} |")
+            rows.append([name, s, r["n_test"], f(r["base_accuracy"]), f(r["reweighted_accuracy"]),
+                         *(f(bud.get(str(b), {}).get("mean")) for b in budgets), tk,
+                         f(base.get("rubric", {}).get("accuracy")), f(base.get("lora_sft", {}).get("accuracy"))])
+    lines = ["# Judge reweighting (accuracy %, held-out 25%)", ""]
+    lines += table(["judge", "source", "n_test", "base", "reweighted", *(f"budget {b}" for b in budgets),
+                    "top-k (alignment)", "rubric", "LoRA SFT"], rows)
     return "\n".join(lines) + "\n"

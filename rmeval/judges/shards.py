@@ -1,13 +1,15 @@
-"""Run shard callables locally or as a SLURM job array through a submitit executor.
-
-Kept in one place on purpose: ``rmtrain.sweep`` is getting its own submitit executor for sweeps,
-and this function is the seam where the two are unified (pass that executor here).
+"""Run shard callables locally or as a SLURM job array through a submitit executor
+(``make_executor``: the one factory in ``rmcore.jobs``, shared with ``rmtrain sweep``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from rmcore.jobs import make_executor
+
+__all__ = ["make_executor", "run_shards"]
 
 
 def run_shards(shards: Sequence[Callable[[], Any]], executor: Any | None = None) -> list[Any]:
@@ -29,21 +31,3 @@ def run_shards(shards: Sequence[Callable[[], Any]], executor: Any | None = None)
     if errors:
         raise RuntimeError("; ".join(errors))
     return results
-
-
-def make_executor(kind: str, folder: str, **params: Any) -> Any:
-    """A submitit executor: ``slurm`` (AutoExecutor, falls back to local without SLURM), ``local``
-    or ``debug``; ``params`` go to ``update_parameters`` (timeout_min, slurm_partition, gpus_per_node...)."""
-    import submitit
-
-    if kind == "slurm":
-        ex = submitit.AutoExecutor(folder=folder)
-    elif kind == "local":
-        ex = submitit.LocalExecutor(folder=folder)
-    elif kind == "debug":
-        ex = submitit.DebugExecutor(folder=folder)
-    else:
-        raise ValueError(f"unknown executor '{kind}' (slurm, local or debug)")
-    if params:
-        ex.update_parameters(**params)
-    return ex

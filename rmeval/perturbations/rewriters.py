@@ -12,8 +12,9 @@ or returned an empty text); the suite counts those, it never drops them silently
   ``{"item_id", "perturbation", "side": "chosen"|"rejected", "text"}``.
 
 ``CachedRewriter`` keeps every finished rewrite (and every empty answer) in one SQLite file keyed by
-sha256(rewriter fingerprint, code, language, text), the score cache's design: a rewrite is never
-asked for twice, and an interrupted run resumes from the last committed chunk. Backend errors are
+sha256(rewriter fingerprint, code, language, text), in the content-addressed cache the scores use
+(``rmcore.cache``): a rewrite is never asked for twice, and an interrupted run resumes from the last
+committed chunk. Backend errors are
 not cached, so a later run retries them.
 """
 
@@ -23,12 +24,12 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.cache import SqliteCache, content_key
 from rmcore.errors import ConfigError, DataError
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE, STYLE_INSTRUCTIONS, STYLIZED_CODES, item_seed
 from rmeval.perturbations.stylized import RULE_CODES, rule_rewrite
@@ -158,35 +159,11 @@ class FileRewriter(Rewriter):
         return [self.rows.get((code, r.item_id, r.side)) for r in requests]
 
 
-class RewriteCache:
-    """key -> rewritten text ('' for an empty answer) in one SQLite file (WAL, committed per chunk)."""
+class RewriteCache(SqliteCache):
+    """key -> (code, rewritten text; '' for an empty answer): table ``rewrites``."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=60)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS rewrites (key TEXT PRIMARY KEY, code TEXT, text TEXT)")
-        self.conn.commit()
-
-    def get_many(self, keys: list[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), 500):  # SQLite's bound-parameter limit
-            chunk = uniq[i:i + 500]
-            q = f"SELECT key, text FROM rewrites WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update(dict(self.conn.execute(q, chunk)))
-        return out
-
-    def put_many(self, code: str, rows: list[tuple[str, str]]) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO rewrites VALUES (?, ?, ?)", [(k, code, t) for k, t in rows])
-        self.conn.commit()
-
-    def __len__(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM rewrites").fetchone()[0])
-
-    def close(self) -> None:
-        self.conn.close()
+        super().__init__(path, "rewrites", ("code TEXT", "text TEXT"))
 
 
 class CachedRewriter(Rewriter):
@@ -204,26 +181,19 @@ class CachedRewriter(Rewriter):
         return self.inner.fingerprint
 
     def key(self, code: str, text: str) -> str:
-        lang = getattr(self.inner, "language", "")
-        return hashlib.sha256(f"{self.fingerprint}\x00{code}\x00{lang}\x00{text}".encode()).hexdigest()
+        return content_key(self.fingerprint, code, getattr(self.inner, "language", ""), text)
 
     def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
         self.inner.check(code)
+
+        def compute(chunk: list[RewriteRequest]) -> list[tuple[str, str] | None]:
+            # errors (None) are not stored: a later run retries them
+            return [None if t is None else (code, t.strip()) for t in self.inner.rewrite(code, chunk)]
+
         keys = [self.key(code, r.text) for r in requests]
-        found = self.cache.get_many(keys)
-        todo: dict[str, RewriteRequest] = {}
-        for k, r in zip(keys, requests):
-            if k not in found and k not in todo:
-                todo[k] = r
-        todo_keys = list(todo)
-        for i in range(0, len(todo_keys), self.chunk_size):
-            chunk = todo_keys[i:i + self.chunk_size]
-            texts = self.inner.rewrite(code, [todo[k] for k in chunk])
-            self.asked += len(chunk)
-            done = [(k, t.strip()) for k, t in zip(chunk, texts) if t is not None]  # errors: retried next run
-            self.cache.put_many(code, done)
-            found.update(dict(done))
-        return [found.get(k) or None for k in keys]
+        rows, fresh = self.cache.fill(keys, requests, compute, chunk_size=self.chunk_size)
+        self.asked += len(fresh)
+        return [(rows[k][1] or None) if k in rows else None for k in keys]
 
     def close(self) -> None:
         self.cache.close()

@@ -1,61 +1,44 @@
-"""Content-addressed score cache: the same model never scores the same text twice.
+"""Score cache: the same model never scores the same text twice.
 
-Key = sha256(scorer fingerprint + NUL + rendered item). Stored in one SQLite file (WAL mode; safe
-for several readers and one writer, and a crash loses at most the chunk being scored -- every
-scored chunk is committed before the next starts, which is what makes a scoring run resumable).
-Truncation flags are stored beside each score, so counts stay right when scores come from the cache.
+Key = sha256(scorer fingerprint + NUL + rendered item), in the content-addressed SQLite cache of
+``rmcore.cache`` (WAL mode; several readers and one writer; every scored chunk is committed before
+the next starts, which is what makes a scoring run resumable). Truncation flags are stored beside
+each score, so counts stay right when scores come from the cache.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rmcore.cache import SqliteCache, content_key
 from rmeval.scoring.base import ScoreItem, Scorer
+
+SCORE_COLUMNS = ("fingerprint TEXT", "score REAL", "prompt_truncated INTEGER", "response_truncated INTEGER")
 
 
 def cache_key(fingerprint: str, rendered: str) -> str:
-    return hashlib.sha256(f"{fingerprint}\x00{rendered}".encode()).hexdigest()
+    return content_key(fingerprint, rendered)
 
 
-class ScoreCache:
-    """key -> (score, prompt_truncated, response_truncated) on disk."""
+class ScoreCache(SqliteCache):
+    """key -> (fingerprint, score, prompt_truncated, response_truncated): table ``scores``; a NaN
+    score is stored as NULL."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=60)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, fingerprint TEXT, score REAL, "
-                          "prompt_truncated INTEGER, response_truncated INTEGER)")
-        self.conn.commit()
+        super().__init__(path, "scores", SCORE_COLUMNS)
 
-    def get_many(self, keys: list[str]) -> dict[str, tuple[float, bool, bool]]:
-        out: dict[str, tuple[float, bool, bool]] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), 500):  # SQLite's bound-parameter limit
-            chunk = uniq[i:i + 500]
-            q = f"SELECT key, score, prompt_truncated, response_truncated FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
-            for k, s, p, r in self.conn.execute(q, chunk):
-                out[k] = (float(s) if s is not None else float("nan"), bool(p), bool(r))
-        return out
+    @staticmethod
+    def row(fingerprint: str, score: float, prompt_truncated: bool, response_truncated: bool) -> tuple[Any, ...]:
+        return fingerprint, None if np.isnan(score) else float(score), int(prompt_truncated), int(response_truncated)
 
-    def put_many(self, fingerprint: str, rows: list[tuple[str, float, bool, bool]]) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?)",
-            [(k, fingerprint, None if np.isnan(s) else float(s), int(p), int(r)) for k, s, p, r in rows])
-        self.conn.commit()
-
-    def __len__(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
-
-    def close(self) -> None:
-        self.conn.close()
+    @staticmethod
+    def value(row: tuple[Any, ...]) -> tuple[float, bool, bool]:
+        """(score, prompt truncated, response truncated) of a stored row."""
+        _, s, p, r = row
+        return float(s) if s is not None else float("nan"), bool(p), bool(r)
 
 
 class CachedScorer(Scorer):
@@ -87,24 +70,18 @@ class CachedScorer(Scorer):
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         fp = self.fingerprint
         keys = [cache_key(fp, self.render(it)) for it in items]
-        found = self.cache.get_many(keys)
-        todo: dict[str, ScoreItem] = {}
-        for k, it in zip(keys, items):
-            if k not in found and k not in todo:
-                todo[k] = it
-        self.hits += sum(1 for k in keys if k in found)
-        todo_keys = list(todo)
-        for i in range(0, len(todo_keys), self.chunk_size):
-            chunk = todo_keys[i:i + self.chunk_size]
-            scores = self.inner.score([todo[k] for k in chunk])
+
+        def compute(chunk: list[ScoreItem]) -> list[tuple[Any, ...]]:
+            scores = self.inner.score(chunk)
             flags = self.inner.last_flags if len(self.inner.last_flags) == len(chunk) else np.zeros((len(chunk), 2), bool)
-            rows = [(k, float(s), bool(f[0]), bool(f[1])) for k, s, f in zip(chunk, scores, flags)]
-            self.cache.put_many(fp, rows)  # committed per chunk: an interrupted run resumes here
-            found.update({k: (s, p, r) for k, s, p, r in rows})
-            self.misses += len(chunk)
-        out = np.array([found[k][0] for k in keys], dtype=np.float64)
-        self._record_flags(np.array([[found[k][1], found[k][2]] for k in keys], dtype=bool).reshape(-1, 2))
-        return out
+            return [ScoreCache.row(fp, float(s), bool(f[0]), bool(f[1])) for s, f in zip(scores, flags)]
+
+        rows, fresh = self.cache.fill(keys, items, compute, chunk_size=self.chunk_size)
+        self.hits += sum(1 for k in keys if k not in fresh)
+        self.misses += len(fresh)
+        found = [ScoreCache.value(rows[k]) for k in keys]
+        self._record_flags(np.array([[p, r] for _, p, r in found], dtype=bool).reshape(-1, 2))
+        return np.array([s for s, _, _ in found], dtype=np.float64)
 
     def close(self) -> None:
         self.inner.close()

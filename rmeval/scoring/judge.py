@@ -16,22 +16,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from rmcore import prefix_scoring as prefix
-from rmcore.batching import length_sorted_batches
 from rmcore.data.schema import Message
 from rmcore.formatting import ROLE_NAMES
-from rmcore.modeling import (
-    load_tokenizer,
-    resolve_max_length,
-    resolve_model_path,
-    torch_dtype,
-)
+from rmcore.modeling import resolve_max_length
+from rmeval.judging.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 JUDGE_TEMPLATE = (
@@ -45,23 +39,6 @@ DIGITS = ("1", "2", "3", "4", "5")
 
 def conversation_text(messages: list[Message]) -> str:
     return "\n\n".join(f"{ROLE_NAMES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages)
-
-
-def single_token_ids(tokenizer: Any, text: str) -> list[int]:
-    """Ids of every single-token spelling of ``text`` (bare, after a space, SentencePiece/BPE
-    space markers); empty when the tokenizer has none."""
-    ids: set[int] = set()
-    for t in (text, " " + text):
-        enc = tokenizer(t, add_special_tokens=False)["input_ids"]
-        if len(enc) == 1:
-            ids.add(enc[0])
-        elif len(enc) == 2 and tokenizer.decode([enc[0]]).strip() == "":
-            ids.add(enc[1])  # space encoded as its own token: the text follows
-    vocab = tokenizer.get_vocab()
-    for spelling in (text, "Ġ" + text, "▁" + text):
-        if spelling in vocab:
-            ids.add(vocab[spelling])
-    return sorted(ids)
 
 
 def digit_token_ids(tokenizer: Any, labels: tuple[str, ...] = DIGITS) -> list[list[int]]:
@@ -84,67 +61,6 @@ def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> to
     per_digit = torch.stack([torch.logsumexp(next_logits[:, ids].float(), dim=-1) for ids in digit_ids], dim=-1)
     p = torch.softmax(per_digit, dim=-1)
     return p @ torch.arange(1, len(digit_ids) + 1, dtype=p.dtype, device=p.device)
-
-
-def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None = None, device: str | None = None,
-                      dtype: str = "float32", trust_remote_code: bool = False) -> tuple[Any, Any, str]:
-    """(model in eval mode, tokenizer, model id) for a checkpoint path / Hub id or an in-memory model.
-    A directory holding a PEFT adapter (adapter_config.json) is loaded on its base model."""
-    if isinstance(model, (str, os.PathLike)):
-        from transformers import AutoModelForCausalLM
-
-        model_id = str(model)
-        if (Path(model_id) / "adapter_config.json").is_file():
-            from peft import AutoPeftModelForCausalLM
-
-            tok_src = model_id if (Path(model_id) / "tokenizer_config.json").is_file() else None
-            lm = AutoPeftModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dtype))
-            tok = load_tokenizer(tok_src or lm.peft_config["default"].base_model_name_or_path, trust_remote_code)
-        else:
-            tok = load_tokenizer(model_id, trust_remote_code)
-            lm = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_id), dtype=torch_dtype(dtype),
-                                                      trust_remote_code=trust_remote_code)
-    else:
-        if tokenizer is None:
-            raise ValueError("an in-memory model needs its tokenizer")
-        lm, tok = model, tokenizer
-        model_id = getattr(model.config, "_name_or_path", "") or "<in-memory>"
-    if device is not None:
-        lm.to(device)
-    lm.eval()
-    return lm, tok, model_id
-
-
-@torch.inference_mode()
-def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad_id: int,
-                      device: Any, max_tokens: int | None = None) -> torch.Tensor:
-    """(n, V) logits of the token after each sequence, in input order. Left padding with explicit
-    position ids, so a padded row sees exactly what it would see alone."""
-    out: list[torch.Tensor | None] = [None] * len(seqs)
-    for idx in length_sorted_batches([len(s) for s in seqs], batch_size, max_tokens):
-        width = max(len(seqs[i]) for i in idx)
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids[row, width - len(seqs[i]):] = torch.tensor(seqs[i])
-            mask[row, width - len(seqs[i]):] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        kw = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device)}
-        try:
-            logits = model(**kw, logits_to_keep=1).logits[:, -1]
-        except TypeError:  # older remote-code models without logits_to_keep
-            logits = model(**kw).logits[:, -1]
-        for row, i in enumerate(idx):
-            out[i] = logits[row].float().cpu()
-    return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
-
-
-def as_user_turn(tokenizer: Any, text: str) -> str:
-    """The judge prompt as one user turn of the tokenizer's chat template, where it has one."""
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                             add_generation_prompt=True)
-    return text
 
 
 def fit_judge_prompt(tokenizer: Any, max_length: int, ids_of: Callable[[str], list[int]],
@@ -180,15 +96,16 @@ class GenerativeJudgeScorer(Scorer):
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
         (rmcore.prefix_scoring); same scores."""
         super().__init__()
-        self.model, self.tokenizer, self.model_id = load_causal_judge(model, tokenizer=tokenizer, device=device,
-                                                                      dtype=dtype, trust_remote_code=trust_remote_code)
-        self.device = device or next(self.model.parameters()).device
+        # the local judge backend (rmeval.judging.local): model loading, tokenisation, batched logits
+        self.backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, max_tokens=max_tokens,
+                                    device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+        self.model, self.tokenizer, self.model_id = self.backend.model, self.backend.tokenizer, self.backend.model_id
+        self.device, self.pad_id = self.backend.device, self.backend.pad_id
         # None: the model's own limit; a longer prompt would overrun the position embeddings
         self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
         self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
         self.shared_prompt = shared_prompt
         self.digit_ids = digit_token_ids(self.tokenizer)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     @property
     def fingerprint(self) -> str:
@@ -199,20 +116,15 @@ class GenerativeJudgeScorer(Scorer):
         return self._render(conversation_text(messages), [response])
 
     def _render(self, conv: str, responses: list[str]) -> str:
-        return as_user_turn(self.tokenizer, self.template.format(conversation=conv, response=responses[0]))
-
-    def _ids(self, text: str) -> list[int]:
-        special = not getattr(self.tokenizer, "chat_template", None)  # the template already holds BOS
-        return self.tokenizer(text, add_special_tokens=special)["input_ids"]
+        return self.backend.user_turn(self.template.format(conversation=conv, response=responses[0]))
 
     def encode(self, messages: list[Message], response: str) -> tuple[list[int], bool, bool]:
         """Token ids of the judge prompt; conversation cut from the left, then response from the right."""
-        return fit_judge_prompt(self.tokenizer, self.max_length, self._ids, self._render, conversation_text(messages),
-                                [response])
+        return fit_judge_prompt(self.tokenizer, self.max_length, self.backend.ids, self._render,
+                                conversation_text(messages), [response])
 
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
-        return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id, device=self.device,
-                                 max_tokens=self.max_tokens)
+        return self.backend.next_token_logits(seqs)
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         if not items:
@@ -229,4 +141,5 @@ class GenerativeJudgeScorer(Scorer):
         return expected_rating(logits, self.digit_ids).double().numpy()
 
     def close(self) -> None:
+        self.backend.close()
         self.model = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmcore.jobs import make_executor
 from rmtrain.config import SlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 
@@ -147,15 +148,7 @@ class SubmititExecutor:
                 f"{min(n, s.array_parallelism)} at once)")
 
     def executor(self, name: str) -> Any:
-        try:
-            import submitit
-        except ImportError:
-            raise ConfigError("--executor slurm needs submitit: pip install 'matchrm[slurm]'") from None
         s = self.settings
-        try:
-            ex = submitit.AutoExecutor(folder=self.out / "submitit", cluster=self.cluster)
-        except RuntimeError as e:  # e.g. no srun: not on a SLURM cluster
-            raise ConfigError(f"--executor slurm: {e}") from None
         params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
                                   "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
                                   "slurm_array_parallelism": s.array_parallelism}
@@ -166,8 +159,7 @@ class SubmititExecutor:
         if s.setup:
             params["slurm_setup"] = list(s.setup)
             params["local_setup"] = list(s.setup)
-        ex.update_parameters(**params)
-        return ex
+        return make_executor("slurm", self.out / "submitit", cluster=self.cluster, **params)
 
     def run(self, run_ids: list[str], on_end: Any = None, name: str = "rmtrain-sweep") -> None:
         if not run_ids:

@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from rmcore.markdown import table
 from rmtrain.config import Sweep, TrainConfig, _short
 from rmtrain.rundir import comparable, config_dict
 
@@ -117,9 +118,10 @@ def render_matrix(sweep: Sweep, matrix: Matrix) -> str:
                   "selection-split pair accuracy is trained at every seed.", ""]
     lines += [f"{len(matrix.search)} search runs + {len(matrix.seeds)} seed runs "
               f"({n_reused} reuse their search run) = {len(matrix.search) + len(matrix.seeds) - n_reused} trainings.",
-              "", "| # | stage | model | arm | seed | setting | output |", "|---|---|---|---|---|---|---|"]
+              ""]
+    rows = []
     for i, r in enumerate(matrix.runs, 1):
         setting = "selected by search" if r.setting is None else (setting_tag(r.setting) if r.setting else "recipe")
-        where = r.output_dir or f"(reuses the {r.reuses})"
-        lines.append(f"| {i} | {r.stage} | {r.model} | {r.arm} | {r.seed} | {setting} | {where} |")
+        rows.append([i, r.stage, r.model, r.arm, r.seed, setting, r.output_dir or f"(reuses the {r.reuses})"])
+    lines += table(["#", "stage", "model", "arm", "seed", "setting", "output"], rows)
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.io import atomic_save_figure, atomic_write_text
+from rmcore.markdown import num, table
 from rmeval.stats.permutation import exact_permutation_test
 from rmtrain.findings import findings_markdown
 
@@ -35,14 +36,6 @@ def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
                      **{k: (f.get(k) if done else None) for k in FIGURES},
                      "run_dir": r.get("output_dir"), "audit_dir": r.get("audit_dir")})
     return pd.DataFrame(recs, columns=list(SUMMARY_COLUMNS))
-
-
-def _fmt(v: Any, nd: int = 3) -> str:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return "—"
-    return "—" if math.isnan(x) else f"{x:.{nd}f}"
 
 
 def arm_table(df: pd.DataFrame, arms: list[str]) -> pd.DataFrame:
@@ -83,7 +76,7 @@ def arm_tests(df: pd.DataFrame, arms: list[str]) -> pd.DataFrame:
 
 def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[dict[str, Any]],
                   selected: dict[str, Any], human_share: dict[str, float], plots: dict[str, str]) -> str:
-    table, tests = arm_table(df, arms), arm_tests(df, arms)
+    per_arm, tests = arm_table(df, arms), arm_tests(df, arms)
     n_done = sum(r["state"] == "done" for r in rows)
     lines = [f"# {title}", "", f"{n_done} of {len(rows)} runs finished (search runs included); "
              f"{len(df)} final runs in summary.csv.", ""]
@@ -91,16 +84,14 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
         lines += ["## Selected settings (search stage, same grid and rule for every arm)", ""]
         lines += [f"- {k}: {v}" for k, v in selected.items()] + [""]
     for model in dict.fromkeys(df["model"]):
-        t = table[table["model"] == model]
+        t = per_arm[per_arm["model"] == model]
         lines += [f"## {model}: per-arm mean [seed range]", ""]
         if model in human_share:
             lines += [f"Human reference between-prompt share (the audit prompts' ratings): "
-                      f"{_fmt(human_share[model])}.", ""]
-        lines += ["| arm | seeds | " + " | ".join(LABELS[k] for k in FIGURES) + " |",
-                  "|---|---|" + "---|" * len(FIGURES)]
-        for _, r in t.iterrows():
-            cells = [f"{_fmt(r[f'{k}_mean'])} [{_fmt(r[f'{k}_min'])}, {_fmt(r[f'{k}_max'])}]" for k in FIGURES]
-            lines.append(f"| {r['arm']} | {r['n_seeds']} | " + " | ".join(cells) + " |")
+                      f"{num(human_share[model])}.", ""]
+        lines += table(["arm", "seeds", *(LABELS[k] for k in FIGURES)],
+                       [[r["arm"], r["n_seeds"], *(f"{num(r[f'{k}_mean'])} [{num(r[f'{k}_min'])}, {num(r[f'{k}_max'])}]"
+                                                   for k in FIGURES)] for _, r in t.iterrows()])
         lines.append("")
         tm = tests[tests["model"] == model] if len(tests) else tests
         if len(tm):
@@ -108,19 +99,19 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
             lines += [f"### {model}: exact permutation tests between arms", "",
                       "One-sided tests of the difference in seed means, every split of the pooled seed values "
                       f"enumerated (e.g. {int(n['n_splits'])} splits for {int(n['n_a'])} against {int(n['n_b'])} "
-                      f"seeds; the smallest possible p is 1/{int(n['n_splits'])} = {1 / n['n_splits']:.4f}). "
-                      "Both directions are shown; read the one the hypothesis names before looking.", "",
-                      "| figure | A | B | mean A − mean B | p (A > B) | p (A < B) |", "|---|---|---|---|---|---|"]
-            for _, r in tm.iterrows():
-                lines.append(f"| {LABELS[r['figure']]} | {r['arm_a']} | {r['arm_b']} | {_fmt(r['difference'])} | "
-                             f"{r['p_a_greater']:.4f} | {r['p_a_less']:.4f} |")
+                      f"seeds; the smallest possible p is 1/{int(n['n_splits'])} = {num(1 / n['n_splits'], 4)}). "
+                      "Both directions are shown; read the one the hypothesis names before looking.", ""]
+            lines += table(["figure", "A", "B", "mean A − mean B", "p (A > B)", "p (A < B)"],
+                           [[LABELS[r["figure"]], r["arm_a"], r["arm_b"], num(r["difference"]), num(r["p_a_greater"], 4),
+                             num(r["p_a_less"], 4)] for _, r in tm.iterrows()])
             lines.append("")
         # which of the study's arm orderings this sweep shows (rmtrain.findings), stated as seen
         lines += [findings_markdown(df[df["model"] == model], title=f"{model}: the study's findings on this sweep")]
     failed = [r for r in rows if r["state"] in ("failed", "blocked")]
     if failed:
-        lines += ["## Runs that did not finish", "", "| run | state | error |", "|---|---|---|"]
-        lines += [f"| {r['run_id']} | {r['state']} | {str(r.get('error') or '').replace('|', '/')} |" for r in failed]
+        lines += ["## Runs that did not finish", ""]
+        lines += table(["run", "state", "error"],
+                       [[r["run_id"], r["state"], str(r.get("error") or "").replace("|", "/")] for r in failed])
         lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{k}]({Path(v).name})" for k, v in plots.items()] + [""]
@@ -169,13 +160,13 @@ def plot_arm_bars(df: pd.DataFrame, arms: list[str], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = arm_table(df, arms)
+    per_arm = arm_table(df, arms)
     models = list(dict.fromkeys(df["model"]))
     colours = _arm_colours(arms)
     fig, axes = plt.subplots(len(models), len(FIGURES), figsize=(3.2 * len(FIGURES), 3.2 * len(models)),
                              squeeze=False)
     for i, model in enumerate(models):
-        t = table[table["model"] == model].set_index("arm").reindex(arms)
+        t = per_arm[per_arm["model"] == model].set_index("arm").reindex(arms)
         for j, k in enumerate(FIGURES):
             ax = axes[i][j]
             mean, lo, hi = t[f"{k}_mean"].to_numpy(), t[f"{k}_min"].to_numpy(), t[f"{k}_max"].to_numpy()
