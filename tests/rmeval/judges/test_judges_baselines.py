@@ -9,8 +9,7 @@ import pytest
 from rmeval.judges.baselines import lora_sft_accuracy, rubric_accuracy
 from rmeval.judges.elicit import OVERALL_QUESTION, LocalPairJudge, build_calls, rubric_question
 from rmeval.judges.inventory import OVERALL, load_inventory
-
-from .test_judges_elicit import save_tiny_judge
+from tests.rmeval.judges.test_judges_elicit import save_tiny_judge
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 GOOD, BAD = "Sure, here is a careful and correct answer.", "No."

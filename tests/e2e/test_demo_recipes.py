@@ -4,8 +4,6 @@ disjoint from every text a run trains or selects on (exact text sets)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from rmcore.data.registry import load_rating_set
@@ -13,8 +11,8 @@ from rmcore.data.simulated import icc1_by_prompt
 from rmtrain.config import load_sweep
 from rmtrain.prepare import prepare_data
 from rmtrain.runs import audit_rating_set
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMOS = {"demo.yaml": 0.3, "demo_helpsteer2_like.yaml": 0.0}
 ARMS = {"regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean", "binarized"}
 

@@ -12,10 +12,9 @@ import torch
 
 from rmeval.cli import main
 from rmeval.judges.elicit import ATTRIBUTE_QUESTION, OVERALL_QUESTION
-from tests.wandb_reader import read_run
-
-from .test_judges_baselines import BAD, GOOD, planted_items
-from .test_judges_elicit import save_tiny_judge
+from tests.rmeval.judges.test_judges_baselines import BAD, GOOD, planted_items
+from tests.rmeval.judges.test_judges_elicit import save_tiny_judge
+from tests.support import read_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

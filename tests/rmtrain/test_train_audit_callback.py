@@ -4,16 +4,13 @@ audit's figures land in the run's W&B history at that step."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from rmtrain.config import load_train_config
 from rmtrain.runs import train_run
-from tests.wandb_reader import read_run
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT, read_run
 
 
 def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):

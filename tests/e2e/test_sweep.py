@@ -22,8 +22,8 @@ from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
 from rmtrain.sweep import Ledger, expand, run_sweep
 from rmtrain.sweep.report import FIGURES
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -281,7 +281,7 @@ def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monk
 
 
 def test_wandb_runs_grouped_by_sweep_with_summary_table(tmp_path, tiny_qwen3, monkeypatch):
-    from tests.wandb_reader import read_run
+    from tests.support import read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     path = recipe(tmp_path, tiny_qwen3, arms=["binarized"], seeds=[4])

@@ -156,7 +156,7 @@ def test_audit_run_carries_arm_and_seed_to_wandb(tmp_path, minilm_ckpt, monkeypa
     its sweep, so arms can be compared on W&B."""
     import shutil
 
-    from tests.wandb_reader import read_run
+    from tests.support import read_run
 
     ckpt = tmp_path / "bt"
     shutil.copytree(minilm_ckpt, ckpt)

@@ -38,9 +38,9 @@ from rmeval.judges.elicit import (
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
+from tests.support import ROOT
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
 ATTRS = ["specificity", "verbosity", "harmfulness", "correctness", "empathy"]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

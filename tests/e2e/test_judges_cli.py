@@ -10,7 +10,7 @@ import pytest
 
 from rmeval.cli import main
 from rmeval.judges.simulate import simulate_panel
-from tests.wandb_reader import read_run
+from tests.support import read_run
 
 
 @pytest.fixture

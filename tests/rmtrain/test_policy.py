@@ -25,9 +25,9 @@ import yaml
 
 from rmcore.errors import ConfigError
 from rmtrain.policy.config import load_policy_config, policy_config_from_dict
+from tests.support import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-ROOT = Path(__file__).resolve().parents[1]
 DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed": 0}
 
 
@@ -150,7 +150,7 @@ def test_adapter_loads_with_peft_and_reward_matches_scorer(runs: dict, models: d
 
 
 def test_wandb_logs_reward_kl_length_environment_and_tags(runs: dict) -> None:
-    from tests.wandb_reader import read_run
+    from tests.support import read_run
 
     run = read_run(runs[("rloo", "perturbed")] / "wandb")
     assert {"environment:perturbed", "algorithm:rloo", "rm_arm:bradley_terry", "rm_seed:3"} <= set(run["tags"])

@@ -13,8 +13,8 @@ from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError
 from rmtrain.config import load_train_config, parse_override, train_config_from_dict
 from rmtrain.train import prepare_data, train
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = {"data.n_prompts": 40, "max_train_pairs": None, "training.max_length": 64,
         "training.per_device_batch_size": 4, "wandb.mode": "disabled"}
 

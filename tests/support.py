@@ -11,6 +11,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository root
 BLOCK = 32 * 1024
 HEADER = 7
 

@@ -1,7 +1,7 @@
 """Prefix-shared scoring (rmcore.prefix_scoring) gives the unshared scores, for every scorer kind.
 
 Reference: the same scorer with ``shared_prompt=False`` (one padded forward per text, itself
-checked against hand computations in tests/test_scorers.py)."""
+checked against hand computations in tests/rmeval/scoring/test_scorers.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rmcore.prefix_scoring import conversation_key, group_by_prefix
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from tests.test_scorers import CORPUS, save_tiny_classifier, save_tiny_lm
+from tests.rmeval.scoring.test_scorers import CORPUS, save_tiny_classifier, save_tiny_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -64,14 +64,14 @@ def test_seq_classifier_shared_equals_unshared(tmp_path, max_length: int) -> Non
 
 def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
     from rmcore.tiny import tiny_model
-    from tests.test_lora_causal import train_tokenizer
+    from tests.rmtrain.test_lora_causal import train_tokenizer
 
     tok = train_tokenizer()
     tok.add_special_tokens({"pad_token": "<|pad|>"})
     model = tiny_model(tok, "qwen3", head="classifier", token_ids=("pad",), num_attention_heads=4, head_dim=8,
                        max_position_embeddings=512, num_labels=1).eval()
     from rmcore.data.registry import load_rating_set
-    from tests.test_lora_causal import DATA
+    from tests.rmtrain.test_lora_causal import DATA
 
     rs = load_rating_set(DATA)
     items = [(p.messages, r.text) for p in rs.prompts[:6] for r in p.responses]
