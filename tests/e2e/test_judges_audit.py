@@ -12,9 +12,7 @@ import torch
 
 from rmeval.cli import main
 from rmeval.judges.elicit import ATTRIBUTE_QUESTION, OVERALL_QUESTION
-from tests.rmeval.judges.test_judges_baselines import BAD, GOOD, planted_items
-from tests.rmeval.judges.test_judges_elicit import save_tiny_judge
-from tests.support import read_run
+from tests.support import BAD, GOOD, planted_items, read_run, save_tiny_judge
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -18,8 +18,7 @@ from rmcore.data.registry import load_rating_set
 from rmcore.data.shp import load_shp
 from rmcore.errors import DataError
 from rmeval.cli import main
-from tests.rmeval.stats.test_stats_share import hand_icc
-from tests.support import ROOT
+from tests.support import ROOT, hand_icc
 
 ATTRS = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 

@@ -22,7 +22,7 @@ from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
 from rmtrain.sweep import Ledger, expand, run_sweep
 from rmtrain.sweep.report import FIGURES
-from tests.support import ROOT
+from tests.support import ROOT, set_texts
 
 DATA = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -30,9 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rs = load_rating_set(DATA)
-    texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
-    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen3"), texts, "qwen3")
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen3"), set_texts(DATA), "qwen3")
 
 
 def recipe(tmp_path: Path, model: Path, *, arms: list[str], seeds: list[int], search: dict | None = None,

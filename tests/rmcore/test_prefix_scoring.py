@@ -12,7 +12,7 @@ from rmcore.prefix_scoring import conversation_key, group_by_prefix
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from tests.rmeval.scoring.test_scorers import CORPUS, save_tiny_classifier, save_tiny_lm
+from tests.support import CORPUS, TINY_SET, save_tiny_classifier, save_tiny_lm, tiny_set_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -64,16 +64,14 @@ def test_seq_classifier_shared_equals_unshared(tmp_path, max_length: int) -> Non
 
 def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
     from rmcore.tiny import tiny_model
-    from tests.rmtrain.test_lora_causal import train_tokenizer
 
-    tok = train_tokenizer()
+    tok = tiny_set_tokenizer()
     tok.add_special_tokens({"pad_token": "<|pad|>"})
     model = tiny_model(tok, "qwen3", head="classifier", token_ids=("pad",), num_attention_heads=4, head_dim=8,
                        max_position_embeddings=512, num_labels=1).eval()
     from rmcore.data.registry import load_rating_set
-    from tests.rmtrain.test_lora_causal import DATA
 
-    rs = load_rating_set(DATA)
+    rs = load_rating_set(TINY_SET)
     items = [(p.messages, r.text) for p in rs.prompts[:6] for r in p.responses]
     got = SeqClassifierScorer(model, tokenizer=tok, max_length=128, batch_size=2).score(items)
     ref = SeqClassifierScorer(model, tokenizer=tok, max_length=128, batch_size=2, shared_prompt=False).score(items)

@@ -1,7 +1,7 @@
 """Shared-prompt training forward: same rewards and gradients as one forward per text.
 
 Tiny Qwen3-architecture reward model built from a config (rmcore.tiny), tokenizer trained locally
-(tests.rmtrain.test_lora_causal). The reference is the model's own ordinary forward of each padded text."""
+(tests.support). The reference is the model's own ordinary forward of each padded text."""
 
 from __future__ import annotations
 
@@ -18,19 +18,17 @@ from rmcore.errors import ConfigError
 from rmcore.formatting import encode_example, pad_batch
 from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model
 from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward, unsupported_reason
-from rmcore.tiny import lora_with_effect, save_tiny, tiny_model
+from rmcore.tiny import lora_with_effect
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
-from tests.rmtrain.test_lora_causal import DATA, train_tokenizer
+from tests.support import TINY_SET as DATA
+from tests.support import save_tiny_qwen3
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tok = train_tokenizer()
-    model = tiny_model(tok, "qwen3", num_attention_heads=4, head_dim=8, max_position_embeddings=512,
-                       tie_word_embeddings=True)
-    return save_tiny(tmp_path_factory.mktemp("tiny_qwen3"), model, tok)
+    return save_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
 
 
 def pairs_batch(tok: Any, max_length: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -176,13 +174,3 @@ def test_config_rejects_unknown_mode(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shared_prompt"):
         _cfg(tmp_path, tmp_path, "sometimes").validate()
 
-
-@pytest.mark.heavy
-def test_ddp_two_processes_shared_prompt(tiny_qwen3: Path, tmp_path: Path) -> None:
-    """Two CPU processes over gloo with the shared-prompt forward (rewards read through the DDP
-    wrapper): both ranks train, replicas stay in sync, the saved model reproduces the scores."""
-    from tests.e2e.test_distributed import _check_two_ranks, _launch
-
-    out = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2"], {"ACCELERATE_USE_CPU": "1"},
-                  extra_sets=(f"model.name_or_path={tiny_qwen3}", "training.shared_prompt=true"))
-    _check_two_ranks(out)

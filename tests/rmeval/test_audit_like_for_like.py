@@ -14,7 +14,7 @@ from scipy.stats import pearsonr, rankdata
 
 from rmeval.report import render_markdown, write_report
 from rmeval.stats.audit import compute_audit
-from tests.rmeval.stats.test_stats_share import hand_icc
+from tests.support import hand_icc
 
 PLANTED = {"original": 0.5, "generic": 0.3, "last_turn": 0.7, "human": 0.2}
 

@@ -35,8 +35,7 @@ from rmeval.suitability import (
     infer,
     validate_pairs,
 )
-from tests.rmeval.scoring.test_scorers import save_tiny_classifier, save_tiny_lm
-from tests.support import ROOT
+from tests.support import ROOT, save_tiny_classifier, save_tiny_lm
 
 DATA = ROOT.parent / "shared" / "data"
 RMB_CHAT = DATA / "rm-bench" / "chat_filtered.json"

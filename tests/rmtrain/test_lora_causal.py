@@ -18,33 +18,20 @@ import torch
 from rmcore.data.registry import load_rating_set
 from rmcore.formatting import Encoded, encode_example, layout
 from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
-from rmcore.tiny import CHAT_TEMPLATE, tiny_causal_lm
-from rmcore.tiny import train_tokenizer as train_bpe
+from rmcore.tiny import tiny_causal_lm
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
+from tests.support import TINY_SET as DATA
+from tests.support import set_texts
 
-DATA = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0}
 MAX_LENGTH = 256  # the tiny models' positions; the simulated texts run 81-356 tokens, so lengths vary
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def corpus() -> list[str]:
-    rs = load_rating_set(DATA)
-    return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
-
-
-def train_tokenizer() -> Any:
-    """The tiny models' tokenizer trained on the simulated set: EOS only (no pad, no unk), the
-    minimal chat template."""
-    tok = train_bpe(corpus(), 400, chat_template=CHAT_TEMPLATE)
-    assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
-    return tok
-
-
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen2"), corpus(), "qwen2")
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen2"), set_texts(DATA), "qwen2")
 
 
 def encoded_examples(tok: Any, n: int = 16) -> list[Encoded]:

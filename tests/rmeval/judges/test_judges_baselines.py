@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from rmeval.judges.baselines import lora_sft_accuracy, rubric_accuracy
 from rmeval.judges.elicit import OVERALL_QUESTION, LocalPairJudge, build_calls, rubric_question
 from rmeval.judges.inventory import OVERALL, load_inventory
-from tests.rmeval.judges.test_judges_elicit import save_tiny_judge
+from tests.support import BAD, GOOD, planted_items, save_tiny_judge
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-GOOD, BAD = "Sure, here is a careful and correct answer.", "No."
-
-
-def planted_items(n: int = 48) -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(n):
-        a_good = bool(rng.random() < 0.5)
-        rows.append({"item_id": f"i{i}", "source": "s", "query": f"Question number {i}?",
-                     "response_a": GOOD if a_good else BAD, "response_b": BAD if a_good else GOOD,
-                     "label": "A" if a_good else "B"})
-    return pd.DataFrame(rows)
-
 
 def test_lora_sft_learns_the_labels_and_rubric_is_scored_by_hand(tmp_path):
     items = planted_items()

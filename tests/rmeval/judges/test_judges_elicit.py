@@ -22,7 +22,6 @@ import torch
 
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
 from rmcore.jobs import make_executor
-from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -38,7 +37,7 @@ from rmeval.judges.elicit import (
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
-from tests.support import ROOT
+from tests.support import ROOT, save_tiny_judge
 
 DATA = ROOT.parent / "shared" / "data"
 ATTRS = ["specificity", "verbosity", "harmfulness", "correctness", "empathy"]
@@ -55,15 +54,6 @@ def three_source_items(n_per_source: int = 4) -> pd.DataFrame:
                                                  limit=n_per_source), "rm_bench_safety_refuse",
                                    limit=n_per_source, seed=2)]
     return pd.concat(parts, ignore_index=True)
-
-
-def save_tiny_judge(path: Path, texts: list[str], *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """A tiny Llama judge (rmcore.tiny), BPE tokenizer trained on ``texts`` with a pad and an EOS token."""
-    tok = train_tokenizer(texts, 600, pad_token="[PAD]", eos_token="[EOS]")
-    model = tiny_model(tok, "llama", seed=seed, hidden_size=hidden, intermediate_size=2 * hidden,
-                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                       max_position_embeddings=2048)
-    return save_tiny(path, model, tok)
 
 
 @pytest.fixture(scope="module")

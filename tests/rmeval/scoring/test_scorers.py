@@ -5,47 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import PreTrainedTokenizerFast
 
 from rmcore.formatting import plain_prompt
-from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.scoring import make_scorer
 from rmeval.scoring.base import SCORERS
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-
-CORPUS = [
-    "User: How do I bake bread at home? Assistant: Mix flour water salt and yeast then bake it.",
-    "You are an impartial judge. Rate how good the assistant's response is as a reply to the conversation below",
-    "helpful, correct and clear. Use a scale from 1 (very poor) to 5 (excellent). [Conversation] [Response]",
-    "Answer with a single digit from 1 to 5. Rating: 1 2 3 4 5",
-    "What is the capital of France? Paris is the capital of France and a large city.",
-    "Tell me a joke about cats. Cats sleep all day and judge you at night.",
-]
-
-
-SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[BOS]", "eos_token": "[EOS]"}
-LLAMA = {"num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512}  # hidden 32, 2 layers
-
-
-def tiny_tokenizer(*, bpe: bool = False) -> PreTrainedTokenizerFast:
-    """Word-level on the corpus, or byte-level BPE (digits after a space become "Ġ3"-style tokens)."""
-    return train_tokenizer(CORPUS * 3, 400 if bpe else None, word_level=not bpe, **SPECIAL_TOKENS)
-
-
-def save_tiny_classifier(path, seed: int = 0):
-    tok = tiny_tokenizer()
-    model = tiny_model(tok, "llama", head="classifier", seed=seed, num_labels=1, **LLAMA)
-    save_tiny(path, model, tok)
-    return model, tok
-
-
-def save_tiny_lm(path, seed: int = 0, bpe: bool = False):
-    tok = tiny_tokenizer(bpe=bpe)
-    model = tiny_model(tok, "llama", seed=seed, **LLAMA)
-    save_tiny(path, model, tok)
-    return model, tok
+from tests.support import CORPUS, save_tiny_classifier, save_tiny_lm
 
 
 def varied_items(n: int = 40) -> list:

@@ -21,7 +21,7 @@ from rmeval.stats.prompt_means import (
 )
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
 from rmeval.stats.share import share_pair
-from tests.rmeval.stats.test_stats_share import hand_icc
+from tests.support import hand_icc
 
 
 def _nested(n_prompts=300, k=4, share_a=0.6, share_b=0.2, seed=0):

@@ -6,28 +6,7 @@ import pingouin as pg
 import pytest
 
 from rmeval.stats.share import icc1, residual_share, share
-
-
-def hand_icc(values, groups) -> float:
-    """The ANOVA ICC(1) formula, written out plainly as an independent reference."""
-    data: dict = {}
-    for v, g in zip(values, groups):
-        data.setdefault(g, []).append(float(v))
-    data = {g: v for g, v in data.items() if len(v) >= 2}
-    k = len(data)
-    n_total = sum(len(v) for v in data.values())
-    grand = sum(sum(v) for v in data.values()) / n_total
-    ssb = 0.0
-    ssw = 0.0
-    for v in data.values():
-        m = sum(v) / len(v)
-        ssb += len(v) * (m - grand) ** 2
-        for x in v:
-            ssw += (x - m) ** 2
-    msb = ssb / (k - 1)
-    msw = ssw / (n_total - k)
-    n0 = (n_total - sum(len(v) ** 2 for v in data.values()) / n_total) / (k - 1)
-    return (msb - msw) / (msb + (n0 - 1) * msw)
+from tests.support import hand_icc
 
 
 def test_balanced_matches_pingouin():
