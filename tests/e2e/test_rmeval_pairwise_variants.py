@@ -4,6 +4,7 @@ hand, and the variants file read back by the FileGenerator."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rmcore.data.registry import load_rating_set
 from rmcore.formatting import encode_example
 from rmeval.cli import main
 from rmeval.generators import FileGenerator
+from tests.support import longest_rm_bench_rows
 
 RM_BENCH = Path("rm-bench") / "chat_filtered.json"  # under ../shared/data
 
@@ -82,3 +84,43 @@ def test_variants_command_writes_a_file_generator_jsonl(tmp_path):
     assert set(got) == {p.prompt_id for p in rs.prompts}
     assert all(len(v) == 2 and len(set(v)) == 2 for v in got.values())
     assert main(["variants", "--data", spec, "--task", "related", "--generator", "hf", "--out", str(out)]) == 2
+
+
+# -- texts longer than the model's position limit; options pairwise cannot use -------------------------------
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_pairwise_on_longest_rm_bench_rows_without_max_length(tmp_path, demo_ckpt, capsys, shared_data):
+    data = longest_rm_bench_rows(shared_data, tmp_path)
+    out = tmp_path / "pw"
+    rc = main(["pairwise", "--checkpoint", str(demo_ckpt), "--data", f"rm_bench:{data}", "--out", str(out),
+               "--n-boot", "20", "--wandb-mode", "disabled"])
+    assert rc == 0, capsys.readouterr().err
+    res = json.loads((out / "pairwise.json").read_text())
+    assert res["truncation"]["n"] == 12  # 2 prompts x 6 responses
+    assert res["truncation"]["prompt_truncated"] + res["truncation"]["response_truncated"] > 0
+    assert set(res["by_section"]) == {"chat", "safety"}
+    assert "truncated" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_pairwise_on_longest_hh_rlhf_rows(tmp_path, demo_ckpt, shared_data):
+    hh = shared_data / "hh-rlhf" / "harmless-base_test.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(hh, "rt")]
+    rows = [r for r in rows if r["chosen"].rsplit("Assistant:", 1)[-1].strip()]
+    rows = sorted(rows, key=lambda r: -len(r["chosen"]))[:2]
+    path = tmp_path / "harmless-base_test.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    out = tmp_path / "pw"
+    rc = main(["pairwise", "--checkpoint", str(demo_ckpt), "--data", f"hh_rlhf:{path}", "--out", str(out),
+               "--n-boot", "20", "--wandb-mode", "disabled"])
+    assert rc == 0
+    res = json.loads((out / "pairwise.json").read_text())
+    assert res["truncation"]["n"] == 4 and res["truncation"]["prompt_truncated"] > 0
+
+
+@pytest.mark.parametrize("flag", [["--attribute", "helpfulness"], ["--n-boot-regression", "10"]])
+def test_pairwise_refuses_options_it_cannot_use(flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["pairwise", "--checkpoint", "x", "--data", "simulated", "--out", "o", *flag])
+    assert e.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

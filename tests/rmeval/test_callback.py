@@ -66,3 +66,9 @@ def test_other_ranks_do_nothing(tmp_path, model_and_tok):
     state = SimpleNamespace(global_step=3, is_world_process_zero=False)
     cb.on_save(SimpleNamespace(output_dir=str(tmp_path)), state, SimpleNamespace(), model=model)
     assert not (tmp_path / "checkpoint-3").exists() and cb.history == []
+
+
+def test_audit_callback_keeps_every_prompt_it_is_given():
+    rs = load_rating_set({"name": "simulated", "n_prompts": 100, "responses_per_prompt": 2, "seed": 0})
+    assert len(AuditCallback(rs).rating_set) == 100  # was cut to 64 whatever audit.max_prompts said
+    assert len(AuditCallback(rs, max_prompts=80).rating_set) == 80

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from rmcore.data.registry import load_rating_set
 from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.errors import ConfigError
 from rmeval.conditions import (
     CONDITIONS,
     DEFAULT_GENERIC_REPLY,
     build_condition,
     content_words,
+    donor_exclusions,
 )
 
 
@@ -138,3 +142,62 @@ def test_last_turn_only_multi_turn():
     items = build_condition("last_turn", rs)
     assert {i.prompt_id for i in items} == {"p4"} and len(items) == 2
     assert items[0].messages == u("Write a poem about the sea")
+
+
+# -- wrong-prompt donors: near-duplicates excluded and counted -----------------------------------------------
+
+def _prompt(pid: str, messages: list[dict]) -> PromptRecord:
+    return PromptRecord(pid, messages, [Response(f"{pid}:r0", f"reply {pid}", {"helpfulness": 1.0}),
+                                        Response(f"{pid}:r1", f"other {pid}", {"helpfulness": 2.0})])
+
+
+def test_near_duplicate_first_turns_are_never_donors():
+    u = lambda t: {"role": "user", "content": t}  # noqa: E731
+    a = lambda t: {"role": "assistant", "content": t}  # noqa: E731
+    rs = RatingSet(prompts=[
+        _prompt("A", [u("How do I bake bread at home?")]),
+        # HelpSteer2 style: the same first turn, then a follow-up: not a wrong prompt for A's responses
+        _prompt("B", [u("how do I bake  bread at home"), a("Knead it."), u("And for how long?")]),
+        _prompt("C", [u("What is the capital of France?")]),
+        _prompt("D", [u("Tell me a joke about cats.")]),
+        _prompt("E", [u("Bread recipes at home, how do I bake them?")]),
+    ], attributes=("helpfulness",))
+    assert donor_exclusions(rs.prompts) == {"n_pairs": 2, "n_prompts": 2}  # A->B and B->A
+    for cond in ("random", "overlap", "length"):
+        items = build_condition(cond, rs, n_donors=3, seed=0)
+        donors = {(it.prompt_id, it.donor_prompt_id) for it in items}
+        assert ("A", "B") not in donors and ("B", "A") not in donors, cond
+        # A keeps exactly the three other prompts as donors
+        assert {d for p, d in donors if p == "A"} == {"C", "D", "E"}, cond
+
+
+# -- options checked, the registry the one source ------------------------------------------------------------
+
+def test_condition_option_typo_is_an_error():
+    rs = load_rating_set({"name": "simulated", "n_prompts": 6, "responses_per_prompt": 2, "seed": 0})
+    with pytest.raises(ConfigError, match=r"n_donor.*n_donors"):
+        build_condition("random", rs, n_donor=1)
+    assert len(build_condition("random", rs, n_donors=1, seed=0)) == 12
+
+
+def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
+    import rmeval.conditions as C
+    from rmeval.cli import build_parser
+    from rmeval.cli.audit import audit_settings
+    from rmeval.stats.audit import compute_audit
+
+    def shouting(rs, **_):
+        return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,
+                                [{"role": "user", "content": p.last_user_text.upper()}], r.text)
+                for p in rs.prompts for r in p.responses]
+
+    monkeypatch.setitem(C.CONDITIONS, "shouting", shouting)
+    args = build_parser().parse_args(["audit", "--checkpoint", "x", "--data", "simulated", "--out", "o",
+                                      "--conditions", "original", "shouting"])
+    assert audit_settings(args).conditions == ["original", "shouting"]
+    ratings = pd.DataFrame({"prompt_id": list("aabbcc"), "response_id": list("123456"),
+                            "helpfulness": [1.0, 2, 3, 4, 2, 5]})
+    scores = pd.concat([ratings.assign(condition=c, score=np.arange(6.0) + i)[
+        ["prompt_id", "response_id", "condition", "score"]] for i, c in enumerate(["original", "shouting"])])
+    audit = compute_audit(scores, ratings, n_boot=10, n_boot_regression=10)
+    assert audit["meta"]["conditions"] == ["original", "shouting"]

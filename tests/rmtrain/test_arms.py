@@ -110,3 +110,32 @@ def test_rating_arms_refuse_unrated_pairs():
     with pytest.raises(ConfigError, match="needs ratings"):
         make_arm("regression").check(tab)
     make_arm("bradley_terry").check(tab)  # labels alone are enough
+
+
+# -- bt_margin: margin_orientation ---------------------------------------------------------------------------
+
+def _pairs() -> PairTable:
+    # gaps by rating: +2 (label agrees), -1 (label disagrees), 0 (ratings tie)
+    return PairTable(prompt_id=np.array(["a", "b", "c"], dtype=object), chosen_id=np.array(["1", "3", "5"], dtype=object),
+                     rejected_id=np.array(["2", "4", "6"], dtype=object), y_chosen=np.array([4.0, 1.0, 3.0]),
+                     y_rejected=np.array([2.0, 2.0, 3.0]), prompt_mean=np.array([3.0, 1.5, 3.0]))
+
+
+@pytest.mark.parametrize("orientation, gaps, signs", [("label", [2, -1, 0], [1, 1, 1]),
+                                                      ("rating", [2, 1, 0], [1, -1, 1])])
+def test_bt_margin_orientation_by_hand(orientation, gaps, signs):
+    arm = make_arm("bt_margin", {"margin_orientation": orientation})
+    t = arm.targets(_pairs(), seed=0)
+    np.testing.assert_array_equal(t["gap"], gaps)
+    np.testing.assert_array_equal(t["orientation"], signs)
+    rc, rr = torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+    loss = arm.loss(rc, rr, {k: torch.tensor(v, dtype=torch.float64) for k, v in t.items()})
+    # label: -log s(1 - 2), -log s(0 + 1), -log s(0.5); rating: the second pair flipped, asks |gap| = 1
+    second = _sp(1.0) if orientation == "label" else _sp(-1.0)
+    assert float(loss) == pytest.approx((_sp(-1.0) + second + _sp(0.5)) / 3, abs=1e-12)
+
+
+def test_bt_margin_default_is_label_and_bad_value_is_an_error():
+    assert make_arm("bt_margin").config.margin_orientation == "label"
+    with pytest.raises(ConfigError, match="margin_orientation must be 'label' or 'rating'"):
+        make_arm("bt_margin", {"margin_orientation": "ratings"})

@@ -7,7 +7,7 @@ import yaml
 
 from rmcore.errors import ConfigError
 from rmtrain.cli import main as rmtrain_main
-from rmtrain.config import load_sweep, load_train_config, train_config_from_dict
+from rmtrain.config import load_sweep, load_train_config, parse_override, train_config_from_dict
 from rmtrain.policy.config import load_policy_config
 from tests.support import ROOT
 
@@ -142,3 +142,10 @@ def test_cli_bad_config_exit_code(tmp_path, capsys):
     p.write_text(yaml.safe_dump({**BASE, "arm": "nope"}))
     assert rmtrain_main(["train", "--config", str(p)]) == 2
     assert "unknown arm 'nope'" in capsys.readouterr().err
+
+
+def test_set_null_overrides_take_effect():
+    ov = dict(parse_override(o) for o in ("training.save_total_limit=null", "max_train_pairs=null"))
+    cfg = load_train_config(ROOT / "recipes" / "demo.yaml", ov)
+    assert cfg.max_train_pairs is None  # the recipe says 1200
+    assert cfg.training.save_total_limit is None  # the default is 2

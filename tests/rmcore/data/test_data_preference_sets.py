@@ -78,6 +78,13 @@ def test_hh_rlhf_real_file(shared_data: Path):
     assert len(load_rating_set({"name": "hh_rlhf", "path": str(hh), "on_bad": "skip"})) == 2299
 
 
+def test_hh_rlhf_raises_on_bad_rows_unless_asked_to_skip(shared_data: Path):
+    with pytest.raises(DataError, match=r"harmless-base_test.jsonl.gz, row 87, field 'chosen'.*on_bad: skip"):
+        load_rating_set({"name": "hh_rlhf", "path": str(shared_data / HH)})
+    rs = load_rating_set({"name": "hh_rlhf", "path": str(shared_data / HH), "on_bad": "skip"})
+    assert len(rs) == 2299 and sum(rs.skipped.values()) == 13
+
+
 def test_rm_bench_chat(shared_data: Path):
     rs = load_rm_bench(shared_data / RMB_CHAT)
     assert len(rs) == 129 and rs.n_responses == 129 * 6

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from rmcore.data.registry import load_rating_set
+from rmcore.errors import ConfigError
 from rmcore.formatting import plain_prompt
 from rmeval.scoring import make_scorer
 from rmeval.scoring.base import SCORERS
 from rmeval.scoring.dpo import DPOImplicitScorer
 from rmeval.scoring.judge import GenerativeJudgeScorer, digit_token_ids
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from tests.support import CORPUS, save_tiny_classifier, save_tiny_lm
+from tests.support import CORPUS, longest_rm_bench_rows, save_tiny_classifier, save_tiny_lm, tiny_tokenizer
 
 
 def varied_items(n: int = 40) -> list:
@@ -131,3 +135,86 @@ def test_dpo_implicit_reward_by_hand(tmp_path):
     np.testing.assert_array_equal(same, np.zeros(len(items)))
     two_copies = make_scorer("dpo_implicit", policy=pol_dir, reference=str(pol_dir) + "/", beta=0.1).score(items)
     np.testing.assert_allclose(two_copies, 0.0, atol=1e-6)
+
+
+# -- texts longer than the model's position limit; max_tokens ------------------------------------------------
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo_ckpt, shared_data):
+    """AuditCallback scores the in-memory model through SeqClassifierScorer: same limit."""
+    from rmcore.modeling import load_reward_model
+
+    model, tok = load_reward_model(str(demo_ckpt))
+    rs = load_rating_set({"name": "rm_bench", "path": str(longest_rm_bench_rows(shared_data, tmp_path))})
+    items = [(p.messages, r.text) for p in rs.prompts for r in p.responses]
+    scorer = SeqClassifierScorer(model, tokenizer=tok)
+    assert scorer.max_length == 512
+    scores = scorer.score(items)
+    assert np.isfinite(scores).all() and scorer.last_flags.any()
+
+
+def _tiny_gpt2(path: Path, n_positions: int = 32):
+    """A causal LM with learned absolute positions: a longer input is an index error, not a warning."""
+    from rmcore.tiny import save_tiny, tiny_model
+
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, "gpt2", token_ids=("pad",), n_positions=n_positions, n_embd=16, n_layer=1, n_head=2)
+    save_tiny(path, model, tok)
+    return model, tok
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_judge_and_dpo_take_the_limit_from_the_model(tmp_path):
+    _tiny_gpt2(tmp_path)
+    long_item = ([{"role": "user", "content": " ".join(["bread"] * 80)}], " ".join(["cats"] * 60))
+    judge = make_scorer("generative_judge", model=str(tmp_path))
+    assert judge.max_length == 32
+    assert np.isfinite(judge.score([long_item])).all() and judge.last_flags.any()
+    dpo = make_scorer("dpo_implicit", policy=str(tmp_path), reference=str(tmp_path))
+    assert dpo.max_length == 32
+    assert np.isfinite(dpo.score([long_item])).all() and dpo.last_flags.any()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_max_tokens_reaches_every_scorer(tmp_path):
+    from dataclasses import replace
+
+    from rmeval.cli import build_parser
+    from rmeval.cli.flags import scorer_settings
+    from rmeval.scoring import load_scorer
+
+    _tiny_gpt2(tmp_path, n_positions=64)
+    for scorer in ("generative_judge", "dpo_implicit"):
+        args = build_parser().parse_args(["audit", "--checkpoint", str(tmp_path), "--data", "simulated",
+                                          "--out", "o", "--scorer", scorer, "--reference", str(tmp_path),
+                                          "--max-tokens", "100"])
+        s = load_scorer(replace(scorer_settings(args), model=str(tmp_path)))
+        assert s.max_tokens == 100, scorer
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_max_tokens_caps_judge_batches(tmp_path):
+    _tiny_gpt2(tmp_path, n_positions=64)
+    judge = make_scorer("generative_judge", model=str(tmp_path), batch_size=8, max_tokens=70)
+    widths: list[tuple[int, int]] = []
+    hook = judge.model.register_forward_hook(lambda m, a, k, o: widths.append(tuple(k["input_ids"].shape)),
+                                             with_kwargs=True)
+    items = [([{"role": "user", "content": "bread " * n}], "cats") for n in (1, 2, 3, 4)]
+    judge.score(items)
+    hook.remove()
+    assert all(b * w <= 70 for b, w in widths) and len(widths) > 1, widths
+
+
+# -- the pad token -------------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_in_memory_scorer_never_pads_with_eos(tmp_path):
+    model, tok = save_tiny_classifier(tmp_path)
+    tok.pad_token = None  # e.g. a Llama tokenizer: no pad token, has unk and eos
+    model.config.pad_token_id = None
+    scorer = SeqClassifierScorer(model, tokenizer=tok)
+    assert scorer.pad_id == tok.unk_token_id != tok.eos_token_id
+    assert model.config.pad_token_id == tok.unk_token_id  # the model reads the same pad as the tokenizer
+    tok.pad_token = tok.unk_token = None
+    with pytest.raises(ConfigError, match="no pad or unk"):
+        SeqClassifierScorer(model, tokenizer=tok)

@@ -6,12 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmcore.data.registry import load_rating_set
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import DataError
 from rmeval.scoring.base import Scorer
 from rmeval.scoring_run import score_conditions
 from rmeval.stats.audit import compute_audit
 from rmeval.tables import norm_id
+from tests.support import save_tiny_classifier
 
 
 class ConstScorer(Scorer):
@@ -92,3 +94,18 @@ def test_resume_never_reuses_rows_of_other_data_with_the_same_ids(tmp_path):
     c = ConstScorer(1.0)
     score_conditions(c, second, ["original"], out_path=out)
     assert c.calls == 0  # the same data again: resumed
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_rerun_after_a_run_with_nothing_to_score(tmp_path):
+    """An empty scores file (no multi-turn prompt for last_turn) is read back, not refused."""
+    from rmeval.scoring.seq_classifier import SeqClassifierScorer
+
+    save_tiny_classifier(tmp_path / "m")
+    rs = load_rating_set({"name": "simulated", "n_prompts": 4, "responses_per_prompt": 2, "seed": 0,
+                          "multi_turn_fraction": 0.0})
+    for ext in ("parquet", "jsonl"):
+        scorer = SeqClassifierScorer(str(tmp_path / "m"))
+        for _ in range(2):
+            df = score_conditions(scorer, rs, ["last_turn"], out_path=tmp_path / f"s.{ext}", progress=False)
+            assert len(df) == 0

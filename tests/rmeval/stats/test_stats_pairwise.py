@@ -61,3 +61,62 @@ def test_missing_score_names_row_and_field():
     prefs = pd.DataFrame({"prompt_id": ["p1", "p1"], "chosen_id": ["a", "a"], "rejected_id": ["b", "zz"]})
     with pytest.raises(DataError, match=r"row 1, field 'rejected_id'"):
         pairwise_accuracy(prefs, sc, n_boot=10)
+
+
+# -- ties, RM-Bench, RewardBench -----------------------------------------------------------------------------
+
+def _rmbench_table() -> tuple[pd.DataFrame, pd.DataFrame]:
+    # one prompt; chosen styles 0..2 score 1, 2, 3; rejected styles 0..2 score 1, 2, 0
+    chosen, rejected = [1.0, 2.0, 3.0], [1.0, 2.0, 0.0]
+    scores = pd.DataFrame({"prompt_id": "p", "response_id": [f"c{i}" for i in range(3)] + [f"r{j}" for j in range(3)],
+                           "score": chosen + rejected})
+    prefs = pd.DataFrame([{"prompt_id": "p", "chosen_id": f"c{i}", "rejected_id": f"r{j}", "chosen_style": i,
+                           "rejected_style": j} for i in range(3) for j in range(3)])
+    return prefs, scores
+
+
+def test_rm_bench_numbers_with_ties_wrong_and_half():
+    prefs, scores = _rmbench_table()
+    # By hand, cell (i, j) = chosen i beats rejected j: [[tie, 0, 1], [1, tie, 1], [1, 1, 1]]
+    wrong = pairwise_accuracy(prefs, scores, n_boot=10, ties="wrong")
+    assert wrong["rmbench"]["matrix"] == [[0, 0, 1], [1, 0, 1], [1, 1, 1]]
+    assert wrong["rmbench"]["hard"]["estimate"] == pytest.approx(2 / 3)  # upper triangle 0, 1, 1
+    assert wrong["rmbench"]["normal"]["estimate"] == pytest.approx(1 / 3)  # diagonal 0, 0, 1
+    assert wrong["rmbench"]["easy"]["estimate"] == pytest.approx(1.0)
+    assert wrong["rmbench"]["average"]["estimate"] == pytest.approx(2 / 3)
+    assert wrong["accuracy"]["estimate"] == pytest.approx(6 / 9) and wrong["n_ties"] == 2
+    half = pairwise_accuracy(prefs, scores, n_boot=10, ties="half")
+    assert half["rmbench"]["normal"]["estimate"] == pytest.approx(2 / 3)  # 0.5, 0.5, 1
+    assert half["rmbench"]["average"]["estimate"] == pytest.approx(7 / 9)
+    assert half["accuracy"]["estimate"] == pytest.approx(7 / 9)
+    with pytest.raises(ValueError, match="ties"):
+        pairwise_accuracy(prefs, scores, ties="zero")
+
+
+def test_rewardbench_section_weighting_by_hand():
+    # subset: outcomes per pair (1 right, 0 wrong, t tie); every pair its own prompt
+    plan = [("alpacaeval-easy", 1), ("alpacaeval-easy", "t"), ("mt-bench-easy", 1), ("hep-go", 0),
+            ("math-prm", 1), ("math-prm", 1), ("donotanswer", "t")]
+    rows, score_rows = [], []
+    for i, (subset, outcome) in enumerate(plan):
+        c = {1: 1.0, 0: -1.0, "t": 0.0}[outcome]
+        rows.append({"prompt_id": f"p{i}", "chosen_id": "c", "rejected_id": "r", "subset": subset})
+        score_rows += [{"prompt_id": f"p{i}", "response_id": "c", "score": c},
+                       {"prompt_id": f"p{i}", "response_id": "r", "score": 0.0}]
+    prefs, scores = pd.DataFrame(rows), pd.DataFrame(score_rows)
+    for ties, tie in (("wrong", 0.0), ("half", 0.5)):
+        rb = pairwise_accuracy(prefs, scores, n_boot=10, ties=ties)["rewardbench"]
+        # RewardBench's EXAMPLE_COUNTS: alpacaeval-easy 100, mt-bench-easy 28, math-prm 984, hep-go 164
+        chat = (100 * (1 + tie) / 2 + 28 * 1) / (100 + 28)
+        reasoning = (984 * 1 + 164 * 0) / (984 + 164)
+        safety = tie  # donotanswer alone
+        assert rb["sections"]["Chat"]["estimate"] == pytest.approx(chat)
+        assert rb["sections"]["Reasoning"]["estimate"] == pytest.approx(reasoning)
+        assert rb["sections"]["Safety"]["estimate"] == pytest.approx(safety)
+        assert "Chat Hard" not in rb["sections"]  # no subset of it present
+        assert rb["score"]["estimate"] == pytest.approx((chat + reasoning + safety) / 3)
+
+
+def test_no_rewardbench_section_without_its_subsets():
+    prefs, scores = _rmbench_table()
+    assert "rewardbench" not in pairwise_accuracy(prefs.assign(subset="chat"), scores, n_boot=10)

@@ -54,3 +54,27 @@ def test_planted_coefficients_within_intervals():
         lo, hi = res[name]["ci95"]
         assert lo < true < hi, (name, lo, true, hi)
     assert res["shown"]["n_boot"] == 5000
+
+
+# -- the score SD every statistic uses -----------------------------------------------------------------------
+
+def test_sibling_regression_uses_the_sd_of_every_original_score():
+    rng = np.random.default_rng(4)
+    sizes = np.r_[np.full(40, 3), 1]  # the last prompt has one response: no siblings, dropped
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    h = np.repeat(rng.normal(size=len(sizes)), sizes) + rng.normal(size=len(g))
+    h[5] = np.nan  # an unrated response: out of the regression, still a scored response
+    s = 0.6 * h + rng.normal(size=len(g)) + 2.0
+    s[5] = 9.0
+    res = sibling_regression(s, h, g, n_boot=200, rng=0)
+
+    df = pd.DataFrame({"g": g, "h": h, "s": s}).dropna()
+    df = df[df.groupby("g")["h"].transform("size") >= 2]
+    tot, cnt = df.groupby("g")["h"].transform("sum"), df.groupby("g")["h"].transform("size")
+    df["sib"] = (tot - df["h"]) / (cnt - 1)
+    raw = sm.OLS(df["s"], sm.add_constant(df[["h", "sib"]])).fit().params
+    sd_all = np.std(s, ddof=1)  # every finite original score, as the transplant margins use
+    assert res["shown"]["estimate"] == pytest.approx(raw["h"] / sd_all, abs=1e-10)
+    assert res["sibling"]["estimate"] == pytest.approx(raw["sib"] / sd_all, abs=1e-10)
+    assert res["shown"]["estimate"] != pytest.approx(raw["h"] / df["s"].std(ddof=1), abs=1e-3)
+    assert res["n_dropped"] == 1 and res["shown"]["n_prompts"] == 40
