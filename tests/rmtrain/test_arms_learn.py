@@ -11,6 +11,7 @@ from rmtrain.train import train
 from tests.support import ROOT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", sorted(ARMS))
 def test_arm_beats_chance_on_heldout_prompts(arm, tmp_path):
     cfg = load_train_config(ROOT / "recipes" / "demo.yaml", {

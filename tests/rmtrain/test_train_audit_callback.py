@@ -14,6 +14,7 @@ from rmtrain.runs import train_run
 from tests.support import ROOT, read_run
 
 
+@pytest.mark.slow
 def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "run"
