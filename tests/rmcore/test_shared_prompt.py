@@ -21,14 +21,8 @@ from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forwa
 from rmcore.tiny import lora_with_effect
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from tests.support import TINY_SET as DATA
-from tests.support import save_tiny_qwen3
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"))
 
 
 def pairs_batch(tok: Any, max_length: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -66,8 +60,8 @@ def both_ways(model: Any, tok: Any, chosen: list[list[int]], rejected: list[list
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("lora", [False, True])
-def test_same_rewards_and_gradients(tiny_qwen3: Path, attn: str, lora: bool) -> None:
-    model, tok = load_reward_model(ModelSettings(str(tiny_qwen3), attn_implementation=attn))
+def test_same_rewards_and_gradients(tiny_set_qwen3: Path, attn: str, lora: bool) -> None:
+    model, tok = load_reward_model(ModelSettings(str(tiny_set_qwen3), attn_implementation=attn))
     assert type(model).__name__ == "Qwen3ForSequenceClassification"
     if lora:
         model = lora_with_effect(model)
@@ -91,8 +85,8 @@ def test_same_rewards_and_gradients(tiny_qwen3: Path, attn: str, lora: bool) -> 
         np.testing.assert_allclose(got_g[n].numpy(), ref_g[n].numpy(), atol=1e-5 * scale, rtol=1e-4, err_msg=n)
 
 
-def test_truncated_prompts_share_only_what_is_common(tiny_qwen3: Path) -> None:
-    model, tok = load_reward_model(tiny_qwen3)
+def test_truncated_prompts_share_only_what_is_common(tiny_set_qwen3: Path) -> None:
+    model, tok = load_reward_model(tiny_set_qwen3)
     model.eval()
     chosen, rejected = pairs_batch(tok, max_length=24)
     assert any(c[:3] != r[:3] for c, r in zip(chosen, rejected))  # prompts cut at different points
@@ -132,7 +126,7 @@ def _cfg(path: Path, out: Path, shared: str, *, lora: bool = False, gc: bool = F
 
 
 @pytest.mark.parametrize("lora_gc", [False, True])
-def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, lora_gc: bool,
+def test_training_runs_match_separate_forward(tiny_set_qwen3: Path, tmp_path: Path, lora_gc: bool,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Two steps of `train`, shared prompt on and off (with LoRA + gradient checkpointing too): the
     trainer's bucketed shared forward gives the same training run, step for step."""
@@ -160,7 +154,7 @@ def test_training_runs_match_separate_forward(tiny_qwen3: Path, tmp_path: Path, 
     runs = {}
     for shared in ("true", "false"):
         out = tmp_path / shared
-        rt.train(_cfg(tiny_qwen3, out, shared, lora=lora_gc, gc=lora_gc))
+        rt.train(_cfg(tiny_set_qwen3, out, shared, lora=lora_gc, gc=lora_gc))
         import pandas as pd
 
         runs[shared] = pd.read_parquet(out / "heldout_scores.parquet")["score"].to_numpy()
