@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export WANDB_MODE=offline WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
-exec .venv/bin/pytest -n 2 --dist loadgroup "$@"
+exec .venv/bin/pytest -n 2 --dist load --maxschedchunk 1 "$@"

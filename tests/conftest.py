@@ -5,9 +5,11 @@ two workers.
 
 scripts/test.sh runs the suite on two pytest-xdist workers, one torch thread each: on two cores, two
 processes of one thread keep both busy, where one process of two threads waits on its slowest
-thread. Tests marked ``slow`` are collected first, so the longest runs start first and the workers
-finish together (longest-first scheduling); ``--dist loadgroup`` keeps the tests of one
-``xdist_group`` on one worker, so a module's expensive fixture is built once."""
+thread. Tests marked ``slow`` are collected first and ``--dist load --maxschedchunk 1`` hands the
+tests out one at a time to whichever worker is free, so the longest runs start first and the workers
+finish together (longest-first scheduling); a module fixture may then be built on both workers.
+(``--dist loadgroup`` would keep marked tests on one worker, but with pytest 9.2 and xdist 3.8 it
+silently ignores ``xdist_group``: pytest-xdist issue 1386.)"""
 
 from __future__ import annotations
 

@@ -27,8 +27,7 @@ from rmcore.errors import ConfigError
 from rmtrain.policy.config import load_policy_config, policy_config_from_dict
 from tests.support import ROOT, TINY_SET, set_texts
 
-# one worker builds the module's models and policy runs, and runs every test that reads them
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.xdist_group("policy")]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 DATA = {"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed": 0}
 
 
