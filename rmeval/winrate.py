@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_save_figure
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
-from rmeval.judging import JudgeBackend, Question, Tokens
+from rmeval.judging import JudgeBackend, Question, Tokens, read_bracket_verdict
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -71,13 +70,11 @@ JUDGE_PROMPT = (
     "Verdict: Which response is fundamentally better based only on the core criteria?"
 )
 VERDICTS = ("A", "B", "C")
-_VERDICT_RE = re.compile(r"\[\[\s*([ABC])\s*\]\]")
 
 
 def parse_verdict(text: str) -> str | None:
     """The last ``[[A]]``/``[[B]]``/``[[C]]`` in a judge's answer, or None."""
-    found = _VERDICT_RE.findall(text or "")
-    return found[-1] if found else None
+    return read_bracket_verdict(text, VERDICTS)
 
 
 def judge_prompt(prompt: str, answer_a: str, answer_b: str) -> str:
