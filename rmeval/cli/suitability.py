@@ -128,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
     from rmeval.suitability_audit import audit_checkpoints, suitability_line
 
+    settings = suitability_settings(args, args.perturbations)  # bad flags fail before anything loads
     checkpoints = find_checkpoints(args.checkpoint)
     rating_set = load_data(args.data, args.max_prompts, args.seed)
-    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args),
-                                       suitability_settings(args, args.perturbations), args.out, seed=args.seed,
+    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args), settings, args.out, seed=args.seed,
                                        attribute=args.attribute, data=args.data, cache=args.cache,
                                        **wandb_target(args))
     for name, res in results.items():

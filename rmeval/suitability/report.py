@@ -267,12 +267,20 @@ def plot_subsets(subsets: dict[str, dict[str, dict[str, Any]]], path: Path, alph
         fig, axes = plt.subplots(1, 2, figsize=(11, 5.4), subplot_kw={"projection": "polar"})
         angles = np.linspace(0, 2 * np.pi, len(specs), endpoint=False)
         for ax, (key, label) in zip(axes, measures):
+            lo = hi = 0.0
             for k, (sub, v) in enumerate(subsets.items()):
                 vals = np.array([v.get(s, {}).get(key, np.nan) for s in specs], dtype=float)
                 vals = np.nan_to_num(vals, nan=0.0)
+                lo, hi = min(lo, vals.min()), max(hi, vals.max())
                 ax.plot(np.append(angles, angles[0]), np.append(vals, vals[0]), color=colors[k % 10], lw=1.5,
                         label=sub)
                 ax.fill(np.append(angles, angles[0]), np.append(vals, vals[0]), color=colors[k % 10], alpha=0.15)
+            if key == "share_significant":
+                ax.set_ylim(0, 1)
+            else:  # a negative sum (more confident when perturbed) lies inside the dashed zero circle
+                ax.set_ylim(lo, hi if hi > lo else lo + 1)
+                if lo < 0:
+                    ax.plot(np.linspace(0, 2 * np.pi, 200), np.zeros(200), color="black", ls="--", lw=0.8)
             ax.set_xticks(angles)
             ax.set_xticklabels(specs, fontsize=9)
             ax.tick_params(axis="y", labelsize=7)
