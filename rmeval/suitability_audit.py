@@ -52,6 +52,7 @@ class SuitabilityAuditSettings:
     robustness: bool = True  # the B.1 tests and B.3 structure
     judge_style: str = "verdict"  # a generative judge's question: verdict | explain (Reward Auditor's)
     judge_explain_tokens: int = 256  # explanation budget of judge_style explain
+    groups: dict[str, str] | None = None  # CODE -> GROUP for codes outside the ten (suitability-stats)
     rewriter: str | None = None  # hf:MODEL | openai:MODEL | file:PATH, for the stylized codes
     rewrite_file: str | None = None  # jsonl {item_id, perturbation, side, text} (CODE@file)
     rewrite_cache: str | None = None  # None: OUT/rewrite_cache.sqlite
@@ -78,6 +79,13 @@ class SuitabilityAuditSettings:
             raise ConfigError(f"base_level must be an RM-Bench style level 0, 1 or 2, got {self.base_level!r}")
         if self.judge_style not in STYLES:
             raise ConfigError(f"judge_style must be one of {', '.join(STYLES)}, got '{self.judge_style}'")
+        from rmeval.perturbations.suite import GROUPS
+
+        known = set(GROUPS.values()) | set((self.groups or {}).values())
+        unknown = sorted(set(self.null_share or {}) - known)
+        if unknown:
+            raise ConfigError(f"--null-share names group(s) {unknown} that no perturbation belongs to; groups: "
+                              f"{', '.join(sorted(known))}")
 
     def specs(self, rating_set: RatingSet) -> list[str]:
         from rmeval.perturbations.suite import default_specs

@@ -96,6 +96,10 @@ def suitability_settings(args: argparse.Namespace, perturbations: list[str] | No
                  "rewrite_file": args.rewrite_file, "rewrite_cache": args.rewrite_cache, "base_url": args.base_url,
                  "language": args.language, "judge_style": args.judge_style,
                  "judge_explain_tokens": args.judge_explain_tokens}
+    if hasattr(args, "groups"):
+        from rmeval.suitability import parse_groups
+
+        model["groups"] = parse_groups(args.groups)
     settings = SuitabilityAuditSettings(perturbations=perturbations, n_permutations=args.n_permutations, q=args.q,
                                         eta=args.eta, margin=args.margin, weighting=args.weighting,
                                         null_share=parse_null_shares(args.null_share), alpha=args.alpha,

@@ -240,12 +240,14 @@ def suitability_inference(deltas: Mapping[str, np.ndarray], groups: Mapping[str,
         out[c] = rec
     sizes = {g: sum(1 for j in tested if groups[codes[j]] == g) for g in gbh["null_share"]}
     return {"perturbations": out, "k": gbh["k"],
-            "groups": {g: {"null_share": v, "n_tested": sizes[g], "source": _share_source(weighting)}
+            "groups": {g: {"null_share": v, "n_tested": sizes[g], "source": _share_source(weighting, g, fixed)}
                        for g, v in gbh["null_share"].items()}}
 
 
-def _share_source(weighting: str) -> str:
-    return {"storey": "estimated (Storey, +1)", "fixed": "fixed", "equal": "1 (plain BH)"}[weighting]
+def _share_source(weighting: str, group: str, fixed: Mapping[str, float] | None) -> str:
+    if weighting == "fixed":
+        return "fixed" if group in (fixed or {}) else "1 (not named)"
+    return {"storey": "estimated (Storey, +1)", "equal": "1 (plain BH)"}[weighting]
 
 
 def mark_unsuitable(per: dict[str, dict[str, Any]], margins: Mapping[str, float] | float) -> float:
