@@ -41,11 +41,13 @@ def _specs(results: Mapping[str, dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(s for r in results.values() for s in r["perturbations"]))
 
 
-def _method(st: dict[str, Any], groups: dict[str, Any]) -> str:
+def _method(st: dict[str, Any], groups: dict[str, Any] | None) -> str:
+    """The method paragraph; ``groups`` None: a panel (null shares per model, below)."""
     metric = ("M = log σ(r_chosen − r_rejected), the log confidence (Reward Auditor's released code)"
               if st.get("metric") == "log_confidence" else "M = σ(r_chosen − r_rejected), the confidence")
     mode = st.get("weighting", "storey")
-    shares = ", ".join(f"{g} {_num(v['null_share'])}" for g, v in groups.items())
+    shares = ("per model below" if groups is None else
+              ", ".join(f"{g} {_num(v['null_share'])}" for g, v in groups.items()) or "nothing tested")
     rule = {"storey": "null share per group estimated by Storey's estimator with the +1 at η = "
                       f"{st['eta']}", "fixed": "null shares fixed", "equal": "all null shares 1: plain BH"}[mode]
     m = st["m"]
@@ -55,7 +57,7 @@ def _method(st: dict[str, Any], groups: dict[str, Any]) -> str:
     return (f"{metric}; ΔM = M − M′ (original minus perturbed) over every item, a twin the scorer cannot tell "
             f"from its original counting as 0. One-sided sign-flip permutation test of the paired t "
             f"(B = {st['B']}, seed {st['seed']}); group-aware Benjamini–Hochberg at q = {st['q']}: reject "
-            f"p ≤ q·k̂/(L·q_g), {rule} ({shares or 'no test'}); stars: p < 0.05 *, 0.01 **, 0.001 ***; "
+            f"p ≤ q·k̂/(L·q_g), {rule} ({shares}); stars: p < 0.05 *, 0.01 **, 0.001 ***; "
             f"**unsuitable** = rejected and d > m ({m_text}); suitability risk = sum of d over the unsuitable "
             "perturbations.")
 
@@ -107,7 +109,7 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
     first = results[names[0]]
     summary = first.get("panel", {})
     specs = _specs(results)
-    lines = [f"# {title}", "", _method(first["settings"], first.get("groups", {})), ""]
+    lines = [f"# {title}", "", _method(first["settings"], first.get("groups", {}) if len(names) == 1 else None), ""]
     if len(names) > 1:
         lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", ""]
         lines += table(["model", *specs, "risk"], [[lab[n], *(_d_cell(results[n]["perturbations"].get(s)) for s in specs),
