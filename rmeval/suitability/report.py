@@ -205,7 +205,11 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path, labels: Mapping
                         fontsize=8)
     m = results[names[0]]["settings"]["m"]
     if isinstance(m, (int, float)) and m > 0:
-        ax.axhline(m, color="tab:red", ls="--", lw=0.8, label=f"margin m = {m:.2f}")
+        ax.axhline(m, color="tab:red", ls="--", lw=0.9)
+    elif isinstance(m, Mapping):  # the panel rule: one margin per perturbation, across its bars
+        for j, s in enumerate(specs):
+            if m.get(s) is not None and np.isfinite(m[s]) and m[s] > 0:
+                ax.hlines(m[s], j - 0.45, j + 0.45, color="tab:red", ls="--", lw=0.9)
     ax.axhline(0.0, color="black", lw=0.6)
     ax.set_xticks(range(len(specs)))
     ax.set_xticklabels(specs, rotation=30, ha="right")
@@ -213,8 +217,15 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path, labels: Mapping
     if len(names) > 1:
         lab = [(labels or {}).get(n, n) for n in names]
         ax.set_xlabel("bars per perturbation, left to right: " + ", ".join(lab), fontsize=8, wrap=True)
-    ax.set_title("Suitability: confidence drop per perturbation" + (f" ({len(names)} models)" if len(names) > 1 else ""))
-    ax.legend(handles=[Patch(color=c, label=lab) for lab, c in colors.items()], fontsize=8, loc="best")
+    who = f"{len(names)} models" if len(names) > 1 else (labels or {}).get(names[0], names[0])
+    ax.set_title(f"Suitability: confidence drop per perturbation ({who})")
+    handles = [Patch(color=c, label=lab) for lab, c in colors.items()]
+    if isinstance(m, Mapping) or (isinstance(m, (int, float)) and m > 0):
+        from matplotlib.lines import Line2D
+
+        text = "margin m = max{d : p ≥ α}" if isinstance(m, Mapping) else f"margin m = {m:.2f}"
+        handles.append(Line2D([], [], color="tab:red", ls="--", lw=0.9, label=text))
+    ax.legend(handles=handles, fontsize=8, loc="best")
     fig.tight_layout()
     return atomic_save_figure(fig, path)
 
@@ -286,8 +297,13 @@ def plot_subsets(subsets: dict[str, dict[str, dict[str, Any]]], path: Path, alph
             ax.set_xticks(angles)
             ax.set_xticklabels(specs, fontsize=9)
             ax.tick_params(axis="y", labelsize=7)
-            ax.set_title(label, pad=18, fontsize=10)
-        axes[1].legend(loc="upper right", bbox_to_anchor=(1.35, 1.12), fontsize=8)
+            ax.set_title(label, pad=28, fontsize=10)
+        # below the radars, where a long subset name cannot be cut off at the figure's edge
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=min(len(subsets), 5), fontsize=9,
+                   frameon=False)
+        fig.suptitle("Suitability per subset", fontsize=11)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        return atomic_save_figure(fig, path)
     else:
         fig, axes = plt.subplots(1, 2, figsize=(9, 4))
         width = 0.8 / len(subsets)
