@@ -110,6 +110,12 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
     summary = first.get("panel", {})
     specs = _specs(results)
     lines = [f"# {title}", "", _method(first["settings"], first.get("groups", {}) if len(names) == 1 else None), ""]
+    meta = first.get("meta") or {}
+    if meta.get("data"):  # what was read and what was left out, counted (nothing is dropped silently)
+        left = {**meta.get("rows_skipped", {}), **meta.get("items_skipped", {})}
+        out = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in left.items() if v)
+        lines += [f"Data: {meta['data']}, {meta.get('n_items', '?')} items" + (f" (skipped: {out})." if out else "."),
+                  ""]
     if len(names) > 1:
         lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", ""]
         lines += table(["model", *specs, "risk"], [[lab[n], *(_d_cell(results[n]["perturbations"].get(s)) for s in specs),

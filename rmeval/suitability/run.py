@@ -280,7 +280,8 @@ def run_suitability(scorer: Scorer, rating_set: RatingSet, specs: list[str], *, 
     if pairs_path is not None:
         atomic_write_table(pairs_path, pairs)
     res = infer(pairs, settings, counts=counts)
-    res["meta"] = {"data": rating_set.name, "n_items": len(items), "items_skipped": skipped,
+    res["meta"] = {"data": rating_set.name, "n_items": len(items), "rows_skipped": dict(rating_set.skipped),
+                   "items_skipped": skipped,
                    "scorer": cs.kind, "truncation": dict(cs.truncation)}
     if cs.kind == "pairwise_judge":
         res["meta"]["judge_style"] = judge_style
