@@ -64,7 +64,7 @@ def _method(st: dict[str, Any], groups: dict[str, Any] | None) -> str:
 
 def _model_table(r: dict[str, Any]) -> list[str]:
     header = ["perturbation", "group", "n", "changed", "unchanged", "failed", "mean ΔM", "d", "d changed", "t",
-              "p", "", "BH threshold", "rejected", "unsuitable", "acc orig", "acc pert", "Δacc"]
+              "p", "sig.", "BH threshold", "rejected", "unsuitable", "acc orig", "acc pert", "Δacc"]
     rows = []
     for s, v in r["perturbations"].items():
         inv = v.get("n_invisible", 0)
