@@ -109,6 +109,9 @@ class TrainingSuitabilitySettings:
     eta: float = 0.5
     margin: float | None = None
     data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
+    metric: str = "log_confidence"  # log_confidence | confidence
+    weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
+    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
         from rmeval.suitability_audit import SuitabilityAuditSettings
@@ -117,7 +120,8 @@ class TrainingSuitabilitySettings:
             return None
         return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
                                         data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
-                                        q=self.q, eta=self.eta, margin=self.margin)
+                                        q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
+                                        weighting=self.weighting, null_share=self.null_share)
 
 
 @dataclass

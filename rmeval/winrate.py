@@ -16,14 +16,14 @@ OpenAI-compatible endpoint (the model writes its analysis, the last ``[[X]]`` is
 Across reward models: per model, the suitability risk is the sum of Cohen's d over the
 perturbations its suitability audit marks ``unsuitable`` (rejected at the FDR level and d above
 the margin; ``rejected`` when the file has no ``unsuitable``), and the accuracy change is the mean
-``accuracy_change`` over its perturbations. ``spearman_table`` correlates each with the win rate.
+``accuracy_change`` over its perturbations; a panel's output (``models.<name>``) is read one model
+at a time (``PATH#NAME``). ``spearman_table`` correlates each with the win rate.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_save_figure
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
-from rmeval.judging import JudgeBackend, Question, Tokens
+from rmeval.judging import JudgeBackend, Question, Tokens, read_bracket_verdict
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -71,13 +71,11 @@ JUDGE_PROMPT = (
     "Verdict: Which response is fundamentally better based only on the core criteria?"
 )
 VERDICTS = ("A", "B", "C")
-_VERDICT_RE = re.compile(r"\[\[\s*([ABC])\s*\]\]")
 
 
 def parse_verdict(text: str) -> str | None:
     """The last ``[[A]]``/``[[B]]``/``[[C]]`` in a judge's answer, or None."""
-    found = _VERDICT_RE.findall(text or "")
-    return found[-1] if found else None
+    return read_bracket_verdict(text, VERDICTS)
 
 
 def judge_prompt(prompt: str, answer_a: str, answer_b: str) -> str:
@@ -200,30 +198,69 @@ def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int =
             "verdicts_second_order": {v: sum(x == v for x in second) for v in VERDICTS}}
 
 
-def read_suitability(path: str | os.PathLike) -> dict[str, float]:
-    """{suitability_risk, accuracy_change, n_unsuitable} from an ``rmeval suitability`` output."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "suitability.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such suitability file (run `rmeval suitability` on the reward model)")
-    d = json.loads(path.read_text())
+def _model_summary(d: dict[str, Any], file: str, where: str) -> dict[str, float]:
     perts = d.get("perturbations")
     if not isinstance(perts, dict) or not perts:
-        raise DataError("no perturbations", file=str(path), field="perturbations")
+        raise DataError("no perturbations", file=file, field=f"{where}perturbations")
     risk, acc, n_uns = 0.0, [], 0
     for code, v in perts.items():
         for key in ("cohens_d", "rejected"):
             if key not in v:
-                raise DataError("missing field", file=str(path), field=f"perturbations.{code}.{key}")
+                raise DataError("missing field", file=file, field=f"{where}perturbations.{code}.{key}")
         flagged = bool(v.get("unsuitable", v["rejected"]))
         if flagged and v["cohens_d"] is not None and np.isfinite(v["cohens_d"]):
             risk += float(v["cohens_d"])
             n_uns += 1
         if v.get("accuracy_change") is not None:
             acc.append(float(v["accuracy_change"]))
+    if d.get("suitability_risk") is not None:  # as the audit computed it (the paper's risk)
+        risk = float(d["suitability_risk"])
     return {"suitability_risk": risk, "accuracy_change": float(np.mean(acc)) if acc else float("nan"),
             "n_unsuitable": n_uns}
+
+
+def _suitability_doc(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "suitability.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such suitability file (run `rmeval suitability` on the reward model)")
+    try:
+        return json.loads(path.read_text()), path
+    except json.JSONDecodeError as e:
+        raise DataError(f"not JSON ({e.msg})", file=str(path), row=e.lineno) from None
+
+
+def read_suitability(path: str | os.PathLike) -> dict[str, float]:
+    """{suitability_risk, accuracy_change, n_unsuitable} of one reward model from an ``rmeval
+    suitability`` output: a suitability.json (or its folder) of one model, or of a panel
+    (``models.<name>``) as ``PATH#NAME`` (a panel of one model needs no name). The risk is the
+    file's ``suitability_risk`` where it has one (older files: the sum of d over the perturbations
+    marked unsuitable, else rejected)."""
+    text = str(path)
+    name = None
+    if "#" in text and not Path(text).exists():
+        text, _, name = text.rpartition("#")
+    d, file = _suitability_doc(text)
+    if "models" in d:
+        models = d["models"]
+        if name is None and len(models) == 1:
+            name = next(iter(models))
+        if name is None:
+            raise DataError(f"a panel of {len(models)} models: name one as PATH#NAME (models: {', '.join(models)})",
+                            file=str(file), field="models")
+        if name not in models:
+            raise DataError(f"no model {name!r} (models: {', '.join(models)})", file=str(file), field="models")
+        return _model_summary(models[name], str(file), f"models.{name}.")
+    return _model_summary(d, str(file), "")
+
+
+def read_panel_suitability(path: str | os.PathLike) -> dict[str, dict[str, float]]:
+    """``read_suitability`` of every model of a panel output (one model: named by its folder)."""
+    d, file = _suitability_doc(path)
+    if "models" in d:
+        return {n: _model_summary(m, str(file), f"models.{n}.") for n, m in d["models"].items()}
+    return {file.parent.name: _model_summary(d, str(file), "")}
 
 
 def spearman_table(rows: list[dict[str, Any]]) -> dict[str, Any]:

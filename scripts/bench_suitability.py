@@ -1,6 +1,6 @@
 """Speed of the suitability inference: 10 perturbations x 1,000 items x 10,000 sign-flip permutations
-(target < 0.5 s), against drawing each sign as its own random integer, plus this machine's fp32
-matrix-product rate for context.
+(target < 0.5 s), against drawing each sign as its own random integer, plus the appendix-B.1
+robustness statistics on the same sizes and this machine's fp32 matrix-product rate for context.
 
     .venv/bin/python scripts/bench_suitability.py [--items 1000] [--perturbations 10] [--permutations 10000]
 """
@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from rmeval.stats.suitability import suitability_inference
+from rmeval.stats.suitability_robustness import robustness
 
 
 def naive(deltas: np.ndarray, B: int, seed: int) -> np.ndarray:
@@ -49,6 +50,7 @@ def main() -> None:
     groups = {c: ("controlled" if i < args.perturbations // 2 else "stylized") for i, c in enumerate(codes)}
     ours = best_of(lambda: suitability_inference(deltas, groups, n_permutations=args.permutations, seed=0),
                    args.repeats)
+    rob = best_of(lambda: robustness(deltas, n_permutations=args.permutations, seed=0), 1)
     mat = np.column_stack([deltas[c] for c in codes])
     base = best_of(lambda: naive(mat, args.permutations, 0), args.repeats)
     a = rng.standard_normal((2048, 2048), dtype=np.float32)
@@ -57,6 +59,8 @@ def main() -> None:
     print(f"suitability inference, {args.perturbations} perturbations x {args.items} items x "
           f"{args.permutations} permutations ({flips:.1e} sign flips): {ours:.3f} s (target < 0.5 s)")
     print(f"one random integer per sign (same matrix product): {base:.3f} s -> ratio {base / ours:.2f}x")
+    print(f"B.1 robustness (median and 20%-trimmed mean under the same sign flips, normality, Wilcoxon): "
+          f"{rob:.2f} s ({rob / ours:.0f}x the t test alone)")
     print(f"fp32 matmul 2048^3: {2 * 2048 ** 3 / mm / 1e9:.1f} GFLOP/s ({mm * 1e3:.1f} ms)")
 
 

@@ -7,6 +7,7 @@
     {"name": "helpsteer", "path": "nvidia/HelpSteer", "split": "validation"}
     {"name": "simulated", "n_prompts": 600, "human_share": 0.3, "seed": 0, ...}
     {"name": "rm_bench", "path": "rm-bench/chat_filtered.json"}
+    {"name": "reward_auditor", "path": "RewardAuditor/datasets", "task": "chat", "labels": "content"}
     {"name": "hh_rlhf", "path": "Anthropic/hh-rlhf" | "harmless-base_test.jsonl.gz", "data_dir": ...}
     {"name": "shp", "path": "stanfordnlp/SHP" | "local.jsonl", "split": "validation"}
     {"name": "generic", "path": "ratings.csv", "columns": {"prompt": ..., "response": ..., ...}}
@@ -36,6 +37,7 @@ from typing import Any
 from rmcore.data.generic import check_on_bad, load_generic
 from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
 from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
+from rmcore.data.reward_auditor import load_reward_auditor
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
 from rmcore.data.simulated import CONFIG_FIELDS, simulate_rating_set
@@ -94,6 +96,14 @@ def _rm_bench(spec: dict[str, Any]) -> RatingSet:
     if "path" not in kw:
         raise ConfigError("rm_bench needs a 'path' (RM-Bench is distributed as JSON files on GitHub)")
     return load_rm_bench(kw.pop("path"), **kw)
+
+
+@register_loader("reward_auditor")
+def _reward_auditor(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "task", "labels", "limit"))
+    if "path" not in kw:
+        raise ConfigError("reward_auditor needs a 'path' (a folder or file of Reward Auditor's perturbed RM-Bench)")
+    return load_reward_auditor(kw.pop("path"), on_bad=spec.get("on_bad", "raise"), **kw)
 
 
 @register_loader("hh_rlhf")

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
+from rmcore.errors import ConfigError
 from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
 from rmeval.suitability_audit import SuitabilityAuditSettings
 
@@ -16,10 +18,26 @@ def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> No
     p.add_argument("--q", type=float, default=0.05, help="FDR level of the group-aware BH")
     p.add_argument("--eta", type=float, default=0.5, help="Storey threshold for each group's null share")
     p.add_argument("--margin", type=float, default=None,
-                   help="effect-size margin m (default: panel rule for several models, else 0)")
-    p.add_argument("--weighting", default="storey", choices=["storey", "equal"], help="equal: plain BH")
+                   help="effect-size margin m >= 0 (default: panel rule max{d : p >= alpha} for several "
+                        "models, else 0)")
+    p.add_argument("--alpha", type=float, default=0.05, help="level of the panel rule and of the per-subset radar")
+    p.add_argument("--weighting", default=None, choices=["storey", "fixed", "equal"],
+                   help="null share of each group: storey (estimated; default), fixed (--null-share), "
+                        "equal (1: plain BH)")
+    p.add_argument("--null-share", nargs="+", default=None, metavar="GROUP=Q",
+                   help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 "
+                        "(groups not named: 1)")
+    p.add_argument("--metric", default="log_confidence", choices=["log_confidence", "confidence"],
+                   help="M tested: log sigma(r_c - r_r) (Reward Auditor's code) or sigma(r_c - r_r)")
+    p.add_argument("--no-robustness", action="store_true",
+                   help="skip the B.1 tests (normality, median, trimmed mean, Wilcoxon) and the B.3 structure")
     if not model:
         return
+    p.add_argument("--judge-style", default="verdict", choices=["verdict", "explain"],
+                   help="generative judge: a one-letter verdict, or Reward Auditor's prompt (an explanation, "
+                        "then [[A]]/[[B]]/[[C]])")
+    p.add_argument("--judge-explain-tokens", type=int, default=256,
+                   help="most tokens of the judge's explanation (--judge-style explain)")
     p.add_argument("--rewriter", default=None, help="model rewriter for stylized codes: hf:MODEL | openai:MODEL "
                    "(with --base-url) | file:PATH")
     p.add_argument("--rewrite-file", default=None, help="jsonl {item_id, perturbation, side, text} (CODE@file)")
@@ -27,7 +45,7 @@ def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> No
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint base URL")
     p.add_argument("--language", default="Chinese", help="target language of LC and SLC")
     p.add_argument("--max-items", type=int, default=None, help="first N preference items")
-    p.add_argument("--base-level", type=int, default=0, help="RM-Bench style level of the base pairs")
+    p.add_argument("--base-level", type=int, default=0, choices=[0, 1, 2], help="RM-Bench style level of the base pairs")
 
 
 def add_audit_suitability(a: argparse.ArgumentParser) -> None:
@@ -37,16 +55,57 @@ def add_audit_suitability(a: argparse.ArgumentParser) -> None:
     add_inference_flags(a)
 
 
+def parse_null_shares(items: list[str] | None) -> dict[str, float] | None:
+    """['controlled=0.8', 'stylized=0.5'] (or comma-separated) -> {'controlled': 0.8, 'stylized': 0.5}."""
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for part in items:
+        for kv in part.split(","):
+            if not kv:
+                continue
+            g, sep, v = kv.partition("=")
+            try:
+                q = float(v)
+            except ValueError:
+                q = None
+            if not sep or not g.strip() or q is None:
+                raise ConfigError(f"--null-share entries look like GROUP=Q with Q in (0, 1], got '{kv}'")
+            out[g.strip()] = q
+    return out
+
+
+def check_model_flags(args: argparse.Namespace) -> None:
+    """The scorer's numeric flags in range (one-line errors, before any model loads)."""
+    for flag in ("max_prompts", "batch_size", "max_length", "max_tokens"):
+        v = getattr(args, flag, None)
+        if v is not None and v < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
+    beta = getattr(args, "beta", None)
+    if beta is not None and not (math.isfinite(beta) and beta > 0):
+        raise ConfigError(f"--beta must be a finite number > 0, got {beta}")
+
+
 def suitability_settings(args: argparse.Namespace, perturbations: list[str] | None) -> SuitabilityAuditSettings:
-    """The flags of ``add_inference_flags`` (and ``--suitability-data``) as settings."""
+    """The flags of ``add_inference_flags`` (and ``--suitability-data``) as settings, validated."""
     model = {}
     if hasattr(args, "rewriter"):
+        check_model_flags(args)
         model = {"data": getattr(args, "suitability_data", None), "max_prompts": args.max_prompts,
                  "max_items": args.max_items, "base_level": args.base_level, "rewriter": args.rewriter,
                  "rewrite_file": args.rewrite_file, "rewrite_cache": args.rewrite_cache, "base_url": args.base_url,
-                 "language": args.language}
-    return SuitabilityAuditSettings(perturbations=perturbations, n_permutations=args.n_permutations, q=args.q,
-                                    eta=args.eta, margin=args.margin, weighting=args.weighting, **model)
+                 "language": args.language, "judge_style": args.judge_style,
+                 "judge_explain_tokens": args.judge_explain_tokens}
+    if hasattr(args, "groups"):
+        from rmeval.suitability import parse_groups
+
+        model["groups"] = parse_groups(args.groups)
+    settings = SuitabilityAuditSettings(perturbations=perturbations, n_permutations=args.n_permutations, q=args.q,
+                                        eta=args.eta, margin=args.margin, weighting=args.weighting,
+                                        null_share=parse_null_shares(args.null_share), alpha=args.alpha,
+                                        metric=args.metric, robustness=not args.no_robustness, **model)
+    settings.inference(args.seed)  # validates every setting now, before data or models load
+    return settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,8 +113,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model(su)
     add_common(su)
     su.add_argument("--perturbations", nargs="+", default=None, metavar="CODE",
-                    help="EF PH IU IW CN ST SP LE LC SLC, stylized ones optionally @rule/@lm/@file/@rmbench "
-                         "(default: every one whose inputs are at hand)")
+                    help="EF PH IU IW CN ST SP LE LC SLC; stylized ones optionally @rule/@lm/@file/@rmbench, any "
+                         "@auditor (Reward Auditor's files) (default: every one whose inputs are at hand)")
     add_inference_flags(su)
     su.set_defaults(func=run)
     ss = sub.add_parser("suitability-stats", help="suitability inference on precomputed confidences")
@@ -73,10 +132,10 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
     from rmeval.suitability_audit import audit_checkpoints, suitability_line
 
+    settings = suitability_settings(args, args.perturbations)  # bad flags fail before anything loads
     checkpoints = find_checkpoints(args.checkpoint)
     rating_set = load_data(args.data, args.max_prompts, args.seed)
-    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args),
-                                       suitability_settings(args, args.perturbations), args.out, seed=args.seed,
+    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args), settings, args.out, seed=args.seed,
                                        attribute=args.attribute, data=args.data, cache=args.cache,
                                        **wandb_target(args))
     for name, res in results.items():

@@ -19,7 +19,10 @@ float32 tensor):
   a direction, and is counted (``n_malformed``).
 
 Each user reads the scores its own way: the win rate takes the arg-max letter, elicitation
-p(A | A or B) = σ(s_A − s_B) against a margin, suitability p(A) = softmax(s)_A.
+p(A | A or B) = σ(s_A − s_B) against a margin, suitability the verdict log-odds s_A − s_B.
+
+A question whose judge writes an explanation before its verdict (``[[A]]``, ``[[B]]``, ``[[C]]``)
+parses a reply with ``read_bracket_verdict``: the last bracketed letter of the reply.
 """
 
 from __future__ import annotations
@@ -48,6 +51,15 @@ class Tokens:
 _LETTER = re.compile(r"^[\s\*\"'\(\[]*(?:(?i:response|answer|option)\s*[:\-]?\s*)?\(?([AB])\b")
 _TIE = re.compile(r"^\W*(tie|equal|same|neither|both|no difference)\b", re.IGNORECASE)
 _BOTH_LETTERS = re.compile(r"^\W*A\s*(or|/|and)\s*B\b")
+
+
+_BRACKET = re.compile(r"\[\[\s*([A-Z])\s*\]\]")
+
+
+def read_bracket_verdict(text: str | None, letters: Sequence[str] = ("A", "B", "C")) -> str | None:
+    """The last ``[[X]]`` of a reply with X one of ``letters``, or None."""
+    found = [x for x in _BRACKET.findall(text or "") if x in letters]
+    return found[-1] if found else None
 
 
 def read_letter(text: str | None) -> str | None:

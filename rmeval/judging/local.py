@@ -104,7 +104,6 @@ def as_user_turn(tokenizer: Any, text: str) -> str:
     return text
 
 
-
 class LocalBackend(JudgeBackend):
     """A local causal LM (a checkpoint path, a Hub id, a PEFT adapter directory, or an in-memory
     model with its tokenizer) as a judge backend. ``batch_size`` sequences (at most ``max_tokens``
@@ -162,6 +161,29 @@ class LocalBackend(JudgeBackend):
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
         return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id,
                                  device=self.device, max_tokens=self.max_tokens)
+
+    @torch.inference_mode()
+    def generate(self, seqs: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        """Greedy continuations (new token ids, up to ``max_new_tokens``, cut after EOS) of each
+        sequence, in input order; left-padded batches with their attention mask."""
+        out: list[list[int]] = [[] for _ in seqs]
+        eos = self.tokenizer.eos_token_id
+        for idx in length_sorted_batches([len(s) for s in seqs], self.batch_size, self.max_tokens):
+            width = max(len(seqs[i]) for i in idx)
+            ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, width - len(seqs[i]):] = torch.tensor(seqs[i])
+                mask[row, width - len(seqs[i]):] = 1
+            gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                      max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=self.pad_id,
+                                      **({"eos_token_id": eos} if eos is not None else {}))
+            for row, i in enumerate(idx):
+                new = gen[row, width:].tolist()
+                if eos is not None and eos in new:
+                    new = new[: new.index(eos)]
+                out[i] = new
+        return out
 
     def letter_scores(self, question: Question, items: Sequence[Any]) -> torch.Tensor:
         letter_ids = self.letter_ids(question.letters)

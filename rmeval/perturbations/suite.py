@@ -7,7 +7,10 @@ rewrite both responses alike with a rewriter: ``@rule`` (ST and SP only; the def
 ``@lm`` (the configured model rewriter; the default for LE, LC and SLC), ``@file``, or
 ``@rmbench``: RM-Bench's three style levels of the same content, level 0 → 1 for ``LE`` and
 1 → 2 for ``SP`` (the original pair is the lower level's chosen/rejected, the perturbed one the
-higher level's).
+higher level's). Every code, controlled ones included, also takes ``@auditor``: the perturbed
+version Reward Auditor published for the item (``rmcore.data.reward_auditor``; its SP is RM-Bench's
+0 → 2, its LE 0 → 1, its ST a synonym rewrite of the concise response), on a set loaded from those
+files, where it is the default for each code they hold.
 
 Items: one per prompt -- for RM-Bench the pair at ``base_level`` (chosen and rejected both at that
 style level), else the released preference with the largest strength (the first on ties), else the
@@ -31,7 +34,7 @@ from rmeval.perturbations.rewriters import Rewriter, RewriteRequest, RuleRewrite
 from rmeval.perturbations.stylized import RULE_CODES
 
 GROUPS = {**{c: "controlled" for c in CONTROLLED_CODES}, **{c: "stylized" for c in STYLIZED_CODES}}
-SOURCES = ("rule", "lm", "file", "rmbench")
+SOURCES = ("rule", "lm", "file", "rmbench", "auditor")
 RMBENCH_LEVELS = {"LE": (0, 1), "SP": (1, 2)}
 # the cheap subset: no model-backed rewriter needed (AuditCallback during training)
 CHEAP = (*CONTROLLED_CODES, "ST", "SP")
@@ -87,9 +90,9 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     """'SP@rmbench' -> ('SP', 'rmbench'); the default source filled in for stylized codes."""
     code, _, source = spec.partition("@")
     if code in CONTROLLED_CODES:
-        if source:
-            raise ConfigError(f"perturbation '{spec}': controlled codes take no source")
-        return code, None
+        if source and source != "auditor":
+            raise ConfigError(f"perturbation '{spec}': controlled codes take no source but @auditor")
+        return code, source or None
     if code not in STYLIZED_CODES:
         raise ConfigError(f"unknown perturbation '{spec}'; codes: {', '.join(CONTROLLED_CODES + STYLIZED_CODES)} "
                           f"(stylized ones optionally @{'/@'.join(SOURCES)})")
@@ -101,6 +104,12 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     if source == "rmbench" and code not in RMBENCH_LEVELS:
         raise ConfigError(f"perturbation '{spec}': RM-Bench style levels give {', '.join(RMBENCH_LEVELS)} only")
     return code, source
+
+
+def auditor_codes(rs: RatingSet) -> list[str]:
+    """The codes whose Reward Auditor versions a set carries (``meta["perturbed"]``), in suite order."""
+    held = {c for p in rs.prompts for c in (p.meta.get("perturbed") or {})}
+    return [c for c in (*CONTROLLED_CODES, *STYLIZED_CODES) if c in held]
 
 
 def group_of(spec: str) -> str:
@@ -182,6 +191,26 @@ def build_perturbation(spec: str, items: list[Item], *, rating_set: RatingSet | 
     ``perturb_prompt`` for controlled codes."""
     code, source = parse_spec(spec)
     out = PerturbedSet(spec, code, source, GROUPS[code])
+    if source == "auditor":
+        if rating_set is None or not auditor_codes(rating_set):
+            raise ConfigError(f"perturbation '{spec}' needs Reward Auditor's perturbed files (--data "
+                              "reward_auditor:PATH)")
+        by_id = rating_set.by_id()
+        for it in items:
+            rec = by_id.get(it.prompt_id)
+            var = (rec.meta.get("perturbed") or {}).get(code) if rec is not None else None
+            if not var:  # no version of this item in the files: a failed twin, counted
+                out.twins.append(Twin(it.item_id, it.pair, None, False))
+                continue
+            if code in CONTROLLED_CODES:
+                msgs = list(it.pair.messages)
+                last = max(i for i, m in enumerate(msgs) if m[0] == "user")
+                msgs[last] = ("user", var["prompt"])
+                new = Pair(tuple(msgs), it.pair.chosen, it.pair.rejected)
+            else:
+                new = Pair(it.pair.messages, var["chosen"], var["rejected"])
+            out.twins.append(Twin(it.item_id, it.pair, new, new != it.pair))
+        return out
     if source is None:
         opts = (options or {}).get(code, {})
         for it in items:
@@ -232,8 +261,12 @@ def build_suite(specs: list[str], items: list[Item], **kwargs: Any) -> list[Pert
 
 
 def default_specs(rating_set: RatingSet, *, with_lm: bool = False) -> list[str]:
-    """Every perturbation whose inputs are at hand: the five controlled, rule-based ST and SP,
-    RM-Bench's LE/SP levels on RM-Bench, and LE/LC/SLC with a model rewriter."""
+    """Every perturbation whose inputs are at hand: on Reward Auditor's files, each code they hold
+    (``@auditor``); else the five controlled, rule-based ST and SP, RM-Bench's LE/SP levels on
+    RM-Bench, and LE/LC/SLC with a model rewriter."""
+    held = auditor_codes(rating_set)
+    if held:
+        return [f"{c}@auditor" for c in held]
     specs = list(CHEAP)
     if is_style_leveled(rating_set):
         specs += ["LE@rmbench", "SP@rmbench"]

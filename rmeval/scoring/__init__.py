@@ -34,10 +34,12 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         return make_scorer(settings.kind, model=settings.model, **common)
     if settings.kind == "dpo_implicit":
         if not settings.reference:
-            raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model)")
+            raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model, or 'none' for "
+                              "pi_ref = 1)")
         from rmcore.io import check_path
 
-        check_path(settings.reference, "--reference", kind="dir", hub_ok=True)
+        if settings.reference.lower() != "none":
+            check_path(settings.reference, "--reference", kind="dir", hub_ok=True)
         return make_scorer("dpo_implicit", policy=settings.model, reference=settings.reference, beta=settings.beta,
                            **common)
     raise ConfigError(f"unknown --scorer {settings.kind}")

@@ -1,4 +1,8 @@
-"""Implicit reward of a DPO policy: ``beta * (log pi(y|x) - log pi_ref(y|x))``.
+"""Implicit reward of a DPO policy: ``beta * (log pi(y|x) - log pi_ref(y|x))``; without a reference
+model (``reference=None``, ``--reference none``) pi_ref = 1 and the reward is ``beta * log pi(y|x)``,
+as Reward Auditor scores a DPO model whose reference is not available (appendix A.1.2). The
+partition function Z(x) depends on the prompt only, so either reward compares responses to the same
+prompt; without the reference a longer response loses log-probability for its length alone.
 
 ``log pi(y|x)`` is the sum of the log-probabilities of the *response* tokens only; prompt tokens
 are context, masked out of the sum (as in DPO training). Text layout: the chat template where the
@@ -29,6 +33,8 @@ from rmcore.modeling import (
 )
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
+NO_REFERENCE = "none"  # --reference none: pi_ref = 1
+
 
 def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: bool) -> tuple[Any, str]:
     if isinstance(model, (str, os.PathLike)):
@@ -43,7 +49,7 @@ def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: 
 class DPOImplicitScorer(Scorer):
     kind = "dpo_implicit"
 
-    def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any, *, beta: float = 0.1,
+    def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any | None, *, beta: float = 0.1,
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
                  max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
                  trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
@@ -51,7 +57,9 @@ class DPOImplicitScorer(Scorer):
         super().__init__()
         self.shared_prompt = shared_prompt
         self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)
-        if isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
+        if reference is None or (isinstance(reference, str) and reference.lower() == NO_REFERENCE):
+            self.reference, self.reference_id = None, NO_REFERENCE  # pi_ref = 1
+        elif isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
             self.reference, self.reference_id = self.policy, self.policy_id  # one copy is enough
         else:
             self.reference, self.reference_id = _load_causal(reference, dtype, trust_remote_code)
@@ -60,16 +68,17 @@ class DPOImplicitScorer(Scorer):
                 raise ValueError("an in-memory policy needs its tokenizer")
             tokenizer = load_tokenizer(self.policy_id, trust_remote_code)
         self.tokenizer = tokenizer
-        if self.policy.get_input_embeddings().num_embeddings != self.reference.get_input_embeddings().num_embeddings:
+        if self.reference is not None and (self.policy.get_input_embeddings().num_embeddings
+                                           != self.reference.get_input_embeddings().num_embeddings):
             raise ValueError("policy and reference have different vocabularies; they must share a tokenizer")
-        for m in (self.policy, self.reference):
+        for m in (self.policy, self.reference) if self.reference is not None else (self.policy,):
             if device is not None:
                 m.to(device)
             m.eval()
         self.device = device or next(self.policy.parameters()).device
         # None: the shorter of the two models' limits (both read the same ids)
         self.max_length = resolve_max_length(max_length, self.policy, tokenizer)
-        ref_limit = model_max_length(self.reference)
+        ref_limit = model_max_length(self.reference) if self.reference is not None else None
         if ref_limit is not None:
             self.max_length = min(self.max_length, ref_limit)
         self.beta, self.batch_size, self.max_tokens, self.dtype = beta, batch_size, max_tokens, dtype
@@ -77,8 +86,8 @@ class DPOImplicitScorer(Scorer):
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint_of(self.kind, {"policy": model_identity(self.policy_id),
-                                          "reference": model_identity(self.reference_id), "beta": self.beta,
+        ref = NO_REFERENCE if self.reference is None else model_identity(self.reference_id)
+        return fingerprint_of(self.kind, {"policy": model_identity(self.policy_id), "reference": ref, "beta": self.beta,
                                           "max_length": self.max_length, "dtype": self.dtype})
 
     def split(self, messages: list[Message], response: str) -> tuple[list[int], list[int], bool, bool]:
@@ -137,7 +146,10 @@ class DPOImplicitScorer(Scorer):
                                                 device=self.device,
                                                 plain=lambda sub: self.response_logprobs(model, sub))
         pol = logprobs(self.policy, pairs)
-        ref = pol if self.reference is self.policy else logprobs(self.reference, pairs)
+        if self.reference is None:  # pi_ref = 1: log pi_ref = 0
+            ref = np.zeros_like(pol)
+        else:
+            ref = pol if self.reference is self.policy else logprobs(self.reference, pairs)
         self._record_flags(np.array([[e[2], e[3]] for e in enc], dtype=bool))
         return self.beta * (pol - ref)
 

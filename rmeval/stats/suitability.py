@@ -1,30 +1,37 @@
 """Suitability inference (Reward Auditor): is a reward model systematically less confident on
 perturbed pairs than on the same pairs unperturbed?
 
-Input per perturbation: paired confidences M (original) and M' (perturbed) of the same items.
-With ΔMᵢ = Mᵢ − M′ᵢ:
+Input per perturbation: paired confidences M (original) and M' (perturbed) of the same items, on
+the metric chosen upstream (log σ(r_c − r_r) by default). With ΔMᵢ = Mᵢ − M′ᵢ over every item of
+the perturbed set (a twin the scorer cannot tell from its original is a ΔM of exactly 0):
 
 - paired Cohen's d = mean(ΔM) / sd(ΔM) (ddof 1); paired t = mean / (sd / √n);
 - one-sided paired sign-flip permutation test (H1: the perturbation lowers confidence, i.e. the
   mean of ΔM is positive) on the t statistic with B random sign vectors, count-based
   p = (b + 1) / (B + 1), b = #{permuted t ≥ observed t}. Vectorised: random bytes are unpacked to
   bits and one matrix product gives every permuted sum (2·bits·ΔM − ΣΔM); the sum of squares does
-  not change under sign flips, so each permuted t follows from its sum alone;
-- group-aware Benjamini–Hochberg across perturbations: each group's share of true nulls is
-  estimated Storey-style at threshold η, π̂₀ = min(1, (n_g − #{p ≤ η} + 1) / (n_g (1 − η))) (the
-  estimator of Hu, Zhao & Zhou 2010, "FDR control with groups"), each hypothesis gets the weight
-  w ∝ (1 − π̂₀)/π̂₀ of its group, normalised to mean 1 over all hypotheses, and the weighted BH
-  (Genovese, Roeder & Wasserman 2006) rejects the k* smallest p/w with
-  k* = max{k : (p/w)₍ₖ₎ ≤ k q / N}. Equal weights are exactly plain BH; when every group looks
-  null (all weights 0) the weights fall back to equal;
-- the risk report: significance stars (0.05 / 0.01 / 0.001) and "unsuitable" when rejected and
-  d > m, m user-set or, for a panel of models, the largest d among models not rejected.
+  not change under sign flips, so each permuted t follows from its sum alone. A ΔM of 0 flips to
+  itself, so zeros change n (hence d) but not the permutation distribution of the sum: the p of
+  the whole set equals the p of its changed items;
+- group-aware Benjamini–Hochberg across the L tested perturbations (Reward Auditor's rule, the
+  released ``_perform_bh_correction``): with q_g the null share of hypothesis i's group,
+  reject Hᵢ when pᵢ ≤ q·k̂ / (L·q_g(i)), k̂ = max{k : #{i : pᵢ ≤ q·k / (L·q_g(i))} ≥ k} (no rejection
+  when no k qualifies). The null shares are
+  * ``storey`` (default): estimated per group from the data with Storey's estimator and the +1
+    (Li & Barber's structure-adaptive BH), q_g = min(1, (1 + #{pᵢ > η, i ∈ g}) / (n_g (1 − η)));
+    a group of one or two hypotheses always gets q_g = 1 (plain BH thresholds for it);
+  * ``fixed``: given per group in (0, 1] (groups not named: 1, as the released code);
+  * ``equal``: q_g = 1 for every group, which is exactly plain BH;
+- the panel margin, per perturbation: m = max{d : p ≥ α} over the models of a panel (raw p;
+  α = 0.05 unless set; 0 when every model's p is below α);
+- the risk report: significance stars (0.05 / 0.01 / 0.001); "unsuitable" when rejected and d > m;
+  the suitability risk of a model is the sum of d over its unsuitable perturbations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +39,8 @@ import numpy as np
 DEFAULT_B = 10_000
 DEFAULT_Q = 0.05
 DEFAULT_ETA = 0.5
+DEFAULT_ALPHA = 0.05
+WEIGHTINGS = ("storey", "fixed", "equal")
 STAR_LEVELS = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
 
 
@@ -56,15 +65,36 @@ def _t_from_sums(s: np.ndarray, ss: np.ndarray, n: np.ndarray) -> np.ndarray:
         return mean / np.sqrt(var / n)
 
 
+def sign_bits(rows: int, n_permutations: int, seed: int, block: int = 4096) -> Iterator[np.ndarray]:
+    """The random sign vectors of the sign-flip tests, in blocks of (≤ block, rows) bits (1: +ΔM,
+    0: −ΔM). One stream per (seed, B): every statistic tested with the same seed sees the same
+    signs, and item i gets the same sign in every column."""
+    rng = np.random.default_rng(seed)
+    nbytes = (rows + 7) // 8
+    done = 0
+    while done < n_permutations:
+        m = min(block, n_permutations - done)
+        yield np.unpackbits(rng.integers(0, 256, size=(m, nbytes), dtype=np.uint8), axis=1, count=rows)
+        done += m
+
+
+def at_least(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """values ≥ observed, with the identity flip's rounding counted as a tie (≥)."""
+    thresh = observed - 1e-9 * np.maximum(1.0, np.abs(np.nan_to_num(observed, posinf=0.0, neginf=0.0)))
+    with np.errstate(invalid="ignore"):
+        return values >= thresh
+
+
 def sign_flip_pvalues(deltas: np.ndarray, n: np.ndarray | None = None, *, n_permutations: int = DEFAULT_B,
                       seed: int = 0, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """One-sided (greater) paired sign-flip permutation p-values of the t statistic.
 
-    ``deltas``: (n_items, k) matrix, one column per perturbation; rows past a column's own ``n``
-    (or any padding) must be 0, which leaves sums and sums of squares unchanged, so one draw of
-    signs and one matrix product serve every column. Returns (observed t, p) per column; the
-    same (seed, B) gives the same signs for item i in every column, so results are reproducible
-    and a column's p does not depend on the other columns.
+    ``deltas``: (n_items, k) matrix, one column per perturbation; rows that are not a column's
+    observations (padding, an item without a twin) must be 0 and ``n`` the number of observations
+    per column: a 0 leaves sums and sums of squares unchanged, so one draw of signs and one matrix
+    product serve every column. Returns (observed t, p) per column; the same (seed, B) gives the
+    same signs for item i in every column, so results are reproducible and a column's p does not
+    depend on the other columns.
     """
     x = np.asarray(deltas, dtype=np.float64)
     if x.ndim == 1:
@@ -73,71 +103,72 @@ def sign_flip_pvalues(deltas: np.ndarray, n: np.ndarray | None = None, *, n_perm
     n = np.full(k, rows, dtype=np.float64) if n is None else np.asarray(n, dtype=np.float64)
     total, ss = x.sum(0), (x * x).sum(0)
     t_obs = _t_from_sums(total, ss, n)
-    # ties: the identity flip reproduces t_obs up to rounding; count it as "≥"
-    thresh = t_obs - 1e-9 * np.maximum(1.0, np.abs(np.nan_to_num(t_obs, posinf=0.0, neginf=0.0)))
-    rng = np.random.default_rng(seed)
-    nbytes = (rows + 7) // 8
     b = np.zeros(k, dtype=np.int64)
-    done = 0
-    while done < n_permutations:
-        m = min(block, n_permutations - done)
-        bits = np.unpackbits(rng.integers(0, 256, size=(m, nbytes), dtype=np.uint8), axis=1, count=rows)
+    for bits in sign_bits(rows, n_permutations, seed, block):
         s = 2.0 * (bits.astype(np.float64) @ x) - total  # bit 1: +ΔM, bit 0: −ΔM
-        t_perm = _t_from_sums(s, ss, n)
-        with np.errstate(invalid="ignore"):
-            b += (t_perm >= thresh).sum(0)
-        done += m
+        b += at_least(_t_from_sums(s, ss, n), t_obs).sum(0)
     p = (b + 1.0) / (n_permutations + 1.0)
     p[np.isnan(t_obs)] = 1.0  # no variation and no shift: no evidence of degradation
     return t_obs, p
 
 
-def storey_pi0(p: np.ndarray, eta: float = DEFAULT_ETA) -> float:
-    """Storey-type share of true nulls among ``p`` at threshold ``eta`` (with the +1 of Hu et al.)."""
+def storey_null_share(p: np.ndarray, eta: float = DEFAULT_ETA) -> np.ndarray | float:
+    """Storey's estimate of the share of true nulls among ``p`` (along the last axis) with the +1:
+    min(1, (1 + #{p > η}) / (n (1 − η))); 1 for no p-values."""
     p = np.asarray(p, dtype=np.float64)
     if not 0.0 < eta < 1.0:
         raise ValueError(f"eta must be in (0, 1), got {eta}")
-    return float(min(1.0, (p.size - np.sum(p <= eta) + 1.0) / (p.size * (1.0 - eta))))
+    n = p.shape[-1]
+    share = np.minimum(1.0, (1.0 + np.sum(p > eta, axis=-1)) / (n * (1.0 - eta))) if n else np.ones(p.shape[:-1])
+    return float(share) if np.ndim(share) == 0 else share
 
 
-def group_weights(p: np.ndarray, groups: Sequence[str], eta: float = DEFAULT_ETA) -> tuple[np.ndarray, dict[str, float]]:
-    """Per-hypothesis weights (mean 1) from each group's Storey π̂₀, and the π̂₀ per group."""
+def weighted_step_up(p: np.ndarray, qg: np.ndarray, q: float = DEFAULT_Q) -> tuple[np.ndarray, np.ndarray]:
+    """Reward Auditor's rule on p-values (..., L) with per-hypothesis null shares ``qg`` (same
+    shape): k̂ = max{k : #{i : pᵢ ≤ q·k/(L·qgᵢ)} ≥ k} (0 when none), reject pᵢ ≤ q·k̂/(L·qgᵢ).
+    Batched over leading axes; returns (rejected, k̂)."""
+    p, qg = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(qg, dtype=np.float64))
+    L = p.shape[-1]
+    if L == 0:
+        return np.zeros(p.shape, dtype=bool), np.zeros(p.shape[:-1], dtype=np.int64)
+    ks = np.arange(1, L + 1, dtype=np.float64)
+    # counts[..., k-1] = #{i : p_i <= q k / (L qg_i)}
+    counts = (p[..., None, :] <= q * ks[:, None] / (L * qg[..., None, :])).sum(-1)
+    ok = counts >= ks
+    k_hat = np.where(ok.any(-1), L - np.argmax(ok[..., ::-1], axis=-1), 0)
+    rejected = (p <= q * k_hat[..., None] / (L * qg)) & (k_hat[..., None] > 0)
+    return rejected, k_hat
+
+
+def null_shares(p: np.ndarray, groups: Sequence[str], *, weighting: str = "storey", eta: float = DEFAULT_ETA,
+                fixed: Mapping[str, float] | None = None) -> dict[str, float]:
+    """q_g per group (in order of first appearance) for the ``weighting`` mode (module doc)."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got '{weighting}'")
     p = np.asarray(p, dtype=np.float64)
     g = np.asarray(list(groups), dtype=object)
-    pi0 = {str(name): storey_pi0(p[g == name], eta) for name in dict.fromkeys(g.tolist())}
-    raw = np.array([(1.0 - pi0[str(x)]) / pi0[str(x)] for x in g])
-    if raw.sum() <= 0:
-        return np.ones(p.size), pi0
-    return raw * p.size / raw.sum(), pi0
-
-
-def weighted_bh(p: np.ndarray, weights: np.ndarray | None = None, q: float = DEFAULT_Q) -> np.ndarray:
-    """Rejections of the weighted Benjamini–Hochberg step-up procedure at level ``q``.
-    Weight 0 never rejects; ``weights=None`` is plain BH."""
-    p = np.asarray(p, dtype=np.float64)
-    w = np.ones(p.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    if p.size == 0:
-        return np.zeros(0, dtype=bool)
-    with np.errstate(divide="ignore"):
-        pw = np.where(w > 0, p / np.where(w > 0, w, 1.0), np.inf)
-    order = np.argsort(pw, kind="stable")
-    ok = pw[order] <= q * np.arange(1, p.size + 1) / p.size
-    reject = np.zeros(p.size, dtype=bool)
-    if ok.any():
-        reject[order[: int(np.nonzero(ok)[0].max()) + 1]] = True
-    return reject
+    names = [str(x) for x in dict.fromkeys(g.tolist())]
+    if weighting == "equal":
+        return {name: 1.0 for name in names}
+    if weighting == "fixed":
+        out = {name: float((fixed or {}).get(name, 1.0)) for name in names}
+        bad = {k: v for k, v in out.items() if not (0.0 < v <= 1.0)}
+        if bad:
+            raise ValueError(f"null shares must be in (0, 1], got {bad}")
+        return out
+    return {name: float(storey_null_share(p[g == name], eta)) for name in names}
 
 
 def group_bh(p: np.ndarray, groups: Sequence[str], *, q: float = DEFAULT_Q, eta: float = DEFAULT_ETA,
-             weighting: str = "storey") -> dict[str, Any]:
-    """Group-aware BH: {"rejected", "weights", "pi0"}; ``weighting="equal"`` is plain BH."""
-    if weighting == "equal":
-        w, pi0 = np.ones(len(p)), {}
-    elif weighting == "storey":
-        w, pi0 = group_weights(p, groups, eta)
-    else:
-        raise ValueError(f"weighting must be 'storey' or 'equal', got '{weighting}'")
-    return {"rejected": weighted_bh(p, w, q), "weights": w, "pi0": pi0}
+             weighting: str = "storey", fixed: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Group-aware BH (module doc): {"rejected", "null_share" (per group), "k" (k̂),
+    "threshold" (per hypothesis, q·max(k̂, 1)/(L·q_g))}; ``weighting="equal"`` is plain BH."""
+    p = np.asarray(p, dtype=np.float64)
+    shares = null_shares(p, groups, weighting=weighting, eta=eta, fixed=fixed)
+    qg = np.array([shares[str(x)] for x in groups], dtype=np.float64)
+    rejected, k_hat = weighted_step_up(p, qg, q)
+    threshold = q * max(int(k_hat), 1) / (max(p.size, 1) * qg)
+    return {"rejected": rejected, "null_share": shares, "k": int(k_hat), "threshold": threshold}
 
 
 def stars(p: float) -> str:
@@ -147,43 +178,86 @@ def stars(p: float) -> str:
     return ""
 
 
-def panel_margins(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, float]:
-    """The study's panel rule, per perturbation: the largest d among the models whose degradation
-    is not significant (not rejected); 0 when every model's is."""
+def panel_margins(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                  alpha: float = DEFAULT_ALPHA) -> dict[str, float]:
+    """The panel rule, per perturbation: m = max{d : p ≥ α} over the models (raw p; untested
+    perturbations and non-finite d are left out); 0 when every model's p is below α."""
     codes = list(dict.fromkeys(c for per in results.values() for c in per))
     out = {}
     for c in codes:
         ds = [float(per[c]["cohens_d"]) for per in results.values()
-              if c in per and not per[c]["rejected"] and np.isfinite(per[c]["cohens_d"])]
+              if c in per and np.isfinite(per[c]["p_value"]) and per[c]["p_value"] >= alpha
+              and np.isfinite(per[c]["cohens_d"])]
         out[c] = max(ds) if ds else 0.0
     return out
 
 
 def suitability_inference(deltas: Mapping[str, np.ndarray], groups: Mapping[str, str], *,
-                          n_permutations: int = DEFAULT_B, seed: int = 0, q: float = DEFAULT_Q,
-                          eta: float = DEFAULT_ETA, weighting: str = "storey") -> dict[str, dict[str, Any]]:
-    """Per perturbation code: group, n, mean_delta, sd_delta, cohens_d, t, p_value, rejected, stars,
-    weight. Differences are taken in the order given (aligned by item where lengths agree)."""
+                          changed: Mapping[str, np.ndarray] | None = None, n_permutations: int = DEFAULT_B,
+                          seed: int = 0, q: float = DEFAULT_Q, eta: float = DEFAULT_ETA, weighting: str = "storey",
+                          fixed: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Per perturbation code: group, n, n_changed, mean_delta, sd_delta, cohens_d, t (all over the
+    whole set), cohens_d_changed, p_value, rejected, stars, bh_threshold; and per group its null
+    share. ``deltas[c]`` holds ΔM over the items of the perturbed set, item-aligned across codes
+    (NaN: no twin of that item for c); ``changed[c]`` marks the twins whose scorer input changed
+    (default: ΔM ≠ 0), the others count as ΔM = 0. A code with fewer than 2 changed twins is not
+    tested (outside the BH family)."""
     codes = list(deltas)
     if not codes:
-        return {}
-    ns = np.array([len(deltas[c]) for c in codes])
-    mat = np.zeros((int(ns.max()), len(codes)))
+        return {"perturbations": {}, "groups": {}, "k": 0}
+    rows = max(len(deltas[c]) for c in codes)
+    mat = np.zeros((rows, len(codes)))
+    present = np.zeros((rows, len(codes)), dtype=bool)
+    chg = np.zeros((rows, len(codes)), dtype=bool)
     for j, c in enumerate(codes):
-        mat[: ns[j], j] = np.asarray(deltas[c], dtype=np.float64)
-    _, p = sign_flip_pvalues(mat, ns, n_permutations=n_permutations, seed=seed)
-    gbh = group_bh(p, [groups[c] for c in codes], q=q, eta=eta, weighting=weighting)
+        x = np.asarray(deltas[c], dtype=np.float64)
+        ok = ~np.isnan(x)
+        ch = (np.asarray(changed[c], dtype=bool) if changed is not None and c in changed else x != 0) & ok
+        present[: x.size, j], chg[: x.size, j] = ok, ch
+        mat[: x.size, j] = np.where(ch, x, 0.0)  # an unchanged twin is a change of exactly 0
+    n = present.sum(0)
+    n_changed = chg.sum(0)
+    tested = [j for j in range(len(codes)) if n_changed[j] >= 2]
+    p = np.full(len(codes), np.nan)
+    if tested:
+        _, p_t = sign_flip_pvalues(mat[:, tested], n[tested], n_permutations=n_permutations, seed=seed)
+        p[tested] = p_t
+    gbh = group_bh(p[tested], [groups[codes[j]] for j in tested], q=q, eta=eta, weighting=weighting, fixed=fixed)
     out: dict[str, dict[str, Any]] = {}
     for j, c in enumerate(codes):
-        eff = paired_effect(mat[: ns[j], j])
-        out[c] = {"group": groups[c], **eff, "p_value": float(p[j]), "rejected": bool(gbh["rejected"][j]),
-                  "stars": stars(float(p[j])), "weight": float(gbh["weights"][j])}
-    return out
+        eff = paired_effect(mat[present[:, j], j])
+        rec = {"group": groups[c], **eff, "n_changed": int(n_changed[j]),
+               "cohens_d_changed": paired_effect(mat[chg[:, j], j])["cohens_d"]}
+        if j in tested:
+            k = tested.index(j)
+            rec.update({"p_value": float(p[j]), "rejected": bool(gbh["rejected"][k]), "stars": stars(float(p[j])),
+                        "bh_threshold": float(gbh["threshold"][k])})
+        else:
+            note = ("the scorer's input is unchanged on every item: not tested" if n_changed[j] == 0
+                    else "fewer than 2 changed items: not tested")
+            rec.update({"p_value": float("nan"), "rejected": False, "stars": "", "bh_threshold": float("nan"),
+                        "note": note})
+        out[c] = rec
+    sizes = {g: sum(1 for j in tested if groups[codes[j]] == g) for g in gbh["null_share"]}
+    return {"perturbations": out, "k": gbh["k"],
+            "groups": {g: {"null_share": v, "n_tested": sizes[g], "source": _share_source(weighting, g, fixed)}
+                       for g, v in gbh["null_share"].items()}}
 
 
-def mark_unsuitable(per: dict[str, dict[str, Any]], margins: Mapping[str, float] | float) -> None:
-    """Set ``unsuitable`` (rejected and d > m) and ``margin`` on every perturbation, in place."""
+def _share_source(weighting: str, group: str, fixed: Mapping[str, float] | None) -> str:
+    if weighting == "fixed":
+        return "fixed" if group in (fixed or {}) else "1 (not named)"
+    return {"storey": "estimated (Storey, +1)", "equal": "1 (plain BH)"}[weighting]
+
+
+def mark_unsuitable(per: dict[str, dict[str, Any]], margins: Mapping[str, float] | float) -> float:
+    """Set ``margin``, ``unsuitable`` (rejected and d > m) and ``risk`` (d when unsuitable, else 0)
+    on every perturbation, in place; returns the suitability risk, the sum of ``risk``."""
+    total = 0.0
     for c, r in per.items():
         m = float(margins if isinstance(margins, (int, float)) else margins.get(c, 0.0))
         r["margin"] = m
-        r["unsuitable"] = bool(r["rejected"] and r["cohens_d"] > m)
+        r["unsuitable"] = bool(r["rejected"] and r["cohens_d"] > m)  # NaN d: never
+        r["risk"] = float(r["cohens_d"]) if r["unsuitable"] else 0.0
+        total += r["risk"]
+    return total

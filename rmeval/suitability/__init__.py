@@ -1,24 +1,36 @@
 """Suitability audit (Reward Auditor): confidence of a reward model on original vs perturbed pairs,
 the inference of ``rmeval.stats.suitability`` per perturbation, and the risk report; one module per
-job: ``scoring`` (confidences), ``tables`` (the pairs table), ``run`` (inference and orchestration),
-``report`` (Markdown, plot, W&B).
+job: ``scoring`` (confidences, and whether the scorer sees a perturbation), ``tables`` (the pairs
+table), ``run`` (inference and orchestration), ``report`` (Markdown, figures, W&B).
 
-Confidence M per (prompt, chosen, rejected) item:
-- sequence classifier and DPO implicit reward: M = σ(r_chosen − r_rejected);
-- generative judge: the probability of the correct verdict averaged over both presentation orders,
-  M = ½·[p_A(chosen, rejected) + 1 − p_A(rejected, chosen)] (``rmeval.scoring.pairwise_judge``).
+Metric M per (prompt, chosen, rejected) item (``SuitabilitySettings.metric``):
+- ``log_confidence`` (default; Reward Auditor's released code): log σ(r_chosen − r_rejected) for a
+  sequence classifier and a DPO model (implicit rewards), the log of the judge's averaged verdict
+  probability for a generative judge;
+- ``confidence``: σ(r_chosen − r_rejected), and for a judge the probability of the correct verdict
+  averaged over both presentation orders, M = ½·[σ(s(chosen, rejected)) + σ(−s(rejected, chosen))]
+  with s the verdict log-odds (``rmeval.scoring.pairwise_judge``).
 Every text goes through the score cache, so an original pair shared by several perturbations (and
 by a rerun) is scored once.
 
 Pairs table (what ``rmeval suitability`` writes and ``rmeval suitability-stats`` reads): one row per
-(item, perturbation): ``item_id, perturbation, m_original, m_perturbed`` and optionally ``model`` (a
-panel of models) and ``changed`` (rows with ``changed`` false are counted, not tested: a twin
-identical to its original is no observation of the perturbation). Pairwise accuracy is
-1{M > ½} (½ for M = ½), on the original and on the perturbed items.
+(item, perturbation): ``item_id, perturbation, m_original, m_perturbed``, the log confidences
+``log_m_original, log_m_perturbed``, ``changed`` (the scorer's input changed; an unchanged twin is a
+ΔM of 0), ``text_changed``, and ``subset`` when the items come from named subsets (RM-Bench files,
+Reward Auditor tasks); a panel's table adds ``model``. Pairwise accuracy is 1{σ > ½} (½ at σ = ½),
+on the original items and on the perturbed set (an unchanged twin keeps its original's).
 """
 
-from rmeval.suitability.report import log_suitability, plot_effects, render_markdown, write_suitability
+from rmeval.suitability.report import (
+    log_suitability,
+    plot_effects,
+    plot_structure,
+    plot_subsets,
+    render_markdown,
+    write_suitability,
+)
 from rmeval.suitability.run import (
+    METRICS,
     RECORD_KEYS,
     SuitabilitySettings,
     finalize,
@@ -28,10 +40,18 @@ from rmeval.suitability.run import (
     run_suitability,
     settings_dict,
 )
-from rmeval.suitability.scoring import confidence_scorer, confidences, score_suite, suite_counts
-from rmeval.suitability.tables import PAIR_COLUMNS, parse_groups, read_pairs, validate_pairs
+from rmeval.suitability.scoring import (
+    confidence_scorer,
+    confidences,
+    input_changed,
+    pair_metrics,
+    score_suite,
+    suite_counts,
+)
+from rmeval.suitability.tables import LOG_COLUMNS, PAIR_COLUMNS, parse_groups, read_pairs, validate_pairs
 
-__all__ = ["PAIR_COLUMNS", "RECORD_KEYS", "SuitabilitySettings", "confidence_scorer", "confidences", "finalize",
-           "infer", "log_suitability", "model_json", "ordered_record", "parse_groups", "plot_effects", "read_pairs",
+__all__ = ["LOG_COLUMNS", "METRICS", "PAIR_COLUMNS", "RECORD_KEYS", "SuitabilitySettings", "confidence_scorer",
+           "confidences", "finalize", "infer", "input_changed", "log_suitability", "model_json", "ordered_record",
+           "pair_metrics", "parse_groups", "plot_effects", "plot_structure", "plot_subsets", "read_pairs",
            "render_markdown", "run_suitability", "score_suite", "settings_dict", "suite_counts", "validate_pairs",
            "write_suitability"]

@@ -1,20 +1,32 @@
-"""Confidence M of a reward model on (chosen, rejected) items, original and perturbed.
+"""Confidence of a reward model on (chosen, rejected) items, original and perturbed, and whether the
+model can see a perturbation at all.
 
-- sequence classifier and DPO implicit reward: M = σ(r_chosen − r_rejected);
-- generative judge: the probability of the correct verdict averaged over both presentation orders,
-  M = ½·[p_A(chosen, rejected) + 1 − p_A(rejected, chosen)] (``rmeval.scoring.pairwise_judge``).
-Every text goes through the score cache, so an original pair shared by several perturbations (and
-by a rerun) is scored once.
+- sequence classifier and DPO implicit reward, with the margin x = r_chosen − r_rejected:
+  confidence σ(x) and log confidence log σ(x) (``scipy.special.log_expit``: exact where σ(x)
+  underflows);
+- generative judge, with the verdict log-odds s(a, b) = log p(A) − log p(B) of
+  ``rmeval.scoring.pairwise_judge``: the probability of the correct verdict averaged over both
+  presentation orders, M = ½·[σ(s(c, r)) + σ(−s(r, c))], and its log, computed as
+  logaddexp(log σ(s(c, r)), log σ(−s(r, c))) − log 2.
+
+A twin is ``changed`` only when the scorer's own input changes: the token ids a sequence
+classifier reads (chat template, truncation and all), the prompt and response ids of a DPO model,
+the judge prompt's ids; a scorer of another kind is compared on its rendered text. A perturbation
+the tokenizer normalises away (spaces before punctuation under a BERT tokenizer) leaves the twin
+unchanged: it is not scored again (M′ = M exactly) and counts as ΔM = 0. Every text goes through
+the score cache, so an original pair shared by several perturbations (and by a rerun) is scored once.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
+from scipy.special import expit, log_expit
 
 from rmcore.errors import ConfigError
 from rmeval.perturbations.suite import Pair, PerturbedSet
@@ -23,17 +35,18 @@ from rmeval.scoring.cache import CachedScorer
 from rmeval.suitability.tables import PAIR_COLUMNS
 
 
-def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = None) -> tuple[Scorer, bool]:
+def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = None, *, judge_style: str = "verdict",
+                      judge_explain_tokens: int = 256) -> tuple[Scorer, bool]:
     """(the scorer M is computed with, whether it opened its own cache). A generative judge becomes
-    its pairwise-verdict scorer; the score cache of a ``CachedScorer`` is reused, else one is opened
-    at ``cache_path`` when given."""
+    its pairwise-verdict scorer (``judge_style``: verdict | explain); the score cache of a
+    ``CachedScorer`` is reused, else one is opened at ``cache_path`` when given."""
     cached = scorer if isinstance(scorer, CachedScorer) else None
     inner = cached.inner if cached is not None else scorer
     if inner.kind == "generative_judge":
         from rmeval.scoring.pairwise_judge import PairwiseJudgeScorer
 
-        inner = PairwiseJudgeScorer(inner)
-    elif inner.kind not in ("seq_classifier", "dpo_implicit"):
+        inner = PairwiseJudgeScorer(inner, style=judge_style, max_new_tokens=judge_explain_tokens)
+    elif inner.kind not in ("seq_classifier", "dpo_implicit", "pairwise_judge"):
         raise ConfigError(f"no suitability confidence for scorer kind '{inner.kind}'")
     if cached is not None:
         return (cached if inner is cached.inner else CachedScorer(inner, cached.cache)), False
@@ -42,46 +55,90 @@ def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = Non
     return inner, False
 
 
-def confidences(scorer: Scorer, pairs: list[Pair]) -> np.ndarray:
-    """M per pair, scoring each distinct text once."""
-    if not pairs:
-        return np.zeros(0)
-    judge = scorer.kind == "pairwise_judge"
+def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
+    """The scorer's two items per pair: (chosen, rejected) responses, or both presentation orders."""
     items: list[Any] = []
     for p in pairs:
         msgs = p.message_list()
-        if judge:
+        if scorer.kind == "pairwise_judge":
             items += [(msgs, (p.chosen, p.rejected)), (msgs, (p.rejected, p.chosen))]
         else:
             items += [(msgs, p.chosen), (msgs, p.rejected)]
+    return items
+
+
+def _score_unique(scorer: Scorer, items: list[Any]) -> np.ndarray:
     uniq: dict[str, int] = {}
     idx = [uniq.setdefault(scorer.render(it), len(uniq)) for it in items]
     todo: list[Any] = [None] * len(uniq)
     for it, u in zip(items, idx):
         todo[u] = it
-    s = np.asarray(scorer.score(todo), dtype=np.float64)[idx].reshape(-1, 2)
-    if judge:
-        return 0.5 * (s[:, 0] + 1.0 - s[:, 1])
-    return expit(s[:, 0] - s[:, 1])
+    return np.asarray(scorer.score(todo), dtype=np.float64)[idx]
+
+
+def pair_metrics(scorer: Scorer, pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence, log confidence) per pair, scoring each distinct text once."""
+    if not pairs:
+        return np.zeros(0), np.zeros(0)
+    s = _score_unique(scorer, _items(scorer, pairs)).reshape(-1, 2)
+    if scorer.kind == "pairwise_judge":
+        a, b = s[:, 0], -s[:, 1]  # log-odds of the right verdict in each order
+        return 0.5 * (expit(a) + expit(b)), np.logaddexp(log_expit(a), log_expit(b)) - math.log(2.0)
+    x = s[:, 0] - s[:, 1]
+    return expit(x), log_expit(x)
+
+
+def confidences(scorer: Scorer, pairs: list[Pair]) -> np.ndarray:
+    """The confidence M per pair (``pair_metrics``' first part)."""
+    return pair_metrics(scorer, pairs)[0]
+
+
+def _inner(scorer: Scorer) -> Any:
+    return scorer.inner if isinstance(scorer, CachedScorer) else scorer
+
+
+def input_keys(scorer: Scorer, items: list[Any]) -> list[Hashable]:
+    """What the scorer reads of each item (module doc), as something comparable."""
+    inner = _inner(scorer)
+    if inner.kind == "seq_classifier" and hasattr(inner, "encode"):
+        return [(tuple(e.input_ids), tuple(e.token_type_ids or ())) for e in inner.encode(items)]
+    if inner.kind == "dpo_implicit" and hasattr(inner, "split"):
+        return [tuple(map(tuple, inner.split(list(m), r)[:2])) for m, r in items]
+    if inner.kind == "pairwise_judge" and hasattr(inner, "encode"):
+        return [tuple(inner.encode(list(m), a, b)[0]) for m, (a, b) in items]
+    return [inner.render(it) for it in items]
+
+
+def input_changed(scorer: Scorer, originals: list[Pair], perturbed: list[Pair]) -> np.ndarray:
+    """Per twin: does the scorer read anything different in the perturbed pair?"""
+    if not originals:
+        return np.zeros(0, dtype=bool)
+    texts: dict[str, int] = {}
+    all_items = _items(scorer, originals) + _items(scorer, perturbed)
+    idx = [texts.setdefault(scorer.render(it), len(texts)) for it in all_items]
+    todo: list[Any] = [None] * len(texts)
+    for it, u in zip(all_items, idx):
+        todo[u] = it
+    keys = input_keys(scorer, todo)
+    n2 = 2 * len(originals)  # two items per pair: originals first, then their twins
+    return np.array([keys[idx[j]] != keys[idx[n2 + j]] or keys[idx[j + 1]] != keys[idx[n2 + j + 1]]
+                     for j in range(0, n2, 2)], dtype=bool)
 
 
 def score_suite(scorer: Scorer, suite: list[PerturbedSet]) -> pd.DataFrame:
-    """The pairs table of a built suite (failed twins are absent from it; see ``suite_counts``)."""
-    pairs: list[Pair] = []
-    for ps in suite:
-        for t in ps.twins:
-            if t.perturbed is not None:
-                pairs += [t.original, t.perturbed]
-    m = confidences(scorer, pairs).reshape(-1, 2)
-    rows, k = [], 0
-    for ps in suite:
-        for t in ps.twins:
-            if t.perturbed is None:
-                continue
-            rows.append({"item_id": t.item_id, "perturbation": ps.spec, "m_original": float(m[k, 0]),
-                         "m_perturbed": float(m[k, 1]), "changed": bool(t.changed)})
-            k += 1
-    return pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "changed"])
+    """The pairs table of a built suite (failed twins are absent from it; see ``suite_counts``):
+    confidence and log confidence of original and perturbed, ``changed`` (the scorer's input)."""
+    twins = [(ps.spec, t) for ps in suite for t in ps.twins if t.perturbed is not None]
+    changed = input_changed(scorer, [t.original for _, t in twins], [t.perturbed for _, t in twins])
+    to_score = [t.original for _, t in twins] + [t.perturbed for (_, t), c in zip(twins, changed) if c]
+    m, log_m = pair_metrics(scorer, to_score)
+    n = len(twins)
+    mp, lp = m[:n].copy(), log_m[:n].copy()  # an unchanged twin: exactly its original's values
+    mp[changed], lp[changed] = m[n:], log_m[n:]
+    rows = [{"item_id": t.item_id, "perturbation": spec, "m_original": float(m[k]), "m_perturbed": float(mp[k]),
+             "log_m_original": float(log_m[k]), "log_m_perturbed": float(lp[k]), "changed": bool(changed[k]),
+             "text_changed": bool(t.changed)} for k, (spec, t) in enumerate(twins)]
+    return pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "log_m_original", "log_m_perturbed", "changed", "text_changed"])
 
 
 def suite_counts(suite: list[PerturbedSet]) -> dict[str, dict[str, Any]]:

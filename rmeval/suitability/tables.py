@@ -1,9 +1,11 @@
 """The pairs table: what ``rmeval suitability`` writes and ``rmeval suitability-stats`` reads.
 
-One row per (item, perturbation): ``item_id, perturbation, m_original, m_perturbed`` and optionally
-``model`` (a panel of models) and ``changed`` (rows with ``changed`` false are counted, not tested:
-a twin identical to its original is no observation of the perturbation). Every problem in a table
-read from disk is an error naming the file, row and field.
+One row per (item, perturbation): ``item_id, perturbation, m_original, m_perturbed`` (confidences
+in [0, 1]) and optionally ``log_m_original, log_m_perturbed`` (log confidences, <= 0: what the
+log-confidence metric reads; without them it takes the log of the confidences), ``model`` (a panel
+of models), ``subset`` (the per-subset analysis), ``changed`` (false: the scorer's input did not
+change, so the twin is a ΔM of 0) and ``text_changed``. Every problem in a table read from disk is
+an error naming the file, row and field.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from rmcore.errors import ConfigError, DataError
 from rmeval.perturbations.suite import GROUPS
 
 PAIR_COLUMNS = ["item_id", "perturbation", "m_original", "m_perturbed"]
+LOG_COLUMNS = ["log_m_original", "log_m_perturbed"]
+_TRUTH = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
 def _row_no(path: str, i: int) -> int:
@@ -28,12 +32,17 @@ def _row_no(path: str, i: int) -> int:
     return i + 1
 
 
-def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[str, str] | None = None
-                   ) -> pd.DataFrame:
-    """Check a pairs table; every problem is an error naming the file, row and field."""
+def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[str, str] | None = None,
+                   metric: str = "log_confidence") -> pd.DataFrame:
+    """Check a pairs table; every problem is an error naming the file, row and field. ``metric``:
+    the one the table will be read on (a confidence of 0 has no log)."""
     for col in PAIR_COLUMNS:
         if col not in df.columns:
             raise DataError("missing column", file=file, field=col)
+    has_log = [c in df.columns for c in LOG_COLUMNS]
+    if any(has_log) and not all(has_log):
+        raise DataError("missing column (log confidences come in pairs)", file=file,
+                        field=LOG_COLUMNS[has_log.index(False)])
     groups = {**GROUPS, **(groups or {})}
     df = df.reset_index(drop=True).copy()
     df["item_id"] = df["item_id"].map(lambda v: v if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
@@ -60,6 +69,19 @@ def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[s
                 raise DataError("confidence is NaN", file=file, row=r, field=fld)
             if not 0.0 <= x <= 1.0:
                 raise DataError(f"confidence must be in [0, 1], got {x}", file=file, row=r, field=fld)
+            if x == 0.0 and metric == "log_confidence" and not all(has_log):
+                raise DataError("confidence 0 has no log: give log_m_original/log_m_perturbed columns or read "
+                                "the table with --metric confidence", file=file, row=r, field=fld)
+        for fld in LOG_COLUMNS if all(has_log) else ():
+            v = getattr(row, fld)
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                raise DataError(f"log confidence must be a number <= 0, got {v!r}", file=file, row=r,
+                                field=fld) from None
+            if not math.isfinite(x) or x > 1e-12:
+                raise DataError(f"log confidence must be a finite number <= 0, got {x}", file=file, row=r,
+                                field=fld)
     keys = ["model", "perturbation", "item_id"] if "model" in df.columns else ["perturbation", "item_id"]
     dup = df.duplicated(keys, keep=False)
     if dup.any():
@@ -67,22 +89,28 @@ def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[s
         first = df.loc[dup].iloc[0]
         raise DataError(f"duplicate row for item '{first['item_id']}' and perturbation '{first['perturbation']}' "
                         f"(rows {rows[0]} and {rows[1]})", file=file, row=rows[1], field="item_id")
-    df["m_original"] = df["m_original"].astype(float)
-    df["m_perturbed"] = df["m_perturbed"].astype(float)
-    if "changed" in df.columns:
-        truth = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
-        for i, v in enumerate(df["changed"]):
-            if str(v).strip().lower() not in truth:
-                raise DataError(f"changed must be true or false, got {v!r}", file=file, row=_row_no(file, i),
-                                field="changed")
-        df["changed"] = [truth[str(v).strip().lower()] for v in df["changed"]]
+    for col in PAIR_COLUMNS[2:] + (LOG_COLUMNS if all(has_log) else []):
+        df[col] = df[col].astype(float)
+    for col in ("changed", "text_changed"):
+        if col in df.columns:
+            for i, v in enumerate(df[col]):
+                if str(v).strip().lower() not in _TRUTH:
+                    raise DataError(f"{col} must be true or false, got {v!r}", file=file, row=_row_no(file, i),
+                                    field=col)
+            df[col] = [_TRUTH[str(v).strip().lower()] for v in df[col]]
+    if "subset" in df.columns:
+        for i, v in enumerate(df["subset"]):
+            if v is None or (isinstance(v, float) and math.isnan(v)) or not str(v).strip():
+                raise DataError("missing subset", file=file, row=_row_no(file, i), field="subset")
+        df["subset"] = df["subset"].astype(str)
     return df
 
 
-def read_pairs(path: str | os.PathLike, groups: Mapping[str, str] | None = None) -> pd.DataFrame:
+def read_pairs(path: str | os.PathLike, groups: Mapping[str, str] | None = None,
+               metric: str = "log_confidence") -> pd.DataFrame:
     from rmcore.io import read_table
 
-    return validate_pairs(read_table(path), file=str(path), groups=groups)
+    return validate_pairs(read_table(path, "--pairs"), file=str(path), groups=groups, metric=metric)
 
 
 def parse_groups(items: list[str] | None) -> dict[str, str]:

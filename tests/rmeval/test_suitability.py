@@ -192,8 +192,8 @@ def test_confidence_seq_classifier_and_judge_by_hand(tmp_path):
     cs, _ = confidence_scorer(judge)
     assert isinstance(cs, PairwiseJudgeScorer)
     m = confidences(cs, pairs)
-    p_ab = cs.score([(p.message_list(), (p.chosen, p.rejected)) for p in pairs])
-    p_ba = cs.score([(p.message_list(), (p.rejected, p.chosen)) for p in pairs])
+    p_ab = expit(cs.score([(p.message_list(), (p.chosen, p.rejected)) for p in pairs]))  # score: log-odds of A
+    p_ba = expit(cs.score([(p.message_list(), (p.rejected, p.chosen)) for p in pairs]))
     assert np.allclose(m, 0.5 * (p_ab + 1 - p_ba)) and np.all((m > 0) & (m < 1))
     # p_A by hand: softmax of the verdict tokens' logits after the prompt
     ids, _, _ = cs.encode(pairs[0].message_list(), pairs[0].chosen, pairs[0].rejected)
@@ -243,7 +243,7 @@ def test_groups_option_and_accuracy_change():
     with pytest.raises(DataError, match="'ZZ' without a group"):
         validate_pairs(df)
     df = validate_pairs(df, groups={"ZZ": "mine"})
-    res = infer(df, SuitabilitySettings(n_permutations=500), groups={"ZZ": "mine"})
+    res = infer(df, SuitabilitySettings(n_permutations=500, metric="confidence"), groups={"ZZ": "mine"})
     zz = res["perturbations"]["ZZ"]
     g = df[df["perturbation"] == "ZZ"]
     assert zz["group"] == "mine" and zz["n"] == 30
@@ -269,9 +269,9 @@ def test_suitability_stats_command_and_panel_rule(tmp_path):
     assert list(rec)[:8] == ["group", "n", "mean_delta", "cohens_d", "t", "p_value", "rejected", "unsuitable"]
     assert doc["settings"]["B"] == 2000 and doc["settings"]["q"] == 0.05 and doc["settings"]["eta"] == 0.5
     per = {m: doc["models"][m]["perturbations"] for m in doc["models"]}
-    # the panel rule: per perturbation the largest d among models not rejected
+    # the panel rule: per perturbation m = max{d : p >= 0.05} over the models
     for code in ("EF", "ST"):
-        free = [per[m][code]["cohens_d"] for m in per if not per[m][code]["rejected"]]
+        free = [per[m][code]["cohens_d"] for m in per if per[m][code]["p_value"] >= 0.05]
         m_code = max(free) if free else 0.0
         assert doc["settings"]["m"][code] == pytest.approx(m_code)
         for m in per:
@@ -300,7 +300,7 @@ def test_suitability_command_on_rmbench_chat(tmp_path, shared_data):
         r = doc["perturbations"][c]
         assert r["group"] == ("controlled" if c in ("EF", "PH", "IU", "IW", "CN") else "stylized")
         assert r["n_items"] == 6 and r["n_changed"] + r["n_unchanged"] + r["n_failed"] == 6
-        assert r["n"] == r["n_changed"]
+        assert r["n"] == r["n_changed"] + r["n_unchanged"]  # whole set: an unchanged twin is a ΔM of 0
     pairs = pd.read_parquet(out / "suitability_pairs.parquet")
     assert set(pairs["perturbation"]) == set(codes)
     # the inference alone on the written pairs reproduces the command's figures
@@ -308,7 +308,7 @@ def test_suitability_command_on_rmbench_chat(tmp_path, shared_data):
                  "--n-permutations", "1000", "--wandb-mode", "disabled"]) == 0
     again = json.loads((tmp_path / "s" / "suitability.json").read_text())
     for c in codes:
-        assert again["perturbations"][c]["p_value"] == doc["perturbations"][c]["p_value"]
+        assert again["perturbations"][c]["p_value"] == pytest.approx(doc["perturbations"][c]["p_value"], nan_ok=True)
     # a rerun is served from the score cache
     assert main(args) == 0
     assert json.loads((out / "suitability.json").read_text())["perturbations"] == doc["perturbations"]
@@ -355,7 +355,7 @@ def test_changed_column_from_csv_is_counted_not_tested(tmp_path):
     df.to_csv(f, index=False)  # written as the strings True / False
     from rmeval.suitability import read_pairs
 
-    res = infer(read_pairs(f), SuitabilitySettings(n_permutations=200))["perturbations"]["EF"]
-    assert res["n"] == 9 and res["n_unchanged"] == 3
-    kept = df[df["changed"]]
-    assert res["t"] == pytest.approx(stats.ttest_rel(kept["m_original"], kept["m_perturbed"]).statistic)
+    res = infer(read_pairs(f), SuitabilitySettings(n_permutations=200, metric="confidence"))["perturbations"]["EF"]
+    assert res["n"] == 12 and res["n_changed"] == 9 and res["n_unchanged"] == 3
+    delta = np.where(df["changed"], df["m_original"] - df["m_perturbed"], 0.0)  # unchanged: a change of 0
+    assert res["t"] == pytest.approx(stats.ttest_1samp(delta, 0).statistic)

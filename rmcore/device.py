@@ -1,0 +1,102 @@
+"""Where a model runs and in which precision, decided once for every command that loads one.
+
+``device``: ``auto`` is the GPU where torch sees one (``cuda:LOCAL_RANK`` under a multi-process
+launcher, so each process takes its own), else the CPU; ``cpu``, ``cuda`` and ``cuda:N`` ask for
+that device, and one that is not there is an error, never a silent fall-back to the CPU (a 1.7B
+audit must not crawl on a node's CPU unnoticed). ``mps`` is accepted where torch has it.
+
+``dtype``: ``auto`` is bfloat16 on a GPU that computes in it (compute capability 8.0 and later),
+float16 on an older GPU, and float32 on the CPU, where half precision is slow and bfloat16 rounding
+is not needed; ``float32``, ``bfloat16`` and ``float16`` are taken as given.
+
+``device_map``: ``auto`` spreads one model over every visible GPU (accelerate's big-model
+inference) for a model larger than one GPU; the model then decides where its inputs go (its first
+layer's device)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rmcore.errors import ConfigError
+
+DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Placement:
+    """How a model is loaded: device, precision, attention kernel, remote code, device map."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    attn_implementation: str | None = None  # None: transformers' default (sdpa where supported)
+    trust_remote_code: bool = False
+    device_map: str | None = None  # "auto": one model across every visible GPU
+
+    def validate(self) -> None:
+        check_device_name(self.device)
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got '{self.dtype}'")
+        if self.device_map not in (None, "auto"):
+            raise ConfigError(f"device_map must be auto or unset, got '{self.device_map}'")
+
+
+def check_device_name(name: str) -> None:
+    if name in ("auto", "cpu", "cuda", "mps"):
+        return
+    head, _, index = name.partition(":")
+    if head != "cuda" or not index.isdigit():
+        raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, got '{name}'")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """The torch device for ``name`` (see the module docstring); an unavailable one is an error."""
+    check_device_name(name)
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ConfigError("device mps is not available on this machine")
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device {name} asked for, but torch sees no CUDA GPU on this machine "
+                          f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu")
+    dev = torch.device(name) if ":" in name else torch.device("cuda", torch.cuda.current_device())
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {name} asked for, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    return dev
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """The torch dtype for ``name`` on ``device`` (``auto``: see the module docstring)."""
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    try:
+        return _TORCH_DTYPES[name]
+    except KeyError:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got '{name}'") from None
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def describe(model: Any) -> dict[str, Any]:
+    """Where a loaded model runs, as recorded in reports: device(s), dtype, attention kernel."""
+    params = list(model.parameters())
+    devices = sorted({str(p.device) for p in params})
+    cfg = getattr(model, "config", None)
+    return {"device": devices[0] if len(devices) == 1 else devices,
+            "dtype": dtype_name(params[0].dtype) if params else None,
+            "attn_implementation": getattr(cfg, "_attn_implementation", None)}

@@ -1,0 +1,93 @@
+"""The suitability commands as a newcomer meets them: every numeric flag checked (one line, exit 2,
+no traceback, nothing written), ``--help`` writes nothing, reports titled by arm and seed."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+from rmeval.cli import main
+
+
+@pytest.fixture
+def pairs(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(1, 1, 20)
+    rows = [{"item_id": f"i{k}", "perturbation": c, "m_original": expit(x[k]), "m_perturbed": expit(x[k] - 0.2)}
+            for c in ("EF", "ST") for k in range(20)]
+    f = tmp_path / "pairs.csv"
+    pd.DataFrame(rows).to_csv(f, index=False)
+    return f
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--margin", "nan"], "margin must be a finite number"),
+    (["--margin", "inf"], "margin must be a finite number"),
+    (["--margin", "-0.2"], "margin must be >= 0"),
+    (["--q", "1.5"], r"q must be in \(0, 1\)"),
+    (["--eta", "nan"], "eta must be a finite number"),
+    (["--alpha", "0"], r"alpha must be in \(0, 1\)"),
+    (["--n-permutations", "0"], "n_permutations must be a whole number >= 1"),
+    (["--seed", "-1"], "seed must be a whole number >= 0"),
+    (["--null-share", "controlled=0"], r"null share of group 'controlled' must be in \(0, 1\]"),
+    (["--null-share", "controlled=nan"], "null share of group 'controlled' must be a finite number"),
+    (["--null-share", "controlled"], "--null-share entries look like GROUP=Q"),
+    (["--null-share", "stylised=0.5"], "names group"),
+    (["--weighting", "fixed"], "weighting fixed needs the null shares"),
+    (["--weighting", "equal", "--null-share", "controlled=0.5"], "only with weighting fixed"),
+])
+def test_stats_flags_are_checked(pairs, tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    rc = main(["suitability-stats", "--pairs", str(pairs), "--out", str(out), "--wandb-mode", "disabled", *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("rmeval: error: ") and len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--max-items", "-3"], "max_items must be a whole number >= 1"),
+    (["--max-prompts", "0"], "--max-prompts must be >= 1"),
+    (["--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--beta", "nan"], "--beta must be a finite number > 0"),
+    (["--judge-explain-tokens", "0"], "judge_explain_tokens must be a whole number >= 1"),
+    (["--margin", "nan"], "margin must be a finite number"),
+])
+def test_model_flags_are_checked_before_anything_loads(tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    rc = main(["suitability", "--checkpoint", str(tmp_path / "no-such-model"), "--data", "simulated:n_prompts=4",
+               "--out", str(out), "--wandb-mode", "disabled", *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_help_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for cmd in ("suitability", "suitability-stats"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_titled_by_arm_and_seed(tmp_path):
+    from rmcore.checkpoints import SUMMARY_FILE
+    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+
+    tok = train_tokenizer(["How do I bake bread? Mix flour and water. Just buy bread."], word_level=True,
+                          pad_token="[PAD]", unk_token="[UNK]")
+    run = tmp_path / "runs" / "seed2"
+    save_tiny(run, tiny_model(tok, "llama", head="classifier", num_labels=1), tok)
+    (run / SUMMARY_FILE).write_text(json.dumps({"arm": "bt_margin", "seed": 2}))
+    out = tmp_path / "suit"
+    assert main(["suitability", "--checkpoint", str(run), "--data", "simulated:n_prompts=6,seed=1", "--out", str(out),
+                 "--perturbations", "EF", "IU", "--n-permutations", "200", "--no-robustness",
+                 "--wandb-mode", "disabled"]) == 0
+    assert (out / "suitability.md").read_text().startswith("# Suitability of bt_margin seed 2\n")
+    assert "structure" not in json.loads((out / "suitability.json").read_text())
