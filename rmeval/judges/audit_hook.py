@@ -56,6 +56,7 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
     if items["label"].isin(["A", "B"]).any():
         rw = reweight(items, judgments, budgets=budgets, n_repeats=n_repeats, seed=seed)
         atomic_write_json(out / "reweight.json", rw)
-        prof["reweight"] = {s: {k: r.get(k) for k in ("base_accuracy", "reweighted_accuracy", "n_test")}
+        prof["reweight"] = {s: {k: r.get(k) for k in ("base_accuracy", "base_accuracy_stable", "reweighted_accuracy",
+                                                      "gain", "n_test")}
                             for s, r in rw["judges"][stats.judge]["sources"].items()}
     return prof, images
