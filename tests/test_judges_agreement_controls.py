@@ -31,7 +31,8 @@ def panel_data():
     unparsed = (judg["attribute"] == OVERALL) & (judg["order"] == "AB") & (rng.random(len(judg)) < 0.08)
     judg.loc[unparsed, "direction"] = 0
     items.loc[items.index[:9], "label"] = "tie"
-    res = analyze(judg, items, n_splits=2, null_repeats=0, min_shared=3, min_n_source=20, min_n_pooled=40)
+    # thresholds inside the readers' usable counts (about 35-45 per source, 70-85 pooled): some readers stay out
+    res = analyze(judg, items, n_splits=2, null_repeats=0, min_shared=3, min_n_source=38, min_n_pooled=78)
     return judg, items, res, Reads(judg)
 
 
@@ -237,7 +238,8 @@ def test_label_associations_by_hand(panel_data):
     label = {r.item_id: (1 if r.label == "A" else -1 if r.label == "B" else 0) for r in items.itertuples()}
     source = dict(zip(items["item_id"], items["source"]))
     la = res["label_associations"]
-    for scope, min_n in (("pooled", 40), ("hh", 20), ("chat", 20)):
+    left_out = 0
+    for scope, min_n in (("pooled", 78), ("hh", 38), ("chat", 38)):
         got = la["pooled"] if scope == "pooled" else la["sources"][scope]
         for a in ref.attributes:
             accs, covs = [], []
@@ -256,13 +258,18 @@ def test_label_associations_by_hand(panel_data):
                 covs.append(n / read)
                 if n > min_n:
                     accs.append(hits / n)
-            med = float(np.median(accs))
-            assert got[a]["median_accuracy"] == pytest.approx(med)
-            assert got[a]["strength"] == pytest.approx(float(np.median(np.abs(np.array(accs) - 0.5))))
-            assert got[a]["sign"] == ("+" if med >= 0.5 else "-")
+            if not accs:  # no reader enters: no figure, never a guess
+                assert (got[a]["median_accuracy"], got[a]["strength"], got[a]["sign"]) == (None, None, None)
+            else:
+                med = float(np.median(accs))
+                assert got[a]["median_accuracy"] == pytest.approx(med)
+                assert got[a]["strength"] == pytest.approx(float(np.median(np.abs(np.array(accs) - 0.5))))
+                assert got[a]["sign"] == ("+" if med >= 0.5 else "-")
             assert got[a]["coverage"] == pytest.approx(np.mean(covs)) and got[a]["n_readers"] == len(accs)
-        strengths = [r["strength"] for r in got.values()]
+            left_out += 3 - len(accs)
+        strengths = [r["strength"] for r in got.values() if r["strength"] is not None]
         assert strengths == sorted(strengths, reverse=True)
+    assert left_out > 0  # the thresholds were exercised
 
 
 def test_planted_label_association_sign_and_strength():

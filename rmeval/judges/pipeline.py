@@ -1,6 +1,6 @@
 """JudgeProfile end to end, one call per step: elicit a judge's attribute and overall verdicts on
 an items table (sharded, cached, resumable), analyze a judgments table (agreement, consistency,
-position bias, priority weights), and reweight attributes toward reference labels (with the rubric
+position bias, priority weights and the paper's controls), and reweight attributes toward reference labels (with the rubric
 and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these."""
 
 from __future__ import annotations
