@@ -15,6 +15,7 @@ paper's rule), ``accuracy_stable`` the stable verdict with an unresolved one cou
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -165,6 +166,14 @@ class BaselineSettings:
             raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
         if not self.model or not self.judge:
             raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
+        for flag, value, low in (("--rubric-k", self.rubric_k, 1), ("--lora-steps", self.lora_steps, 1),
+                                 ("--lora-batch-size", self.lora_batch_size, 1), ("--batch-size", self.batch_size, 1),
+                                 ("--max-length", self.max_length, 8),
+                                 ("--lora-budget", 2 if self.lora_budget is None else self.lora_budget, 2)):
+            if value < low:
+                raise ConfigError(f"{flag} must be at least {low}, got {value}")
+        if not (math.isfinite(self.lora_lr) and self.lora_lr > 0):
+            raise ConfigError(f"--lora-lr must be a positive number, got {self.lora_lr}")
 
 
 def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,
