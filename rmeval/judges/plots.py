@@ -42,7 +42,7 @@ def agreement_heatmap(analysis: dict[str, Any], path: str | os.PathLike) -> Path
     fig, ax = plt.subplots(figsize=(max(5.0, side + pad + 1.6), max(4.2, side + pad + 1.0)), layout="constrained")
     # the scale starts at the balanced-random 0.5 unless a pair agrees less (nothing is clipped)
     low = min(0.5, np.floor(10 * np.nanmin(m)) / 10) if np.isfinite(m).any() else 0.5
-    im = ax.imshow(m, vmin=low, vmax=1.0, cmap="viridis")
+    im = ax.imshow(100 * m, vmin=100 * low, vmax=100.0, cmap="viridis")  # percent, as the cells read
     fs = 8 if n <= 12 else 6
     ax.set_xticks(range(n), judges, rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
     ax.set_yticks(range(n), judges, fontsize=fs)
@@ -53,7 +53,7 @@ def agreement_heatmap(analysis: dict[str, Any], path: str | os.PathLike) -> Path
                 ax.text(j, i, f"{100 * m[i, j]:.0f}", ha="center", va="center", fontsize=fs,
                         color="black" if light else "white")
     ax.set_title("judge-pair agreement (%)\nabove diagonal: attributes; below: overall verdict", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046, label="agreement")
+    fig.colorbar(im, ax=ax, fraction=0.046, label="agreement (%)")
     return atomic_save_figure(fig, path, dpi=130)
 
 
