@@ -249,7 +249,7 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
         with one_blas_thread():
             res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed))
     res["meta"] = {"n_judges": len(panel.judges), "n_items": len(panel.items), "attributes": panel.attributes,
-                   "seed": st.seed, "n_splits": st.n_splits, "null_repeats": st.null_repeats,
+                   "seed": st.seed, "n_splits": st.n_splits, "controls": st.controls, "null_repeats": st.null_repeats,
                    "min_shared": st.min_shared, "min_n_source": st.min_n_source, "min_n_pooled": st.min_n_pooled,
                    "labelled_items": int(items["label"].isin(["A", "B"]).sum()) if items is not None else 0}
     return res

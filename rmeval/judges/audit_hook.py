@@ -38,7 +38,7 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
     finally:
         judge.close()
     judgments = load_judgments(merge_shards(out, judges=[stats.judge]))
-    an = analyze(judgments, seed=seed, n_splits=10)
+    an = analyze(judgments, seed=seed, n_splits=10, controls=False)  # one judge: no panel controls
     atomic_write_json(out / "analysis.json", an)
     j = an["judges"][stats.judge]
     prof: dict[str, Any] = {

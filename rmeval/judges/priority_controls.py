@@ -234,7 +234,17 @@ def priority_markdown(res: dict[str, Any]) -> list[str]:
 
     lines: list[str] = []
     null = res.get("identical_preference_null")
-    if null:
+    meta = res.get("meta", {})
+    if not meta.get("controls", True) or len(res.get("judges", {})) < 2:
+        return lines
+    n_fit = sum(bool(j.get("weights")) for j in res["judges"].values())
+    # say why a section is absent rather than leave it out silently
+    why = (f"{n_fit} of {len(res['judges'])} judges have a priority fit (a fit needs stable verdicts of both "
+           "kinds); the control needs two")
+    if not null:
+        reason = "--null-repeats 0" if meta.get("null_repeats", 1) < 1 and n_fit >= 2 else why
+        lines += ["## Identical-preference null", "", f"Not computed: {reason}.", ""]
+    else:
         c = null["correlation"]
         lines += ["## Identical-preference null", "",
                   f"Every judge given the mean weights, verdicts redrawn from its own perception and refitted "
@@ -257,7 +267,9 @@ def priority_markdown(res: dict[str, Any]) -> list[str]:
                        [[j, f(r["dispersion"]), f(r["null_mean"]), f(r["null_p95"]), f(r["ratio"]), f(r["p_value"])]
                         for j, r in null["judges"].items()]) + [""]
     sw = res.get("component_swaps")
-    if sw:
+    if not sw:
+        lines += ["## Component swaps", "", f"Not computed: {why}.", ""]
+    else:
         lines += ["## Component swaps", "",
                   f"Donor {sw['donor']}; in-sample accuracy on each target's own verdicts, mean over "
                   f"{sw['n_targets']} targets: own {f(sw['own'])}, perception swap {f(sw['perception_swap'])} "
