@@ -15,12 +15,23 @@ it from a rating set. Per attribute:
 
 With per-annotator ratings (``annotations``) the rater reliabilities and the corrected share;
 with borrowed reliabilities (``reliabilities``) the corrected share under each.
+
+Ranks are taken over the rated rows only (average ranks for ties, as ``scipy.stats.rankdata``);
+a response without a rating keeps no rank and is left out of the rank share, like the raw share
+leaves it out, instead of turning every rank into NaN.
+
+``human_audit(spec, settings, out)`` is the whole pipeline -- load the rating set, read the
+annotations, compute, write OUT/human.json and OUT/human.md -- the one function ``rmeval human``
+calls.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +39,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from rmcore.errors import DataError
+from rmcore.data.schema import pick_attribute
+from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.markdown import interval, num, table
 
@@ -74,6 +86,15 @@ def _log(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def finite_ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks (1..n) of the finite values; NaN where a value is missing."""
+    v = np.asarray(values, dtype=float)
+    out = np.full(len(v), np.nan)
+    ok = np.isfinite(v)
+    out[ok] = rankdata(v[ok])
+    return out
+
+
 def attribute_stats(table: pd.DataFrame, attribute: str, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Every ratings-only statistic of one attribute (see module doc)."""
     y = table[attribute].to_numpy(float)
@@ -83,9 +104,9 @@ def attribute_stats(table: pd.DataFrame, attribute: str, *, n_boot: int = 2000, 
     sh: dict[str, Any] = {"all": share(y, g, n_boot=n_boot, rng=_rng(seed, f"{key}.all"))}
     if st.any():
         sh["single_turn"] = share(y[st], g[st], n_boot=n_boot, rng=_rng(seed, f"{key}.single_turn"))
-    sh["ranks"] = share(rankdata(y), g, n_boot=n_boot, rng=_rng(seed, f"{key}.ranks"))
+    sh["ranks"] = share(finite_ranks(y), g, n_boot=n_boot, rng=_rng(seed, f"{key}.ranks"))
     if st.any() and not st.all():
-        sh["ranks_single_turn"] = share(rankdata(y[st]), g[st], n_boot=n_boot,
+        sh["ranks_single_turn"] = share(finite_ranks(y[st]), g[st], n_boot=n_boot,
                                         rng=_rng(seed, f"{key}.ranks_single_turn"))
     if "response_words" in table.columns:
         sh["log_length"] = residual_share(y, _log(table["response_words"].to_numpy(float)), g, n_boot=n_boot,
@@ -120,10 +141,14 @@ def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n
     ``reliabilities``: borrowed values {label: R} applied to the main attribute's share."""
     t0 = time.perf_counter()
     attrs = attributes or attributes_of(table)
+    if not attrs:
+        raise DataError("the ratings table has no rated attribute column")
     for a in attrs:
         if a not in table.columns:
             raise DataError(f"ratings have no attribute '{a}'; they have {attributes_of(table)}", field=a)
-    main = main_attribute or ("helpfulness" if "helpfulness" in attrs else attrs[0])
+    main = pick_attribute(attrs, main_attribute)
+    if main not in attrs:
+        raise DataError(f"main attribute '{main}' is not among the computed attributes {attrs}", field=main)
     res: dict[str, Any] = {"attributes": {a: attribute_stats(table, a, n_boot=n_boot, seed=seed) for a in attrs}}
     main_share = res["attributes"][main]["share"]["all"]
     corrected: dict[str, Any] = {}
@@ -148,6 +173,67 @@ def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n
                    "attributes": attrs, "main_attribute": main, "n_boot": int(n_boot), "seed": int(seed),
                    "raters_per_rating": float(raters_per_rating),
                    "seconds": round(time.perf_counter() - t0, 3)}
+    return res
+
+
+# -- the pipeline ---------------------------------------------------------------------------------
+
+
+@dataclass
+class HumanSettings:
+    """What ``rmeval human`` computes: ``attribute`` (only this one; None: every rated attribute,
+    the main one by ``rmcore.data.schema.pick_attribute``), per-annotator ``annotations`` (a
+    HelpSteer2 disagreements file or "hub") with ``raters_per_rating``, borrowed
+    ``reliabilities`` {label: R}, a seeded sample of ``max_prompts`` prompts, ``n_boot`` prompt
+    resamples and ``seed``."""
+
+    attribute: str | None = None
+    annotations: str | None = None
+    raters_per_rating: float = 1.0
+    reliabilities: dict[str, float] = field(default_factory=dict)
+    max_prompts: int | None = None
+    n_boot: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.raters_per_rating) and self.raters_per_rating >= 1):
+            raise ConfigError(f"--raters-per-rating must be a number >= 1, got {self.raters_per_rating}")
+        if self.n_boot < 1:
+            raise ConfigError(f"--n-boot must be at least 1, got {self.n_boot}")
+        if self.max_prompts is not None and self.max_prompts < 2:
+            raise ConfigError(f"--max-prompts must be at least 2, got {self.max_prompts}")
+        for label, r in self.reliabilities.items():
+            if not (math.isfinite(r) and 0 < r <= 1):
+                raise ConfigError(f"--reliability {label}={r}: a reliability must be in (0, 1]")
+
+
+def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> dict[str, Any]:
+    """Every ratings-only statistic of the rating set ``spec`` (a data SPEC), written to
+    OUT/human.json and OUT/human.md; returns the document."""
+    from rmcore.data.registry import load_data
+
+    rs = load_data(spec, settings.max_prompts, settings.seed)
+    if not rs.attributes:
+        raise ConfigError(f"--data {spec}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
+                          "carries labels, not ratings); rmeval human needs a rating set: helpsteer, helpsteer2, "
+                          "shp, simulated or a generic file with rating columns")
+    annotations, skipped = None, None
+    if settings.annotations:
+        from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
+
+        annotations, skipped = load_helpsteer2_annotations(settings.annotations, rs)
+        if annotations.empty:
+            raise DataError(f"{settings.annotations}: no annotation matches a response of {spec} "
+                            f"(skipped: {dict(skipped)})")
+    attrs = [settings.attribute] if settings.attribute else None
+    res = compute_human(human_table(rs), attributes=attrs, n_boot=settings.n_boot, seed=settings.seed,
+                        annotations=annotations, raters_per_rating=settings.raters_per_rating,
+                        reliabilities=settings.reliabilities or None, main_attribute=settings.attribute)
+    res["meta"].update({"data": spec, "rating_set": rs.name, "skipped": dict(rs.skipped)})
+    if annotations is not None:
+        res["meta"]["annotations"] = {"file": settings.annotations, "n_ratings": int(len(annotations)),
+                                      "skipped": dict(skipped or {})}
+    write_human_report(res, out, title=f"Human ratings: {rs.name}")
     return res
 
 

@@ -1,10 +1,9 @@
-"""``rmeval human``: every ratings-only statistic of a rating set, no model (rmeval.human)."""
+"""``rmeval human``: every ratings-only statistic of a rating set, no model (rmeval.human.human_audit)."""
 
 from __future__ import annotations
 
 import argparse
 
-from rmcore.errors import ConfigError, DataError
 from rmeval.cli.flags import reliabilities
 
 
@@ -26,33 +25,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """OUT/human.json and OUT/human.md."""
-    from rmcore.data.registry import load_data
-    from rmeval.human import compute_human, human_table, write_human_report
+    from pathlib import Path
 
-    rs = load_data(args.data, args.max_prompts, args.seed)
-    if not rs.attributes:
-        raise ConfigError(f"--data {args.data}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
-                          "carries labels, not ratings); rmeval human needs a rating set: helpsteer, helpsteer2, "
-                          "shp, simulated or a generic file with rating columns")
-    annotations = None
-    if args.annotations:
-        from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
+    from rmeval.human import HumanSettings, human_audit
 
-        annotations, skipped = load_helpsteer2_annotations(args.annotations, rs)
-        if annotations.empty:
-            raise DataError(f"{args.annotations}: no annotation matches a response of {args.data} "
-                            f"(skipped: {dict(skipped)})")
-    attrs = [args.attribute] if args.attribute else None
-    res = compute_human(human_table(rs), attributes=attrs, n_boot=args.n_boot, seed=args.seed,
-                        annotations=annotations, raters_per_rating=args.raters_per_rating,
-                        reliabilities=reliabilities(args.reliability), main_attribute=args.attribute)
-    res["meta"].update({"data": args.data, "rating_set": rs.name, "skipped": dict(rs.skipped)})
-    if annotations is not None:
-        res["meta"]["annotations"] = {"file": args.annotations, "n_ratings": int(len(annotations)),
-                                      "skipped": dict(skipped)}
-    paths = write_human_report(res, args.out, title=f"Human ratings: {rs.name}")
+    settings = HumanSettings(attribute=args.attribute, annotations=args.annotations,
+                             raters_per_rating=args.raters_per_rating, reliabilities=reliabilities(args.reliability),
+                             max_prompts=args.max_prompts, n_boot=args.n_boot, seed=args.seed)
+    res = human_audit(args.data, settings, args.out)
     main = res["meta"]["main_attribute"]
     r = res["attributes"][main]["share"]["all"]
-    print(f"{rs.name}: {main} share {r['estimate']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] on "
-          f"{r['n_prompts']} prompts -> {paths['markdown']}")
+    print(f"{res['meta']['rating_set']}: {main} share {r['estimate']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] "
+          f"on {r['n_prompts']} prompts -> {Path(args.out) / 'human.md'}")
     return 0

@@ -3,7 +3,7 @@
     rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
                           [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
                           [--n-shards N [--shard I] [--executor none|local|slurm|debug]]
-    rmeval judges analyze --judgments FILE --out OUT
+    rmeval judges analyze --judgments FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
     rmeval judges reweight --judgments FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
 """
 
@@ -53,12 +53,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seed", type=int, default=0, help="A/B assignment of --data pairs")
     e.set_defaults(func=run_elicit)
 
-    a = js.add_parser("analyze", help="agreement, consistency, position bias and priority weights")
+    a = js.add_parser("analyze", help="agreement, consistency, position bias, priority weights and the "
+                                      "JudgeProfile controls")
     a.add_argument("--judgments", required=True)
     a.add_argument("--out", required=True)
+    a.add_argument("--items", default=None, help="items table with reference labels: adds the difficulty strata "
+                                                 "and the attribute-label associations")
     a.add_argument("--attribute-names", default=None)
+    a.add_argument("--attributes-file", default=None, help="attribute YAML used at elicitation, if custom (families)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--n-splits", type=int, default=20, help="random half splits for split-half reliability")
+    a.add_argument("--null-repeats", type=int, default=20,
+                   help="repetitions of the identical-preference null (0: skip it)")
+    a.add_argument("--donor", default=None, help="donor judge of the component swaps (default: highest stable rate)")
+    a.add_argument("--min-shared-attributes", type=int, default=20,
+                   help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
+    a.add_argument("--min-n-source", type=int, default=50,
+                   help="usable comparisons a reader needs in a source to enter a label association")
+    a.add_argument("--min-n-pooled", type=int, default=200,
+                   help="the same over all sources pooled")
     add_wandb(a)
     a.set_defaults(func=run_analyze)
 
@@ -114,14 +127,27 @@ def run_elicit(args: argparse.Namespace) -> int:
 def run_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rmcore.markdown import num
+    from rmeval.judges.analysis import AnalysisSettings
     from rmeval.judges.pipeline import analyze_judgments
 
-    res = analyze_judgments(args.judgments, args.out, attribute_names=csv(args.attribute_names), seed=args.seed,
-                            n_splits=args.n_splits, **wandb_target(args))
+    settings = AnalysisSettings(attributes=csv(args.attribute_names) or None, seed=args.seed, n_splits=args.n_splits,
+                                null_repeats=args.null_repeats, donor=args.donor,
+                                min_shared=args.min_shared_attributes, min_n_source=args.min_n_source,
+                                min_n_pooled=args.min_n_pooled, attributes_file=args.attributes_file)
+    res = analyze_judgments(args.judgments, args.out, items=args.items, settings=settings, **wandb_target(args))
     ag = res["agreement"]
-    f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
-    print(f"{len(res['judges'])} judges: overall agreement {f(ag['overall'])}, attribute agreement "
-          f"{f(ag['attribute'])} (coverage {f(ag['attribute_coverage'])}) -> {Path(args.out) / 'analysis.json'}")
+
+    def f(x: float | None) -> str:
+        return num(x, missing="n/a")
+
+    line = (f"{len(res['judges'])} judges: overall agreement {f(ag['overall'])}, attribute agreement "
+            f"{f(ag['attribute'])} (coverage {f(ag['attribute_coverage'])})")
+    null = res.get("identical_preference_null")
+    if null:
+        line += (f"; weight SD above the identical-preference null on {null['n_attributes_exceeding']} of "
+                 f"{null['n_attributes']} attributes")
+    print(f"{line} -> {Path(args.out) / 'analysis.json'}")
     return 0
 
 
@@ -129,6 +155,7 @@ def run_reweight(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rmeval.judges.pipeline import reweight_judgments
+    from rmeval.judges.reweight import gain_line
 
     baselines = None
     if args.baselines:
@@ -144,8 +171,12 @@ def run_reweight(args: argparse.Namespace) -> int:
                              n_repeats=args.n_repeats, top_k=ints(args.top_k), seed=args.seed, baselines=baselines,
                              **wandb_target(args))
     for j, jr in res["judges"].items():
-        b, r = jr["mean_base_accuracy"], jr["mean_reweighted_accuracy"]
-        if b is not None and r is not None:
-            print(f"{j}: held-out accuracy {100 * b:.1f}% -> {100 * r:.1f}% reweighted (mean over sources)")
+        if jr["mean_gain"] is not None:
+            n = sum(r.get("gain") is not None for r in jr["sources"].values())
+            print(gain_line(f"{j} (mean over {n} sources)", jr))
+    sm = res["summary"]
+    if sm["n_cells"]:
+        print(gain_line(f"all judges (mean over {sm['n_cells']} judge-source cells)", sm)
+              + f"; {sm['n_judges_improved']} of {sm['n_judges']} judges improve")
     print(f"-> {Path(args.out) / 'reweight.json'}")
     return 0

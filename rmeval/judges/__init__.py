@@ -3,7 +3,15 @@
 - ``inventory``: the attribute inventory (shipped YAML, user-extensible);
 - ``elicit``: pairwise attribute/verdict elicitation in both presentation orders (local causal LM
   with prefix KV-cache reuse, or an OpenAI-compatible endpoint), sharded, cached and resumable;
-- ``analysis``: agreement between judges, order consistency, position bias, priority fits;
-- ``reweight``: refitting attribute weights to reference labels, with label budgets and top-k;
+- ``panel``: the judgments as dense arrays under the stable and single-read protocols, and the
+  agreement, kappa and logistic-fit primitives every analysis shares;
+- ``analysis``: agreement between judges, order consistency, position bias, priority fits, and the
+  document ``analyze`` assembles with the paper's controls:
+- ``agreement_controls``: single-read control, three-category kappa, matched items, the no-conflict
+  subset, agreement by importance quartile and family, difficulty strata, label associations;
+- ``priority_controls``: the identical-preference null with each judge's dispersion against it,
+  component swaps;
+- ``reweight``: refitting attribute weights to reference labels, with label budgets and top-k, the
+  base accuracy by the paper's one-order rule and the stable-verdict figure beside it;
 - ``baselines``: rubric prompting and LoRA SFT of a local judge under the same budgets.
 """

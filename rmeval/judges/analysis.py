@@ -1,7 +1,7 @@
-"""Perception and prioritization of LLM judges from a judgments table (JudgeProfile, App. A-C).
+"""Perception and prioritization of LLM judges from a judgments table (JudgeProfile, App. A-D).
 
-Every read ``r^(o)`` in {-1, 0, +1} (+1: the original response A) is paired across the two
-presentation orders; the *stable* direction is the one both orders agree on, else 0.
+The panel, its two read protocols (stable, single read) and the agreement and fitting primitives
+are ``rmeval.judges.panel``. Here:
 
 - Agreement between two judges: overall (items where both give a stable verdict) and attribute
   (item-attribute cells where both resolve a stable direction; coverage = those cells / cells both
@@ -15,121 +15,72 @@ presentation orders; the *stable* direction is the one both orders agree on, els
   stable attribute directions; items without a stable verdict are left out and counted. Five-fold
   accuracy, split-half reliability (Pearson r of the two halves' weights, Spearman-Brown 2r/(1+r)),
   and the shared-perception refit on the majority direction ``sign(sum_j d_j)``.
+- The paper's controls, each a section of the document: perception controls
+  (``rmeval.judges.agreement_controls``: single-read control, three-category kappa, matched items,
+  the no-conflict subset, agreement by importance quartile and family, and with reference labels
+  the difficulty strata and single-attribute associations) and prioritisation controls
+  (``rmeval.judges.priority_controls``: the identical-preference null with each judge's
+  dispersion against it, component swaps).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
 
-from .inventory import OVERALL
+from .inventory import CORE_ATTRIBUTES
+from .panel import (
+    Panel,
+    _logreg,
+    _mean,
+    _rate,
+    build_panel,
+    fit_weights,
+    one_blas_thread,
+    pair_agreement,
+)
+
+__all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
 
 @dataclass
-class Panel:
-    """Stable directions as a dense array: ``stable[j, i, a]`` for judge j, item i, attribute a
-    (the last attribute column is the overall verdict); ``present`` marks cells with both orders."""
+class AnalysisSettings:
+    """What ``analyze`` computes beyond the agreement and the priority fits.
 
-    judges: list[str]
-    items: list[str]
-    attributes: list[str]  # without OVERALL
-    stable: np.ndarray  # (J, I, A+1) int8
-    present: np.ndarray  # (J, I, A+1) bool: both orders read
-    consistent: np.ndarray  # (J, I, A+1) bool: both reads resolved and equal
-    both_resolved: np.ndarray  # (J, I, A+1) bool: both reads non-zero
-    first_reads: np.ndarray  # (J, 2) resolved attribute reads naming the first-shown response, all resolved
-    first_reads_overall: np.ndarray  # (J, 2) the same for the overall verdict
+    ``attributes``: only these (default: every attribute in the table); ``seed``; ``n_splits``
+    random half splits for split-half reliability; ``null_repeats`` repetitions of the
+    identical-preference null (0: skip it); ``donor`` of the component swaps (default: the judge
+    with the highest stable rate); ``min_shared`` jointly resolved attributes for the no-conflict
+    subset (the paper's 20); ``min_n_source`` and ``min_n_pooled`` usable comparisons a reader
+    needs to enter a label association (the paper's 50 and 200); ``attributes_file``: the
+    inventory used at elicitation, if custom (for attribute families); ``controls``: False skips
+    every paper control (the audit hook's quick profile)."""
 
-    @property
-    def verdict(self) -> np.ndarray:
-        return self.stable[:, :, -1]
+    attributes: list[str] | None = None
+    seed: int = 0
+    n_splits: int = 20
+    null_repeats: int = 20
+    donor: str | None = None
+    min_shared: int = 20
+    min_n_source: int = 50
+    min_n_pooled: int = 200
+    attributes_file: str | None = None
+    controls: bool = True
 
-    def judge_index(self, judge: str) -> int:
-        return self.judges.index(judge)
-
-
-def build_panel(judgments: pd.DataFrame, attributes: list[str] | None = None) -> Panel:
-    """Judgments table (validated) -> Panel. A cell read in only one order has no stable direction
-    and is not ``present`` (it counts toward neither agreement nor coverage)."""
-    df = judgments
-    judges = sorted(df["judge"].unique())
-    items = list(dict.fromkeys(df["item_id"]))
-    attrs = attributes or sorted(a for a in df["attribute"].unique() if a != OVERALL)
-    cols = attrs + [OVERALL]
-    ji = {j: n for n, j in enumerate(judges)}
-    ii = {i: n for n, i in enumerate(items)}
-    ai = {a: n for n, a in enumerate(cols)}
-    df = df[df["attribute"].isin(ai)]
-    shape = (len(judges), len(items), len(cols))
-    reads = np.zeros((2, *shape), dtype=np.int8)
-    seen = np.zeros((2, *shape), dtype=bool)
-    o = (df["order"].to_numpy() == "BA").astype(int)
-    j = df["judge"].map(ji).to_numpy()
-    i = df["item_id"].map(ii).to_numpy()
-    a = df["attribute"].map(ai).to_numpy()
-    d = df["direction"].to_numpy().astype(np.int8)
-    reads[o, j, i, a] = d
-    seen[o, j, i, a] = True
-    present = seen[0] & seen[1]
-    both = present & (reads[0] != 0) & (reads[1] != 0)
-    consistent = both & (reads[0] == reads[1])
-    stable = np.where(consistent, reads[0], 0).astype(np.int8)
-    # first-shown response: A in order AB (+1), B in order BA (-1)
-    first = np.where(o == 0, d == 1, d == -1) & (d != 0)
-    resolved = d != 0
-    is_overall = a == ai[OVERALL]
-
-    def counts(mask: np.ndarray) -> np.ndarray:
-        out = np.zeros((len(judges), 2), dtype=np.int64)
-        np.add.at(out[:, 0], j[mask & first], 1)
-        np.add.at(out[:, 1], j[mask & resolved], 1)
-        return out
-
-    return Panel(judges, items, attrs, stable, present, consistent, both, counts(~is_overall), counts(is_overall))
-
-
-def _rate(num: float, den: float) -> float | None:
-    return float(num / den) if den else None
-
-
-def _kappa(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Cohen's kappa (po - pe) / (1 - pe) with pe from the two raters' marginals."""
-    if len(x) == 0:
-        return None
-    labels = np.union1d(x, y)
-    po = float(np.mean(x == y))
-    pe = float(sum(np.mean(x == c) * np.mean(y == c) for c in labels))
-    return None if pe >= 1 else (po - pe) / (1 - pe)
-
-
-def pair_agreement(panel: Panel, j: int, k: int) -> dict[str, Any]:
-    s, p = panel.stable, panel.present
-    vj, vk = s[j, :, -1], s[k, :, -1]
-    both_v = (vj != 0) & (vk != 0)
-    out: dict[str, Any] = {"judges": [panel.judges[j], panel.judges[k]]}
-    out["overall"] = {"agreement": _rate(np.sum(vj[both_v] == vk[both_v]), both_v.sum()), "n": int(both_v.sum()),
-                      "kappa": _kappa(vj[both_v], vk[both_v])}
-    aj, ak = s[j, :, :-1], s[k, :, :-1]
-    cells = p[j, :, :-1] & p[k, :, :-1]
-    joint = cells & (aj != 0) & (ak != 0)
-    same = (both_v & (vj == vk))[:, None]
-    opp = (both_v & (vj != vk))[:, None]
-    for name, m in (("attribute", joint), ("same_winner", joint & same), ("opposite_winner", joint & opp)):
-        den = cells if name == "attribute" else cells & (same if name == "same_winner" else opp)
-        out[name] = {"agreement": _rate(np.sum(aj[m] == ak[m]), m.sum()), "n": int(m.sum()),
-                     "coverage": _rate(m.sum(), den.sum()), "kappa": _kappa(aj[m], ak[m])}
-    return out
-
-
-def _mean(values: list[float | None]) -> float | None:
-    v = [x for x in values if x is not None]
-    return float(np.mean(v)) if v else None
+    def __post_init__(self) -> None:
+        for name, flag, low in (("n_splits", "--n-splits", 0), ("null_repeats", "--null-repeats", 0),
+                                ("min_shared", "--min-shared-attributes", 1), ("min_n_source", "--min-n-source", 0),
+                                ("min_n_pooled", "--min-n-pooled", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ConfigError(f"{flag} must be an integer >= {low}, got {v!r}")
 
 
 def agreement(panel: Panel) -> dict[str, Any]:
@@ -176,20 +127,6 @@ def judge_consistency(panel: Panel, j: int) -> dict[str, Any]:
     }
 
 
-def one_blas_thread():
-    """Small logistic fits run fastest on one BLAS thread; several threads spin-wait on each other
-    (10x slower on a busy 2-core machine)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def _logreg(seed: int = 0):
-    from sklearn.linear_model import LogisticRegression
-
-    return LogisticRegression(C=1.0, l1_ratio=0.0, fit_intercept=True, max_iter=2000, random_state=seed)
-
-
 def cv_accuracy(x: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0) -> float | None:
     """Mean accuracy over stratified, shuffled ``folds``-fold splits; None when a class has fewer
     than ``folds`` items (a fold would lack it)."""
@@ -200,13 +137,6 @@ def cv_accuracy(x: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0) 
         return None
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     return float(np.mean(cross_val_score(_logreg(seed), x, y, cv=cv, scoring="accuracy")))
-
-
-def fit_weights(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float] | None:
-    if len(np.unique(y)) < 2:
-        return None
-    m = _logreg(seed).fit(x, y)
-    return m.coef_[0].astype(float), float(m.intercept_[0])
 
 
 def split_half(x: np.ndarray, y: np.ndarray, *, n_splits: int = 20, seed: int = 0) -> dict[str, Any]:
@@ -267,26 +197,68 @@ def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str
     return {"pearson": _mean(pr), "spearman": _mean(sr), "n_pairs": len(pr)}
 
 
-def analyze(judgments: pd.DataFrame, *, attributes: list[str] | None = None, seed: int = 0,
-            n_splits: int = 20) -> dict[str, Any]:
+def _families(attributes_file: str | None) -> dict[str, str]:
+    from .inventory import load_inventory
+
+    return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
+
+
+def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
+            settings: AnalysisSettings | None = None, **overrides: Any) -> dict[str, Any]:
     """The analysis.json document: ``judges.<judge>.{weights, cv_accuracy, ...}``,
-    ``agreement.{overall, attribute, ...}`` and cross-judge weight correlations."""
-    panel = build_panel(judgments, attributes)
+    ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
+    controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
+    ``label_associations``. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
+    from .agreement_controls import (
+        attribute_importance,
+        difficulty_strata,
+        label_associations,
+        matched_items,
+        no_conflict,
+        single_read_control,
+        three_category_kappa,
+    )
+    from .priority_controls import priority_controls
+
+    st = replace(settings or AnalysisSettings(), **overrides)
+    panel = build_panel(judgments, st.attributes)
     judges: dict[str, Any] = {}
     with one_blas_thread():
         for j, name in enumerate(panel.judges):
-            judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=seed, n_splits=n_splits)}
-    return {
+            judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=st.seed, n_splits=st.n_splits)}
+    res: dict[str, Any] = {
         "judges": judges,
         "agreement": agreement(panel),
         "weight_correlation": {"own": _weight_correlations(judges, panel.attributes, "weights"),
                                "shared": _weight_correlations(judges, panel.attributes, "shared_weights")},
-        "meta": {"n_judges": len(panel.judges), "n_items": len(panel.items), "attributes": panel.attributes,
-                 "seed": seed, "n_splits": n_splits},
     }
+    labelled = items is not None and items["label"].isin(["A", "B"]).any()
+    if st.controls:
+        if len(panel.judges) > 1:
+            res["single_read_control"] = single_read_control(panel)
+            res["three_category_kappa"] = three_category_kappa(panel)
+            res["matched_items"] = matched_items(panel, CORE_ATTRIBUTES)
+            res["no_conflict"] = no_conflict(panel, st.min_shared)
+            res["attribute_importance"] = attribute_importance(
+                panel, {n: j["weights"] for n, j in judges.items()}, _families(st.attributes_file))
+            if labelled:
+                res["difficulty_strata"] = difficulty_strata(panel, items)
+        if labelled:
+            res["label_associations"] = label_associations(panel, items, min_n_source=st.min_n_source,
+                                                           min_n_pooled=st.min_n_pooled)
+        with one_blas_thread():
+            res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed))
+    res["meta"] = {"n_judges": len(panel.judges), "n_items": len(panel.items), "attributes": panel.attributes,
+                   "seed": st.seed, "n_splits": st.n_splits, "controls": st.controls, "null_repeats": st.null_repeats,
+                   "min_shared": st.min_shared, "min_n_source": st.min_n_source, "min_n_pooled": st.min_n_pooled,
+                   "labelled_items": int(items["label"].isin(["A", "B"]).sum()) if items is not None else 0}
+    return res
 
 
 def analysis_markdown(res: dict[str, Any]) -> str:
+    from .agreement_controls import controls_markdown
+    from .priority_controls import priority_markdown
+
     def f(x: float | None) -> str:
         return num(x, missing="n/a")
 
@@ -306,4 +278,5 @@ def analysis_markdown(res: dict[str, Any]) -> str:
     lines += ["", f"Cross-judge weight correlation: own perception Pearson {f(wc['own']['pearson'])}, "
               f"Spearman {f(wc['own']['spearman'])}; shared perception Pearson {f(wc['shared']['pearson'])}, "
               f"Spearman {f(wc['shared']['spearman'])}.", ""]
-    return "\n".join(lines)
+    lines += controls_markdown(res) + priority_markdown(res)
+    return "\n".join(lines).rstrip() + "\n"

@@ -38,7 +38,7 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
     finally:
         judge.close()
     judgments = load_judgments(merge_shards(out, judges=[stats.judge]))
-    an = analyze(judgments, seed=seed, n_splits=10)
+    an = analyze(judgments, seed=seed, n_splits=10, controls=False)  # one judge: no panel controls
     atomic_write_json(out / "analysis.json", an)
     j = an["judges"][stats.judge]
     prof: dict[str, Any] = {
@@ -56,6 +56,7 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
     if items["label"].isin(["A", "B"]).any():
         rw = reweight(items, judgments, budgets=budgets, n_repeats=n_repeats, seed=seed)
         atomic_write_json(out / "reweight.json", rw)
-        prof["reweight"] = {s: {k: r.get(k) for k in ("base_accuracy", "reweighted_accuracy", "n_test")}
+        prof["reweight"] = {s: {k: r.get(k) for k in ("base_accuracy", "base_accuracy_stable", "reweighted_accuracy",
+                                                      "gain", "n_test")}
                             for s, r in rw["judges"][stats.judge]["sources"].items()}
     return prof, images

@@ -7,10 +7,15 @@
   the answer position, i.e. the quantity the verdict is read from -- and its stable verdict is
   scored on the same held-out items. The adapter is saved as a judge checkpoint that can itself be
   profiled (``rmeval judges elicit --model ADAPTER_DIR``).
+
+Both are read like the unadapted judge's base accuracy (``rmeval.judges.reweight``): ``accuracy``
+is the verdict read in order AB with an unparsed or unresolved verdict counted as an error (the
+paper's rule), ``accuracy_stable`` the stable verdict with an unresolved one counted as one half.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -33,7 +38,7 @@ from .elicit import (
     rubric_question,
 )
 from .inventory import OVERALL, Attribute
-from .reweight import verdict_accuracy
+from .reweight import single_read_accuracy, verdict_accuracy
 
 
 def stable_verdicts(table: pd.DataFrame) -> pd.Series:
@@ -42,9 +47,18 @@ def stable_verdicts(table: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where((t["AB"] == t["BA"]) & (t["AB"] != 0), t["AB"], 0), index=t.index)
 
 
-def _accuracy(verdicts: pd.Series, items: pd.DataFrame) -> float:
+def single_read_verdicts(table: pd.DataFrame) -> pd.Series:
+    """item_id -> the overall verdict read in order AB (+1/-1, 0 unresolved or unparsed)."""
+    t = table[(table["attribute"] == OVERALL) & (table["order"] == "AB")]
+    return pd.Series(t["direction"].to_numpy(int), index=t["item_id"].to_numpy())
+
+
+def _accuracy(table: pd.DataFrame, items: pd.DataFrame) -> dict[str, float]:
+    """{accuracy: one order, unparsed = error; accuracy_stable: stable verdict, unresolved = 1/2}."""
     y = np.where(items["label"].to_numpy() == "A", 1, -1)
-    return verdict_accuracy(verdicts.reindex(items["item_id"]).fillna(0).to_numpy(int), y)
+    single = single_read_verdicts(table).reindex(items["item_id"]).fillna(0).to_numpy(int)
+    stable = stable_verdicts(table).reindex(items["item_id"]).fillna(0).to_numpy(int)
+    return {"accuracy": single_read_accuracy(single, y), "accuracy_stable": verdict_accuracy(stable, y)}
 
 
 def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[Attribute], out: str | os.PathLike,
@@ -53,7 +67,7 @@ def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[A
     name = f"{judge.name}+rubric{len(criteria)}"
     stats = elicit_shard(test_items, judge, {OVERALL: rubric_question(criteria)}, out, name=name, progress=progress)
     table = pd.read_json(stats.table, lines=True, dtype=False)
-    return {"accuracy": _accuracy(stable_verdicts(table), test_items), "k": len(criteria),
+    return {**_accuracy(table, test_items), "k": len(criteria),
             "attributes": [a.name for a in criteria], "n_test": int(len(test_items)), "judge": name}
 
 
@@ -125,7 +139,7 @@ def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_
     finally:
         judge.close()
     table = pd.read_json(stats.table, lines=True, dtype=False)
-    return {**info, "accuracy": _accuracy(stable_verdicts(table), test_items), "n_test": int(len(test_items))}
+    return {**info, **_accuracy(table, test_items), "n_test": int(len(test_items))}
 
 
 @dataclass
@@ -152,6 +166,14 @@ class BaselineSettings:
             raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
         if not self.model or not self.judge:
             raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
+        for flag, value, low in (("--rubric-k", self.rubric_k, 1), ("--lora-steps", self.lora_steps, 1),
+                                 ("--lora-batch-size", self.lora_batch_size, 1), ("--batch-size", self.batch_size, 1),
+                                 ("--max-length", self.max_length, 8),
+                                 ("--lora-budget", 2 if self.lora_budget is None else self.lora_budget, 2)):
+            if value < low:
+                raise ConfigError(f"{flag} must be at least {low}, got {value}")
+        if not (math.isfinite(self.lora_lr) and self.lora_lr > 0):
+            raise ConfigError(f"--lora-lr must be a positive number, got {self.lora_lr}")
 
 
 def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,
@@ -159,8 +181,8 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
     """Rubric prompting and LoRA SFT of ``settings.model``, per source, on that source's split and
     training labels (the reweighting's own split); each source's figures go to
     ``res["judges"][judge]["sources"][source]["baselines"]``, their files under ``out``."""
-    from .analysis import build_panel
     from .inventory import load_inventory
+    from .panel import build_panel
     from .reweight import source_split
     from .tables import load_judgments
 

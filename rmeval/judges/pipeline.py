@@ -1,6 +1,6 @@
 """JudgeProfile end to end, one call per step: elicit a judge's attribute and overall verdicts on
 an items table (sharded, cached, resumable), analyze a judgments table (agreement, consistency,
-position bias, priority weights), and reweight attributes toward reference labels (with the rubric
+position bias, priority weights and the paper's controls), and reweight attributes toward reference labels (with the rubric
 and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these."""
 
 from __future__ import annotations
@@ -132,20 +132,42 @@ def _log_run(name: str, out: Path, config: dict[str, Any], prefix: str, doc: dic
         tracker.finish()
 
 
-def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, attribute_names: list[str] | None = None,
-                      seed: int = 0, n_splits: int = 20, wandb_project: str = "matchrm",
+# Sections of analysis.json whose per-attribute, per-pair, per-source and per-judge detail stays in
+# the file: W&B gets their headline figures only.
+CONTROL_SECTIONS = ("single_read_control", "three_category_kappa", "matched_items", "no_conflict",
+                    "attribute_importance", "difficulty_strata", "label_associations", "identical_preference_null",
+                    "component_swaps")
+DETAIL_KEYS = ("attributes", "pairs", "sources", "pooled", "targets", "judges", "thresholds", "quartiles", "families")
+
+
+def _headline(doc: dict[str, Any]) -> dict[str, Any]:
+    def trim(d: Any) -> Any:
+        return {k: trim(v) for k, v in d.items() if k not in DETAIL_KEYS} if isinstance(d, dict) else d
+
+    return {k: (trim(v) if k in CONTROL_SECTIONS else v) for k, v in doc.items()}
+
+
+def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, items: str | os.PathLike | None = None,
+                      settings: Any | None = None, wandb_project: str = "matchrm",
                       wandb_mode: str | None = None) -> dict[str, Any]:
-    """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run."""
+    """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run.
+    ``settings``: rmeval.judges.analysis.AnalysisSettings; ``items`` (optional): the items table,
+    whose reference labels add the difficulty strata and the label associations."""
     from rmcore.io import atomic_write_json, atomic_write_text
 
-    from .analysis import analysis_markdown, analyze
+    from .analysis import AnalysisSettings, analysis_markdown, analyze
     from .plots import agreement_heatmap, weight_profiles
-    from .tables import load_judgments
+    from .tables import load_items, load_judgments
 
+    settings = settings or AnalysisSettings()
+    table = load_judgments(judgments)
+    item_table = load_items(items) if items is not None else None
+    res = analyze(table, item_table, settings=settings)  # bad settings fail before anything is written
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    res = analyze(load_judgments(judgments), attributes=attribute_names or None, seed=seed, n_splits=n_splits)
     res["meta"]["judgments"] = str(judgments)
+    if items is not None:
+        res["meta"]["items"] = str(items)
     atomic_write_json(out / "analysis.json", res)
     atomic_write_text(out / "analysis.md", analysis_markdown(res))
     images: dict[str, Path] = {}
@@ -155,8 +177,9 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, a
                                                     title="priority weights (own verdicts)")
     if len(res["judges"]) > 1:
         images["agreement_heatmap"] = agreement_heatmap(res, out / "agreement_heatmap.png")
-    _log_run("judges-analyze", out, {"judgments": str(judgments), "seed": seed}, "judges", res, images,
-             wandb_project, wandb_mode)
+    _log_run("judges-analyze", out, {"judgments": str(judgments), "items": None if items is None else str(items),
+                                     "seed": settings.seed, "null_repeats": settings.null_repeats},
+             "judges", _headline(res), images, wandb_project, wandb_mode)
     return res
 
 
@@ -172,10 +195,13 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     from .reweight import reweight, reweight_markdown
     from .tables import load_items, load_judgments
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if any(b < 2 for b in budgets) or any(k < 1 for k in top_k) or n_repeats < 1:
+        raise ConfigError(f"--budgets must be integers >= 2, --top-k integers >= 1 and --n-repeats >= 1; got "
+                          f"budgets {list(budgets)}, top-k {list(top_k)}, n-repeats {n_repeats}")
     item_table = load_items(items, need_labels=True)
     res = reweight(item_table, load_judgments(judgments), budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:
         from .baselines import run_baselines
 

@@ -1,4 +1,8 @@
-"""Figures (matplotlib, Agg): judge-pair agreement heatmap and attribute weight profiles."""
+"""Figures (matplotlib, Agg): judge-pair agreement heatmap and attribute weight profiles.
+
+Both are sized from their content (judges, attributes, the longest label) with a floor that fits
+the title, laid out by matplotlib's constrained layout (nothing cut at the edges), and written
+atomically (``rmcore.io.atomic_save_figure``)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rmcore.io import atomic_save_figure
 
 
 def _plt():
@@ -30,21 +36,25 @@ def agreement_heatmap(analysis: dict[str, Any], path: str | os.PathLike) -> Path
         a, o = p["attribute"]["agreement"], p["overall"]["agreement"]
         m[min(i, j), max(i, j)] = np.nan if a is None else a
         m[max(i, j), min(i, j)] = np.nan if o is None else o
-    fig, ax = plt.subplots(figsize=(1.2 + 0.5 * n, 1.0 + 0.5 * n))
-    im = ax.imshow(m, vmin=0.5, vmax=1.0, cmap="viridis")
-    ax.set_xticks(range(n), judges, rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(n), judges, fontsize=7)
+    label = max((len(j) for j in judges), default=1)
+    side = max(3.0, 0.45 * n)  # the matrix itself, inches
+    pad = 0.075 * label  # room for the rotated and the left tick labels
+    fig, ax = plt.subplots(figsize=(max(5.0, side + pad + 1.6), max(4.2, side + pad + 1.0)), layout="constrained")
+    # the scale starts at the balanced-random 0.5 unless a pair agrees less (nothing is clipped)
+    low = min(0.5, np.floor(10 * np.nanmin(m)) / 10) if np.isfinite(m).any() else 0.5
+    im = ax.imshow(100 * m, vmin=100 * low, vmax=100.0, cmap="viridis")  # percent, as the cells read
+    fs = 8 if n <= 12 else 6
+    ax.set_xticks(range(n), judges, rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
+    ax.set_yticks(range(n), judges, fontsize=fs)
     for i in range(n):
         for j in range(n):
             if np.isfinite(m[i, j]):
-                ax.text(j, i, f"{100 * m[i, j]:.0f}", ha="center", va="center", fontsize=6, color="w")
-    ax.set_title("agreement: attribute (upper) / overall (lower)", fontsize=8)
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+                light = m[i, j] > low + 0.6 * (1.0 - low)  # dark text on the light end of viridis
+                ax.text(j, i, f"{100 * m[i, j]:.0f}", ha="center", va="center", fontsize=fs,
+                        color="black" if light else "white")
+    ax.set_title("judge-pair agreement (%)\nabove diagonal: attributes; below: overall verdict", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046, label="agreement (%)")
+    return atomic_save_figure(fig, path, dpi=130)
 
 
 def weight_profiles(weights: dict[str, dict[str, float]], path: str | os.PathLike, *, top: int = 30,
@@ -55,16 +65,16 @@ def weight_profiles(weights: dict[str, dict[str, float]], path: str | os.PathLik
     attrs = list(weights[names[0]])
     mat = np.array([[weights[k][a] for a in attrs] for k in names])
     order = np.argsort(-np.abs(mat).mean(axis=0))[:top]
-    fig, ax = plt.subplots(figsize=(max(6, 0.28 * len(order) + 2), 3.6))
-    for k, row in zip(names, mat):
-        ax.plot(range(len(order)), row[order], marker="o", ms=3, lw=1, label=k)
+    label = max(len(k) for k in names)
+    legend_width = 0.9 + 0.055 * label  # the legend sits right of the axes, never over the lines
+    fig, ax = plt.subplots(figsize=(max(6, 0.28 * len(order) + 2) + legend_width, 4.0), layout="constrained")
+    cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    for n, (k, row) in enumerate(zip(names, mat)):
+        ax.plot(range(len(order)), row[order], marker="o", ms=3, lw=1, label=k, color=cmap(n % cmap.N))
     ax.axhline(0, color="k", lw=0.5)
-    ax.set_xticks(range(len(order)), [attrs[i] for i in order], rotation=70, ha="right", fontsize=6)
+    ax.set_xticks(range(len(order)), [attrs[i] for i in order], rotation=70, ha="right", rotation_mode="anchor",
+                  fontsize=6)
     ax.set_ylabel("logistic weight")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return atomic_save_figure(fig, path, dpi=130)

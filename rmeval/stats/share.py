@@ -87,17 +87,24 @@ def share_pair(a: np.ndarray, b: np.ndarray, groups: Any, *, covariate: np.ndarr
 
     Rows where either value (or the covariate) is not finite are left out for both, so the two
     shares rest on the same responses and prompts; both are computed on the same prompt
-    resamples, which is what makes the difference's interval paired. With ``covariate`` both
-    are log-length-style residual shares. Returns {names[0], names[1], difference, n_responses}.
+    resamples, which is what makes the difference's interval paired. The resamples are
+    ``resamples.weights(prompts)`` when a :class:`PromptSetResamples` is given (the audit's
+    ``n_boot`` and ``seed``, one matrix per prompt set), else ``n_boot`` draws from ``rng``. With
+    ``covariate`` both are log-length-style residual shares. Returns {names[0], names[1],
+    difference, n_responses}.
     """
     cols = (a, b) if covariate is None else (a, b, covariate)
-    kept, codes, k, n_dropped = rows_with_siblings(groups, *cols)
+    kept, codes, k, n_dropped, prompts = rows_with_siblings(groups, *cols, return_prompts=True)
     if k < 2:
         return {}
     cov = kept[2] if covariate is not None else None
     per_a, fn = _share_columns(kept[0], codes, k, cov)
     per_b, _ = _share_columns(kept[1], codes, k, cov)
-    w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    if resamples is not None:
+        w = resamples.weights(prompts)
+    else:
+        w = resample_weights(k, n_boot, np.random.default_rng(rng))
+    n_boot = w.shape[0]
     est_a, boot_a = bootstrap_stat(per_a, fn, w)
     est_b, boot_b = bootstrap_stat(per_b, fn, w)
     return {names[0]: summarize(est_a, boot_a, k, n_boot, n_dropped=n_dropped),

@@ -35,7 +35,8 @@ def test_lora_sft_learns_the_labels_and_rubric_is_scored_by_hand(tmp_path):
     d_ab, d_ba = np.where(pr[:, 0] > 0.5, 1, -1), np.where(pr[:, 1] > 0.5, -1, 1)  # BA letters mapped back
     stable = np.where(d_ab == d_ba, d_ab, 0)
     y = np.where(test["label"] == "A", 1, -1)
-    assert rub["accuracy"] == pytest.approx(float(np.mean(np.where(stable == 0, 0.5, stable == y))))
+    assert rub["accuracy_stable"] == pytest.approx(float(np.mean(np.where(stable == 0, 0.5, stable == y))))
+    assert rub["accuracy"] == pytest.approx(float(np.mean(d_ab == y)))  # one order (AB), the paper's rule
     assert rub["attributes"] == ["verbosity", "correctness"]
 
 
