@@ -342,7 +342,8 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     if not found or not isinstance(found[0].get("run_dir"), str) or not Path(found[0]["run_dir"]).is_dir():
         raise ConfigError(f"reward_models_from: the sweep at {src.sweep} has no finished run of arm {arm} at seed "
                           f"{src.seed}" + (f" (model {src.model})" if src.model else "")
-                          + "; rerun the sweep to finish it")
+                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe
+                                          else "the sweep") + " to finish it")
     return found[0]["run_dir"]
 
 

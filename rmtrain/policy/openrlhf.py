@@ -159,10 +159,14 @@ def run_name(cfg: PolicyConfig) -> str:
 
 def train_command(cfg: PolicyConfig, prompts_file: Path, out: Path) -> list[str]:
     """The ``train_ppo_ray`` command line, without the W&B key (added from the environment when it runs)."""
+    from rmcore.modeling import resolve_model_path
+
     o, t, pol = cfg.openrlhf, cfg.training, cfg.policy
     out = out.resolve()
     a: list[str] = [o.python, "-m", "openrlhf.cli.train_ppo_ray", *placement_flags(cfg)]
-    _flag(a, "--actor.model_name_or_path", pol.name_or_path)
+    # a local policy as an absolute path: Ray's workers need not share this directory
+    policy = resolve_model_path(pol.name_or_path)
+    _flag(a, "--actor.model_name_or_path", str(Path(policy).resolve()) if Path(policy).exists() else policy)
     _flag(a, "--reward.remote_url", reward_url(cfg))
     _flag(a, "--ckpt.output_dir", out / "policy")
     _flag(a, "--ckpt.path", out / "checkpoints")
