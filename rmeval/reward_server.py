@@ -1,16 +1,39 @@
 """A reward model as a service: matchrm's scorer behind OpenRLHF's remote reward-model protocol.
 
 ``POST /get_reward`` with ``{"query": [...], "prompts": [...], "labels": [...]}`` answers
-``{"rewards": [...], "scores": [...]}`` (OpenRLHF 0.11, ``openrlhf/utils/agent.py``). OpenRLHF sends
-``query`` = the decoded prompt + response tokens (special tokens kept) and ``prompts`` = the prompt
-text as the policy saw it, so the response is ``query[len(prompt):]`` with trailing end-of-turn
-markers removed. ``labels`` carries what the dataset's ``--data.label_key`` column holds; the prompt
-files ``rmtrain policy`` writes put there the conversation the reward model should score against
-(JSON list of messages, without the rollout's style instruction). An empty label falls back to the
-prompt text as one user turn.
+``{"rewards": [...], "scores": [...], "extra_logs": {}}`` (OpenRLHF 0.11, ``openrlhf/utils/agent.py``,
+``SingleTurnAgentExecutor``); ``GET /health`` answers the model, its device and the counts.
+
+What OpenRLHF sends. ``query`` = the policy's prompt tokens and response tokens decoded together
+with special tokens kept; ``prompts`` = the prompt text as the dataset made it. A prompt longer
+than ``--data.max_len`` minus the response budget is cut from the left *before* generation, so the
+query then starts with the prompt's end, not with the prompt. The response therefore starts where
+the prompt ends in the query: right after the prompt when the query starts with it; otherwise
+at the last place such that the query up to there is the end of the prompt (at least
+``MIN_MATCH`` characters of it, less up to ``HEAD_SLACK`` characters at the start that a cut
+inside a multi-byte character may garble; candidates are found by the prompt's final
+``ANCHOR_CHARS`` characters); failing that (a decoded prompt whose text differs from the
+dataset's, e.g. spaces cleaned up by the tokenizer), after the first occurrence of the longest end
+of the prompt the query holds (at least ``FALLBACK_MATCH`` characters). A cut that leaves fewer
+than ``MIN_MATCH`` characters of the prompt cannot be told from the response and is a 400. Trailing
+end-of-turn markers are removed. ``labels`` carries the dataset's ``--data.label_key`` column; the
+prompt files ``rmtrain policy`` writes put there the conversation the reward model scores against
+(JSON list of messages, without the rollout's style instruction). An empty label falls back to
+the prompt text as one user turn.
+
+Throughput. OpenRLHF sends one item per request, 16 rollouts x the rollout batch per step, each
+as soon as its generation ends, with a 180 s client timeout. Request threads only parse and
+check; one scoring thread owns the model: it takes the first waiting request, keeps collecting
+for ``wait_ms`` milliseconds or until ``max_batch_tokens`` tokens / ``max_batch_items`` items,
+runs one forward over all of them and answers each. There is no lock around scoring in the
+request threads, so parsing, network and the forward overlap. Each row of a forward sees only its
+own tokens, so a reward does not depend on which requests shared its batch.
 
 Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``) and forward pass
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
+Bad requests get a 4xx with a one-line message and the server keeps serving: a body that is not a
+JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
+``max_body_bytes`` (413), a body that stops arriving for ``request_timeout`` seconds (408).
 """
 
 from __future__ import annotations
@@ -18,26 +41,47 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
 log = logging.getLogger(__name__)
 
 # End-of-turn markers OpenRLHF leaves in ``query`` (it decodes with skip_special_tokens=False).
 END_MARKERS = ("<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>", "</s>", "<eos>", "<end_of_turn>")
+ANCHOR_CHARS = 64  # the prompt's end looked for in a query that does not start with the prompt
+HEAD_SLACK = 8  # characters at the start of a left-truncated query that may not match the prompt
+MIN_MATCH = 8  # the least of the prompt's end a left-truncated query must hold
+FALLBACK_MATCH = 16  # ... and one whose prompt text decodes differently
+MAX_BODY_BYTES = 32 * 2**20
+DRAIN_BYTES = 128 * 2**20  # an oversized body is read and discarded up to this, so its client sees the 413
+
+
+class RequestError(ValueError):
+    """A bad request: its HTTP status and a one-line message."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def check_reward_checkpoint(path: str | os.PathLike) -> None:
     """A reward model must be a sequence classifier with one label; say what to do otherwise."""
     from transformers import AutoConfig
 
+    from rmcore.io import check_path
     from rmcore.modeling import resolve_model_path
 
     name = resolve_model_path(str(path))
+    check_path(name, "reward model", kind="dir", hub_ok=True)  # "not found" in one line, not the Hub's repo-id error
     try:
         cfg = AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as e:
@@ -51,11 +95,40 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
                           "AutoModelForSequenceClassification with num_labels=1")
 
 
+def response_start(query: str, prompt: str) -> int:
+    """Where the response begins in an OpenRLHF query (see the module docstring)."""
+    if query.startswith(prompt):
+        return len(prompt)
+
+    def is_prompt_end(end: int) -> bool:  # query[:end] is the prompt's end, less a garbled head
+        return any(end - skip >= MIN_MATCH and prompt.endswith(query[skip:end])
+                   for skip in range(min(HEAD_SLACK, end) + 1))
+
+    anchor = prompt[-ANCHOR_CHARS:]
+    ends, i = [], query.find(anchor) if anchor else -1
+    while i >= 0:
+        ends.append(i + len(anchor))
+        i = query.find(anchor, i + 1)
+    for end in reversed(ends):  # the longest query head that is the prompt's end: a left-truncated prompt
+        if is_prompt_end(end):
+            return end
+    for end in range(min(len(query), ANCHOR_CHARS + HEAD_SLACK), MIN_MATCH - 1, -1):  # a cut left < ANCHOR_CHARS
+        if is_prompt_end(end):
+            return end
+    # the decoded prompt differs from the dataset's text: after the longest end of the prompt the
+    # query holds (a suffix found implies every shorter one is, so bisect its length)
+    lo, hi = 0, len(prompt)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if prompt[-mid:] in query else (lo, mid - 1)
+    if lo >= min(len(prompt), FALLBACK_MATCH):
+        return query.find(prompt[-lo:]) + lo
+    raise ValueError("query does not start with its prompt, nor with the end of it (a left-truncated prompt)")
+
+
 def split_query(query: str, prompt: str, end_markers: tuple[str, ...] = END_MARKERS) -> str:
     """The response part of an OpenRLHF query (prompt + response as decoded text)."""
-    if not query.startswith(prompt):
-        raise ValueError("query does not start with its prompt")
-    response = query[len(prompt):]
+    response = query[response_start(query, prompt):]
     changed = True
     while changed:  # a response may end in several markers (e.g. <|eot_id|><|end_of_text|>)
         changed = False
@@ -66,85 +139,340 @@ def split_query(query: str, prompt: str, end_markers: tuple[str, ...] = END_MARK
     return response.strip()
 
 
+def _check_messages(msgs: Any) -> list[dict[str, str]]:
+    if not isinstance(msgs, list) or not msgs or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs):
+        raise ValueError("label must be a JSON list of {\"role\": str, \"content\": str} messages")
+    return [{"role": m["role"], "content": m["content"]} for m in msgs]
+
+
 def label_messages(label: Any, prompt: str) -> list[dict[str, str]]:
+    """The conversation a response is scored against: the label's messages, or the prompt as one
+    user turn when the label is empty."""
+    if label is None or (isinstance(label, str) and not label.strip()):
+        return [{"role": "user", "content": prompt}]
     if isinstance(label, list):
-        return label
-    if isinstance(label, str) and label.strip():
+        return _check_messages(label)
+    if isinstance(label, str):
         try:
-            msgs = json.loads(label)
+            return _check_messages(json.loads(label))
         except json.JSONDecodeError:
             raise ValueError("label is not a JSON list of messages") from None
-        if isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs):
-            return msgs
-        raise ValueError("label must be a JSON list of {role, content} messages")
-    return [{"role": "user", "content": prompt}]
+    raise ValueError(f"label must be a string (JSON list of messages) or a list of messages, got {type(label).__name__}")
+
+
+def parse_request(payload: Any, end_markers: tuple[str, ...] = END_MARKERS) -> list[tuple[list[dict[str, str]], str]]:
+    """(conversation, response) items of one /get_reward body; RequestError (400) naming the field
+    and item otherwise."""
+    if not isinstance(payload, dict):
+        raise RequestError(f"request body must be a JSON object with 'query' and 'prompts', got {_kind(payload)}")
+    queries, prompts = payload.get("query"), payload.get("prompts")
+    for name, value in (("query", queries), ("prompts", prompts)):
+        if not isinstance(value, list):
+            raise RequestError(f"'{name}' must be a list of strings, got {_kind(value)}")
+    if len(queries) != len(prompts):
+        raise RequestError(f"'query' and 'prompts' must have the same length, got {len(queries)} and {len(prompts)}")
+    labels = payload.get("labels")
+    if labels is None:
+        labels = [None] * len(queries)
+    elif not isinstance(labels, list) or len(labels) != len(queries):
+        raise RequestError(f"'labels' must be a list with one entry per query ({len(queries)}), got "
+                           + (f"{len(labels)} entries" if isinstance(labels, list) else _kind(labels)))
+    items = []
+    for i, (q, p, lab) in enumerate(zip(queries, prompts, labels)):
+        if not isinstance(q, str) or not isinstance(p, str):
+            which = "query" if not isinstance(q, str) else "prompts"
+            raise RequestError(f"item {i}: '{which}' entries must be strings, got {_kind(q if which == 'query' else p)}")
+        try:
+            items.append((label_messages(lab, p), split_query(q, p, end_markers)))
+        except ValueError as e:
+            raise RequestError(f"item {i}: {e}") from None
+    return items
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+                                     int: "a number", float: "a number"}.get(type(v), type(v).__name__)
+
+
+@dataclass
+class _Pending:
+    items: list[Any]
+    future: Future = field(default_factory=Future)
+    encoded: list[Any] | None = None
 
 
 class RewardService:
-    """Rewards for OpenRLHF-style requests from one scorer (thread-safe: one request scores at a time)."""
+    """Rewards for OpenRLHF-style requests: request threads call ``rewards``; one scoring thread
+    batches what is waiting (see the module docstring). ``close`` stops the thread."""
 
-    def __init__(self, scorer: SeqClassifierScorer, end_markers: tuple[str, ...] = END_MARKERS) -> None:
+    def __init__(self, scorer: Any, end_markers: tuple[str, ...] = END_MARKERS, *, max_batch_tokens: int = 32768,
+                 max_batch_items: int = 256, wait_ms: float = 5.0, result_timeout: float = 600.0) -> None:
         self.scorer, self.end_markers = scorer, end_markers
-        self.lock = threading.Lock()
-        self.n_requests = 0
+        self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
+        self.wait_s, self.result_timeout = wait_ms / 1000.0, result_timeout
+        # one forward per collected batch: the scorer's own batching must not split it again
+        scorer.batch_size, scorer.max_tokens = max_batch_items, max_batch_tokens
+        self.counts = {"requests": 0, "rewards": 0, "forwards": 0, "largest_forward": 0, "bad_requests": 0}
+        self._counts_lock = threading.Lock()  # the counters only; scoring takes no lock
+        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._carry: _Pending | None = None
+        self._thread = threading.Thread(target=self._loop, name="reward-scoring", daemon=True)
+        self._thread.start()
 
-    def rewards(self, payload: dict[str, Any]) -> list[float]:
-        queries, prompts = payload.get("query"), payload.get("prompts")
-        if not isinstance(queries, list) or not isinstance(prompts, list) or len(queries) != len(prompts):
-            raise ValueError("request needs 'query' and 'prompts', lists of the same length")
-        labels = payload.get("labels") or [None] * len(queries)
-        if len(labels) != len(queries):
-            raise ValueError("'labels' must have one entry per query")
-        items = []
-        for i, (q, p, lab) in enumerate(zip(queries, prompts, labels)):
+    def rewards(self, payload: Any) -> list[float]:
+        try:
+            items = parse_request(payload, self.end_markers)
+        except RequestError:
+            self._count(bad_requests=1)
+            raise
+        if not items:
+            return []
+        pending = _Pending(items)
+        self._queue.put(pending)
+        try:
+            return pending.future.result(timeout=self.result_timeout)
+        except FutureTimeout:
+            raise RequestError(f"no reward within {self.result_timeout:.0f} s: the server is overloaded", 503) from None
+
+    def health(self) -> dict[str, Any]:
+        from rmcore.device import describe
+
+        with self._counts_lock:
+            counts = dict(self.counts)
+        return {"status": "ok" if self._thread.is_alive() else "scoring thread stopped",
+                "model": getattr(self.scorer, "model_id", None), **describe(self.scorer.model),
+                "max_length": getattr(self.scorer, "max_length", None), "waiting": self._queue.qsize(),
+                **counts}
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    # the scoring thread: the only user of the model and its tokenizer
+    def _next(self, timeout: float | None) -> _Pending | None:
+        if self._carry is not None:
+            p, self._carry = self._carry, None
+            return p
+        return self._queue.get(timeout=timeout) if timeout is None or timeout > 0 else self._queue.get_nowait()
+
+    def _encode(self, p: _Pending) -> bool:
+        if p.encoded is not None:  # carried over from the last collection
+            return True
+        try:
+            p.encoded = self.scorer.encode(p.items)
+            return True
+        except Exception as e:  # a conversation the reward model's template rejects (e.g. roles out of order)
+            p.future.set_exception(RequestError(f"the reward model cannot lay out this conversation: {e}"))
+            return False
+
+    def _collect(self, first: _Pending) -> list[_Pending]:
+        batch, tokens, n = [], 0, 0
+        if self._encode(first):
+            batch, tokens, n = [first], sum(len(e) for e in first.encoded), len(first.items)
+        deadline = time.monotonic() + self.wait_s
+        while tokens < self.max_batch_tokens and n < self.max_batch_items:
             try:
-                items.append((label_messages(lab, p), split_query(q, p, self.end_markers)))
-            except ValueError as e:
-                raise ValueError(f"item {i}: {e}") from None
-        with self.lock:
-            self.n_requests += 1
-            return [float(x) for x in self.scorer.score(items)]
+                p = self._next(deadline - time.monotonic())
+            except queue.Empty:
+                break
+            if p is None:
+                self._queue.put(None)  # stop after answering this batch
+                break
+            if not self._encode(p):
+                continue
+            t = sum(len(e) for e in p.encoded)
+            if batch and (tokens + t > self.max_batch_tokens or n + len(p.items) > self.max_batch_items):
+                self._carry = p  # first in the next forward
+                break
+            batch.append(p)
+            tokens, n = tokens + t, n + len(p.items)
+        return batch
+
+    def _loop(self) -> None:
+        while True:
+            first = self._next(None)
+            if first is None:
+                return
+            batch = self._collect(first)
+            if not batch:
+                continue
+            enc = [e for p in batch for e in p.encoded]
+            convs = [m for p in batch for m, _ in p.items]
+            try:
+                scores = self.scorer.score_encodings(enc, convs)
+            except Exception as e:  # e.g. out of GPU memory: answer these requests, keep serving
+                log.exception("scoring failed for %d requests", len(batch))
+                for p in batch:
+                    p.future.set_exception(RequestError(f"scoring failed: {type(e).__name__}: {e}", 500))
+                continue
+            self._count(forwards=1, requests=len(batch), rewards=len(enc), largest_forward=len(enc))
+            i = 0
+            for p in batch:
+                p.future.set_result([float(x) for x in scores[i:i + len(p.items)]])
+                i += len(p.items)
+
+    def _count(self, **add: int) -> None:
+        with self._counts_lock:
+            for k, v in add.items():
+                self.counts[k] = max(self.counts[k], v) if k == "largest_forward" else self.counts[k] + v
 
 
-def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 5000) -> ThreadingHTTPServer:
+def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 5000, *,
+                max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> ThreadingHTTPServer:
+    """A threaded HTTP server for ``service`` (one thread per connection; ``request_timeout`` bounds
+    how long a connection may take to send its request)."""
+
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 -- http.server's name
+        protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
+        timeout = request_timeout  # socket timeout: a stalled body or an idle connection cannot hold a thread
+
+        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+            path = self.path.rstrip("/")
+            if path == "/health":
+                self._send(200, service.health())
+            elif path == "/get_reward":
+                self._send(405, {"error": "POST a JSON object to /get_reward"})
+            else:
+                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
+
+        def do_POST(self) -> None:  # noqa: N802
             if self.path.rstrip("/") != "/get_reward":
-                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward"})
+                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
                 return
             try:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                rewards = service.rewards(json.loads(body))
-            except (ValueError, json.JSONDecodeError) as e:
-                self._send(400, {"error": str(e)})
+                payload = json.loads(self._body())
+            except RequestError as e:
+                self._send(e.status, {"error": str(e)})
+                return
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                self._send(400, {"error": f"request body is not JSON: {e}"})
+                return
+            except TimeoutError:
+                self._send(408, {"error": f"request body not received within {request_timeout:g} s"})
+                return
+            try:
+                rewards = service.rewards(payload)
+            except RequestError as e:
+                self._send(e.status, {"error": str(e)})
+                return
+            except Exception as e:  # never drop the connection without an answer
+                log.exception("reward request failed")
+                self._send(500, {"error": f"{type(e).__name__}: {e}"})
                 return
             self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
 
+        def _length(self) -> int:
+            raw = self.headers.get("Content-Length")
+            if raw is None:
+                raise RequestError("Content-Length header required", 411)
+            try:
+                n = int(raw)
+            except ValueError:
+                raise RequestError(f"Content-Length must be a number, got {raw!r}") from None
+            if n < 0:
+                raise RequestError(f"Content-Length must be >= 0, got {n}")
+            return n
+
+        def _body(self) -> bytes:
+            n = self._length()
+            if n > max_body_bytes:
+                self.close_connection = True
+                left = min(n, DRAIN_BYTES)
+                try:
+                    while left > 0:  # read what the client sends, so it is listening when the 413 comes
+                        chunk = self.rfile.read(min(left, 2**20))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                except OSError:
+                    pass
+                raise RequestError(f"request body of {n} bytes is over the limit of {max_body_bytes} bytes "
+                                   "(--max-body-bytes); send fewer items per request", 413)
+            body = self.rfile.read(n)
+            if len(body) < n:
+                raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
+            return body
+
+        def handle_expect_100(self) -> bool:
+            try:
+                n = self._length()
+            except RequestError as e:
+                self._send(e.status, {"error": str(e)})
+                return False
+            if n > max_body_bytes:
+                self._send(413, {"error": f"request body of {n} bytes is over the limit of {max_body_bytes} bytes"})
+                return False
+            return super().handle_expect_100()
+
         def _send(self, code: int, obj: dict[str, Any]) -> None:
             data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if code >= 400:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client went away; nothing to answer
+                self.close_connection = True
 
         def log_message(self, fmt: str, *args: Any) -> None:
             log.debug(fmt, *args)
 
-    return ThreadingHTTPServer((host, port), Handler)
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024  # thousands of rollouts connect at once; the default backlog is 5
+
+    return Server((host, port), Handler)
 
 
-def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int = 2048,
-                 batch_size: int = 32, device: str | None = None, dtype: str = "float32") -> None:
-    """Serve until interrupted."""
+def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = 2048,
+                       batch_size: int = 32) -> Any:
+    """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
+    bfloat16 where there is one, else the CPU in float32)."""
+    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    from rmcore.modeling import ModelSettings, load_reward_model
+    from rmeval.scoring.seq_classifier import SeqClassifierScorer
+
+    placement = placement or Placement()
+    placement.validate()
     check_reward_checkpoint(checkpoint)
-    service = RewardService(SeqClassifierScorer(checkpoint, max_length=max_length, batch_size=batch_size,
-                                                device=device, dtype=dtype))
-    server = make_server(service, host, port)
-    log.info("serving %s on http://%s:%d/get_reward", checkpoint, host, server.server_address[1])
+    if placement.device_map == "auto":  # one model over every visible GPU: inputs go to its first layer
+        import torch
+
+        device, where = None, torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    else:
+        where = resolve_device(placement.device)
+        device = str(where)
+    dtype = dtype_name(resolve_dtype(placement.dtype, where))
+    extra = {"device_map": "auto"} if placement.device_map == "auto" else {}
+    model, tok = load_reward_model(ModelSettings(checkpoint, dtype=dtype, trust_remote_code=placement.trust_remote_code,
+                                                 attn_implementation=placement.attn_implementation, extra=extra))
+    scorer = SeqClassifierScorer(model, tokenizer=tok, max_length=max_length, batch_size=batch_size, device=device,
+                                 dtype=dtype)
+    scorer.model_id = checkpoint
+    scorer._owned = True  # loaded here for it: close() frees it, and its fingerprint is the checkpoint's
+    return scorer
+
+
+def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = 2048,
+                 placement: Placement | None = None, max_batch_tokens: int = 32768, max_batch_items: int = 256,
+                 wait_ms: float = 5.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
+    """Serve until interrupted."""
+    scorer = load_reward_scorer(checkpoint, placement, max_length=max_length)
+    service = RewardService(scorer, max_batch_tokens=max_batch_tokens, max_batch_items=max_batch_items,
+                            wait_ms=wait_ms)
+    server = make_server(service, host, port, max_body_bytes=max_body_bytes, request_timeout=request_timeout)
+    h = service.health()
+    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{host}:{server.server_address[1]}/get_reward",
+          flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        service.close()

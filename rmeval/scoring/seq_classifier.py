@@ -81,10 +81,14 @@ class SeqClassifierScorer(Scorer):
         return [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
-        enc = self.encode(items)
+        return self.score_encodings(self.encode(items), [m for m, _ in items])
+
+    def score_encodings(self, enc: list[Encoded], conversations: list[Any]) -> np.ndarray:
+        """``score`` for items already encoded by ``encode`` (the reward server encodes each request
+        as it arrives and scores many requests in one forward)."""
         flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
         if self.shared_prompt and supports_prefix_scoring(self.model):
-            scores = classifier_scores(self.model, enc, [conversation_key(m) for m, _ in items], pad_id=self.pad_id,
+            scores = classifier_scores(self.model, enc, [conversation_key(m) for m in conversations], pad_id=self.pad_id,
                                        batch_size=self.batch_size, max_tokens=self.max_tokens, device=self.device,
                                        padding_side=self.padding_side)
         else:

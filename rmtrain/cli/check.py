@@ -21,7 +21,7 @@ def check_recipe(path: str) -> str:
         from rmtrain.policy.config import load_policy_config
 
         pc = load_policy_config(path)
-        return f"ok (policy, {pc.training.algorithm}, {len(pc.reward_models)} reward models)"
+        return f"ok (policy, {pc.training.algorithm}, {len(pc.reward_model_names())} reward models)"
     if "sweep" in raw:
         from rmtrain.sweep import expand
 

@@ -67,29 +67,126 @@ class RLSettings:
     use_cpu: bool = False
     reward_batch_size: int = 32
     reward_max_length: int = 1024
+    reward_device: str = "auto"  # rmcore.device: auto = this process's GPU where there is one, else the CPU
+    reward_dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on the CPU
+    # rollouts: vLLM (trl's use_vllm) where it is installed and a GPU is there, else transformers' generate
+    generation: str = "auto"  # auto | vllm | generate
+    vllm_mode: str = "colocate"  # colocate: vLLM inside each training process; server: `trl vllm-serve`
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    vllm_enable_sleep_mode: bool = False  # colocate: vLLM's memory released while the policy trains
+    vllm_server_base_url: str | None = None  # server mode
+    save_steps: int = 50  # a checkpoint every N steps; a rerun of an interrupted run resumes from the last
+    save_total_limit: int = 2
+
+
+COLOCATE = ("all", "actor_ref", "none")
+LAYOUTS = ("colocated", "multi_node")
+GENERATION = ("auto", "vllm", "generate")
+
+
+@dataclass
+class RayLayout:
+    """Where OpenRLHF puts its models (``train_ppo_ray``'s placement flags) on ``nodes`` x
+    ``gpus_per_node`` GPUs. ``colocate: all``: actor, reference, critic and the vLLM engines share
+    the actor's GPUs, each asleep (weights offloaded) while the others work (``--train.colocate_all``
+    with vLLM and DeepSpeed sleep mode; OpenRLHF's 8-GPU setup); ``actor_ref``: actor and reference
+    share GPUs, the critic and vLLM have their own; ``none``: every role has its own GPUs."""
+
+    nodes: int = 1
+    gpus_per_node: int = 8
+    colocate: str = "all"
+    actor_nodes: int = 1
+    actor_gpus_per_node: int = 8
+    ref_nodes: int = 1
+    ref_gpus_per_node: int = 8
+    critic_nodes: int = 1
+    critic_gpus_per_node: int = 8
+    vllm_engines: int = 4
+    vllm_tensor_parallel_size: int = 2
+    vllm_gpu_memory_utilization: float = 0.5  # of each GPU's memory; colocated: leaves room for the others
+    adam_offload: bool = False
+
+    def world(self, role: str) -> int:
+        return getattr(self, f"{role}_nodes") * getattr(self, f"{role}_gpus_per_node")
+
+    def gpus(self, with_reference: bool = True) -> dict[str, int]:
+        """GPUs each role asks Ray for (its placement groups, as ``train_ppo_ray.train`` builds them),
+        and their total: colocated roles are counted once."""
+        vllm = self.vllm_engines * self.vllm_tensor_parallel_size
+        if self.colocate == "all":
+            return {"actor+reference+critic+vllm": self.world("actor"), "total": self.world("actor")}
+        out = {"actor+reference" if self.colocate == "actor_ref" else "actor": self.world("actor")}
+        if self.colocate == "none" and with_reference:
+            out["reference"] = self.world("ref")
+        out.update({"critic": self.world("critic"), "vllm": vllm})
+        out["total"] = sum(out.values())
+        return out
+
+    def validate(self, where: str) -> None:
+        if self.colocate not in COLOCATE:
+            raise ConfigError(f"{where}.colocate must be one of {', '.join(COLOCATE)}, got '{self.colocate}'")
+        for role in ("actor", "ref", "critic"):
+            if getattr(self, f"{role}_nodes") > self.nodes or getattr(self, f"{role}_gpus_per_node") > self.gpus_per_node:
+                raise ConfigError(f"{where}: {role} asks for {getattr(self, f'{role}_nodes')} node(s) x "
+                                  f"{getattr(self, f'{role}_gpus_per_node')} GPUs, the layout has {self.nodes} x "
+                                  f"{self.gpus_per_node}")
+        if self.vllm_engines < 1 or self.vllm_tensor_parallel_size < 1:
+            raise ConfigError(f"{where}: vllm_engines and vllm_tensor_parallel_size must be >= 1")
+        if self.colocate != "none" and self.world("ref") != self.world("actor"):
+            raise ConfigError(f"{where}: colocated reference and actor need the same nodes and GPUs per node")
+        if self.colocate == "all":
+            vllm = self.vllm_engines * self.vllm_tensor_parallel_size
+            if vllm != self.world("actor") or self.world("critic") != self.world("actor"):
+                raise ConfigError(f"{where}: colocate all needs vllm_engines x vllm_tensor_parallel_size ({vllm}) "
+                                  f"and the critic's GPUs ({self.world('critic')}) equal to the actor's "
+                                  f"({self.world('actor')})")
+        total, have = self.gpus()["total"], self.nodes * self.gpus_per_node
+        if total > have:
+            raise ConfigError(f"{where} asks Ray for {total} GPUs ({self.gpus()}) but has {self.nodes} node(s) x "
+                              f"{self.gpus_per_node} = {have}; its placement groups would never be ready")
+
+
+def _multi_node() -> RayLayout:
+    # 4 nodes x 8: actor and reference on 2 nodes, the critic and 4 vLLM engines (TP 2) on one each
+    return RayLayout(nodes=4, colocate="actor_ref", actor_nodes=2, ref_nodes=2, vllm_gpu_memory_utilization=0.9)
 
 
 @dataclass
 class OpenRLHFSettings:
     """PPO through OpenRLHF (``openrlhf.cli.train_ppo_ray``, 0.11 flag names). The actor's learning
-    rate, rollouts per prompt, sampling, clipping and epochs come from ``training``."""
+    rate, rollouts per prompt, sampling, clipping and epochs come from ``training``; ``layout``
+    picks where the models go (``colocated``: one 8-GPU node; ``multi_node``: a larger cluster)."""
 
+    layout: str = "colocated"
+    colocated: RayLayout = field(default_factory=RayLayout)
+    multi_node: RayLayout = field(default_factory=_multi_node)
     critic_learning_rate: float = 1.5e-6
     gamma: float = 0.999
     python: str = "python3"
-    num_nodes: int = 1
-    num_gpus_per_node: int = 8
-    vllm_num_engines: int = 4
-    vllm_tensor_parallel_size: int = 2
     zero_stage: int = 3
     param_dtype: str = "bf16"
     train_batch_size: int = 128
     rollout_batch_size: int = 1024
+    micro_train_batch_size: int = 1
+    micro_rollout_batch_size: int = 1
     max_len: int = 2048
     init_kl_coef: float = 0.01
+    save_steps: int = 20  # DeepSpeed checkpoints every N steps; a rerun of train_ppo.sh resumes from the last
     reward_host: str = "127.0.0.1"
     reward_port: int = 5000
+    reward_device: str = "auto"  # rmeval serve-reward --device (auto: cuda:0 where there is a GPU)
+    reward_dtype: str = "auto"  # auto: bfloat16 on a GPU
     extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def ray(self) -> RayLayout:
+        return getattr(self, self.layout)
+
+    def validate(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"openrlhf.layout must be one of {', '.join(LAYOUTS)}, got '{self.layout}'")
+        self.ray.validate(f"openrlhf.{self.layout}")
 
 
 @dataclass
@@ -99,11 +196,25 @@ class EvalSettings:
     judge: str | None = None  # hf:PATH | openai:MODEL
     judge_base_url: str | None = None
     judge_max_length: int = 4096
+    device: str = "auto"  # the policies' greedy answers and an hf: judge (rmcore.device)
+    dtype: str = "auto"
     n_boot: int = 2000
     seed: int = 0
     # suitability.json (issue: rmeval suitability) and accuracy change per reward model, for the
     # Spearman table; keys are reward-model names as in ``reward_models``
     suitability: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SweepRuns:
+    """Reward models from a sweep's final runs: one per arm at ``seed``, found in the sweep's
+    ``summary.csv`` (else its ledger), named by arm."""
+
+    sweep: str  # the sweep's output directory (rmtrain sweep --output-dir)
+    arms: list[str] = field(default_factory=list)
+    seed: int = 1
+    model: str | None = None  # which model, when the sweep trained several
+    recipe: str | None = None  # the sweep's recipe, named in the message when the sweep has not run
 
 
 @dataclass
@@ -116,6 +227,7 @@ class PolicyConfig:
     seed: int = 1
     reward_model: str | None = None  # set by --reward-model
     reward_models: dict[str, str] = field(default_factory=dict)  # name -> checkpoint (sweeps, policy-eval)
+    reward_models_from: SweepRuns | None = None  # more names, from a sweep's runs
     environment: str = "clean"
     output_dir: str = "outputs/policy/run"
     output_root: str = "outputs/policy"
@@ -149,6 +261,96 @@ class PolicyConfig:
                               f"training.num_generations ({t.num_generations})")
         if self.heldout_prompts < 0:
             raise ConfigError("heldout_prompts must be >= 0")
+        if t.generation not in GENERATION:
+            raise ConfigError(f"training.generation must be one of {', '.join(GENERATION)}, got '{t.generation}'")
+        if t.vllm_mode not in ("colocate", "server"):
+            raise ConfigError(f"training.vllm_mode must be colocate or server, got '{t.vllm_mode}'")
+        if t.save_steps < 1:
+            raise ConfigError("training.save_steps must be >= 1")
+        for name in ("reward_device", "reward_dtype"):
+            _check_placement(getattr(t, name), f"training.{name}")
+            _check_placement(getattr(self.openrlhf, name), f"openrlhf.{name}")
+        _check_placement(self.evaluation.device, "evaluation.device")
+        _check_placement(self.evaluation.dtype, "evaluation.dtype")
+        self.openrlhf.validate()
+        targets = self.policy.lora.target_modules
+        if t.algorithm == "ppo" and isinstance(targets, str) and targets != "all-linear":
+            raise ConfigError(f"policy.lora.target_modules '{targets}': OpenRLHF takes all-linear or a list of module "
+                              "names (--ds.lora.target_modules), not a pattern; write a list, e.g. [q_proj, v_proj]")
+        src = self.reward_models_from
+        if src is not None:
+            if not src.arms:
+                raise ConfigError("reward_models_from.arms is empty: name the sweep's arms to take")
+            clash = sorted(set(src.arms) & set(self.reward_models))
+            if clash:
+                raise ConfigError(f"reward models {clash} are named both in reward_models and reward_models_from.arms")
+
+    def reward_model_names(self) -> list[str]:
+        """Every reward model the recipe names (``reward_models``, then the sweep's arms)."""
+        return list(self.reward_models) + list(self.reward_models_from.arms if self.reward_models_from else [])
+
+    def reward_model_path(self, name: str) -> str:
+        """The checkpoint of a named reward model (a sweep's run found in its summary or ledger);
+        a name the recipe does not know is taken as a path."""
+        if name in self.reward_models:
+            return self.reward_models[name]
+        src = self.reward_models_from
+        if src is not None and name in src.arms:
+            return sweep_run_dir(src, name)
+        return name
+
+
+def _check_placement(value: str, where: str) -> None:
+    from rmcore.device import DTYPES, check_device_name
+
+    if where.endswith("dtype"):
+        if value not in DTYPES:
+            raise ConfigError(f"{where} must be one of {', '.join(DTYPES)}, got '{value}'")
+        return
+    try:
+        check_device_name(value)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def sweep_run_dir(src: SweepRuns, arm: str) -> str:
+    """The run directory of ``arm`` at ``src.seed`` in the sweep under ``src.sweep``: its
+    ``summary.csv`` (final runs) when the sweep has finished, else its ledger's finished seed runs."""
+    import json
+    from pathlib import Path
+
+    from rmcore.io import read_table
+
+    root = Path(src.sweep)
+    rows: list[dict[str, Any]] = []
+    if (root / "summary.csv").exists():
+        rows = read_table(root / "summary.csv", "sweep summary").to_dict("records")
+    elif (root / "ledger").is_dir():
+        for p in sorted((root / "ledger").glob("*.json")):
+            r = json.loads(p.read_text())
+            if r.get("stage") == "seed" and r.get("state") == "done":
+                rows.append({**r, "run_dir": r.get("output_dir")})
+    else:
+        run = f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe else "the sweep"
+        raise ConfigError(f"reward_models_from: no sweep at {src.sweep} (no summary.csv, no ledger/): run {run} first")
+    found = [r for r in rows if r.get("arm") == arm and int(r.get("seed", -1)) == src.seed
+             and (src.model is None or src.model in (r.get("model"), _short_model(str(r.get("model")))))]
+    models = sorted({str(r.get("model")) for r in found})
+    if len(models) > 1:
+        raise ConfigError(f"reward_models_from: the sweep at {src.sweep} trained {arm} seed {src.seed} on several "
+                          f"models ({', '.join(models)}); set reward_models_from.model")
+    if not found or not isinstance(found[0].get("run_dir"), str) or not Path(found[0]["run_dir"]).is_dir():
+        raise ConfigError(f"reward_models_from: the sweep at {src.sweep} has no finished run of arm {arm} at seed "
+                          f"{src.seed}" + (f" (model {src.model})" if src.model else "")
+                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe
+                                          else "the sweep") + " to finish it")
+    return found[0]["run_dir"]
+
+
+def _short_model(name: str) -> str:
+    from rmtrain.config import _short
+
+    return _short(name)
 
 
 def policy_config_from_dict(raw: dict[str, Any], where: str = "config",

@@ -31,27 +31,27 @@ from rmeval.winrate import (
 )
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
-from rmtrain.policy.train import SUMMARY_FILE, check_prompt_format, policy_prompt
+from rmtrain.policy.summary import SUMMARY_FILE
+from rmtrain.policy.train import check_prompt_format, policy_prompt
 
 log = logging.getLogger(__name__)
 RESPONSES_FILE = "eval_responses.jsonl"
 
 
 def _summary(policy_dir: Path) -> dict[str, Any]:
-    """{policy, adapter, reward_model} of a policy run: a trl run's policy_summary.json, or a PPO
-    run's OpenRLHF output (``openrlhf/policy``, a LoRA adapter) with its policy_config.json."""
+    """{policy, adapter, reward_model} of a policy run: its policy_summary.json (trl runs write it;
+    a PPO run's comes from `rmtrain policy --collect` after OpenRLHF)."""
     p = policy_dir / SUMMARY_FILE
-    if p.exists():
-        s = json.loads(p.read_text())
-        if not s.get("adapter"):
-            raise ConfigError(f"{policy_dir}: no saved adapter (training.save_adapter was false)")
-        return s
-    ppo = policy_dir / "openrlhf" / "policy"
-    if (ppo / "adapter_config.json").exists() and (policy_dir / "policy_config.json").exists():
-        c = json.loads((policy_dir / "policy_config.json").read_text())
-        return {"policy": c["policy"]["name_or_path"], "adapter": str(ppo), "reward_model": c.get("reward_model")}
-    raise FileNotFoundError(f"{p}: no policy summary and no OpenRLHF adapter in {ppo} (train the policy with "
-                            "`rmtrain policy` first)")
+    if not p.exists():
+        ppo = (policy_dir / "openrlhf" / "plan.json").exists()
+        raise ConfigError(f"{p}: not found; " + ("collect the OpenRLHF run first: `rmtrain policy ... --collect` "
+                                                 "(train_ppo.sh ends with it)" if ppo else
+                                                 "train the policy with `rmtrain policy` first"))
+    s = json.loads(p.read_text())
+    if not s.get("adapter"):
+        raise ConfigError(f"{policy_dir}: no saved adapter (training.save_adapter was false, or OpenRLHF saved none "
+                          "in openrlhf/policy)")
+    return s
 
 
 def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -60,7 +60,8 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from rmcore.modeling import load_tokenizer, resolve_model_path, torch_dtype
+    from rmcore.device import resolve_device, resolve_dtype
+    from rmcore.modeling import load_tokenizer, resolve_model_path
 
     policy_dir = Path(policy_dir)
     cache = policy_dir / RESPONSES_FILE
@@ -76,8 +77,10 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
         adapter = Path(s["adapter"])
         tok = load_tokenizer(str(adapter))
         check_prompt_format(cfg, tok)
-        base = AutoModelForCausalLM.from_pretrained(resolve_model_path(s["policy"]), dtype=torch_dtype(cfg.policy.dtype))
-        model = PeftModel.from_pretrained(base, str(adapter)).eval()
+        device = resolve_device(cfg.evaluation.device)
+        base = AutoModelForCausalLM.from_pretrained(resolve_model_path(s["policy"]),
+                                                    dtype=resolve_dtype(cfg.evaluation.dtype, device))
+        model = PeftModel.from_pretrained(base, str(adapter)).to(device).eval()
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         torch.manual_seed(cfg.evaluation.seed)
         for i in range(0, len(todo), 8):
@@ -93,10 +96,10 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
             mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
             with torch.inference_mode():
-                gen = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, pad_token_id=pad,
+                gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False, pad_token_id=pad,
                                      max_new_tokens=cfg.evaluation.max_new_tokens,
                                      repetition_penalty=cfg.training.repetition_penalty)
-            for r, g in zip(chunk, gen[:, width:]):
+            for r, g in zip(chunk, gen[:, width:].cpu()):
                 done[r["prompt_id"]] = tok.decode(g, skip_special_tokens=True).strip()
         atomic_write_text(cache, "".join(json.dumps({"prompt_id": pid, "response": t}, ensure_ascii=False) + "\n"
                                          for pid, t in done.items()))
@@ -140,14 +143,16 @@ def policy_dir(cfg: PolicyConfig, name: str, environment: str) -> Path:
 def evaluate_all(cfg: PolicyConfig, out: str | os.PathLike, judge: PairwiseJudge | None = None) -> dict[str, Any]:
     """Win rate per reward model of the recipe, then the Spearman table across them."""
     out = Path(out)
-    if not cfg.reward_models:
-        raise ConfigError("reward_models is empty: name the reward models (name: checkpoint) in the recipe")
-    missing = [n for n in cfg.reward_models if n not in cfg.evaluation.suitability]
+    names = cfg.reward_model_names()
+    if not names:
+        raise ConfigError("no reward models: name them in the recipe (reward_models: {name: checkpoint}, or "
+                          "reward_models_from a sweep)")
+    missing = [n for n in names if n not in cfg.evaluation.suitability]
     if missing:
         raise ConfigError(f"evaluation.suitability has no suitability.json for {missing}: run `rmeval suitability` "
                           "on each reward model and list its output under evaluation.suitability")
     rows = []
-    for name in cfg.reward_models:
+    for name in names:
         wr_path = out / name / "winrate.json"
         if wr_path.exists():
             wr = json.loads(wr_path.read_text())
@@ -166,7 +171,18 @@ def evaluate_all(cfg: PolicyConfig, out: str | os.PathLike, judge: PairwiseJudge
 
 
 def judge_from_config(cfg: PolicyConfig) -> PairwiseJudge:
-    if not cfg.evaluation.judge:
+    ev = cfg.evaluation
+    if not ev.judge:
         raise ConfigError("no judge: set evaluation.judge (hf:PATH or openai:MODEL) or pass --judge")
-    return make_judge(cfg.evaluation.judge, base_url=cfg.evaluation.judge_base_url,
-                      max_length=cfg.evaluation.judge_max_length)
+    kind, _, name = ev.judge.partition(":")
+    if kind == "hf" and name:  # a local judge goes where the evaluation runs
+        from rmcore.device import dtype_name, resolve_device, resolve_dtype
+        from rmcore.modeling import resolve_model_path
+        from rmeval.winrate import HFPairwiseJudge
+        from rmtrain.policy.train import check_policy_model
+
+        check_policy_model(name, "evaluation.judge")
+        device = resolve_device(ev.device)
+        return HFPairwiseJudge(resolve_model_path(name), max_length=ev.judge_max_length, device=str(device),
+                               dtype=dtype_name(resolve_dtype(ev.dtype, device)))
+    return make_judge(ev.judge, base_url=ev.judge_base_url, max_length=ev.judge_max_length)

@@ -1,12 +1,11 @@
 """The reward model as a trl reward function: rmeval's ``SeqClassifierScorer`` (the audit's text
-layout and forward pass) on (the conversation the reward model sees, the completion)."""
+layout and forward pass) on (the conversation the reward model sees, the completion), placed by
+``rmcore.device`` (``auto``: this process's GPU in bfloat16 where there is one, else the CPU)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
 
 def completion_text(completion: Any) -> str:
@@ -20,9 +19,14 @@ class ScorerReward:
     """Callable with trl's reward-function signature. ``reward_messages`` (a dataset column, JSON)
     is the conversation to score against; without it the prompt itself is used."""
 
-    def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32,
-                 device: str | None = None) -> None:
-        self.scorer = SeqClassifierScorer(checkpoint, max_length=max_length, batch_size=batch_size, device=device)
+    def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32, device: str = "auto",
+                 dtype: str = "auto") -> None:
+        from rmcore.device import Placement, describe
+        from rmeval.reward_server import load_reward_scorer
+
+        self.scorer = load_reward_scorer(str(checkpoint), Placement(device=device, dtype=dtype), max_length=max_length,
+                                         batch_size=batch_size)
+        self.placement = {k: v for k, v in describe(self.scorer.model).items() if k in ("device", "dtype")}
         self.__name__ = f"reward_model:{self.scorer.name}"  # trl names the reward in its logs by this
         self.batch_means: list[float] = []  # one per rollout batch: the training curve in the summary
         self.n_scored = 0

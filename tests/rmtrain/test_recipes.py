@@ -27,7 +27,7 @@ def test_recipe_validates(path):
         cfg = load_policy_config(path)
         assert cfg.training.algorithm in ("grpo", "rloo", "ppo") and cfg.evaluation.n_prompts > 0
         # every reward model of the recipe has its suitability audit for the Spearman table
-        assert set(cfg.reward_models) == set(cfg.evaluation.suitability)
+        assert set(cfg.reward_model_names()) == set(cfg.evaluation.suitability)
         return
     if "arm" in raw or "sweep" in raw:
         cfg = load_train_config(path)
@@ -69,10 +69,12 @@ def test_demo_recipe_is_cpu_minilm_simulated():
 
 def test_policy_recipes():
     demo = load_policy_config(ROOT / "recipes" / "policy_demo.yaml")
-    assert demo.training.algorithm == "grpo" and demo.training.use_cpu and len(demo.reward_models) >= 3
-    # the demo's reward models are checkpoints of the demo sweep
+    assert demo.training.algorithm == "grpo" and demo.training.use_cpu and len(demo.reward_model_names()) >= 3
+    # the demo's reward models are seed-1 runs of arms of the demo sweep (found in its summary.csv)
     demo_sweep = load_sweep(ROOT / "recipes" / "demo.yaml")
-    assert set(demo.reward_models.values()) <= {r.output_dir for r in demo_sweep.runs()}
+    src = demo.reward_models_from
+    assert src is not None and src.recipe == "recipes/demo.yaml" and src.sweep == "outputs/demo"
+    assert set(src.arms) <= {r.arm for r in demo_sweep.runs()} and src.seed in {r.seed for r in demo_sweep.runs()}
     big = load_policy_config(ROOT / "recipes" / "policy_llama3_8b_ppo.yaml")
     t, o = big.training, big.openrlhf
     assert t.algorithm == "ppo" and len(big.reward_models) == 10 and big.evaluation.n_prompts == 100
