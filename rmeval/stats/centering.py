@@ -200,6 +200,19 @@ def inverse_m_fit(m: np.ndarray, est: np.ndarray, boot: np.ndarray, n_prompts: i
             "slope": summarize(float(b), bb, n_prompts, n_boot)}
 
 
+def pool_shrinkage(pool: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per prompt of a pool table (prompt_id, score): mean, var, size, the shrunk mean
+    mu + B (mean - mu) and B; and {mu, tau2, s_w2, eb_weight_mean, eb_weight_range, n_prompts}."""
+    pm = pool.groupby(pool["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "var", "size"])
+    p_mean, p_size = pm["mean"].to_numpy(float), pm["size"].to_numpy(float)
+    s_w2 = float(np.nanmean(pm["var"].to_numpy(float)))
+    shrunk, b = eb_shrunk_means(p_mean, s_w2, p_size)
+    tau2 = max(float(p_mean.var(ddof=1)) - s_w2 * float(np.mean(1.0 / p_size)), 0.0)
+    pm["shrunk"], pm["eb_weight"] = shrunk, b
+    return pm, {"mu": float(p_mean.mean()), "tau2": tau2, "s_w2": s_w2, "eb_weight_mean": float(b.mean()),
+                "eb_weight_range": [float(b.min()), float(b.max())], "n_prompts": int(len(pm))}
+
+
 def _first_m(pool: pd.DataFrame, m: int) -> pd.DataFrame:
     """The first m pool responses of each prompt (in ``sample`` order when the pool has it)."""
     p = pool.sort_values("sample", kind="stable") if "sample" in pool.columns else pool
@@ -241,16 +254,13 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     baselines["siblings_shrunk"] = shrunk_loo
     extra["siblings_shrunk"] = {"eb_weight_mean": float(np.mean(b_loo))}
     if pool is not None and len(pool):
-        pm = pool.groupby(pool["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "var", "size"])
+        pm, shrink = pool_shrinkage(pool)
         have = pd.Index(pm.index).get_indexer(pd.Index(prompt_ids).astype(str))
         if (have < 0).any():
             missing = pd.Index(prompt_ids)[have < 0]
             extra["pool_missing_prompts"] = int(len(missing))
         if (have >= 0).any():
-            p_mean = pm["mean"].to_numpy(float)
-            p_size = pm["size"].to_numpy(float)
-            p_var = float(np.nanmean(pm["var"].to_numpy(float)))
-            shrunk, b = eb_shrunk_means(p_mean, p_var, p_size)
+            p_mean, p_size, shrunk = (pm[c].to_numpy(float) for c in ("mean", "size", "shrunk"))
             idx = have[codes]
             usable = idx >= 0
             base = np.where(usable, p_mean[np.maximum(idx, 0)], np.nan)
@@ -259,10 +269,7 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
             covered = p_size[have[have >= 0]]
             extra["pool"] = {"pool_size_mean": float(p_size.mean()), "m": int(covered[0])
                              if len(covered) and (covered == covered[0]).all() else None}
-            mu = float(p_mean.mean())
-            tau2 = max(float(p_mean.var(ddof=1)) - p_var * float(np.mean(1.0 / p_size)), 0.0)
-            extra["pool_shrunk"] = {"eb_weight_mean": float(b.mean()), "eb_weight_range": [float(b.min()), float(b.max())],
-                                    "mu": mu, "tau2": tau2, "s_w2": p_var}
+            extra["pool_shrunk"] = {k: shrink[k] for k in ("eb_weight_mean", "eb_weight_range", "mu", "tau2", "s_w2")}
             for m in pool_sizes:
                 if m >= covered.max():
                     continue
