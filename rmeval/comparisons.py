@@ -5,8 +5,11 @@ The judge sees the conversation and two responses labelled A and B and is asked 
 more helpful to the user? Answer with the letter A or B only." Its answer is the probability of A
 renormalised over the two letters, softmax(s_A, s_B)_A of the letters' log-scores from the
 pairwise-judge protocol (``rmeval.judging``): a local causal LM's next-token logits (every
-single-token spelling of each letter), or an OpenAI-compatible endpoint's greedy reply (1 for A, 0
-for B, 1/2 for an explicit tie; a reply naming neither is missing and counted). Every pair is judged
+single-token spelling of each letter, ``hf``), an OpenAI-compatible endpoint's first-token
+log-probabilities (``openai_logprobs``: the top log-probabilities of one generated token, each
+letter's spellings summed; neither letter among them is missing and counted -- a vLLM server of a
+judge too large for one device), or an endpoint's greedy reply (``openai``: 1 for A, 0 for B, 1/2
+for an explicit tie; a reply naming neither is missing and counted). Every pair is judged
 in both orders (x as A, then y as A); ``rmeval.stats.ranking.head_to_head`` turns the two into
 P(x better) and the judge's self-agreement across orders.
 
@@ -32,11 +35,11 @@ import numpy as np
 
 from rmcore.data.schema import Message
 from rmcore.errors import ConfigError
-from rmeval.judging import Question, Tokens
+from rmeval.judging import JudgeBackend, Question, Tokens
 
 QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
 TEMPLATE = "[Conversation]\n{conversation}\n\n[Response A]\n{a}\n\n[Response B]\n{b}\n\n" + QUESTION
-JUDGE_BACKENDS = ("hf", "openai")
+JUDGE_BACKENDS = ("hf", "openai", "openai_logprobs")
 
 Item = tuple[list[Message], str, str]  # (conversation, response shown as A, response shown as B)
 
@@ -74,13 +77,63 @@ class HelpfulnessQuestion(Question):
         return out
 
 
+class LogprobEndpointBackend(JudgeBackend):
+    """A judge behind an OpenAI-compatible endpoint read from the log-probabilities of its first
+    reply token (``logprobs``, ``top_logprobs``; vLLM's server and OpenAI's API return them): each
+    letter's score is the log-sum-exp over the listed tokens that spell it (spaces and the BPE /
+    SentencePiece space markers stripped). A reply whose listed tokens spell neither letter is a
+    row of NaN (counted in ``n_malformed``)."""
+
+    kind = "openai_logprobs"
+
+    def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", top_logprobs: int = 20,
+                 timeout: float = 120.0, max_retries: int = 5, concurrency: int = 8) -> None:
+        from rmeval.generators import openai_client
+
+        super().__init__()
+        self.model, self.top_logprobs, self.concurrency = model, top_logprobs, concurrency
+        self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
+        self.n_malformed = 0
+
+    def scores(self, text: str, letters: Sequence[str]) -> list[float]:
+        resp = self.client.chat.completions.create(model=self.model, temperature=0.0, max_tokens=1, logprobs=True,
+                                                   top_logprobs=self.top_logprobs,
+                                                   messages=[{"role": "user", "content": text}])
+        try:
+            top = resp.choices[0].logprobs.content[0].top_logprobs
+        except (AttributeError, IndexError, TypeError):
+            top = []
+        per: dict[str, list[float]] = {c: [] for c in letters}
+        for t in top:
+            spelled = t.token.replace("Ġ", "").replace("▁", "").strip()
+            if spelled in per:
+                per[spelled].append(float(t.logprob))
+        if not any(per.values()):
+            return [math.nan] * len(letters)
+        return [float(np.logaddexp.reduce(v)) if v else -math.inf for v in per.values()]
+
+    def letter_scores(self, question: Question, items: Sequence[Any]) -> Any:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import torch
+
+        texts = [question.text(it) for it in items]
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            rows = list(pool.map(lambda x: self.scores(x, question.letters), texts))
+        self.n_calls += len(items)
+        out = torch.tensor(rows, dtype=torch.float32).reshape(len(items), len(question.letters))
+        self.n_malformed += int(out.isnan().all(dim=-1).sum())
+        return out
+
+
 @dataclass
 class JudgeSpec:
     """A helpfulness judge: a local causal LM (``hf``: path, Hub id, or ``tiny:SEED`` for toy runs)
-    or a model behind an OpenAI-compatible endpoint (``openai``)."""
+    or a model behind an OpenAI-compatible endpoint (``openai_logprobs``: probabilities from the
+    first token's log-probabilities; ``openai``: the letter of a greedy reply)."""
 
     model: str
-    backend: str = "hf"  # hf | openai
+    backend: str = "hf"  # hf | openai_logprobs | openai
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     device: str = "auto"
@@ -92,9 +145,12 @@ class JudgeSpec:
 
     def validate(self) -> None:
         if self.backend not in JUDGE_BACKENDS:
-            raise ConfigError(f"judge {self.model}: backend must be hf or openai, got '{self.backend}'")
-        if self.backend == "openai" and not self.base_url:
-            raise ConfigError(f"judge {self.model}: backend openai needs base_url")
+            raise ConfigError(f"judge {self.model}: backend must be one of {', '.join(JUDGE_BACKENDS)}, "
+                              f"got '{self.backend}'")
+        if self.backend != "hf" and not self.base_url:
+            raise ConfigError(f"judge {self.model}: backend {self.backend} needs base_url")
+        if self.model.startswith("tiny:") and self.backend != "hf":
+            raise ConfigError(f"judge {self.model}: a toy judge (tiny:SEED) runs on backend hf")
 
 
 class HelpfulnessJudge:
@@ -108,8 +164,8 @@ class HelpfulnessJudge:
 
         spec.validate()
         self.spec, self.chunk_size = spec, chunk_size
-        self.model = spec.model if spec.backend == "openai" else resolve_model(spec.model, texts=texts,
-                                                                                 build_dir=build_dir)
+        self.model = spec.model if spec.backend != "hf" else resolve_model(spec.model, texts=texts,
+                                                                             build_dir=build_dir)
         self.question = HelpfulnessQuestion(spec.max_length)
         self.store = SqliteCache(cache, "judgments", ("p_a REAL",))
         self.backend: Any = None
@@ -129,7 +185,11 @@ class HelpfulnessJudge:
 
     def _load(self) -> Any:
         if self.backend is None:
-            if self.spec.backend == "openai":
+            if self.spec.backend == "openai_logprobs":
+                self.backend = LogprobEndpointBackend(self.model, base_url=str(self.spec.base_url),
+                                                      api_key_env=self.spec.api_key_env,
+                                                      concurrency=self.spec.concurrency)
+            elif self.spec.backend == "openai":
                 from rmeval.judging.endpoint import EndpointBackend
 
                 self.backend = EndpointBackend(self.model, base_url=str(self.spec.base_url),

@@ -15,9 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmcore.console import quiet_libraries
     from rmeval.experiment import TOY_NOTICE
     from rmeval.pool import build_pool, load_pool_config
 
+    quiet_libraries()
     cfg = load_pool_config(args.config, recipe_overrides(args))
     out = args.out or cfg.output_dir
     res = build_pool(cfg, out=out, **wandb_target(args))
