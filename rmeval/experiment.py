@@ -18,7 +18,7 @@ from rmcore.config import build_config, config_from_dict, load_recipe, parse_ove
 from rmcore.errors import ConfigError
 
 T = TypeVar("T")
-KINDS = ("pool", "leaderboard", "filtering")
+KINDS = ("pool", "leaderboard", "filtering")  # what a recipe's ``experiment`` may say
 TOY_NOTICE = ("TOY RUN: tiny untrained local models on a small simulated set. It exercises the pipeline "
               "end to end; its figures mean nothing.")
 
@@ -81,21 +81,3 @@ def load_experiment(cls: type[T], path: str | os.PathLike, kind: str, *, overrid
     pairs = dict(parse_override(o) for o in overrides or [])
     return config_from_dict(cls, raw, where=str(path), overrides=pairs, required=required,
                             drop=("description", "experiment"))
-
-
-def check_recipe(path: str | os.PathLike) -> str:
-    """What an rmeval experiment recipe holds, once loaded and validated like its command."""
-    raw = load_recipe(path)
-    kind = raw.get("experiment")
-    if kind == "pool":
-        from rmeval.pool import load_pool_config
-
-        cfg = load_pool_config(path)
-        return f"ok (pool, {len(cfg.policy_specs())} policies x {cfg.sampling.n} responses)"
-    if kind == "leaderboard":
-        from rmeval.leaderboard import load_leaderboard_config
-
-        lb = load_leaderboard_config(path)
-        return (f"ok (leaderboard, {len(lb.policy_specs())} policies, {len(lb.reward_model_settings())} reward "
-                f"models, {lb.n_assignments} assignments)")
-    raise ConfigError(f"{path}: experiment must be one of {', '.join(KINDS)}, got {kind!r}")

@@ -122,6 +122,18 @@ def _first_turn(p: PromptRecord) -> str:
     return next((m["content"] for m in p.messages if m["role"] == "user"), "")
 
 
+def balanced_halves(sizes: np.ndarray) -> np.ndarray:
+    """0/1 half of each cluster: the largest first, each to the half with fewer prompts so far
+    (ties: the first half)."""
+    half = np.zeros(len(sizes), dtype=int)
+    counts = [0, 0]
+    for c in sorted(range(len(sizes)), key=lambda c: (-sizes[c], c)):
+        h = int(counts[1] < counts[0])
+        half[c] = h
+        counts[h] += int(sizes[c])
+    return half
+
+
 def prompt_mixes(prompts: list[PromptRecord], *, n_clusters: int = 20, seed: int = 0) -> tuple[np.ndarray, pd.DataFrame]:
     """(4, N) masks of the four mixes (``MIX_NAMES``) and a per-prompt table (prompt_id, words,
     length mix, cluster, topic mix); see the module doc."""
@@ -138,14 +150,7 @@ def prompt_mixes(prompts: list[PromptRecord], *, n_clusters: int = 20, seed: int
     if k < 2:
         raise ConfigError("leaderboard: the topic mixes need at least two distinct first turns")
     labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(x)
-    sizes = np.bincount(labels, minlength=k)
-    half = np.zeros(k, dtype=int)
-    counts = [0, 0]
-    for c in sorted(range(k), key=lambda c: (-sizes[c], c)):  # largest first, to the smaller half
-        h = int(counts[1] < counts[0])
-        half[c] = h
-        counts[h] += sizes[c]
-    topic_a = half[labels] == 0
+    topic_a = balanced_halves(np.bincount(labels, minlength=k))[labels] == 0
     masks = np.stack([long, ~long, topic_a, ~topic_a])
     table = pd.DataFrame({"prompt_id": [p.prompt_id for p in prompts], "words": words,
                           "length_mix": np.where(long, "long", "short"), "cluster": labels,

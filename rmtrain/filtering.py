@@ -171,14 +171,26 @@ def load_filtering_config(path: str | os.PathLike, overrides: list[str] | None =
 def check_experiment_recipe(path: str | os.PathLike) -> str:
     """What an experiment recipe (pool, leaderboard or filtering) holds, validated like its command."""
     from rmcore.config import load_recipe
-    from rmeval.experiment import check_recipe
+    from rmeval.experiment import KINDS
 
-    if load_recipe(path).get("experiment") == "filtering":
+    kind = load_recipe(path).get("experiment")
+    if kind == "filtering":
         cfg = load_filtering_config(path)
         cfg.validate()
         return (f"ok (filtering, {len(cfg.variant_settings())} variants x {len(ARMS)} arms, "
                 f"{len(cfg.dpo.learning_rates)} learning rates)")
-    return check_recipe(path)
+    if kind == "pool":
+        from rmeval.pool import load_pool_config
+
+        pc = load_pool_config(path)
+        return f"ok (pool, {len(pc.policy_specs())} policies x {pc.sampling.n} responses)"
+    if kind == "leaderboard":
+        from rmeval.leaderboard import load_leaderboard_config
+
+        lb = load_leaderboard_config(path)
+        return (f"ok (leaderboard, {len(lb.policy_specs())} policies, {len(lb.reward_model_settings())} reward "
+                f"models, {lb.n_assignments} assignments)")
+    raise ConfigError(f"{path}: experiment must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
 # -- the filters -------------------------------------------------------------------------------------
@@ -285,7 +297,7 @@ def train_dpo(base: str, train_rows: list[dict[str, Any]], held_rows: list[dict[
         output_dir=str(out / "trainer"), beta=settings.beta, num_train_epochs=settings.num_epochs,
         per_device_train_batch_size=settings.per_device_batch_size, per_device_eval_batch_size=settings.per_device_batch_size,
         gradient_accumulation_steps=accum, learning_rate=learning_rate, warmup_steps=settings.warmup_ratio,
-        max_length=settings.max_length, gradient_checkpointing=settings.gradient_checkpointing,
+        max_length=settings.max_length, activation_checkpointing=settings.gradient_checkpointing,
         bf16=dtype == torch.bfloat16, use_cpu=device.type == "cpu",
         seed=settings.seed, data_seed=settings.seed, report_to=[], save_strategy="no", logging_steps=1,
         disable_tqdm=True)
