@@ -283,7 +283,7 @@ def pool_markdown(result: dict[str, Any]) -> str:
         for name, r in result["reward_models"].items():
             sh = r["shrinkage"]
             corr = r.get("pool_vs_candidate_prompt_means", {}).get("pearson")
-            rows.append([name, num(sh["mu"]), num(sh["s_w2"]), num(sh["tau2"]),
+            rows.append([name, num(sh["mu"]), f"{sh['s_w2']:.3g}", f"{sh['tau2']:.3g}",  # variances: any scale
                          f"{num(sh['eb_weight_range'][0])}–{num(sh['eb_weight_range'][1])}", num(corr),
                          *(num(r["mean_score_by_policy"].get(p)) for p in policies)])
         lines += table(["reward model", "μ", "s_w²", "τ²", "B", "r(pool, candidates)",

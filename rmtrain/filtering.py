@@ -134,6 +134,18 @@ class FilteringConfig:
             raise ConfigError("dpo.learning_rates: the grid needs at least one rate")
         judges = self.judge_settings()
         variants = self.variant_settings()
+        grids = [("dpo.learning_rates", d.learning_rates)] + [
+            (f"variants.{v.name}.learning_rates", v.learning_rates) for v in variants if v.learning_rates is not None]
+        for where, grid in grids:  # YAML 1.1 reads 1e-5 (no dot) as text: a rate is checked as a number here
+            if not isinstance(grid, list) or not grid:
+                raise ConfigError(f"{where}: a non-empty list of learning rates, got {grid!r}")
+            for x in grid:
+                try:
+                    ok = float(x) > 0
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    raise ConfigError(f"{where}: learning rates must be positive numbers, got {x!r}")
         for v in variants:
             if v.judge not in judges:
                 raise ConfigError(f"variants.{v.name}: judge '{v.judge}' is not one of the judges {list(judges)}")

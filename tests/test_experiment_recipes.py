@@ -79,3 +79,12 @@ def test_experiment_recipe_errors_name_key_and_file(tmp_path):
     with pytest.raises(ConfigError, match="experiment must be one of"):
         bad.write_text("experiment: poll\n")
         check_recipe(str(bad))
+
+
+def test_filtering_learning_rates_are_numbers():
+    path = ROOT / "recipes" / "filtering_toy.yaml"
+    load_filtering_config(path, ["dpo.learning_rates=[1e-4]"]).validate()  # YAML 1.1 text, read as a number
+    with pytest.raises(ConfigError, match=r"dpo.learning_rates: learning rates must be positive numbers, got 'abc'"):
+        load_filtering_config(path, ["dpo.learning_rates=[abc]"]).validate()
+    with pytest.raises(ConfigError, match=r"variants.lora16.learning_rates: learning rates must be positive"):
+        load_filtering_config(path, ["variants=[{name: lora16, judge: tiny-judge-a, learning_rates: [0]}]"]).validate()
