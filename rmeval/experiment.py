@@ -19,8 +19,8 @@ from rmcore.errors import ConfigError
 
 T = TypeVar("T")
 KINDS = ("pool", "leaderboard", "filtering")  # what a recipe's ``experiment`` may say
-TOY_NOTICE = ("TOY RUN: tiny untrained local models on a small simulated set. It exercises the pipeline "
-              "end to end; its figures mean nothing.")
+TOY_NOTICE = ("TOY RUN: tiny untrained local models (a toy recipe). It exercises the pipeline end to end; "
+              "its figures mean nothing.")
 
 
 def policy_specs(items: Any, where: str) -> list[Any]:
