@@ -59,6 +59,7 @@ class AuditSettings:
     paraphrase_file: str | None = None
     embedder: str | None = None  # sentence encoder of the embedding condition
     human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
+    reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
     judge: JudgeProfileSettings | None = None
     suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
     cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
@@ -186,11 +187,19 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     out = Path(out)
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
     suitability = None
+    if settings.reference_pool:  # read first: a bad pool table fails before any scoring
+        from rmeval.pool import read_pool, score_pool
+
+        pool_table = read_pool(settings.reference_pool)
     try:
         scores = score_conditions(scorer, rating_set, settings.resolved_conditions(),
                                   out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
                                   progress=settings.progress, label=label, **settings.condition_options())
         ratings = rating_set.ratings_table(scorer.tokenizer)
+        pool_scores = None
+        if settings.reference_pool:  # the independent pool, scored by the model under audit
+            pool_scores = score_pool(scorer, rating_set, pool_table, cache_path=cache_path,
+                                     progress=settings.progress, label=label)
         if settings.suitability is not None:
             prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
             suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
@@ -206,8 +215,14 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     result = compute_audit(scores, ratings, preferences=prefs,
                            attribute=pick_attribute(rating_set.attributes, settings.attribute),
                            n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
-                           human_reliability=settings.human_reliability)
+                           human_reliability=settings.human_reliability, reference_scores=pool_scores)
     result["truncation"] = truncation_summary(scores)
+    if pool_scores is not None:
+        atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
+            "prompt_id", "response_id", "policy", "sample", "score") if c in pool_scores.columns]])
+        result["reference_pool"] = {"path": str(settings.reference_pool), "n_scored": int(len(pool_scores)),
+                                    "n_prompts": int(pool_scores["prompt_id"].nunique()),
+                                    "n_rows_of_other_prompts": pool_scores.attrs["n_unused"]}
     judge_images: dict[str, Path] = {}
     if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
         from rmeval.judges.audit_hook import profile_checkpoint

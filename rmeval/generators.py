@@ -9,6 +9,10 @@ or ``"related"`` (a different request on the same topic). Backends:
 - ``OpenAIGenerator``: any OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai``
   client (extra ``openai``), whose retries with exponential backoff handle rate limits (429) and
   transient server errors.
+
+The model backends also answer whole conversations (``sample``: the replies as decoded, with their
+token counts and whether they stopped at the cap), which is how ``rmeval.responses`` generates
+policy responses on the same backends.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.schema import PromptRecord
+from rmcore.data.schema import Message, PromptRecord
 from rmcore.errors import ConfigError, DataError
 
 TASKS = ("paraphrase", "related")
@@ -51,6 +56,16 @@ def clean_generation(text: str) -> str:
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
             text = text[1:-1].strip()
     return text
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One reply as decoded (not cleaned): its text, its new tokens (None when the backend does not
+    say) and whether it stopped at the token cap rather than at an end of turn."""
+
+    text: str
+    n_tokens: int | None
+    capped: bool
 
 
 class Generator(ABC):
@@ -98,7 +113,8 @@ class HFGenerator(Generator):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_new_tokens: int = 128,
                  temperature: float = 0.8, top_p: float = 0.95, do_sample: bool | None = None, seed: int = 0,
-                 device: str | None = None, dtype: str = "float32", batch_size: int = 8) -> None:
+                 device: str | None = None, dtype: str = "float32", batch_size: int = 8,
+                 chat_template_kwargs: dict[str, Any] | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from rmcore.modeling import torch_dtype
@@ -115,16 +131,22 @@ class HFGenerator(Generator):
         self.model.eval()
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.n_truncated = 0
 
     def instruction(self, prompt: PromptRecord, task: str) -> str:
         return self.wrap(INSTRUCTIONS[task].format(prompt=prompt.last_user_text))
 
-    def wrap(self, text: str) -> str:
-        """A user message as the model's input: its chat template, else the plain layout."""
+    def wrap(self, text: str | list[Message]) -> str:
+        """A user message (or a conversation ending in a user turn) as the model's input: its chat
+        template, else the plain layout."""
+        from rmcore.formatting import plain_prompt
+
+        messages = [{"role": "user", "content": text}] if isinstance(text, str) else list(text)
         if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return f"User: {text}\n\nAssistant:"
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                      **self.chat_template_kwargs)
+        return plain_prompt(messages)
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
         _check_task(task)
@@ -133,21 +155,38 @@ class HFGenerator(Generator):
 
     def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
         """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
+        return [[t for t in (clean_generation(c.text) for c in row) if t]
+                for row in self.sample(instructions, n, max_new_tokens)]
+
+    def sample(self, inputs: list[str | list[Message]], n: int = 1, max_new_tokens: int | None = None,
+               seed: int | None = None) -> list[list[Completion]]:
+        """``n`` replies (one when greedy) per input, a user message or a conversation, in input
+        order; sampling seeded with ``seed`` (default the generator's). An input longer than the
+        model's positions less the reply's cap keeps its end (counted in ``n_truncated``)."""
         import torch
+
+        from rmcore.modeling import model_max_length
 
         sample = self.do_sample if self.do_sample is not None else n > 1
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        torch.manual_seed(self.seed)
-        out: list[list[str]] = []
+        cap = max_new_tokens or self.max_new_tokens
+        eos = self.model.generation_config.eos_token_id  # one id or several (Qwen's end of turn and text)
+        stop = set(eos if isinstance(eos, list) else [eos if eos is not None else tok.eos_token_id])
+        limit = model_max_length(self.model, tok)  # an input past the positions would crash the forward
+        torch.manual_seed(self.seed if seed is None else seed)
+        out: list[list[Completion]] = []
         device = next(self.model.parameters()).device
-        for i in range(0, len(instructions), self.batch_size):
-            texts = [self.wrap(t) for t in instructions[i:i + self.batch_size]]
+        for i in range(0, len(inputs), self.batch_size):
+            texts = [self.wrap(t) for t in inputs[i:i + self.batch_size]]
             enc = [tok(t, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for t in texts]
+            if limit and any(len(e) + cap > limit for e in enc):  # keep the end, next to the reply
+                self.n_truncated += sum(len(e) + cap > limit for e in enc)
+                enc = [e[-max(limit - cap, 1):] for e in enc]
             width = max(len(e) for e in enc)  # left padding so every row continues from its own end
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc], device=device)
             mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
-            kw: dict[str, Any] = {"max_new_tokens": max_new_tokens or self.max_new_tokens, "do_sample": sample,
+            kw: dict[str, Any] = {"max_new_tokens": cap, "do_sample": sample,
                                   "num_return_sequences": n if sample else 1, "pad_token_id": pad}
             if sample:
                 kw.update(temperature=self.temperature, top_p=self.top_p)
@@ -156,9 +195,13 @@ class HFGenerator(Generator):
             new = gen[:, width:]
             per_row = n if sample else 1
             for j in range(len(texts)):
-                outs = [clean_generation(tok.decode(new[j * per_row + k], skip_special_tokens=True))
-                        for k in range(per_row)]
-                out.append([t for t in outs if t])
+                row = []
+                for k in range(per_row):
+                    ids = new[j * per_row + k].tolist()
+                    end = next((e for e, t in enumerate(ids) if t in stop), None)
+                    row.append(Completion(tok.decode(ids, skip_special_tokens=True).strip(),
+                                          len(ids) if end is None else end + 1, end is None and len(ids) >= cap))
+                out.append(row)
         return out
 
 
@@ -185,9 +228,11 @@ class OpenAIGenerator(Generator):
 
     def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.8, max_tokens: int = 256, timeout: float = 60.0, seed: int | None = 0,
-                 max_retries: int = 5) -> None:
+                 max_retries: int = 5, top_p: float | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.temperature, self.max_tokens, self.timeout, self.seed = temperature, max_tokens, timeout, seed
+        self.top_p, self.chat_template_kwargs = top_p, dict(chat_template_kwargs or {})
         self.client = openai_client(self.base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
@@ -197,14 +242,28 @@ class OpenAIGenerator(Generator):
 
     def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
         """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
-        out: list[list[str]] = []
-        for text in instructions:
-            kw: dict[str, Any] = {"seed": self.seed} if self.seed is not None else {}
+        return [[t for t in (clean_generation(c.text) for c in row) if t][:n]
+                for row in self.sample(instructions, n, max_new_tokens)]
+
+    def sample(self, inputs: list[str | list[Message]], n: int = 1, max_new_tokens: int | None = None,
+               seed: int | None = None) -> list[list[Completion]]:
+        """The endpoint's ``n`` replies per input (a user message or a conversation), in input order;
+        ``chat_template_kwargs`` go in the request body (vLLM's server reads them)."""
+        out: list[list[Completion]] = []
+        for text in inputs:
+            kw: dict[str, Any] = {}
+            if (self.seed if seed is None else seed) is not None:
+                kw["seed"] = self.seed if seed is None else seed
+            if self.top_p is not None:
+                kw["top_p"] = self.top_p
+            if self.chat_template_kwargs:
+                kw["extra_body"] = {"chat_template_kwargs": self.chat_template_kwargs}
+            messages = [{"role": "user", "content": text}] if isinstance(text, str) else list(text)
             resp = self.client.chat.completions.create(
                 model=self.model, n=n, temperature=self.temperature, max_tokens=max_new_tokens or self.max_tokens,
-                messages=[{"role": "user", "content": text}], **kw)
-            texts = [clean_generation(c.message.content or "") for c in resp.choices]
-            out.append([t for t in texts if t][:n])
+                messages=messages, **kw)
+            out.append([Completion((c.message.content or "").strip(), None, c.finish_reason == "length")
+                        for c in resp.choices])
         return out
 
 

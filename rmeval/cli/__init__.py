@@ -34,13 +34,25 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
-from rmeval.cli import audit, human, judges, pairwise, serve_reward, stats, suitability, variants
+from rmeval.cli import (
+    audit,
+    human,
+    judges,
+    leaderboard,
+    pairwise,
+    pool,
+    serve_reward,
+    stats,
+    suitability,
+    variants,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (audit, stats, pairwise, human, suitability, variants, judges, serve_reward):
+    for command in (audit, stats, pairwise, human, suitability, variants, judges, serve_reward, pool,
+                    leaderboard):
         command.add_parser(sub)
     return parser
 

@@ -25,6 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--judge-attributes", default="core", help="attributes for --judge-items (comma-separated)")
     a.add_argument("--human-reliability", nargs="+", default=None,
                    help="rater reliabilities NAME=R for the reliability-corrected human share")
+    a.add_argument("--reference-pool", default=None,
+                   help="reference pool table (rmeval pool's pool.parquet), scored by the checkpoint for pool centring")
     add_audit_suitability(a)
     a.set_defaults(func=run)
 
@@ -45,7 +47,7 @@ def audit_settings(args: argparse.Namespace) -> AuditSettings:
         n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed, attribute=args.attribute,
         n_donors=args.n_donors, related_file=args.related_file, paraphrase_file=args.paraphrase_file,
         embedder=args.embedder, human_reliability=reliabilities(args.human_reliability), judge=judge,
-        suitability=suit, cache=args.cache, progress=not args.no_progress)
+        suitability=suit, cache=args.cache, progress=not args.no_progress, reference_pool=args.reference_pool)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from rmeval.suitability_audit import suitability_line
 
     checkpoints = find_checkpoints(args.checkpoint)
-    for flag in ("related_file", "paraphrase_file"):
+    for flag in ("related_file", "paraphrase_file", "reference_pool"):
         if getattr(args, flag):
             check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
     settings = audit_settings(args)

@@ -11,12 +11,29 @@ sampling noise, so the study centres on:
 * ``siblings_shrunk``: the leave-one-out mean shrunk toward the grand mean by an empirical-Bayes
   weight, mu + B_i (mean_i - mu) with B_i = tau^2 / (tau^2 + s_w^2 / m_i);
 * ``pool`` / ``pool_shrunk``: the mean of an independent reference pool of responses to the same
-  prompt (scored by the same model, never rated candidates), plain and shrunk the same way.
+  prompt (scored by the same model, never rated candidates), plain and shrunk the same way: the
+  study's shrinkage baseline mu + B (P_p - mu), P_p the prompt's pool mean, mu its mean over
+  prompts, B = tau^2 / (tau^2 + s_w^2 / k) for a pool of k per prompt;
+* ``pool_m`` (m in ``pool_sizes``, below the pool's size): the mean of the prompt's first m pool
+  responses (in ``sample`` order when the table has that column, so a pool of two policies
+  alternates between them), the pool-size analogue of ``siblings_m``;
+* ``pool_partial``: partial centring s - lambda P_p, lambda in 0, 0.1, ..., 1 chosen on one of two
+  prompt folds and applied to the other. The folds are a fixed split of the prompt ids (half each,
+  by a seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises
+  the mean rating of the top fraction of that fold's responses (the smallest lambda among ties:
+  the least centring that does as well), and the responses of the other fold are centred with it.
 
 Here s_w^2 is the mean within-prompt variance of the baseline responses, m_i their number for
 prompt i, and tau^2 the between-prompt variance of their means net of s_w^2 / m (floored at 0).
-The weights, like the centred scores, are fitted once and held fixed across resamples, so the
-intervals are conditional on them.
+The weights, like the centred scores and the chosen lambdas, are fitted once and held fixed across
+resamples, so the intervals are conditional on them.
+
+The 1/m extrapolation (``extrapolation``): a baseline of m references carries sampling variance
+proportional to 1/m, so the cost of centring is fitted as delta(m) = a + b / m by least squares
+over the sibling baselines of a fixed size (m = 1, 2, 3, and all siblings when every prompt has
+the same number), and likewise over the pool sizes; the intercept a is the limit as m grows, on the
+same resamples as the deltas. It assumes the cost is linear in the baseline's variance, and is
+reported as such.
 
 For every variant: the mean rating of the top fraction kept by the centred score, the pooled
 Spearman correlation of the centred score with the raw rating and with the prompt-centred rating,
@@ -27,6 +44,7 @@ counts twice, ties get average ranks), computed from weights without materialisi
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -115,13 +133,102 @@ def _within_var(values: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarr
     return mean, n, float(np.mean(ss / np.maximum(n - 1, 1)))
 
 
+LAMBDAS = tuple(round(0.1 * i, 1) for i in range(11))  # partial-centring weights 0, 0.1, ..., 1
+POOL_SIZES = (1, 2, 3, 6)
+
+
+def prompt_folds(prompt_ids: Any, seed: int = 0) -> np.ndarray:
+    """0/1 fold of each prompt: the prompts ordered by a seeded hash of their id, the first half
+    fold 0. A function of the ids alone, so every model scored on the same prompts gets the same
+    folds, and a statistic's bootstrap stream is left untouched."""
+    ids = [str(p) for p in prompt_ids]
+    h = np.array([zlib.crc32(f"{seed}\x1f{p}".encode()) for p in ids], dtype=np.int64)
+    order = np.lexsort((np.array(ids, dtype=object).astype(str), h))
+    folds = np.ones(len(ids), dtype=np.int64)
+    folds[order[: len(ids) // 2]] = 0
+    return folds
+
+
+def top_fraction_mean(score: np.ndarray, rating: np.ndarray, top_fraction: float) -> float:
+    """Mean rating of the top round(fraction * n) responses by score (stable order on ties)."""
+    order = np.argsort(-score, kind="stable")
+    return float(_top_mean_t(order, rating, np.ones((len(score), 1)), top_fraction)[0])
+
+
+def choose_lambda(score: np.ndarray, rating: np.ndarray, base: np.ndarray, *,
+                  lambdas: tuple[float, ...] = LAMBDAS, top_fraction: float = 0.3) -> tuple[float, list[float]]:
+    """(lambda, curve): the weight whose centred score score - lambda * base keeps the top fraction
+    with the highest mean rating (the smallest among ties), and that mean for every lambda."""
+    curve = [top_fraction_mean(score - lam * base, rating, top_fraction) for lam in lambdas]
+    best = max(curve)
+    return float(lambdas[next(i for i, v in enumerate(curve) if v >= best - 1e-12)]), curve
+
+
+def cross_fitted_lambda(score: np.ndarray, rating: np.ndarray, base: np.ndarray, fold: np.ndarray, *,
+                        lambdas: tuple[float, ...] = LAMBDAS,
+                        top_fraction: float = 0.3) -> tuple[np.ndarray, dict[str, Any]]:
+    """Per response the weight chosen on the OTHER fold (``fold``: 0/1 per response), and what was
+    chosen: {lambda_chosen: {fold_0, fold_1}, curves, lambdas, n_responses_by_fold}."""
+    chosen, curves = {}, {}
+    for f in (0, 1):
+        m = fold == f
+        chosen[f], curves[f] = choose_lambda(score[m], rating[m], base[m], lambdas=lambdas,
+                                             top_fraction=top_fraction)
+    weight = np.where(fold == 0, chosen[1], chosen[0])
+    info = {"lambda_chosen": {f"fold_{f}": chosen[f] for f in (0, 1)},
+            "applied": "the lambda chosen on fold 0 centres fold 1 and vice versa",
+            "lambdas": list(lambdas), "curves": {f"fold_{f}": curves[f] for f in (0, 1)},
+            "n_responses_by_fold": {f"fold_{f}": int((fold == f).sum()) for f in (0, 1)}}
+    return weight, info
+
+
+def inverse_m_fit(m: np.ndarray, est: np.ndarray, boot: np.ndarray, n_prompts: int,
+                  n_boot: int) -> dict[str, Any]:
+    """delta(m) = a + b / m by least squares: {m, limit (a), slope (b)}; ``est`` (len(m),) and
+    ``boot`` (len(m), B) are the deltas of each baseline size on the same resamples."""
+    x = 1.0 / np.asarray(m, dtype=float)
+    xc = x - x.mean()
+
+    def fit(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        yc = y - y.mean(axis=0)
+        slope = (xc[:, None] * yc).sum(axis=0) / (xc * xc).sum() if y.ndim > 1 else (xc * yc).sum() / (xc * xc).sum()
+        return y.mean(axis=0) - slope * x.mean(), slope
+
+    a, b = fit(np.asarray(est, dtype=float))
+    ab, bb = fit(np.asarray(boot, dtype=float))
+    return {"m": [int(v) for v in m], "limit": summarize(float(a), ab, n_prompts, n_boot),
+            "slope": summarize(float(b), bb, n_prompts, n_boot)}
+
+
+def pool_shrinkage(pool: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per prompt of a pool table (prompt_id, score): mean, var, size, the shrunk mean
+    mu + B (mean - mu) and B; and {mu, tau2, s_w2, eb_weight_mean, eb_weight_range, n_prompts}."""
+    pm = pool.groupby(pool["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "var", "size"])
+    p_mean, p_size = pm["mean"].to_numpy(float), pm["size"].to_numpy(float)
+    s_w2 = float(np.nanmean(pm["var"].to_numpy(float)))
+    shrunk, b = eb_shrunk_means(p_mean, s_w2, p_size)
+    tau2 = max(float(p_mean.var(ddof=1)) - s_w2 * float(np.mean(1.0 / p_size)), 0.0)
+    pm["shrunk"], pm["eb_weight"] = shrunk, b
+    return pm, {"mu": float(p_mean.mean()), "tau2": tau2, "s_w2": s_w2, "eb_weight_mean": float(b.mean()),
+                "eb_weight_range": [float(b.min()), float(b.max())], "n_prompts": int(len(pm))}
+
+
+def _first_m(pool: pd.DataFrame, m: int) -> pd.DataFrame:
+    """The first m pool responses of each prompt (in ``sample`` order when the pool has it)."""
+    p = pool.sort_values("sample", kind="stable") if "sample" in pool.columns else pool
+    return p[p.groupby(p["prompt_id"].astype(str), sort=False).cumcount() < m]
+
+
 def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
                        siblings: tuple[int, ...] = (1, 2, 3), pool: pd.DataFrame | None = None,
+                       pool_sizes: tuple[int, ...] = POOL_SIZES, lambdas: tuple[float, ...] = LAMBDAS,
+                       folds: dict[str, int] | None = None, fold_seed: int = 0,
                        n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{raw, variants: {name: {top_mean, top_delta, spearman_raw_rating, spearman_raw_delta,
-    spearman_centered_rating, spearman_centered_delta, ...}}, eb_weight, ...} (see module doc).
+    spearman_centered_rating, spearman_centered_delta, ...}}, extrapolation, ...} (see module doc).
 
-    ``pool``: optional table (prompt_id, score) of independent reference responses' scores."""
+    ``pool``: optional table (prompt_id, score[, sample]) of independent reference responses' scores.
+    ``folds``: prompt id -> 0/1 for the partial centring (default: ``prompt_folds`` of the ids)."""
     g_all = np.asarray(groups)
     (s, h), codes, k, n_dropped = rows_with_siblings(g_all, score, rating)
     if k < 3:
@@ -147,23 +254,39 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     baselines["siblings_shrunk"] = shrunk_loo
     extra["siblings_shrunk"] = {"eb_weight_mean": float(np.mean(b_loo))}
     if pool is not None and len(pool):
-        pm = pool.groupby(pool["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "var", "size"])
+        pm, shrink = pool_shrinkage(pool)
         have = pd.Index(pm.index).get_indexer(pd.Index(prompt_ids).astype(str))
         if (have < 0).any():
             missing = pd.Index(prompt_ids)[have < 0]
             extra["pool_missing_prompts"] = int(len(missing))
         if (have >= 0).any():
-            p_mean = pm["mean"].to_numpy(float)
-            p_size = pm["size"].to_numpy(float)
-            p_var = float(np.nanmean(pm["var"].to_numpy(float)))
-            shrunk, b = eb_shrunk_means(p_mean, p_var, p_size)
+            p_mean, p_size, shrunk = (pm[c].to_numpy(float) for c in ("mean", "size", "shrunk"))
             idx = have[codes]
             usable = idx >= 0
             base = np.where(usable, p_mean[np.maximum(idx, 0)], np.nan)
             baselines["pool"] = base
             baselines["pool_shrunk"] = np.where(usable, shrunk[np.maximum(idx, 0)], np.nan)
-            extra["pool"] = {"pool_size_mean": float(p_size.mean())}
-            extra["pool_shrunk"] = {"eb_weight_mean": float(b.mean()), "eb_weight_range": [float(b.min()), float(b.max())]}
+            covered = p_size[have[have >= 0]]
+            extra["pool"] = {"pool_size_mean": float(p_size.mean()), "m": int(covered[0])
+                             if len(covered) and (covered == covered[0]).all() else None}
+            extra["pool_shrunk"] = {k: shrink[k] for k in ("eb_weight_mean", "eb_weight_range", "mu", "tau2", "s_w2")}
+            for m in pool_sizes:
+                if m >= covered.max():
+                    continue
+                fm = _first_m(pool, m)
+                sub = fm.groupby(fm["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "size"])
+                at = pd.Index(sub.index).get_indexer(pd.Index(prompt_ids).astype(str))[codes]
+                baselines[f"pool_{m}"] = np.where(at >= 0, sub["mean"].to_numpy(float)[np.maximum(at, 0)], np.nan)
+                extra[f"pool_{m}"] = {"m": int(m), "n_prompts_short": int((sub["size"] < m).sum())}
+            fold_of = (prompt_folds(prompt_ids, fold_seed) if folds is None
+                       else np.array([int(folds[str(p)]) for p in prompt_ids]))[codes]
+            ok = np.isfinite(base)
+            weight, info = cross_fitted_lambda(s[ok], h[ok], base[ok], fold_of[ok], lambdas=lambdas,
+                                               top_fraction=top_fraction)
+            partial = np.full(len(s), np.nan)
+            partial[ok] = weight * base[ok]
+            baselines["pool_partial"] = partial
+            extra["pool_partial"] = info
     w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
     w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
     ones_t = np.ones((len(s), 1))
@@ -212,6 +335,7 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     raw = evaluate(s, all_rows)
     out_raw = {name: summarize(e, b, k, n_boot) for name, (e, b) in raw.items()}
     variants: dict[str, Any] = {}
+    deltas: dict[str, dict[str, tuple[float, np.ndarray]]] = {}
     for name, base in baselines.items():
         mask = np.isfinite(base)
         c = s - np.where(mask, base, 0.0)
@@ -222,9 +346,38 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         for stat, (e, b) in res.items():
             v[stat] = summarize(e, b, k, n_boot)
             v[f"{stat}_delta"] = summarize(e - ref[stat][0], b - ref[stat][1], k, n_boot)
+            deltas.setdefault(name, {})[stat] = (e - ref[stat][0], b - ref[stat][1])
         v["n_responses"] = int(mask.sum())
         v.update(extra.get(name, {}))
         variants[name] = v
-    return {"raw": out_raw, "variants": variants, "top_fraction": float(top_fraction),
-            "n_responses": int(len(s)), "n_dropped": n_dropped,
-            **({"pool_missing_prompts": extra["pool_missing_prompts"]} if "pool_missing_prompts" in extra else {})}
+    # the 1/m extrapolation over baselines of one fixed size m each
+    sizes_n = np.bincount(codes, minlength=k)
+    by_family: dict[str, dict[int, str]] = {"siblings": {}, "pool": {}}
+    for name, info in extra.items():
+        if not isinstance(info, dict):
+            continue
+        if name.startswith("siblings_") and name[9:].isdigit() and not info.get("n_prompts_short"):
+            by_family["siblings"][int(name[9:])] = name
+        elif name.startswith("pool_") and name[5:].isdigit() and not info.get("n_prompts_short"):
+            by_family["pool"][int(info["m"])] = name
+    if (sizes_n == sizes_n[0]).all():
+        by_family["siblings"].setdefault(int(sizes_n[0]) - 1, "siblings_all")
+    if extra.get("pool", {}).get("m"):
+        by_family["pool"].setdefault(int(extra["pool"]["m"]), "pool")
+    extrapolation: dict[str, Any] = {}
+    for family, named in by_family.items():
+        ms = sorted(named)
+        if len(ms) < 2:
+            continue
+        extrapolation[family] = {"variants": [named[m] for m in ms]}
+        for stat in ("top_mean", "spearman_raw_rating"):
+            est = np.array([deltas[named[m]][stat][0] for m in ms])
+            boot = np.stack([deltas[named[m]][stat][1] for m in ms])
+            extrapolation[family][f"{stat}_delta"] = inverse_m_fit(np.array(ms), est, boot, k, n_boot)
+    out: dict[str, Any] = {"raw": out_raw, "variants": variants, "top_fraction": float(top_fraction),
+                           "n_responses": int(len(s)), "n_dropped": n_dropped}
+    if extrapolation:
+        out["extrapolation"] = extrapolation
+    if "pool_missing_prompts" in extra:
+        out["pool_missing_prompts"] = extra["pool_missing_prompts"]
+    return out

@@ -5,6 +5,7 @@
     rmtrain policy --config RECIPE --reward-model RM --environment clean|perturbed [--launch]
     rmtrain policy-eval --config RECIPE --out OUT [--clean DIR --perturbed DIR]
     rmtrain check RECIPE ...
+    rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE ...]
 
 One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)``: parse the
 flags, build the config, make one library call, print its result.
@@ -17,13 +18,13 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
-from rmtrain.cli import check, policy, sweep, train
+from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rmtrain", description="Train matched reward-model arms.")
     sub = ap.add_subparsers(dest="command", required=True)
-    for command in (train, sweep, policy, check):
+    for command in (train, sweep, policy, check, filter_experiment):
         command.add_parser(sub)
     return ap
 

@@ -17,6 +17,10 @@ def check_recipe(path: str) -> str:
     from rmtrain.config import load_sweep, load_train_config
 
     raw = load_recipe(path)
+    if "experiment" in raw:  # rmeval pool / leaderboard, rmtrain filter-experiment
+        from rmtrain.filtering import check_experiment_recipe
+
+        return check_experiment_recipe(path)
     if "policy" in raw:
         from rmtrain.policy.config import load_policy_config
 

@@ -1,0 +1,38 @@
+"""``rmeval leaderboard``: policies ranked by reward models under unequal prompt coverage, raw and
+centred, against a judge's ranking (rmeval.leaderboard), from a recipe."""
+
+from __future__ import annotations
+
+import argparse
+
+from rmeval.cli.experiments import add_experiment_flags, recipe_overrides
+from rmeval.cli.flags import wandb_target
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("leaderboard", help="rank policies under unequal prompt coverage, raw and centred, "
+                                           "against a judge")
+    add_experiment_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmcore.console import quiet_libraries
+    from rmeval.experiment import TOY_NOTICE
+    from rmeval.leaderboard import load_leaderboard_config, run_leaderboard
+
+    quiet_libraries()
+    cfg = load_leaderboard_config(args.config, recipe_overrides(args))
+    out = args.out or cfg.output_dir
+    res = run_leaderboard(cfg, out=out, **wandb_target(args))
+    if cfg.toy:
+        print(TOY_NOTICE)
+    for rm, by_j in res["reward_models"].items():
+        j, r = next(iter(by_j.items()))
+        print(f"{rm} vs {j}: tau raw {r['raw']['mean_tau_vs_judge']['estimate']:.2f}, centred "
+              f"{r['centred']['mean_tau_vs_judge']['estimate']:.2f} (difference "
+              f"{r['centred_minus_raw_tau_vs_judge']['estimate']:+.2f}); raw ranking differs from full coverage in "
+              f"{r['raw']['n_assignments_differing_from_full_coverage']} of {r['n_assignments']} assignments")
+    print(f"leaderboard: {len(res['policies'])} policies, {res['meta']['n_prompts']} prompts "
+          f"({res['meta']['seconds']} s) -> {out}/leaderboard.md")
+    return 0

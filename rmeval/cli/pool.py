@@ -1,0 +1,32 @@
+"""``rmeval pool``: generate and score an independent reference pool (rmeval.pool) from a recipe."""
+
+from __future__ import annotations
+
+import argparse
+
+from rmeval.cli.experiments import add_experiment_flags, recipe_overrides
+from rmeval.cli.flags import wandb_target
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pool", help="generate k responses per prompt from policies and score them (reference pool)")
+    add_experiment_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmcore.console import quiet_libraries
+    from rmeval.experiment import TOY_NOTICE
+    from rmeval.pool import build_pool, load_pool_config
+
+    quiet_libraries()
+    cfg = load_pool_config(args.config, recipe_overrides(args))
+    out = args.out or cfg.output_dir
+    res = build_pool(cfg, out=out, **wandb_target(args))
+    if cfg.toy:
+        print(TOY_NOTICE)
+    capped = sum(v["n_capped"] for v in res["by_policy"].values())
+    print(f"pool: {res['n_responses']} responses to {res['n_prompts']} prompts ({len(res['by_policy'])} policies x "
+          f"{cfg.sampling.n}; {capped} stopped at the cap), {len(res['reward_models'])} reward models "
+          f"({res['meta']['seconds']} s) -> {out}/pool.md")
+    return 0

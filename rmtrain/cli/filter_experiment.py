@@ -1,0 +1,37 @@
+"""``rmtrain filter-experiment``: raw against centred filtering of a training pool, DPO on each kept
+set, the policies judged head to head and against the base (rmtrain.filtering), from a recipe."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from rmeval.cli.experiments import add_experiment_flags
+
+    p = sub.add_parser("filter-experiment", help="filter a training pool by raw and by centred reward, train DPO "
+                                                 "on each kept set and judge the policies")
+    add_experiment_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmeval.cli.experiments import recipe_overrides
+    from rmeval.cli.flags import wandb_target
+    from rmeval.experiment import TOY_NOTICE
+    from rmtrain.filtering import load_filtering_config, run_filter_experiment
+
+    cfg = load_filtering_config(args.config, recipe_overrides(args))
+    out = args.out or cfg.output_dir
+    res = run_filter_experiment(cfg, out=out, **wandb_target(args))
+    if cfg.toy:
+        print(TOY_NOTICE)
+    f = res["filter"]
+    print(f"filters: {f['n_kept']} of {f['n_pairs']} pairs kept; Jaccard raw vs centred {f['jaccard_raw_centred']:.2f}")
+    for name, v in res["variants"].items():
+        c = v["comparisons"]
+        parts = [f"{k.replace('_vs_', ' vs ')} {c[k]['win_rate']['estimate']:.2f}" for k in
+                 ("raw_vs_centred", "raw_vs_base", "centred_vs_base") if "win_rate" in c[k]]
+        print(f"{name}: learning rate {v['learning_rate']:g}; " + ", ".join(parts) + f" (judge {v['judge']})")
+    print(f"filter-experiment ({res['meta']['seconds']} s) -> {out}/filtering.md")
+    return 0

@@ -1,0 +1,118 @@
+"""Pool-based centring (rmeval.stats.centering): the shrinkage weight B, the pool sizes, the
+partial-centring weight chosen on one prompt fold and applied to the other, and the 1/m
+extrapolation -- by hand on planted data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmeval.stats.centering import LAMBDAS, centering_variants, prompt_folds
+
+
+def _top_mean_by_hand(c, h, fraction=0.3):
+    keep = sorted(range(len(c)), key=lambda i: -c[i])[: int(round(fraction * len(c)))]  # stable on ties
+    return float(np.mean([h[i] for i in keep]))
+
+
+def test_shrinkage_weight_by_hand():
+    # pool scores per prompt: means 2, 5, 1, 8; within-prompt variances 1, 3, 1, 4
+    pool = pd.DataFrame({"prompt_id": np.repeat(["p0", "p1", "p2", "p3"], 3),
+                         "score": [1, 2, 3, 4, 4, 7, 0, 1, 2, 6, 8, 10], "sample": [0, 1, 2] * 4})
+    # s_w^2 = (1 + 3 + 1 + 4) / 4 = 2.25; var of the means (ddof 1) = (4 + 1 + 9 + 16) / 3 = 10;
+    # tau^2 = 10 - 2.25 / 3 = 9.25; B = 9.25 / (9.25 + 0.75) = 0.925; mu = 4
+    g = np.repeat(["p0", "p1", "p2", "p3"], 2)
+    s = np.array([3.0, 2.5, 5.5, 4.0, 2.0, 0.5, 9.0, 8.5])
+    h = np.array([1.0, 0.0, 3.0, 2.0, 4.0, 1.0, 2.0, 3.0])
+    res = centering_variants(s, h, g, pool=pool, n_boot=50, rng=0)
+    v = res["variants"]
+    assert v["pool_shrunk"]["eb_weight_range"] == pytest.approx([0.925, 0.925])
+    assert (v["pool_shrunk"]["tau2"], v["pool_shrunk"]["s_w2"], v["pool_shrunk"]["mu"]) == pytest.approx(
+        (9.25, 2.25, 4.0))
+    shrunk = {"p0": 4 + 0.925 * (2 - 4), "p1": 4 + 0.925 * (5 - 4), "p2": 4 + 0.925 * (1 - 4),
+              "p3": 4 + 0.925 * (8 - 4)}
+    c = s - np.array([shrunk[p] for p in g])
+    assert v["pool_shrunk"]["top_mean"]["estimate"] == pytest.approx(_top_mean_by_hand(c, h))
+    mean = {"p0": 2, "p1": 5, "p2": 1, "p3": 8}
+    assert v["pool"]["top_mean"]["estimate"] == pytest.approx(
+        _top_mean_by_hand(s - np.array([mean[p] for p in g]), h))
+    # pool_1 / pool_2: the first one / two pool responses of each prompt (sample order)
+    first = {"p0": 1, "p1": 4, "p2": 0, "p3": 6}
+    two = {"p0": 1.5, "p1": 4, "p2": 0.5, "p3": 7}
+    assert v["pool_1"]["top_mean"]["estimate"] == pytest.approx(
+        _top_mean_by_hand(s - np.array([first[p] for p in g]), h))
+    assert v["pool_2"]["top_mean"]["estimate"] == pytest.approx(
+        _top_mean_by_hand(s - np.array([two[p] for p in g]), h))
+    assert "pool_3" not in v and "pool_6" not in v  # a subset as large as the pool is the pool itself
+
+
+def test_partial_centring_weight_chosen_on_the_other_fold():
+    """On fold A the rating follows the pool-centred score (full centring is right there), on fold B
+    the raw score: each fold's lambda is found by brute force and must be the one applied to the
+    other fold."""
+    rng = np.random.default_rng(4)
+    n_prompts, k = 60, 3
+    pid = [f"q{i}" for i in range(n_prompts)]
+    folds = {p: i % 2 for i, p in enumerate(pid)}
+    pool_mean = rng.normal(size=n_prompts) * 2
+    g = np.repeat(pid, k)
+    pm = np.repeat(pool_mean, k)
+    s = pm + rng.normal(size=g.size)
+    fold = np.array([folds[p] for p in g])
+    h = np.where(fold == 0, s - pm, s) + 0.3 * rng.normal(size=g.size)
+    pool = pd.DataFrame({"prompt_id": np.repeat(pid, 2), "score": np.repeat(pool_mean, 2) + np.tile([-0.1, 0.1],
+                                                                                                   n_prompts)})
+    res = centering_variants(s, h, g, pool=pool, folds=folds, n_boot=50, rng=0)
+    part = res["variants"]["pool_partial"]
+
+    def brute(f):
+        rows = np.flatnonzero(fold == f)
+        curve = [_top_mean_by_hand(s[rows] - lam * pm[rows], h[rows]) for lam in LAMBDAS]
+        best = max(curve)
+        return next(lam for lam, v in zip(LAMBDAS, curve) if v >= best - 1e-9)
+
+    lam0, lam1 = brute(0), brute(1)
+    assert part["lambda_chosen"] == {"fold_0": lam0, "fold_1": lam1}
+    assert lam0 >= 0.7 and lam1 <= 0.3  # planted: centring belongs to fold 0, raw scores to fold 1
+    applied = np.where(fold == 0, lam1, lam0)
+    assert part["top_mean"]["estimate"] == pytest.approx(_top_mean_by_hand(s - applied * pm, h))
+    assert part["n_responses_by_fold"] == {"fold_0": 90, "fold_1": 90}
+
+
+def test_prompt_folds_depend_on_ids_only():
+    ids = [f"p{i}" for i in range(101)]
+    f = prompt_folds(ids)
+    assert sorted(np.bincount(f)) == [50, 51]
+    shuffled = list(reversed(ids))
+    g = prompt_folds(shuffled)
+    assert {p: x for p, x in zip(shuffled, g)} == {p: x for p, x in zip(ids, f)}
+    assert (prompt_folds(ids, seed=1) != f).any()
+
+
+def test_inverse_m_extrapolation_is_the_least_squares_intercept():
+    rng = np.random.default_rng(2)
+    n_prompts, k = 300, 4
+    g = np.repeat(np.arange(n_prompts), k)
+    u = np.repeat(rng.normal(size=n_prompts), k)
+    h = u + rng.normal(size=g.size)
+    s = u + rng.normal(size=g.size)
+    pool = pd.DataFrame({"prompt_id": np.repeat(np.arange(n_prompts), 6),
+                         "score": np.repeat(u[::k], 6) + rng.normal(size=n_prompts * 6),
+                         "sample": np.tile(np.arange(6), n_prompts)})
+    res = centering_variants(s, h, g, pool=pool, n_boot=200, rng=0)
+    v, ex = res["variants"], res["extrapolation"]
+    # siblings: m = 1, 2 and all three siblings (every prompt has four responses)
+    assert ex["siblings"]["variants"] == ["siblings_1", "siblings_2", "siblings_all"]
+    assert ex["pool"]["variants"] == ["pool_1", "pool_2", "pool_3", "pool"]
+    for family, ms in (("siblings", [1, 2, 3]), ("pool", [1, 2, 3, 6])):
+        for stat in ("top_mean_delta", "spearman_raw_rating_delta"):
+            y = [v[name][stat]["estimate"] for name in ex[family]["variants"]]
+            slope, intercept = np.polyfit(1 / np.array(ms, float), y, 1)
+            fit = ex[family][stat]
+            assert fit["m"] == ms
+            assert fit["limit"]["estimate"] == pytest.approx(intercept, abs=1e-10)
+            assert fit["slope"]["estimate"] == pytest.approx(slope, abs=1e-10)
+            assert fit["limit"]["ci95"][0] <= fit["limit"]["ci95"][1]
+    # planted: the prompt effect is useful, so the cost of centring is largest with one reference
+    assert v["siblings_1"]["top_mean_delta"]["estimate"] < v["siblings_all"]["top_mean_delta"]["estimate"] < 0
