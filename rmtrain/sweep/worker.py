@@ -52,6 +52,7 @@ def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
 def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
     """Train and audit one run; True when it finished. A failure is recorded, not raised."""
     from rmtrain.runs import final_audit, train_run
+    from rmtrain.sweep.extra_audits import run_extra_audits
 
     out = Path(out)
     sweep, runs = load_context(out)
@@ -69,6 +70,8 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         if main and sweep.settings.audit.enabled:
             audit_dir = Path(cfg.output_dir) / "final_audit"
             figures.update(final_audit(cfg, sweep.settings.audit, audit_dir))
+            # extra rating sets and the other selection rule's checkpoint (rmtrain.sweep.extra_audits)
+            figures.update(run_extra_audits(cfg, sweep.settings, audit_dir))
         if main:
             ledger.update(run_id, state="done", figures=figures, audit_dir=str(audit_dir) if audit_dir else None,
                           finished_at=now(), seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg),
