@@ -150,7 +150,7 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
     ledger.write_table(out / "ledger.csv")
     from rmtrain.sweep.extra_audits import audit_released
 
-    released = audit_released(sweep, out, echo=echo)  # sweep.released_scorers, on the runs' audit prompts
+    released = audit_released(sweep, out, echo=echo, executor=ex)  # sweep.released_scorers, the runs' prompts
     return finish(sweep, matrix, ledger, out, selected, echo=echo, released=released)
 
 

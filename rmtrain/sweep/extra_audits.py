@@ -10,9 +10,10 @@
   the ledger as ``<rule>:<figure>`` (the same audit twice when the best step is the last one).
   The learning rate is chosen once, by the recipe's rule; both rules read the same runs.
 - ``sweep.released_scorers`` (label -> Hub id or path): released scorers audited on the same
-  prompts as the runs (and on every extra rating set), by the driver once the seed stage is done,
-  into ``OUT/released/<label>/[<data label>/]``; ``rmtrain.sweep.report`` draws them on the
-  share-versus-margin plot.
+  prompts as the runs (and on every extra rating set) once the seed stage is done, into
+  ``OUT/released/<label>/[<data label>/]``: in the driver's process with the local executor, as
+  one job of its own (``python -m rmtrain.sweep.extra_audits OUT``, the runs' SLURM settings)
+  with submitit; ``rmtrain.sweep.report`` draws them on the share-versus-margin plot.
 
 Figures per audit: those of ``rmtrain.runs.AUDIT_FIGURES`` and ``pair_accuracy``, the audit's
 pairwise accuracy on its prompts' preference pairs (the same prompts for both rules).
@@ -106,16 +107,33 @@ def released_scorer_settings(spec: str | dict[str, Any], settings: SweepSettings
                           max_length=d.get("max_length", settings.audit.max_length or max_length))
 
 
-def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None] = print,
+                   executor: Any = None) -> dict[str, Any]:
     """Audit every ``sweep.released_scorers`` entry on the runs' audit prompts and on every extra
-    rating set; a finished audit with the same model and settings is read back, not redone.
-    Returns {label: {model, kind, audits: {data label ("" the runs' data): figures + CIs}}}."""
+    rating set; a finished audit with the same model and settings is read back, not redone. With a
+    submitit ``executor`` (``rmtrain.sweep.executors.SubmititExecutor``) the audits run as one job
+    and are read back here. Returns {label: {model, kind, audits: {data label ("" the runs'
+    data): figures + CIs}}}."""
     from rmeval.audit import audit_checkpoint
     from rmtrain.runs import audit_rating_set
 
     s = sweep.settings
     if not s.released_scorers:
         return {}
+    if executor is not None and hasattr(executor, "executor"):
+        import os
+        import sys
+
+        from submitit.helpers import CommandFunction
+
+        echo(f"[sweep] released scorers: one job ({len(s.released_scorers)} scorers)")
+        job = executor.executor("rmtrain-released").submit(
+            CommandFunction([sys.executable, "-m", "rmtrain.sweep.extra_audits", str(out)], cwd=os.getcwd(),
+                            verbose=True))
+        try:
+            job.result()
+        except Exception as e:  # the scorers it did not finish are retried below, each failure recorded
+            echo(f"[sweep] released scorers' job {job.job_id} failed: {str(e).strip().splitlines()[-1:]}")
     cfg = sweep.run_config(sweep.models[0], s.arms[0], s.seeds[0])  # the split is the same for every run
     data = {"": s.audit, **{lab: dataclasses.replace(s.audit, data=dict(spec))
                             for lab, spec in s.extra_audit_data.items()}}
@@ -124,23 +142,55 @@ def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None]
     for name, spec in s.released_scorers.items():
         scorer = released_scorer_settings(spec, s, cfg.training.max_length)
         entry: dict[str, Any] = {"model": scorer.model, "kind": scorer.kind, "audits": {}}
-        for lab, a in data.items():
-            where = Path(out) / RELEASED_DIR / name / lab if lab else Path(out) / RELEASED_DIR / name
-            stamp = {"model": scorer.model, "scorer": dataclasses.asdict(scorer), "audit": dataclasses.asdict(a)}
-            done = where / "released.json"
-            if not ((where / "audit.json").is_file() and done.is_file() and json.loads(done.read_text()) == stamp):
-                rs, _ = sets[lab]
-                desc = json.dumps(a.data) if a.data else f"held-out prompts of {json.dumps(cfg.data)}"
-                echo(f"[sweep] released scorer {name} ({scorer.model}) on {lab or 'the runs audit data'}")
-                audit_checkpoint(scorer.model, rs, scorer, a.audit_settings(cfg.attribute), where, name=name,
-                                 data=desc, wandb_project=cfg.wandb.project, wandb_mode=cfg.wandb.mode)
-                atomic_write_json(done, stamp)
-            audit = json.loads((where / "audit.json").read_text())
-            figs = read_figures(where)
-            figs["share_original_ci95"] = audit["share"]["original"]["ci95"]
-            rnd = (audit.get("transplant") or {}).get("random")
-            figs["transplant_random_margin_sd_ci95"] = rnd["margin_sd"]["ci95"] if rnd else None
-            figs["audit_dir"] = str(where)
-            entry["audits"][lab] = figs
         result[name] = entry
+        try:
+            _audit_one(name, scorer, entry, data, sets, cfg, out, echo, audit_checkpoint)
+        except Exception as e:  # recorded in the report; the sweep's outputs are still written
+            entry["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            echo(f"[sweep] released scorer {name} failed: {entry['error']}")
     return result
+
+
+def _audit_one(name: str, scorer: Any, entry: dict[str, Any], data: dict[str, Any], sets: dict[str, Any],
+               cfg: TrainConfig, out: str | Path, echo: Callable[[str], None], audit_checkpoint: Any) -> None:
+    """One released scorer on every rating set of ``data`` (label -> FinalAuditSettings), into ``entry``."""
+    for lab, a in data.items():
+        where = Path(out) / RELEASED_DIR / name / lab if lab else Path(out) / RELEASED_DIR / name
+        stamp = {"model": scorer.model, "scorer": dataclasses.asdict(scorer), "audit": dataclasses.asdict(a)}
+        done = where / "released.json"
+        if not ((where / "audit.json").is_file() and done.is_file() and json.loads(done.read_text()) == stamp):
+            rs, _ = sets[lab]
+            desc = json.dumps(a.data) if a.data else f"held-out prompts of {json.dumps(cfg.data)}"
+            echo(f"[sweep] released scorer {name} ({scorer.model}) on {lab or 'the runs audit data'}")
+            audit_checkpoint(scorer.model, rs, scorer, a.audit_settings(cfg.attribute), where, name=name,
+                             data=desc, wandb_project=cfg.wandb.project, wandb_mode=cfg.wandb.mode)
+            atomic_write_json(done, stamp)
+        audit = json.loads((where / "audit.json").read_text())
+        figs = read_figures(where)
+        figs["share_original_ci95"] = audit["share"]["original"]["ci95"]
+        rnd = (audit.get("transplant") or {}).get("random")
+        figs["transplant_random_margin_sd_ci95"] = rnd["margin_sd"]["ci95"] if rnd else None
+        figs["audit_dir"] = str(where)
+        entry["audits"][lab] = figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rmtrain.sweep.extra_audits OUT``: the released scorers' audits of the sweep in OUT."""
+    import argparse
+    import sys
+
+    from rmcore.console import quiet_libraries
+    from rmtrain.sweep.worker import load_context
+
+    ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.extra_audits", description=main.__doc__)
+    ap.add_argument("sweep_dir")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    quiet_libraries()
+    sweep, _ = load_context(Path(args.sweep_dir))
+    audit_released(sweep, args.sweep_dir, echo=lambda m: print(m, file=sys.stderr))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -364,6 +364,9 @@ def released_section(released: dict[str, Any], data_labels: list[str]) -> list[s
             lines += [f"### {lab or 'main audit data'}", ""]
             lines += table(["scorer", "model", "kind", "pair accuracy", "share", "95% CI", "margin (SD)", "95% CI",
                             "match accuracy", "sibling coefficient"], rows) + [""]
+    failed = [[n, f"`{e['model']}`", str(e["error"]).replace("|", "/")] for n, e in released.items() if e.get("error")]
+    if failed:
+        lines += ["Released scorers whose audit failed:", ""] + table(["scorer", "model", "error"], failed) + [""]
     return lines
 
 
