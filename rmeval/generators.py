@@ -195,6 +195,7 @@ class HFGenerator(Generator):
         self.model.eval()
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
+        self.n_truncated = 0  # requests cut to fit the model's positions (generate)
 
     def instruction(self, prompt: PromptRecord, task: str, subtype: str | None = None) -> str:
         return self.wrap(instruction(task, subtype).format(prompt=prompt.last_user_text))
@@ -209,8 +210,22 @@ class HFGenerator(Generator):
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
                  subtype: str | None = None) -> dict[str, list[str]]:
         template = instruction(task, subtype)
-        outs = self.complete([template.format(prompt=p.last_user_text) for p in prompts], n)
+        outs = self.complete([template.format(prompt=self.fit_request(template, p.last_user_text)) for p in prompts], n)
         return {p.prompt_id: o for p, o in zip(prompts, outs)}
+
+    def fit_request(self, template: str, text: str) -> str:
+        """``text`` cut at its end so that the wrapped instruction and ``max_new_tokens`` fit the
+        model's positions (a longer input would crash the forward pass); ``n_truncated`` counts cuts."""
+        from rmcore.modeling import resolve_max_length
+
+        tok = self.tokenizer
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        head = len(tok(self.wrap(template.format(prompt="")))["input_ids"])
+        budget = resolve_max_length(None, self.model, tok) - self.max_new_tokens - head
+        if len(ids) <= budget:
+            return text
+        self.n_truncated += 1
+        return tok.decode(ids[:max(budget, 0)])
 
     def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
         """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
@@ -303,9 +318,15 @@ class SimulatedGenerator(Generator):
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
                  subtype: str | None = None) -> dict[str, list[str]]:
         from rmcore.data.schema import RatingSet
-        from rmcore.data.simulated import simulated_prompt_variants
+        from rmcore.data.simulated import prompt_features, simulated_prompt_variants
 
         _check_task(task, subtype)
+        for p in prompts:  # its variants come from the simulator's own templates
+            try:
+                prompt_features(p)
+            except ValueError:
+                raise ConfigError(f"the simulated generator writes variants of the simulated set only; prompt "
+                                  f"'{p.prompt_id}' is not one of its prompts: use hf:MODEL or openai:MODEL") from None
         if subtype in ("contains", "sub_question"):
             return self._subtype(prompts, subtype, n)
         out: dict[str, list[str]] = {}

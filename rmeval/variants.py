@@ -156,12 +156,13 @@ class ValidityQuestion(Question):
 
 
 def judge_validity(backend: JudgeBackend, pairs: list[tuple[str, str]], *, threshold: float = 0.5,
-                   max_length: int = 4096, batch: int = 256) -> list[tuple[bool, float | None]]:
+                   max_length: int = 4096, batch: int = 256,
+                   question: ValidityQuestion | None = None) -> list[tuple[bool, float | None]]:
     """(valid, p_valid) per (original, rewritten) pair; p_valid None where the judge named neither
-    word (not valid)."""
+    word (not valid). ``question``: the one to ask (its ``n_truncated`` counts cut prompts)."""
     import torch
 
-    question = ValidityQuestion(max_length)
+    question = question or ValidityQuestion(max_length)
     out: list[tuple[bool, float | None]] = []
     for i in range(0, len(pairs), batch):
         s = backend.letter_scores(question, pairs[i:i + batch])
@@ -217,21 +218,29 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
     subtype = settings.subtype or (DEFAULT_SUBTYPE if settings.task == "related" else None)
     gen = make_text_generator(settings.generator, base_url=settings.base_url, seed=settings.seed)
     texts = gen.generate(rating_set.prompts, settings.task, settings.n, subtype)
-    validity = None
+    validity, n_judge_cut = None, 0
     if settings.validity_judge:
         originals = {p.prompt_id: p.last_user_text for p in rating_set.prompts}
         keys = [(pid, v) for pid, ts in texts.items() for v in range(len(ts))]
         backend = make_judge_backend(settings.validity_judge, base_url=settings.judge_base_url)
+        max_length = settings.judge_max_length
+        if getattr(backend, "model", None) is not None:  # a local model: never past its positions
+            from rmcore.modeling import resolve_max_length
+
+            max_length = resolve_max_length(max_length, backend.model, backend.tokenizer)
+        question = ValidityQuestion(max_length)
         try:
             verdicts = judge_validity(backend, [(originals[pid], texts[pid][v]) for pid, v in keys],
-                                      threshold=settings.threshold, max_length=settings.judge_max_length)
+                                      threshold=settings.threshold, question=question)
         finally:
             backend.close()
+        n_judge_cut = question.n_truncated
         validity = {pid: [] for pid in texts}
         for (pid, _), verdict in zip(keys, verdicts):
             validity[pid].append(verdict)
     path = write_variants(texts, out, subtype=subtype, validity=validity)
     summary = {"task": settings.task, "generator": settings.generator, "n_per_prompt": settings.n,
+               "n_requests_cut": getattr(gen, "n_truncated", 0), "n_judge_prompts_cut": n_judge_cut,
                "seed": settings.seed, "instruction": instruction(settings.task, subtype),
                "validity_judge": settings.validity_judge,
                "validity_threshold": settings.threshold if settings.validity_judge else None,

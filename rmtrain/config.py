@@ -240,6 +240,9 @@ def _check_extra_audits(sw: Sweep) -> None:
             raise ConfigError(f"{where}.selection_rules audits the final-step checkpoint beside the best one: set "
                               f"training.selection: best_pair_accuracy (with training.eval_steps); the last "
                               f"checkpoint-N is kept as the final one")
+        if t.save_total_limit is not None and t.save_total_limit < 2:
+            raise ConfigError(f"{where}.selection_rules needs training.save_total_limit of at least 2 (or null): "
+                              f"with 1 the Trainer deletes the final-step checkpoint when it is not the best")
     for kind, labels in (("extra_audit_data", s.extra_audit_data), ("released_scorers", s.released_scorers)):
         for label in labels:
             if not AUDIT_LABEL.fullmatch(str(label)) or label in SELECTION_RULES:

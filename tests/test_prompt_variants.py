@@ -13,6 +13,7 @@ import torch
 from scipy.special import softmax
 
 from rmcore.data.registry import load_rating_set
+from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import DataError
 from rmcore.tiny import tiny_causal_lm
 from rmeval.cli import main
@@ -154,3 +155,34 @@ def test_validity_judge_reads_the_model_yes_no_probability(tmp_path):
     summary = json.loads((tmp_path / "para.jsonl.summary.json").read_text())
     assert summary["validity"]["n_valid"] == sum(r["valid"] for r in rows)
     assert summary["validity_judge"] == f"hf:{judge}"
+
+
+def _long_prompt(words: int) -> PromptRecord:
+    text = " ".join(f"step{i % 37} of the long request" for i in range(words))
+    return PromptRecord("long", [{"role": "user", "content": text}], [Response("r0", "an answer", {"score": 3.0})])
+
+
+def test_long_requests_are_cut_to_the_generator_positions_and_counted(tmp_path):
+    rs = _rs()
+    texts = [m["content"] for p in rs.prompts for m in p.messages] + list(RELATED_SUBTYPES.values())
+    path = tiny_causal_lm(tmp_path / "gen", texts, vocab_size=300, seed=3)  # 256 positions
+    gen = HFGenerator(str(path), max_new_tokens=8, batch_size=2)
+    prompts = [rs.prompts[0], _long_prompt(400)]  # the long one is far past 256 positions
+    template = instruction("paraphrase")
+    fitted = [gen.fit_request(template, p.last_user_text) for p in prompts]
+    assert gen.n_truncated == 1 and fitted[0] == prompts[0].last_user_text
+    assert prompts[1].last_user_text.startswith(fitted[1].strip()) and len(fitted[1]) < len(prompts[1].last_user_text)
+    n_in = len(gen.tokenizer(gen.wrap(template.format(prompt=fitted[1])), add_special_tokens=False)["input_ids"])
+    assert n_in + gen.max_new_tokens <= 256
+    out = gen.generate(prompts, "paraphrase", n=2)  # would raise an index error without the cut
+    assert set(out) == {prompts[0].prompt_id, "long"} and gen.n_truncated == 2
+
+
+def test_the_simulated_generator_refuses_other_prompts(tmp_path):
+    from rmcore.data.schema import RatingSet
+    from rmcore.errors import ConfigError
+    from rmeval.variants import VariantSettings, write_prompt_variants
+
+    with pytest.raises(ConfigError, match="simulated set only; prompt 'long'"):
+        write_prompt_variants(RatingSet([_long_prompt(5)]), VariantSettings(task="paraphrase"), tmp_path / "v.jsonl")
+    assert not (tmp_path / "v.jsonl").exists()

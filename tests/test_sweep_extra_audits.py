@@ -100,6 +100,10 @@ def test_sweep_keys_are_checked(tmp_path):
     (tmp_path / "f.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="best_pair_accuracy"):
         load_sweep(tmp_path / "f.yaml")
+    raw["training"].update(selection="best_pair_accuracy", save_total_limit=1)  # would delete the final step
+    (tmp_path / "f.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="save_total_limit"):
+        load_sweep(tmp_path / "f.yaml")
 
 
 def test_rule_checkpoints(tmp_path):
@@ -175,3 +179,46 @@ def test_report_sections_from_planted_runs(tmp_path):
                                                 - np.mean([_ols_sibling(*r) for r in runs[("bradley_terry", None if lab == "audit" else lab)]]))
     for name in ("share_vs_margin.png", "share_vs_margin.second.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.heavy
+def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
+    """One arm, one seed of a tiny Qwen3: the worker audits the final-step checkpoint and a second
+    rating set beside the run's own audit, the driver audits a released scorer, the report shows them."""
+    from rmcore.data.registry import load_rating_set
+    from rmcore.tiny import tiny_causal_lm
+    from rmtrain.sweep import run_sweep
+
+    data = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}
+    rs = load_rating_set(data)
+    model = tiny_causal_lm(tmp_path / "tiny", [m["content"] for p in rs.prompts for m in p.messages]
+                           + [r.text for p in rs.prompts for r in p.responses], "qwen3")
+    raw = {"arm": "regression", "model": {"name_or_path": str(model)}, "data": data, "heldout_fraction": 0.25,
+           "selection_fraction": 0.2,
+           "training": {"learning_rate": 1e-3, "max_steps": 3, "per_device_batch_size": 4, "max_length": 96,
+                        "warmup_ratio": 0.0, "logging_steps": 1, "use_cpu": True, "eval_batch_size": 32,
+                        "selection": "best_pair_accuracy", "eval_steps": 1, "save_total_limit": 2},
+           "wandb": {"mode": "disabled", "project": "t"},
+           "sweep": {"arms": ["regression"], "seeds": [1], "output_root": str(tmp_path / "out"),
+                     "audit": {"n_boot": 20, "max_prompts": 7},
+                     "selection_rules": ["final", "best_pair_accuracy"],
+                     "extra_audit_data": {"second": {"name": "simulated", "n_prompts": 12, "seed": 5}},
+                     "released_scorers": {"tiny_rm": str(model)}}}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = run_sweep(load_sweep(path), echo=lambda m: None)
+    row = next(r for r in res["rows"] if r["stage"] == "seed")
+    f, run_dir = row["figures"], Path(row["output_dir"])
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert f["second:n_audit_prompts"] == 7 and f["second:share_original"] is not None  # max_prompts: 7
+    assert (audit_dir(run_dir, "second") / "audit.json").is_file()
+    best_is_last = Path(summary["best_checkpoint"]).name == f"checkpoint-{summary['global_step']}"
+    assert f["final:checkpoint"] == ("." if best_is_last else f"checkpoint-{summary['global_step']}")
+    assert f["best_pair_accuracy:share_original"] == f["share_original"]  # the run's own audit
+    out = tmp_path / "out"
+    released = json.loads((out / "report.json").read_text())["released_scorers"]["tiny_rm"]
+    assert set(released["audits"]) == {"", "second"} and (out / "released" / "tiny_rm" / "audit.json").is_file()
+    text = (out / "report.md").read_text()
+    for section in ("## Selection rules side by side", "## Audit on second", "## Released scorers"):
+        assert section in text
+    assert (out / "share_vs_margin.second.png").is_file()

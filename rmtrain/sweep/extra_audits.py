@@ -12,7 +12,7 @@
 - ``sweep.released_scorers`` (label -> Hub id or path): released scorers audited on the same
   prompts as the runs (and on every extra rating set) once the seed stage is done, into
   ``OUT/released/<label>/[<data label>/]``: in the driver's process with the local executor, as
-  one job of its own (``python -m rmtrain.sweep.extra_audits OUT``, the runs' SLURM settings)
+  one job of its own (``python -m rmtrain.sweep.worker OUT --released``, the runs' SLURM settings)
   with submitit; ``rmtrain.sweep.report`` draws them on the share-versus-margin plot.
 
 Figures per audit: those of ``rmtrain.runs.AUDIT_FIGURES`` and ``pair_accuracy``, the audit's
@@ -128,7 +128,7 @@ def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None]
 
         echo(f"[sweep] released scorers: one job ({len(s.released_scorers)} scorers)")
         job = executor.executor("rmtrain-released").submit(
-            CommandFunction([sys.executable, "-m", "rmtrain.sweep.extra_audits", str(out)], cwd=os.getcwd(),
+            CommandFunction([sys.executable, "-m", "rmtrain.sweep.worker", str(out), "--released"], cwd=os.getcwd(),
                             verbose=True))
         try:
             job.result()
@@ -173,24 +173,3 @@ def _audit_one(name: str, scorer: Any, entry: dict[str, Any], data: dict[str, An
         figs["audit_dir"] = str(where)
         entry["audits"][lab] = figs
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rmtrain.sweep.extra_audits OUT``: the released scorers' audits of the sweep in OUT."""
-    import argparse
-    import sys
-
-    from rmcore.console import quiet_libraries
-    from rmtrain.sweep.worker import load_context
-
-    ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.extra_audits", description=main.__doc__)
-    ap.add_argument("sweep_dir")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    quiet_libraries()
-    sweep, _ = load_context(Path(args.sweep_dir))
-    audit_released(sweep, args.sweep_dir, echo=lambda m: print(m, file=sys.stderr))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
