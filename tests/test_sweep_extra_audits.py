@@ -222,3 +222,12 @@ def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
     for section in ("## Selection rules side by side", "## Audit on second", "## Released scorers"):
         assert section in text
     assert (out / "share_vs_margin.second.png").is_file()
+
+
+def test_worker_takes_a_run_or_the_released_scorers(tmp_path, capsys):
+    from rmtrain.sweep.worker import main as worker_main
+
+    for argv in ([str(tmp_path)], [str(tmp_path), "some/run", "--released"]):
+        with pytest.raises(SystemExit) as e:
+            worker_main(argv)
+        assert e.value.code == 2 and "give a RUN_ID or --released" in capsys.readouterr().err

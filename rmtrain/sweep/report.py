@@ -186,7 +186,7 @@ def plot_share_vs_margin(df: pd.DataFrame, arms: list[str], human_share: dict[st
             ax.axvline(human_share[model], color="black", linestyle="--", linewidth=1, label="human share")
         ax.set_xlabel("between-prompt share (ICC(1) of scores)")
         ax.set_ylabel("random-wrong-prompt margin (SD)")
-        ax.set_title(model, fontsize=10)
+        ax.set_title(model + (f" on {prefix[:-1]}" if prefix else ""), fontsize=10)
     # outside the axes: a legend inside can hide a run's point
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
