@@ -107,11 +107,16 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
         v = audit.get("paraphrase", {}).get("variants", {}).get("validity")
         if v:
             kept, dropped = v["kept_prompts"], v["dropped_prompts"]
-            lines += [f"Paraphrases judged to keep the original's meaning: {v['n_valid']} of {v['n_judged']} "
-                      f"({num(v['share_valid'])}); only those are scored. {v['n_prompts_without_valid']} prompts had "
-                      f"no valid paraphrase and are left out (median {num(dropped['median_words'], 0)} words, "
-                      f"{num(dropped['share_multi_turn'])} multi-turn; the kept prompts: median "
-                      f"{num(kept['median_words'], 0)} words, {num(kept['share_multi_turn'])} multi-turn).", ""]
+            line = (f"Paraphrases judged to keep the original's meaning: {v['n_valid']} of {v['n_judged']} "
+                    f"({num(v['share_valid'])}); only those are scored. ")
+            if v["n_prompts_without_valid"]:
+                line += (f"{v['n_prompts_without_valid']} prompts had no valid paraphrase and are left out (median "
+                         f"{num(dropped['median_words'], 0)} words, {num(dropped['share_multi_turn'])} multi-turn; "
+                         f"the kept prompts: median {num(kept['median_words'], 0)} words, "
+                         f"{num(kept['share_multi_turn'])} multi-turn).")
+            else:
+                line += "Every prompt kept at least one."
+            lines += [line, ""]
     if "sibling_regression" in audit:
         r = audit["sibling_regression"]
         lines += ["## Sibling-rating regression", "",

@@ -67,7 +67,7 @@ class VariantSettings:
     seed: int = 0
     validity_judge: str | None = None  # paraphrases: hf:MODEL | openai:MODEL
     judge_base_url: str | None = None
-    judge_max_length: int = 4096  # tokens of a local judge's prompt (the original is cut from the left)
+    judge_max_length: int | None = None  # tokens of a local judge's prompt (None: the model's limit)
     threshold: float = 0.5  # p_valid at or above it: valid
 
     def check(self) -> None:
@@ -223,11 +223,11 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
         originals = {p.prompt_id: p.last_user_text for p in rating_set.prompts}
         keys = [(pid, v) for pid, ts in texts.items() for v in range(len(ts))]
         backend = make_judge_backend(settings.validity_judge, base_url=settings.judge_base_url)
-        max_length = settings.judge_max_length
+        max_length = settings.judge_max_length or 4096  # an endpoint: not read
         if getattr(backend, "model", None) is not None:  # a local model: never past its positions
             from rmcore.modeling import resolve_max_length
 
-            max_length = resolve_max_length(max_length, backend.model, backend.tokenizer)
+            max_length = resolve_max_length(settings.judge_max_length, backend.model, backend.tokenizer)
         question = ValidityQuestion(max_length)
         try:
             verdicts = judge_validity(backend, [(originals[pid], texts[pid][v]) for pid, v in keys],
