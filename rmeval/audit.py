@@ -186,15 +186,23 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
 
     out = Path(out)
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
-    suitability = None
+    suitability = digits = None
     if settings.reference_pool:  # read first: a bad pool table fails before any scoring
         from rmeval.pool import read_pool, score_pool
 
         pool_table = read_pool(settings.reference_pool)
+    is_judge = scorer.kind == "generative_judge"  # its digit distributions go beside the scores
+    if is_judge and cache_path is not None:
+        scorer.keep_digits(cache_path)
     try:
         scores = score_conditions(scorer, rating_set, settings.resolved_conditions(),
                                   out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
                                   progress=settings.progress, label=label, **settings.condition_options())
+        if is_judge:
+            from rmeval.scoring.judge import judge_digit_table
+
+            digits = judge_digit_table(scorer, rating_set, settings.resolved_conditions(),
+                                       **settings.condition_options())
         ratings = rating_set.ratings_table(scorer.tokenizer)
         pool_scores = None
         if settings.reference_pool:  # the independent pool, scored by the model under audit
@@ -223,6 +231,17 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         result["reference_pool"] = {"path": str(settings.reference_pool), "n_scored": int(len(pool_scores)),
                                     "n_prompts": int(pool_scores["prompt_id"].nunique()),
                                     "n_rows_of_other_prompts": pool_scores.attrs["n_unused"]}
+    if digits is not None:
+        from rmeval.stats.judge_diagnostics import judge_diagnostics
+
+        atomic_write_table(out / "judge_digits.parquet", digits)
+        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.n_boot, seed=settings.seed)
+    for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
+        section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
+        if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
+            from rmeval.variants import variant_counts
+
+            section["variants"] = variant_counts(path, rating_set)
     judge_images: dict[str, Path] = {}
     if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
         from rmeval.judges.audit_hook import profile_checkpoint
@@ -338,6 +357,13 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
                            n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
                            human_reliability=settings.human_reliability)
+    digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
+    if digits.is_file():
+        from rmeval.stats.judge_diagnostics import judge_diagnostics
+
+        print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
+        result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
+                                                        n_boot=settings.n_boot, seed=settings.seed)
     paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
     tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
                                  project=wandb_project, mode=wandb_mode)

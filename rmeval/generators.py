@@ -1,10 +1,21 @@
 """Pluggable text generators for the ``paraphrase`` and ``related`` prompt conditions.
 
-A generator turns prompts into new prompt texts: ``generate(prompts, task, n) -> {prompt_id:
-[text, ...]}`` with ``task`` one of ``"paraphrase"`` (the same request reworded, same meaning)
-or ``"related"`` (a different request on the same topic). Backends:
+A generator turns prompts into new prompt texts: ``generate(prompts, task, n, subtype) ->
+{prompt_id: [text, ...]}`` with ``task`` one of ``"paraphrase"`` (the same request reworded, same
+meaning) or ``"related"`` (another request close to the original), and for related tasks one of
+the study's subtypes (``RELATED_SUBTYPES``, each with its own instruction):
 
-- ``FileGenerator``: texts written beforehand, jsonl rows ``{"prompt_id", "variant", "text"}``;
+- ``different``: a different request on the same topic, so that an answer to the original would
+  not answer it (the study's three related tasks per prompt; the default);
+- ``contains``: a larger request that contains the original one and asks for more;
+- ``sub_question``: a narrower request that asks only one part of the original.
+
+Backends:
+
+- ``FileGenerator``: texts written beforehand, jsonl rows ``{"prompt_id", "variant", "text"}``,
+  optionally ``"subtype"`` (a related task's subtype; one subtype per file, so a condition never
+  mixes them) and ``"valid"`` (a paraphrase judged not to keep the original's meaning is
+  ``false`` and is left out, and counted in ``n_invalid``; ``rmeval.variants``);
 - ``HFGenerator``: a local or Hub causal LM prompted with ``INSTRUCTIONS[task]``;
 - ``OpenAIGenerator``: any OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai``
   client (extra ``openai``), whose retries with exponential backoff handle rate limits (429) and
@@ -31,19 +42,40 @@ from rmcore.errors import ConfigError, DataError
 TASKS = ("paraphrase", "related")
 
 # Instruction templates; {prompt} is the prompt's last user turn.
+RELATED_SUBTYPES = {
+    "different": ("Write a new request on the same topic as the following one that asks for something "
+                  "different, so that an answer to the original would not answer it. Do not answer either. "
+                  "Reply with the new request only.\n\nRequest: {prompt}"),
+    "contains": ("Write a new, larger request that contains the following request as one of its parts and "
+                 "also asks for something more on the same topic, so that an answer to the original alone "
+                 "would not fully answer it. Do not answer either. Reply with the new request only.\n\n"
+                 "Request: {prompt}"),
+    "sub_question": ("Write a narrower request that asks about only one part of the following request (a "
+                     "sub-question of it), so that an answer to the original would cover it but an answer to "
+                     "it would not answer the whole original. Do not answer either. Reply with the new "
+                     "request only.\n\nRequest: {prompt}"),
+}
+DEFAULT_SUBTYPE = "different"
 INSTRUCTIONS = {
     "paraphrase": ("Rewrite the following request in different words. Keep its meaning, constraints and "
                    "details exactly; do not answer it. Reply with the rewritten request only.\n\n"
                    "Request: {prompt}"),
-    "related": ("Write a new request on the same topic as the following one that asks for something "
-                "different, so that an answer to the original would not answer it. Do not answer either. "
-                "Reply with the new request only.\n\nRequest: {prompt}"),
+    "related": RELATED_SUBTYPES[DEFAULT_SUBTYPE],
 }
 
 
-def _check_task(task: str) -> None:
+def _check_task(task: str, subtype: str | None = None) -> None:
     if task not in TASKS:
         raise ConfigError(f"generator task must be one of {TASKS}, got '{task}'")
+    if subtype is not None and (task != "related" or subtype not in RELATED_SUBTYPES):
+        raise ConfigError(f"a subtype is for related tasks, one of {', '.join(RELATED_SUBTYPES)}; "
+                          f"got task '{task}', subtype '{subtype}'")
+
+
+def instruction(task: str, subtype: str | None = None) -> str:
+    """The instruction template of ``task`` (and a related task's ``subtype``; default ``different``)."""
+    _check_task(task, subtype)
+    return RELATED_SUBTYPES[subtype or DEFAULT_SUBTYPE] if task == "related" else INSTRUCTIONS[task]
 
 
 def clean_generation(text: str) -> str:
@@ -72,28 +104,75 @@ class Generator(ABC):
     kind = "generator"
 
     @abstractmethod
-    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
-        """New prompt texts per prompt_id (at most ``n`` each; a file may hold fewer)."""
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
+                 subtype: str | None = None) -> dict[str, list[str]]:
+        """New prompt texts per prompt_id (at most ``n`` each; a file may hold fewer); ``subtype``:
+        a related task's (``RELATED_SUBTYPES``; None: ``different``)."""
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One row of a variants file."""
+
+    line: int
+    prompt_id: str
+    variant: int
+    text: str
+    subtype: str | None = None  # a related task's subtype
+    valid: bool | None = None  # a paraphrase's validity verdict; None: not judged
+    p_valid: float | None = None  # the judge's probability that it keeps the meaning
 
 
 class FileGenerator(Generator):
-    """Pre-written texts. Rows ``{"prompt_id": str, "variant": int, "text": str}``; variants are
-    ordered by ``variant``. A row naming a prompt that is not in the rating set is an error."""
+    """Pre-written texts. Rows ``{"prompt_id": str, "variant": int, "text": str}``, optionally
+    ``"subtype"`` and ``"valid"``/``"p_valid"`` (see the module doc); variants are ordered by
+    ``variant``. Rows judged invalid are left out (``n_invalid`` counts them; ``include_invalid``
+    keeps them, to judge a file again). A row naming a prompt that is not in the rating set is an
+    error, and so is a file mixing related subtypes."""
 
     kind = "file"
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, include_invalid: bool = False) -> None:
         from rmcore.io import read_jsonl_rows
 
         self.path = Path(path)
-        self.rows: list[tuple[int, str, int, str]] = []  # (line, prompt_id, variant, text)
+        self.all_rows: list[VariantRow] = []
         for line_no, row in read_jsonl_rows(self.path, "generator file", ("prompt_id", "text")):
             if not isinstance(row["text"], str) or not row["text"].strip():
                 raise DataError("text must be a non-empty string", file=str(self.path), row=line_no, field="text")
-            self.rows.append((line_no, str(row["prompt_id"]), int(row.get("variant", 0)), row["text"]))
+            sub = row.get("subtype")
+            if sub is not None and sub not in RELATED_SUBTYPES:
+                raise DataError(f"subtype must be one of {', '.join(RELATED_SUBTYPES)}, got {sub!r}",
+                                file=str(self.path), row=line_no, field="subtype")
+            valid = row.get("valid")
+            if valid is not None and not isinstance(valid, bool):
+                raise DataError(f"valid must be true, false or absent, got {valid!r}", file=str(self.path),
+                                row=line_no, field="valid")
+            p_valid = row.get("p_valid")
+            self.all_rows.append(VariantRow(line_no, str(row["prompt_id"]), int(row.get("variant", 0)), row["text"],
+                                            sub, valid, None if p_valid is None else float(p_valid)))
+        self.subtypes = sorted({r.subtype for r in self.all_rows if r.subtype is not None})
+        if len(self.subtypes) > 1:
+            raise DataError(f"holds related tasks of several subtypes ({', '.join(self.subtypes)}); a condition "
+                            "reads one: write one subtype per file", file=str(self.path), field="subtype")
+        self.n_invalid = sum(r.valid is False for r in self.all_rows)
+        kept = self.all_rows if include_invalid else [r for r in self.all_rows if r.valid is not False]
+        self.rows: list[tuple[int, str, int, str]] = [(r.line, r.prompt_id, r.variant, r.text) for r in kept]
 
-    def generate(self, prompts: list[PromptRecord], task: str, n: int | None = None) -> dict[str, list[str]]:
-        _check_task(task)
+    @property
+    def subtype(self) -> str | None:
+        """The related subtype the file's rows record (None when they record none)."""
+        return self.subtypes[0] if self.subtypes else None
+
+    def generate(self, prompts: list[PromptRecord], task: str, n: int | None = None,
+                 subtype: str | None = None) -> dict[str, list[str]]:
+        _check_task(task, subtype)
+        if task == "paraphrase" and self.subtype is not None:
+            raise DataError(f"holds related tasks (subtype {self.subtype}), not paraphrases", file=str(self.path),
+                            field="subtype")
+        if subtype is not None and (self.subtype or DEFAULT_SUBTYPE) != subtype:
+            raise DataError(f"holds related tasks of subtype {self.subtype or DEFAULT_SUBTYPE}, not {subtype}",
+                            file=str(self.path), field="subtype")
         known = {p.prompt_id for p in prompts}
         per: dict[str, list[tuple[int, str]]] = {}
         for line_no, pid, variant, text in self.rows:
@@ -132,10 +211,10 @@ class HFGenerator(Generator):
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.n_truncated = 0
+        self.n_truncated = 0  # inputs cut to fit the model's positions (generate, sample)
 
-    def instruction(self, prompt: PromptRecord, task: str) -> str:
-        return self.wrap(INSTRUCTIONS[task].format(prompt=prompt.last_user_text))
+    def instruction(self, prompt: PromptRecord, task: str, subtype: str | None = None) -> str:
+        return self.wrap(instruction(task, subtype).format(prompt=prompt.last_user_text))
 
     def wrap(self, text: str | list[Message]) -> str:
         """A user message (or a conversation ending in a user turn) as the model's input: its chat
@@ -148,10 +227,25 @@ class HFGenerator(Generator):
                                                       **self.chat_template_kwargs)
         return plain_prompt(messages)
 
-    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
-        _check_task(task)
-        outs = self.complete([INSTRUCTIONS[task].format(prompt=p.last_user_text) for p in prompts], n)
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
+                 subtype: str | None = None) -> dict[str, list[str]]:
+        template = instruction(task, subtype)
+        outs = self.complete([template.format(prompt=self.fit_request(template, p.last_user_text)) for p in prompts], n)
         return {p.prompt_id: o for p, o in zip(prompts, outs)}
+
+    def fit_request(self, template: str, text: str) -> str:
+        """``text`` cut at its end so that the wrapped instruction and ``max_new_tokens`` fit the
+        model's positions (a longer input would crash the forward pass); ``n_truncated`` counts cuts."""
+        from rmcore.modeling import resolve_max_length
+
+        tok = self.tokenizer
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        head = len(tok(self.wrap(template.format(prompt="")))["input_ids"])
+        budget = resolve_max_length(None, self.model, tok) - self.max_new_tokens - head
+        if len(ids) <= budget:
+            return text
+        self.n_truncated += 1
+        return tok.decode(ids[:max(budget, 0)])
 
     def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
         """Up to ``n`` cleaned, non-empty replies per instruction (a user message), in input order."""
@@ -235,9 +329,10 @@ class OpenAIGenerator(Generator):
         self.top_p, self.chat_template_kwargs = top_p, dict(chat_template_kwargs or {})
         self.client = openai_client(self.base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
 
-    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
-        _check_task(task)
-        outs = self.complete([INSTRUCTIONS[task].format(prompt=p.last_user_text) for p in prompts], n)
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
+                 subtype: str | None = None) -> dict[str, list[str]]:
+        template = instruction(task, subtype)
+        outs = self.complete([template.format(prompt=p.last_user_text) for p in prompts], n)
         return {p.prompt_id: o for p, o in zip(prompts, outs)}
 
     def complete(self, instructions: list[str], n: int = 1, max_new_tokens: int | None = None) -> list[list[str]]:
@@ -277,24 +372,60 @@ class SimulatedGenerator(Generator):
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
 
-    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4) -> dict[str, list[str]]:
+    def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
+                 subtype: str | None = None) -> dict[str, list[str]]:
         from rmcore.data.schema import RatingSet
-        from rmcore.data.simulated import simulated_prompt_variants
+        from rmcore.data.simulated import prompt_features, simulated_prompt_variants
 
-        _check_task(task)
+        _check_task(task, subtype)
+        for p in prompts:  # its variants come from the simulator's own templates
+            try:
+                prompt_features(p)
+            except ValueError:
+                raise ConfigError(f"the simulated generator writes variants of the simulated set only; prompt "
+                                  f"'{p.prompt_id}' is not one of its prompts: use hf:MODEL or openai:MODEL") from None
+        if subtype in ("contains", "sub_question"):
+            return self._subtype(prompts, subtype, n)
         out: dict[str, list[str]] = {}
         for row in simulated_prompt_variants(RatingSet(list(prompts)), task, n, self.seed):
             out.setdefault(row["prompt_id"], []).append(row["text"])
         return out
 
+    def _subtype(self, prompts: list[PromptRecord], subtype: str, n: int) -> dict[str, list[str]]:
+        """``contains``: the original request followed by a related question on its subject;
+        ``sub_question``: one of the subject's specific points (a part of how to do the task)."""
+        import numpy as np
 
-def write_variants(generated: dict[str, list[str]], path: str | os.PathLike) -> Path:
-    """Generated texts as a FileGenerator jsonl (``{prompt_id, variant, text}``), atomically, so
-    an expensive generation is done once and reused by every audit."""
+        from rmcore.data.simulated import RELATED, TOPICS, prompt_features
+
+        rng = np.random.default_rng([self.seed, 1 if subtype == "contains" else 2])
+        out: dict[str, list[str]] = {}
+        for p in prompts:
+            subject, task, tips, _ = TOPICS[prompt_features(p).topic]
+            if subtype == "contains":
+                bodies = [f"{p.last_user_text} {t.format(subject=subject)}" for t in RELATED]
+            else:
+                bodies = [f"When I {task}, why should I {tip}?" for tip in tips]
+            out[p.prompt_id] = [bodies[i] for i in rng.permutation(len(bodies))[:n]]
+        return out
+
+
+def write_variants(generated: dict[str, list[str]], path: str | os.PathLike, *, subtype: str | None = None,
+                   validity: dict[str, list[tuple[bool, float | None]]] | None = None) -> Path:
+    """Generated texts as a FileGenerator jsonl (``{prompt_id, variant, text}``, plus ``subtype``
+    and ``valid``/``p_valid`` when given), atomically, so an expensive generation is done once and
+    reused by every audit."""
     from rmcore.io import atomic_write_text
 
-    lines = [json.dumps({"prompt_id": pid, "variant": v, "text": t}, ensure_ascii=False)
-             for pid, texts in generated.items() for v, t in enumerate(texts)]
+    lines = []
+    for pid, texts in generated.items():
+        for v, t in enumerate(texts):
+            row: dict[str, Any] = {"prompt_id": pid, "variant": v, "text": t}
+            if subtype is not None:
+                row["subtype"] = subtype
+            if validity is not None:
+                row["valid"], row["p_valid"] = validity[pid][v]
+            lines.append(json.dumps(row, ensure_ascii=False))
     return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
 

@@ -90,7 +90,8 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
                   "Accuracy: share of responses whose own-prompt score beats every wrong prompt.", ""]
         rows = []
         for kind, r in audit["transplant"].items():
-            rows.append([kind, num(r["margin_sd"]["estimate"]), interval(r["margin_sd"]),
+            sub = r.get("variants", {}).get("subtype")  # a related-task file's subtype
+            rows.append([f"{kind} ({sub})" if sub else kind, num(r["margin_sd"]["estimate"]), interval(r["margin_sd"]),
                          num(r["accuracy"]["estimate"]), interval(r["accuracy"]), str(r.get("n_responses", ""))])
         lines += table(["kind", "margin (SD)", "95% CI", "match accuracy", "95% CI", "responses"], rows) + [""]
     shifts = [c for c in ("paraphrase", "last_turn") if c in audit]
@@ -103,6 +104,19 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
             rows.append([c, num(r["abs_shift_sd"]["estimate"]), interval(r["abs_shift_sd"]),
                          num(r["signed_shift_sd"]["estimate"]), interval(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
         lines += table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows) + [""]
+        v = audit.get("paraphrase", {}).get("variants", {}).get("validity")
+        if v:
+            kept, dropped = v["kept_prompts"], v["dropped_prompts"]
+            line = (f"Paraphrases judged to keep the original's meaning: {v['n_valid']} of {v['n_judged']} "
+                    f"({num(v['share_valid'])}); only those are scored. ")
+            if v["n_prompts_without_valid"]:
+                line += (f"{v['n_prompts_without_valid']} prompts had no valid paraphrase and are left out (median "
+                         f"{num(dropped['median_words'], 0)} words, {num(dropped['share_multi_turn'])} multi-turn; "
+                         f"the kept prompts: median {num(kept['median_words'], 0)} words, "
+                         f"{num(kept['share_multi_turn'])} multi-turn).")
+            else:
+                line += "Every prompt kept at least one."
+            lines += [line, ""]
     if "sibling_regression" in audit:
         r = audit["sibling_regression"]
         lines += ["## Sibling-rating regression", "",
@@ -167,7 +181,35 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
                             [[str(i)] + [num(v) for v in row] for i, row in enumerate(rb["matrix"])]) + [""]
             lines += table(["RM-Bench", "accuracy", "95% CI"],
                             [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
+    if "judge_diagnostics" in audit:
+        lines += _judge_diagnostics_lines(audit["judge_diagnostics"])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _judge_diagnostics_lines(d: dict[str, Any]) -> list[str]:
+    """The generative judge's digit mass, top-digit distribution and shares (rmeval.stats.judge_diagnostics)."""
+    thr = num(d.get("threshold", 0.9), 2)
+    lines = ["## Generative judge diagnostics", "",
+             f"Digit mass: the probability of the rating digits in the judge's whole next-token distribution "
+             f"(the expected digit renormalises over the digits). Rows under {thr}: the share of rows whose "
+             f"mass is below {thr}, with a prompt-bootstrap interval.", ""]
+    rows = [[c, str(m["n_rows"]), num(m["mean"]), num(m["median"]), num(m["min"]), num(m["share_below"]["estimate"]),
+             interval(m["share_below"])] for c, m in d.get("digit_mass", {}).items()]
+    lines += table(["condition", "rows", "mean mass", "median", "min", f"rows under {thr}", "95% CI"], rows) + [""]
+    if "top_digit" in d:
+        t = d["top_digit"]
+        lines += [f"Most likely digit on the {t['n_rows']} original-condition rows (a judge that puts most rows at 5 "
+                  "compresses the expected digit at the top of the scale):", ""]
+        lines += table(["top digit", *t["shares"]], [["share of rows", *(num(v) for v in t["shares"].values())]]) + [""]
+    if "share" in d:
+        sh = d["share"]
+        lines += ["Between-prompt share of the expected digit, of the logit of p(5) (free of the ceiling) and of "
+                  "the pooled ranks of the expected digit, on the same responses; the difference is paired.", ""]
+        rows = [[label, num(sh[k]["estimate"]), interval(sh[k])] for k, label in
+                (("expected_digit", "expected digit"), ("logit_top_digit", "logit p(5)"),
+                 ("difference", "logit p(5) − expected digit"), ("ranks", "ranks of the expected digit")) if k in sh]
+        lines += table(["score", "share", "95% CI"], rows) + [""]
+    return lines
 
 
 def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], ylabel: str, title: str,

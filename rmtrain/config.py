@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,16 @@ class SweepSettings:
     name: str | None = None  # W&B group of every run; default wandb.group, else the output directory's name
     max_parallel: int = 1  # local executor: runs at once
     audit: FinalAuditSettings = field(default_factory=FinalAuditSettings)
+    # Both checkpoint-selection rules side by side (the study's Table 26): [final, best_pair_accuracy]
+    # audits each run's final-step checkpoint beside its best one (training.selection best_pair_accuracy);
+    # empty: the recipe's rule only.
+    selection_rules: list[str] = field(default_factory=list)
+    # label -> data spec: every run's final checkpoint is also audited on that rating set (sweep.audit's
+    # settings), e.g. {helpsteer: {name: helpsteer, path: nvidia/HelpSteer, split: validation}}
+    extra_audit_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # label -> Hub id or path (a sequence classifier), or {model, kind: seq_classifier | generative_judge,
+    # batch_size, max_length}: released scorers audited like the runs, drawn on the share-vs-margin plot
+    released_scorers: dict[str, Any] = field(default_factory=dict)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
     def grid(self) -> list[dict[str, Any]]:
@@ -210,7 +221,46 @@ def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None)
     sw = Sweep(settings, raw, str(path), overrides)
     for combo in settings.grid():  # fail early on a bad search key
         sw.run_config(sw.models[0], settings.arms[0], settings.seeds[0], combo)
+    _check_extra_audits(sw)
     return sw
+
+
+AUDIT_LABEL = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _check_extra_audits(sw: Sweep) -> None:
+    """The selection rules, extra rating sets and released scorers of a sweep, checked before anything runs."""
+    s, where = sw.settings, f"{sw.where}.sweep"
+    bad = [r for r in s.selection_rules if r not in SELECTION_RULES]
+    if bad:
+        raise ConfigError(f"{where}.selection_rules: unknown rule(s) {bad}; known: {', '.join(SELECTION_RULES)}")
+    if len(set(s.selection_rules)) > 1:
+        t = sw.run_config(sw.models[0], s.arms[0], s.seeds[0]).training
+        if t.selection != "best_pair_accuracy":
+            raise ConfigError(f"{where}.selection_rules audits the final-step checkpoint beside the best one: set "
+                              f"training.selection: best_pair_accuracy (with training.eval_steps); the last "
+                              f"checkpoint-N is kept as the final one")
+        if t.save_total_limit is not None and t.save_total_limit < 2:
+            raise ConfigError(f"{where}.selection_rules needs training.save_total_limit of at least 2 (or null): "
+                              f"with 1 the Trainer deletes the final-step checkpoint when it is not the best")
+    for kind, labels in (("extra_audit_data", s.extra_audit_data), ("released_scorers", s.released_scorers)):
+        for label in labels:
+            if not AUDIT_LABEL.fullmatch(str(label)) or label in SELECTION_RULES:
+                raise ConfigError(f"{where}.{kind}: label '{label}' must be lower_snake_case and not a selection "
+                                  f"rule's name")
+    for label, spec in s.extra_audit_data.items():
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise ConfigError(f"{where}.extra_audit_data.{label}: a data spec mapping with a 'name'")
+    for label, spec in s.released_scorers.items():
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - {"model", "kind", "batch_size", "max_length"})
+            if unknown or not spec.get("model"):
+                raise ConfigError(f"{where}.released_scorers.{label}: keys model (required), kind, batch_size, "
+                                  f"max_length; got {sorted(spec)}")
+            if spec.get("kind", "seq_classifier") not in ("seq_classifier", "generative_judge"):
+                raise ConfigError(f"{where}.released_scorers.{label}.kind: seq_classifier or generative_judge")
+        elif not isinstance(spec, str) or not spec:
+            raise ConfigError(f"{where}.released_scorers.{label}: a Hub id or path, or a mapping with 'model'")
 
 
 def _short(model_name: str) -> str:

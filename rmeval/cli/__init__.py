@@ -13,6 +13,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
                        [--eta 0.5] [--margin M]
     rmeval suitability-stats --pairs FILE --out OUT [--groups CODE=GROUP ...]
     rmeval variants --data SPEC --task paraphrase|related --out FILE [--generator simulated|hf:M|openai:M]
+                    [--subtype different|contains|sub_question] [--validity-judge hf:M|openai:M]
     rmeval serve-reward --checkpoint DIR [--host 127.0.0.1] [--port 5000]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,

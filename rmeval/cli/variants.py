@@ -1,46 +1,45 @@
 """``rmeval variants``: paraphrases or related tasks for every prompt of a rating set, written as
-the jsonl the paraphrase and related conditions read (rmeval.generators)."""
+the jsonl the paraphrase and related conditions read, with a summary beside it; paraphrases can be
+checked by a judge (``rmeval.variants.write_prompt_variants``)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rmcore.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from rmeval.generators import RELATED_SUBTYPES
+
     v = sub.add_parser("variants", help="generate paraphrases or related tasks into a jsonl file")
     v.add_argument("--data", required=True, help="data SPEC")
     v.add_argument("--task", required=True, choices=["paraphrase", "related"])
+    v.add_argument("--subtype", default=None, choices=list(RELATED_SUBTYPES),
+                   help="related tasks: different (default: another request on the topic), contains (a request "
+                        "that contains the original), sub_question (one part of the original)")
     v.add_argument("--generator", default="simulated",
-                   help="simulated | hf:MODEL (local path or Hub id) | openai:MODEL (with --base-url)")
-    v.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint base URL")
+                   help="simulated | hf:MODEL (local path or Hub id) | openai:MODEL (with --base-url) | "
+                        "file:PATH (variants written before, to judge again)")
+    v.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint base URL of the generator")
     v.add_argument("--n", type=int, default=4, help="variants per prompt")
+    v.add_argument("--validity-judge", default=None,
+                   help="paraphrases: hf:MODEL | openai:MODEL (with --judge-base-url) asked whether each keeps the "
+                        "original's meaning; invalid ones are marked and left out by the paraphrase condition")
+    v.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the validity judge")
+    v.add_argument("--threshold", type=float, default=0.5, help="p(Yes) at or above which a paraphrase is valid")
     v.add_argument("--max-prompts", type=int, default=None)
     v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--out", required=True, help="output jsonl")
+    v.add_argument("--out", required=True, help="output jsonl (the summary goes to OUT.summary.json)")
     v.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
-    from rmeval.generators import make_generator, write_variants
+    from rmeval.variants import VariantSettings, summary_line, write_prompt_variants
 
+    settings = VariantSettings(task=args.task, generator=args.generator, base_url=args.base_url, n=args.n,
+                               subtype=args.subtype, seed=args.seed, validity_judge=args.validity_judge,
+                               judge_base_url=args.judge_base_url, threshold=args.threshold)
+    settings.check()  # before the data are read
     rs = load_data(args.data, args.max_prompts, args.seed)
-    kind, _, model = args.generator.partition(":")
-    kwargs: dict[str, Any] = {"seed": args.seed}
-    if kind in ("hf", "openai"):
-        if not model:
-            raise ConfigError(f"--generator {kind} needs a model: {kind}:MODEL")
-        kwargs["model"] = model
-        if kind == "openai" and args.base_url:
-            kwargs["base_url"] = args.base_url
-    elif kind == "file":
-        raise ConfigError("--generator file reads variants; it cannot write them")
-    texts = make_generator(kind, **kwargs).generate(rs.prompts, args.task, args.n)
-    path = write_variants(texts, args.out)
-    missing = sum(1 for p in rs.prompts if not texts.get(p.prompt_id))
-    print(f"wrote {sum(len(v) for v in texts.values())} {args.task} texts for {len(rs.prompts) - missing} prompts "
-          f"to {path} ({missing} prompts got none)")
+    print(summary_line(write_prompt_variants(rs, settings, args.out)))
     return 0

@@ -10,6 +10,16 @@ Judge prompt (``JUDGE_TEMPLATE``): the conversation in plain layout (``User: ...
 and an instruction to answer with one digit. With a chat template the text is the user turn and
 the generation prompt is added; without one the text ends with ``Rating:``. When it is too long,
 the conversation is cut from the left (then the response from the right); cuts are counted.
+
+Diagnostics (the study's Table 5): every scored text also leaves its digit distribution, the
+columns ``DIGIT_COLUMNS``: ``digit_mass`` = sum over the digit tokens of the softmax over the WHOLE
+vocabulary (how much of the judge's next-token belief is a rating at all; a judge that wants to
+write "The response..." puts little mass on the digits, and its expected digit then rests on a
+small, renormalised remainder), and ``log_p_1..log_p_5``, the log of the renormalised digit
+distribution p(d) the score is the mean of (log space, so the logit of p(5) stays exact near 0 and
+1). ``digit_rows(items)`` returns them; ``keep_digits(path)`` also stores them in the score cache's
+SQLite file (table ``judge_digits``, the score cache's keys), so a resumed audit whose scores come
+from the cache still has them. ``rmeval.stats.judge_diagnostics`` summarises them.
 """
 
 from __future__ import annotations
@@ -19,14 +29,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from rmcore import prefix_scoring as prefix
+from rmcore.cache import SqliteCache
 from rmcore.data.schema import Message
 from rmcore.formatting import ROLE_NAMES
 from rmcore.modeling import resolve_max_length
 from rmeval.judging.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmeval.scoring.cache import cache_key
+from rmeval.stats.judge_diagnostics import DIGIT_COLUMNS  # the per-row table's schema
 
 JUDGE_TEMPLATE = (
     "You are an impartial judge. Rate how good the assistant's response is as a reply to the "
@@ -35,6 +49,7 @@ JUDGE_TEMPLATE = (
     "Answer with a single digit from 1 to 5.\nRating:"
 )
 DIGITS = ("1", "2", "3", "4", "5")
+DIGIT_TABLE = "judge_digits"  # the table of the score cache's SQLite file that keeps them
 
 
 def conversation_text(messages: list[Message]) -> str:
@@ -56,10 +71,21 @@ def digit_token_ids(tokenizer: Any, labels: tuple[str, ...] = DIGITS) -> list[li
     return out
 
 
+def digit_log_probs(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, V) next-token logits -> (log digit mass (B,), log p(d) over the digits (B, D)), float64.
+
+    log mass = logsumexp(logits of every digit spelling) - logsumexp(all logits); log p(d) = the
+    log-softmax of each digit's log-sum-exp over its spellings."""
+    z = next_logits.double()
+    per_digit = torch.stack([torch.logsumexp(z[:, ids], dim=-1) for ids in digit_ids], dim=-1)
+    log_mass = torch.logsumexp(per_digit, dim=-1) - torch.logsumexp(z, dim=-1)
+    return log_mass, torch.log_softmax(per_digit, dim=-1)
+
+
 def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> torch.Tensor:
     """(B, V) next-token logits -> (B,) expected rating over digits 1..5."""
-    per_digit = torch.stack([torch.logsumexp(next_logits[:, ids].float(), dim=-1) for ids in digit_ids], dim=-1)
-    p = torch.softmax(per_digit, dim=-1)
+    _, log_p = digit_log_probs(next_logits, digit_ids)
+    p = log_p.exp()
     return p @ torch.arange(1, len(digit_ids) + 1, dtype=p.dtype, device=p.device)
 
 
@@ -106,6 +132,9 @@ class GenerativeJudgeScorer(Scorer):
         self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
         self.shared_prompt = shared_prompt
         self.digit_ids = digit_token_ids(self.tokenizer)
+        self.last_digits = np.zeros((0, len(DIGIT_COLUMNS)))  # DIGIT_COLUMNS of the last score() call
+        self._digits: dict[str, np.ndarray] = {}  # score-cache key -> DIGIT_COLUMNS, this process
+        self._digit_store: SqliteCache | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -138,8 +167,61 @@ class GenerativeJudgeScorer(Scorer):
         else:
             logits = self.next_token_logits(seqs)
         self._record_flags(np.array([[e[1], e[2]] for e in enc], dtype=bool))
-        return expected_rating(logits, self.digit_ids).double().numpy()
+        log_mass, log_p = digit_log_probs(logits, self.digit_ids)
+        self._record_digits(items, np.column_stack([log_mass.exp().numpy(), log_p.numpy()]))
+        return (log_p.exp() @ torch.arange(1, len(DIGITS) + 1, dtype=log_p.dtype)).numpy()
+
+    # -- diagnostics ---------------------------------------------------------------------------------
+
+    def keep_digits(self, path: str | os.PathLike) -> None:
+        """Store the digit distribution of every text scored from now on in the SQLite file at
+        ``path`` (table ``judge_digits``; the score cache's file and keys), and read it back there."""
+        self._digit_store = SqliteCache(path, DIGIT_TABLE, ["fingerprint TEXT", *(f"{c} REAL" for c in DIGIT_COLUMNS)])
+
+    def _record_digits(self, items: list[ScoreItem], rows: np.ndarray) -> None:
+        self.last_digits = rows
+        fp = self.fingerprint
+        keys = [cache_key(fp, self.render(it)) for it in items]
+        self._digits.update(zip(keys, rows))
+        if self._digit_store is not None:  # committed with each chunk, like the scores
+            self._digit_store.put_many([(k, fp, *map(float, r)) for k, r in zip(keys, rows)])
+
+    def digit_rows(self, items: list[ScoreItem]) -> np.ndarray:
+        """(n, len(DIGIT_COLUMNS)): each item's digit mass and log p(d), as recorded when it was
+        scored (by this scorer, or in the ``keep_digits`` store); items never recorded (scores from
+        a cache written before the store existed) are scored now."""
+        fp = self.fingerprint
+        keys = [cache_key(fp, self.render(it)) for it in items]
+        missing = [k for k in dict.fromkeys(keys) if k not in self._digits]
+        if missing and self._digit_store is not None:
+            for k, row in self._digit_store.get_many(missing).items():
+                self._digits[k] = np.asarray(row[1:], dtype=float)
+        todo = {k: it for k, it in zip(keys, items) if k not in self._digits}
+        for i in range(0, len(todo), 512):
+            self.score(list(todo.values())[i:i + 512])
+        return np.array([self._digits[k] for k in keys], dtype=float).reshape(len(items), len(DIGIT_COLUMNS))
 
     def close(self) -> None:
         self.backend.close()
         self.model = None
+        if self._digit_store is not None:
+            self._digit_store.close()
+            self._digit_store = None
+
+
+def judge_digit_table(scorer: GenerativeJudgeScorer, rating_set: Any, conditions: list[str],
+                      **opts: Any) -> pd.DataFrame:
+    """The judge's per-row diagnostics beside an audit's scores: the scores table's key columns
+    (prompt_id, response_id, condition, variant, donor_prompt_id) and ``DIGIT_COLUMNS``, one row
+    per text of ``conditions`` built with ``opts`` (the items ``rmeval.scoring_run`` scored). Call
+    it before the scorer is closed."""
+    from rmeval.scoring_run import KEY_COLUMNS, build_items
+
+    items = build_items(rating_set, conditions, **opts)
+    rows = scorer.digit_rows([it.item for it in items])
+    df = pd.DataFrame([it.key for it in items], columns=KEY_COLUMNS)
+    for j, c in enumerate(DIGIT_COLUMNS):
+        df[c] = rows[:, j]
+    df["variant"] = df["variant"].astype(int)
+    df["donor_prompt_id"] = df["donor_prompt_id"].astype(object).where(df["donor_prompt_id"].notna(), None)
+    return df

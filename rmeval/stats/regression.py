@@ -65,13 +65,16 @@ def sibling_design(score: np.ndarray, rating: np.ndarray, groups: Any
     return s, h, sib, codes, n_dropped
 
 
-def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_boot: int = 5000,
-                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
-    """{shown, sibling, [between_slope, within_slope]} each {estimate, ci95, n_prompts, n_boot}."""
-    s, h, sib, codes, n_dropped = sibling_design(score, rating, groups)
-    k = int(codes.max()) + 1 if codes.size else 0
-    if k < 3:
-        return {}
+def coefs_from_sums(s: np.ndarray) -> np.ndarray:
+    """(..., 12) per-prompt sums of ``sibling_sums`` added up -> (..., 2) [b_shown, b_sibling]."""
+    return _coefs_from_sums(s)
+
+
+def sibling_sums(score: np.ndarray, rating: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The regression's per-prompt sufficient statistics: ((k, 12) sums, one row per prompt with a
+    finite score, and the prompt id of each row). A resample of prompts is a weighted sum of the
+    rows, whose coefficients ``coefs_from_sums`` gives."""
+    s, h, sib, codes, _ = sibling_design(score, rating, groups)
     # every finite score, for the SD; the regression rows are mapped onto the same prompt codes
     score, g = np.asarray(score, dtype=float), np.asarray(groups)
     fin = np.isfinite(score)
@@ -79,12 +82,24 @@ def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_
     _, kept_prompts = group_codes(sibling_keys(score, rating, groups))
     reg_codes = pd.Index(all_prompts).get_indexer(kept_prompts)[codes]
     k_all = len(all_prompts)
-    centre = s.mean()
+    centre = s.mean() if len(s) else 0.0
     y, ya = s - centre, score[fin] - centre
     x = np.column_stack([np.ones_like(h), h, sib])
     outer = (x[:, :, None] * x[:, None, :])[:, _IU[0], _IU[1]]
     per = np.column_stack([per_prompt_sums(reg_codes, np.column_stack([outer, x * y[:, None]]), k_all),
                            per_prompt_sums(all_codes, np.column_stack([np.ones_like(ya), ya, ya * ya]), k_all)])
+    return per, all_prompts
+
+
+def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_boot: int = 5000,
+                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+    """{shown, sibling, [between_slope, within_slope]} each {estimate, ci95, n_prompts, n_boot}."""
+    s, _, _, codes, n_dropped = sibling_design(score, rating, groups)
+    k = int(codes.max()) + 1 if codes.size else 0
+    if k < 3:
+        return {}
+    per, all_prompts = sibling_sums(score, rating, groups)
+    k_all = len(all_prompts)
     w = resample_weights(k_all, n_boot, np.random.default_rng(rng))
     sizes = np.bincount(codes, minlength=k)
     full = per.sum(axis=0)[None, :]

@@ -148,7 +148,10 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
         echo(f"[sweep] seed stage: {len(todo)} runs")
         ex.run(todo, progress)
     ledger.write_table(out / "ledger.csv")
-    return finish(sweep, matrix, ledger, out, selected, echo=echo)
+    from rmtrain.sweep.extra_audits import audit_released
+
+    released = audit_released(sweep, out, echo=echo, executor=ex)  # sweep.released_scorers, the runs' prompts
+    return finish(sweep, matrix, ledger, out, selected, echo=echo, released=released)
 
 
 def _select(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path) -> dict[str, dict[str, Any]]:
@@ -199,18 +202,21 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
 
 
 def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: dict[str, Any], *,
-           echo: Callable[[str], None] = print) -> dict[str, Any]:
+           echo: Callable[[str], None] = print, released: dict[str, Any] | None = None) -> dict[str, Any]:
     from rmtrain.sweep.report import log_to_wandb, summary_frame, write_outputs
 
     rows = {r["run_id"]: r for r in ledger.rows()}
     final = [rows[r.run_id] for r in matrix.seeds]
     group = sweep_group(sweep)
-    paths = write_outputs(out, final, [rows[r.run_id] for r in matrix.runs], sweep.settings.arms,
+    s = sweep.settings
+    paths = write_outputs(out, final, [rows[r.run_id] for r in matrix.runs], s.arms,
                           title=f"Matched sweep {group}",
-                          selected={k: v["setting"] for k, v in selected.items()})
+                          selected={k: v["setting"] for k, v in selected.items()},
+                          extra_data=list(s.extra_audit_data),
+                          rules=list(dict.fromkeys(s.selection_rules)) if len(set(s.selection_rules)) > 1 else [],
+                          released=released, n_boot=s.audit.n_boot, seed=s.audit.seed)
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
-    s = sweep.settings
     log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"),
                  config={"arms": s.arms, "models": sweep.models, "seeds": s.seeds, "search": s.search})
     df = summary_frame(final)

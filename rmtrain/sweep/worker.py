@@ -1,5 +1,6 @@
 """One run of a sweep, as a process of its own: `python -m rmtrain.sweep.worker OUT RUN_ID`
-(under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster). Trains the run (resuming
+(under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster); `... OUT --released` audits
+the sweep's released scorers instead (one job, ``rmtrain.sweep.extra_audits``). Trains the run (resuming
 from its last checkpoint), audits the final checkpoint, and records the outcome in the ledger.
 Only the main process (RANK 0) writes the ledger and audits."""
 
@@ -52,6 +53,7 @@ def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
 def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
     """Train and audit one run; True when it finished. A failure is recorded, not raised."""
     from rmtrain.runs import final_audit, train_run
+    from rmtrain.sweep.extra_audits import run_extra_audits
 
     out = Path(out)
     sweep, runs = load_context(out)
@@ -69,6 +71,8 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         if main and sweep.settings.audit.enabled:
             audit_dir = Path(cfg.output_dir) / "final_audit"
             figures.update(final_audit(cfg, sweep.settings.audit, audit_dir))
+            # extra rating sets and the other selection rule's checkpoint (rmtrain.sweep.extra_audits)
+            figures.update(run_extra_audits(cfg, sweep.settings, audit_dir))
         if main:
             ledger.update(run_id, state="done", figures=figures, audit_dir=str(audit_dir) if audit_dir else None,
                           finished_at=now(), seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg),
@@ -94,14 +98,24 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir")
-    ap.add_argument("run_id")
+    ap.add_argument("run_id", nargs="?")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--released", action="store_true",
+                    help="instead of a run: audit the sweep's released scorers (rmtrain.sweep.extra_audits)")
     args = ap.parse_args(argv)
+    if (args.run_id is None) != args.released:
+        ap.error("give a RUN_ID or --released")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from rmcore.console import quiet_libraries
 
     quiet_libraries()
     terminate_on_sigterm()
+    if args.released:
+        from rmtrain.sweep.extra_audits import audit_released
+
+        sweep, _ = load_context(Path(args.sweep_dir))
+        audit_released(sweep, args.sweep_dir, echo=lambda m: print(m, file=sys.stderr))
+        return 0
     return 0 if run_one(args.sweep_dir, args.run_id, force=args.force) else 1
 
 
