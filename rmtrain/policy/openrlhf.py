@@ -57,7 +57,7 @@ from rmtrain.policy.environment import read_rows
 log = logging.getLogger(__name__)
 
 # openrlhf/cli/train_ppo_ray.py (OpenRLHF 0.11.2): the flags this module writes; extra_args are
-# checked against it too. tests/test_policy_openrlhf_parser.py checks every one against the parser.
+# checked against it too. tests/rmtrain/test_policy_openrlhf_parser.py checks every one against the parser.
 OPENRLHF_FLAGS = frozenset({
     "--ref.num_nodes", "--ref.num_gpus_per_node", "--actor.num_nodes", "--actor.num_gpus_per_node",
     "--critic.num_nodes", "--critic.num_gpus_per_node", "--vllm.num_engines", "--vllm.tensor_parallel_size",

@@ -36,9 +36,9 @@ import pytest
 
 from rmcore.errors import ConfigError
 from rmtrain.policy.config import RayLayout, load_policy_config
+from tests.support import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-ROOT = Path(__file__).resolve().parents[1]
 VERSION = "0.11.2"
 WHEEL = f"openrlhf-{VERSION}-cp311-cp311-manylinux1_x86_64.whl"
 SHA256 = "c969d70db03a70724c3d8a5a01186c6e0728bce624fb3dff95e39b5396acefa6"

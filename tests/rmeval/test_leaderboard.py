@@ -8,7 +8,6 @@ import json
 import math
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,8 +24,7 @@ from rmeval.comparisons import (
     LogprobEndpointBackend,
 )
 from rmeval.leaderboard import MIX_NAMES, balanced_halves, prompt_mixes
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 
 def _prompt(i, text):

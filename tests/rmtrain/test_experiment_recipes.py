@@ -3,8 +3,6 @@ study recipes hold the study's models and numbers, the toy recipes say they are 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -13,8 +11,8 @@ from rmeval.leaderboard import load_leaderboard_config
 from rmeval.pool import load_pool_config
 from rmtrain.cli.check import check_recipe
 from rmtrain.filtering import load_filtering_config
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(p for p in (ROOT / "recipes").glob("*.yaml") if "experiment" in yaml.safe_load(p.read_text()))
 
 

@@ -5,7 +5,6 @@ filter-experiment`` end to end on the toy recipe (shrunk)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,8 +13,7 @@ import pytest
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmtrain.cli import main
 from rmtrain.filtering import choose_learning_rate, dpo_rows, filter_keys, kept, select_pairs
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
 
 
 def test_filter_keys_by_hand():

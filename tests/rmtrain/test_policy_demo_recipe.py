@@ -20,8 +20,8 @@ import pytest
 
 from rmcore.errors import ConfigError
 from rmtrain.policy.config import load_policy_config
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "policy_demo.yaml"
 ARMS = ("bradley_terry", "regression", "binarized")
 

@@ -1,5 +1,5 @@
 """JudgeProfile's perception controls against an independent reading of the judgments table
-(tests/judges_reference.py: plain Python loops over the long table, scikit-learn's kappa, scipy's
+(tests/rmeval/judges/judges_reference.py: plain Python loops over the long table, scikit-learn's kappa, scipy's
 correlations) on a simulated panel with position bias, unresolved reads, missing reads and ties."""
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ checks, and ``rmeval audit --reference-pool`` scoring the pool with the audited 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,8 +13,8 @@ from rmcore.data.registry import load_data
 from rmcore.errors import DataError
 from rmeval.cli import main
 from rmeval.pool import pool_rating_set, read_pool
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = "simulated:n_prompts=8,responses_per_prompt=3,seed=2"
 
 
