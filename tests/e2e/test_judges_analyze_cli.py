@@ -13,7 +13,7 @@ from PIL import Image
 
 from rmeval.cli import main
 from rmeval.judges.simulate import simulate_panel
-from tests.wandb_reader import read_run
+from tests.support import read_run
 
 SECTIONS = ("single_read_control", "three_category_kappa", "matched_items", "no_conflict", "attribute_importance",
             "difficulty_strata", "label_associations", "identical_preference_null", "component_swaps")

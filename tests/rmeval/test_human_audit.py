@@ -14,7 +14,7 @@ from scipy.stats import rankdata
 from rmcore.errors import ConfigError
 from rmeval.cli import main
 from rmeval.human import HumanSettings, compute_human, human_audit
-from tests.test_stats_share import hand_icc
+from tests.support import hand_icc
 
 
 def _ratings(n_prompts: int = 40, k: int = 3, seed: int = 0) -> pd.DataFrame:

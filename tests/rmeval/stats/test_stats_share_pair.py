@@ -11,7 +11,7 @@ import pytest
 from rmeval.stats.audit import compute_audit
 from rmeval.stats.bootstrap import PromptSetResamples
 from rmeval.stats.share import share_pair
-from tests.test_stats_share import hand_icc
+from tests.support import hand_icc
 
 
 def _data(k: int = 30, n: int = 3, seed: int = 0):
