@@ -92,26 +92,27 @@ class FileGenerator(Generator):
 
 class HFGenerator(Generator):
     """A causal LM (local path or Hub id). Greedy for one variant; sampled (seeded) for several,
-    since greedy decoding would return the same text n times."""
+    since greedy decoding would return the same text n times. A model loaded from a path runs
+    where ``placement`` says (else ``device``/``dtype``, ``auto`` when None: rmcore.device)."""
 
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_new_tokens: int = 128,
                  temperature: float = 0.8, top_p: float = 0.95, do_sample: bool | None = None, seed: int = 0,
-                 device: str | None = None, dtype: str = "float32", batch_size: int = 8) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from rmcore.modeling import torch_dtype
+                 device: str | None = None, dtype: str | None = None, batch_size: int = 8,
+                 placement: Any | None = None) -> None:
+        from rmcore.device import Placement
+        from rmcore.modeling import load_causal_lm
 
         if isinstance(model, (str, os.PathLike)):
-            self.tokenizer = AutoTokenizer.from_pretrained(str(model))
-            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype(dtype))
+            self.model, self.tokenizer = load_causal_lm(
+                model, placement or Placement(device=device or "auto", dtype=dtype or "auto"))
         else:
             if tokenizer is None:
                 raise ValueError("an in-memory model needs its tokenizer")
             self.model, self.tokenizer = model, tokenizer
-        if device is not None:
-            self.model.to(device)
+            if device is not None:
+                self.model.to(device)
         self.model.eval()
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
@@ -140,7 +141,9 @@ class HFGenerator(Generator):
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         torch.manual_seed(self.seed)
         out: list[list[str]] = []
-        device = next(self.model.parameters()).device
+        from rmcore.device import input_device
+
+        device = input_device(self.model)
         for i in range(0, len(instructions), self.batch_size):
             texts = [self.wrap(t) for t in instructions[i:i + self.batch_size]]
             enc = [tok(t, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for t in texts]

@@ -96,6 +96,7 @@ def _run_one(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSe
                           cache_path=cache_path, pairs_path=dest / "suitability_pairs.parquet",
                           max_items=settings.max_items, base_level=settings.base_level,
                           attribute=pick_attribute(rating_set.attributes, attribute))
+    res["meta"]["placement"] = scorer.describe()  # device, dtype, attention kernel, loader
     if checkpoint is not None:
         res["meta"].update({"checkpoint": str(checkpoint), "data": settings.data or data, **provenance(checkpoint)})
     return res

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmeval.cli.flags import add_placement, placement
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--max-prompts", type=int, default=None)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="output jsonl")
+    add_placement(v)  # where an hf: generator runs
     v.set_defaults(func=run)
 
 
@@ -27,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
     from rmeval.generators import make_generator, write_variants
 
+    where = placement(args)  # a bad --device fails before the data is read
     rs = load_data(args.data, args.max_prompts, args.seed)
     kind, _, model = args.generator.partition(":")
     kwargs: dict[str, Any] = {"seed": args.seed}
@@ -34,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
         if not model:
             raise ConfigError(f"--generator {kind} needs a model: {kind}:MODEL")
         kwargs["model"] = model
+        if kind == "hf":
+            from rmcore.modeling import check_model_name
+
+            check_model_name(model, "--generator hf:MODEL")
+            where.resolve()  # an unavailable device is an error here, not after loading the model
+            kwargs["placement"] = where
         if kind == "openai" and args.base_url:
             kwargs["base_url"] = args.base_url
     elif kind == "file":

@@ -1,7 +1,11 @@
 """One run of a sweep, as a process of its own: `python -m rmtrain.sweep.worker OUT RUN_ID`
 (under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster). Trains the run (resuming
-from its last checkpoint), audits the final checkpoint, and records the outcome in the ledger.
-Only the main process (RANK 0) writes the ledger and audits."""
+from its last checkpoint) and records the outcome in the ledger; only the main process (RANK 0)
+writes the ledger.
+
+`python -m rmtrain.sweep.worker OUT RUN_ID --audit` is the run's final audit, a job of its own
+(one GPU, or N processes under `accelerate launch` sharing the scoring): it writes
+`<run>/final_audit/audit.json`, which the driver reads back into the ledger."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from rmtrain.sweep.matrix import RunSpec, fingerprint, run_config
 log = logging.getLogger(__name__)
 
 RECIPE_FILE, STATE_FILE, MATRIX_FILE = "recipe.yaml", "sweep.json", "matrix.json"
+AUDIT_DIR = "final_audit"
 # Training figures a sweep keeps per run (from train_summary.json).
 TRAIN_FIGURES = ("heldout_pair_accuracy", "selection_pair_accuracy", "heldout_rmse", "heldout_pearson",
                  "score_sd", "n_train_pairs", "global_step", "train_seconds")
@@ -51,7 +56,7 @@ def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
 
 def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
     """Train and audit one run; True when it finished. A failure is recorded, not raised."""
-    from rmtrain.runs import final_audit, train_run
+    from rmtrain.runs import train_run
 
     out = Path(out)
     sweep, runs = load_context(out)
@@ -65,14 +70,9 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         cfg = run_config(sweep, spec)
         summary = train_run(cfg, force=force)
         figures: dict[str, Any] = {k: summary.get(k) for k in TRAIN_FIGURES}
-        audit_dir = None
-        if main and sweep.settings.audit.enabled:
-            audit_dir = Path(cfg.output_dir) / "final_audit"
-            figures.update(final_audit(cfg, sweep.settings.audit, audit_dir))
         if main:
-            ledger.update(run_id, state="done", figures=figures, audit_dir=str(audit_dir) if audit_dir else None,
-                          finished_at=now(), seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg),
-                          output_dir=cfg.output_dir)
+            ledger.update(run_id, state="done", figures=figures, audit_dir=None, finished_at=now(),
+                          seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg), output_dir=cfg.output_dir)
         return True
     except Exception as e:  # recorded; the other runs go on
         if main:
@@ -91,17 +91,44 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         raise
 
 
+def audit_dir(output_dir: str | os.PathLike) -> Path:
+    """Where a run's final audit goes."""
+    return Path(output_dir) / AUDIT_DIR
+
+
+def audit_one(out: str | os.PathLike, run_id: str) -> bool:
+    """The final audit of one trained run into <run>/final_audit (this process's share of it when
+    several processes share the scoring). True when it finished; a failure is logged and left to
+    the driver, which finds no audit.json."""
+    from rmeval.scoring_run import Shard
+    from rmtrain.runs import final_audit
+
+    sweep, runs = load_context(Path(out))
+    cfg = run_config(sweep, runs[run_id])
+    try:
+        final_audit(cfg, sweep.settings.audit, audit_dir(cfg.output_dir), shard=Shard.from_env())
+        return True
+    except Exception as e:
+        (audit_dir(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
+        (audit_dir(cfg.output_dir) / "error.txt").write_text(traceback.format_exc())
+        log.error("final audit of %s failed: %s", run_id, e)
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir")
     ap.add_argument("run_id")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--audit", action="store_true", help="the run's final audit (the run is trained)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from rmcore.console import quiet_libraries
 
     quiet_libraries()
     terminate_on_sigterm()
+    if args.audit:
+        return 0 if audit_one(args.sweep_dir, args.run_id) else 1
     return 0 if run_one(args.sweep_dir, args.run_id, force=args.force) else 1
 
 
