@@ -16,7 +16,7 @@ from rmcore.data.registry import load_data
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 from rmeval.scoring_run import KEY_COLUMNS, Shard, assign_shards, score_conditions
 
-SPEC = "simulated:n_prompts=12,responses_per_prompt=3,seed=2"
+SPEC = "simulated:n_prompts=6,responses_per_prompt=2,seed=2"
 CONDITIONS = ["original", "generic", "random"]
 
 
@@ -28,12 +28,13 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
 
 def _score(ckpt: Path, out: Path, shard: Shard | None, results: dict, key: str) -> None:
     rs = load_data(SPEC)
-    scorer = SeqClassifierScorer(ckpt, max_length=96, batch_size=8)
+    scorer = SeqClassifierScorer(ckpt, max_length=48, batch_size=8)
     results[key] = score_conditions(scorer, rs, CONDITIONS, out_path=out / "scores.parquet",
-                                    cache_path=out / "score_cache.sqlite", progress=False, shard=shard, seed=0)
+                                    cache_path=out / "score_cache.sqlite", progress=False, shard=shard, seed=0,
+                                    n_donors=2)
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world", [3])  # two processes: the heavy command test below
 def test_shared_scoring_equals_one_process(tmp_path, minilm_reward_ckpt, world):
     """Every rank's share, then the main process's merge. A rank other than the main one writes its
     part and returns at once (it waits for nobody), so the ranks can run one after the other here:
@@ -113,7 +114,7 @@ def test_two_process_audit_command_equals_one_process(tmp_path, minilm_reward_ck
     from rmeval.cli import main
 
     common = ["--checkpoint", str(minilm_reward_ckpt), "--data", SPEC, "--conditions", *CONDITIONS,
-              "--max-length", "96", "--n-boot", "200", "--n-boot-regression", "200", "--wandb-mode", "disabled",
+              "--max-length", "48", "--n-donors", "2", "--n-boot", "200", "--n-boot-regression", "200", "--wandb-mode", "disabled",
               "--no-progress"]
     assert main(["audit", *common, "--out", str(tmp_path / "one")]) == 0
     assert main(["audit", *common, "--out", str(tmp_path / "two"), "--num-processes", "2"]) == 0
