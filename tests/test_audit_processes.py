@@ -113,8 +113,10 @@ def test_two_process_audit_command_equals_one_process(tmp_path, minilm_reward_ck
     with ACCELERATE_USE_CPU=1); same scores table to 1e-6, same statistics."""
     from rmeval.cli import main
 
-    common = ["--checkpoint", str(minilm_reward_ckpt), "--data", SPEC, "--conditions", *CONDITIONS,
-              "--max-length", "48", "--n-donors", "2", "--n-boot", "200", "--n-boot-regression", "200", "--wandb-mode", "disabled",
+    # texts long enough that no truncated transplant text equals its original (a tie scored a float
+    # rounding apart would flip an accuracy)
+    common = ["--checkpoint", str(minilm_reward_ckpt), "--data", "simulated:n_prompts=12,responses_per_prompt=3,seed=2",
+              "--conditions", *CONDITIONS, "--max-length", "256", "--n-donors", "2", "--n-boot", "200", "--n-boot-regression", "200", "--wandb-mode", "disabled",
               "--no-progress"]
     assert main(["audit", *common, "--out", str(tmp_path / "one")]) == 0
     assert main(["audit", *common, "--out", str(tmp_path / "two"), "--num-processes", "2"]) == 0
