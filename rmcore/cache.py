@@ -3,7 +3,9 @@
 Key = sha256 of its parts joined by NUL (``content_key``): the fingerprint of whatever computes the
 value (a scorer, a rewriter, a judge: every setting that changes the result) and the rendered
 input, so a changed setting is a different key rather than a stale hit. One SQLite file in WAL
-mode, safe for several readers and one writer. ``fill`` computes the missing values chunk by chunk
+mode, safe for several readers and several writers on one machine (the processes of a sharded
+audit): each write takes the write lock up front (``BEGIN IMMEDIATE``), waits for it, and is retried
+when SQLite still reports the database busy; two writers of one key write the same value. ``fill`` computes the missing values chunk by chunk
 and commits every chunk before the next starts: a crash loses at most the chunk being computed,
 which is what makes a long run resumable. A value the computation marks as failed (None) is not
 stored, so a later run asks for it again.
@@ -17,13 +19,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 _MAX_PARAMS = 500  # below SQLite's limit on bound parameters per statement
+_RETRIES = 20  # of a write SQLite reports busy after its own 60 s wait
+
+
+def _retry(fn: Callable[[], T]) -> T:
+    """``fn()``, again after a short random pause while SQLite reports the database locked or busy."""
+    for attempt in range(_RETRIES):
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not any(w in str(e) for w in ("locked", "busy")) or attempt == _RETRIES - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.5))
+    raise AssertionError("unreachable")
 
 
 def content_key(*parts: str) -> str:
@@ -39,10 +56,11 @@ class SqliteCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table, self.n_columns = table, len(columns)
-        self.conn = sqlite3.connect(str(self.path), timeout=60)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, {', '.join(columns)})")
-        self.conn.commit()
+        # autocommit mode: transactions are opened explicitly, so a write never upgrades a read lock
+        self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        _retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
+        _retry(lambda: self.conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, "
+                                         f"{', '.join(columns)})"))
 
     def get_many(self, keys: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """The stored row of each key present."""
@@ -57,8 +75,19 @@ class SqliteCache:
     def put_many(self, rows: Sequence[Sequence[Any]]) -> None:
         """Store ``(key, *values)`` rows (replacing rows of the same key) and commit."""
         marks = ", ".join("?" * (self.n_columns + 1))
-        self.conn.executemany(f"INSERT OR REPLACE INTO {self.table} VALUES ({marks})", [tuple(r) for r in rows])
-        self.conn.commit()
+        values = [tuple(r) for r in rows]
+
+        def write() -> None:
+            self.conn.execute("BEGIN IMMEDIATE")  # the write lock first: waited for, never a deadlock
+            try:
+                self.conn.executemany(f"INSERT OR REPLACE INTO {self.table} VALUES ({marks})", values)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+        if values:
+            _retry(write)
 
     def fill(self, keys: Sequence[str], items: Sequence[T],
              compute: Callable[[list[T]], Sequence[Sequence[Any] | None]], *,

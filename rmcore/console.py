@@ -75,10 +75,11 @@ def _quiet(names: tuple[str, ...], level: int = logging.ERROR) -> Iterator[None]
 
 
 def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: Callable[[Any], list[str]],
-                 **kwargs: Any) -> Any:
+                 on_fresh: Callable[[list[str]], None] | None = None, **kwargs: Any) -> Any:
     """``from_pretrained(path, **kwargs)`` with the load report shown only when it says something
     unexpected: keys missing outside the fresh head (``fresh_head(model)`` names its modules),
-    unexpected keys in the checkpoint, or shape mismatches."""
+    unexpected keys in the checkpoint, or shape mismatches. ``on_fresh(keys)`` is called when the
+    head was newly initialised (evaluation refuses such a model there)."""
     with _quiet(_LOAD_REPORT_LOGGERS):
         model, info = from_pretrained(path, output_loading_info=True, **kwargs)
     # the head's modules may sit under the base model's prefix (BERT: bert.pooler.*)
@@ -97,6 +98,8 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
         log.info("%s: checkpoint weights not used by the reward model: %s", path, ", ".join(unexpected))
     fresh = sorted(k for k in info.get("missing_keys", ()) if in_head(k))
     if fresh:
+        if on_fresh is not None:
+            on_fresh(fresh)
         log.debug("%s: fresh score head %s", path, ", ".join(fresh))
     return model
 

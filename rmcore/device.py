@@ -11,7 +11,13 @@ is not needed; ``float32``, ``bfloat16`` and ``float16`` are taken as given.
 
 ``device_map``: ``auto`` spreads one model over every visible GPU (accelerate's big-model
 inference) for a model larger than one GPU; the model then decides where its inputs go (its first
-layer's device)."""
+layer's device, ``input_device``). It needs CUDA GPUs, so it is an error without them, and it
+cannot be combined with one named device (``--device cpu`` or ``cuda:N``).
+
+Every command that loads a model for evaluation builds one ``Placement`` (from the flags of
+``rmeval.cli.flags.add_placement`` or a recipe's keys of the same names), passes
+``Placement.load_kwargs()`` to ``from_pretrained`` and ``Placement.place`` the loaded model, and
+records ``describe(model)`` in its report."""
 
 from __future__ import annotations
 
@@ -44,6 +50,44 @@ class Placement:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got '{self.dtype}'")
         if self.device_map not in (None, "auto"):
             raise ConfigError(f"device_map must be auto or unset, got '{self.device_map}'")
+        if self.device_map and self.device not in ("auto", "cuda"):
+            raise ConfigError(f"device_map auto spreads the model over every visible GPU; it cannot be combined "
+                              f"with device {self.device} (use device auto)")
+
+    def resolve(self) -> tuple[torch.device, torch.dtype]:
+        """(device, dtype) this placement means on this machine; an unavailable device is an error.
+        With ``device_map`` the device is the first GPU (where the inputs of most models go)."""
+        self.validate()
+        if self.device_map and not torch.cuda.is_available():
+            raise ConfigError("device_map auto spreads a model over the CUDA GPUs, but torch sees none on this "
+                              f"machine (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+                              "leave --device-map unset")
+        device = resolve_device("cuda" if self.device_map else self.device)
+        return device, resolve_dtype(self.dtype, device)
+
+    @property
+    def dtype_name(self) -> str:
+        """The dtype actually used, as a name ("float32" for auto on the CPU): part of a scorer's identity."""
+        return dtype_name(self.resolve()[1])
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``from_pretrained`` for this placement (dtype, attention kernel,
+        remote code, device map); the model is then moved by ``place``."""
+        _, dtype = self.resolve()
+        kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": self.trust_remote_code}
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
+        if self.device_map:
+            kwargs["device_map"] = self.device_map
+        return kwargs
+
+    def place(self, model: Any) -> Any:
+        """``model`` on this placement's device (a model loaded with a device map stays where it was
+        put), in eval mode."""
+        device, _ = self.resolve()
+        if not self.device_map:
+            model.to(device)
+        return model.eval()
 
 
 def check_device_name(name: str) -> None:
@@ -90,6 +134,17 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def input_device(model: Any) -> torch.device:
+    """Where a model's inputs go: its input embeddings' device (the first of several under a device
+    map), else its first parameter's."""
+    get = getattr(model, "get_input_embeddings", None)
+    emb = get() if callable(get) else None
+    weight = getattr(emb, "weight", None)
+    if isinstance(weight, torch.Tensor):
+        return weight.device
+    return next(model.parameters()).device
 
 
 def describe(model: Any) -> dict[str, Any]:

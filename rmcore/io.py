@@ -57,13 +57,31 @@ def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok
     return p
 
 
+def current_umask() -> int:
+    """The process's file-creation mask, read without changing it where Linux says it
+    (/proc/self/status), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """``text`` written to a temporary file beside ``path``, then renamed over it. The file gets the
+    mode an ordinary ``open`` would give (0644 under umask 022), not the temporary file's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

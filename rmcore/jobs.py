@@ -9,6 +9,7 @@ works for one works for the other. submitit is imported here only: it is an opti
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from rmcore.errors import ConfigError
@@ -37,3 +38,20 @@ def make_executor(kind: str, folder: str | os.PathLike, *, cluster: str | None =
     if params:
         ex.update_parameters(**params)
     return ex
+
+
+def launch_command(num_processes: int, module_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(command, environment additions) running ``python -m <module_args>`` as ``num_processes``
+    processes of one machine under ``accelerate launch``: one per GPU where torch sees GPUs, else
+    CPU processes (``--multi_gpu`` with ACCELERATE_USE_CPU=1; ``--cpu --num_processes N`` would
+    silently start one). Each process reads its RANK and WORLD_SIZE from the launcher."""
+    import torch
+
+    if num_processes < 1:
+        raise ConfigError(f"--num-processes must be >= 1, got {num_processes}")
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--num_processes", str(num_processes)]
+    if num_processes > 1:
+        cmd.append("--multi_gpu")
+    env = {} if torch.cuda.is_available() else {"ACCELERATE_USE_CPU": "1"}
+    return [*cmd, "-m", *module_args], env

@@ -1,22 +1,32 @@
 """Loading reward models and reading their scores.
 
-A reward model is any ``AutoModelForSequenceClassification`` with one label, or a causal LM that
-``transformers`` gives a fresh ``score`` head (Qwen, Llama, ...). Scores are always the model's own
-forward pass (BERT pools [CLS]; decoder classifiers read the rightmost non-pad token), so a
-checkpoint saved here and loaded with plain ``transformers`` gives the same numbers.
+A reward model trained here is any ``AutoModelForSequenceClassification`` with one label, or a
+causal LM that ``transformers`` gives a fresh ``score`` head (Qwen, Llama, ...): only training
+loads a base model with a fresh head. Scores are always the model's own forward pass (BERT pools
+[CLS]; decoder classifiers read the rightmost non-pad token), so a checkpoint saved here and loaded
+with plain ``transformers`` gives the same numbers. Evaluation loads released reward models through
+``rmeval.scoring.loaders`` (which refuses a checkpoint without a trained head) and causal LMs
+(judges, DPO policies, generators) through ``load_causal_lm``; both place the model as a
+``rmcore.device.Placement`` says.
+
+``score_encoded`` keeps the scores of a pass on the model's device and copies them to the host
+once, at the end: no host synchronisation per text or per batch in the loop.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from rmcore.batching import length_sorted_batches
+from rmcore.device import Placement, input_device
 from rmcore.errors import ConfigError
 from rmcore.formatting import Encoded, pad_batch
 from rmcore.packed_encoder import packed_encoder_forward
@@ -126,10 +136,80 @@ def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     return name
 
 
+def cached_hub_models(limit: int = 20) -> list[str]:
+    """Model repositories in the local Hugging Face cache (what loads without the network)."""
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        repos = sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
+    except Exception:  # no cache directory yet, or an unreadable one: nothing known
+        return []
+    return repos[:limit]
+
+
+def check_model_name(name: str | os.PathLike, what: str = "--checkpoint", known: tuple[str, ...] = ()) -> None:
+    """Fail at once, with "not found" and the names known here, for a model that is neither a local
+    path, a ``pkg:`` model, nor a Hub repository that exists (asked once, no retries: a typo must not
+    cost 30 s of retried downloads). A Hub id in the local cache is not looked up."""
+    from rmcore.errors import PathNotFoundError
+    from rmcore.io import looks_like_hub_id, looks_local
+
+    text = str(name)
+    if text.startswith("pkg:") or Path(os.path.expanduser(text)).exists():
+        return
+    names = [*known, *(m for m in cached_hub_models() if m not in known)]
+    hint = f"; known: {', '.join(names)}" if names else ""
+    if looks_local(text) or not looks_like_hub_id(text):
+        raise PathNotFoundError(f"{what}: not found (not a local path, nor a Hub id owner/name){hint}", file=text)
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(text, "config.json"), str):
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", ""):
+        raise PathNotFoundError(f"{what}: not found (not a local path, and not in the Hugging Face cache with the Hub "
+                                f"offline){hint}", file=text)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(text, timeout=10)
+    except GatedRepoError:
+        return  # it exists; loading it needs the user's token
+    except RepositoryNotFoundError:
+        raise PathNotFoundError(f"{what}: not found (not a local path, nor a model on the Hugging Face Hub){hint}",
+                                file=text) from None
+    except Exception as e:  # the network: one attempt, then a clear line
+        raise PathNotFoundError(f"{what}: not found (not a local path, and the Hugging Face Hub cannot be reached: "
+                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}", file=text) from None
+
+
 def load_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(resolve_model_path(name_or_path), trust_remote_code=trust_remote_code)
+
+
+def load_causal_lm(name_or_path: str | os.PathLike, placement: Placement | None = None) -> tuple[Any, Any]:
+    """(causal LM in eval mode, tokenizer) for a path, Hub id or ``pkg:`` model, placed as
+    ``placement`` says (default: ``auto``). A directory holding a PEFT adapter
+    (adapter_config.json) is loaded on its base model, its tokenizer from the adapter directory
+    when it has one, else from the base."""
+    from transformers import AutoModelForCausalLM
+
+    placement = placement or Placement()
+    kwargs = placement.load_kwargs()
+    path = resolve_model_path(name_or_path)
+    if (Path(path) / "adapter_config.json").is_file():
+        from peft import AutoPeftModelForCausalLM
+
+        lm = AutoPeftModelForCausalLM.from_pretrained(path, **kwargs)
+        own = (Path(path) / "tokenizer_config.json").is_file()
+        tok = load_tokenizer(path if own else lm.peft_config["default"].base_model_name_or_path,
+                             placement.trust_remote_code)
+    else:
+        tok = load_tokenizer(path, placement.trust_remote_code)
+        lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return placement.place(lm), tok
 
 
 def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_training: bool = False) -> tuple[Any, Any]:
@@ -190,24 +270,33 @@ def unwrap_for_saving(model: Any) -> Any:
 
 
 
+def first_logit(outputs: Any) -> torch.Tensor:
+    """The reward of a one-label classifier's forward output: ``logits[:, 0]``."""
+    return outputs.logits[:, 0]
+
+
 @torch.inference_mode()
 def score_encoded(model: Any, encoded: list[Encoded], *, pad_id: int, batch_size: int = 32,
                   max_tokens: int | None = None, device: str | torch.device | None = None,
-                  padding_side: str = "right") -> np.ndarray:
+                  padding_side: str = "right", read: Callable[[Any], torch.Tensor] = first_logit) -> np.ndarray:
     """Scores for already encoded texts, in input order. Batches are length-sorted; results do not
-    depend on batch size (each row sees only its own tokens)."""
+    depend on batch size (each row sees only its own tokens). ``read`` takes the reward out of a
+    forward output (default ``logits[:, 0]``); ``device`` None: where the model takes its inputs."""
     if not encoded:
         return np.zeros(0, dtype=np.float64)
     was_training = model.training
     model.eval()
-    device = device or next(model.parameters()).device
-    out = np.empty(len(encoded), dtype=np.float64)
+    device = device or input_device(model)
+    order: list[list[int]] = []
+    parts: list[torch.Tensor] = []  # kept on the device: one copy to the host at the end
     with packed_encoder_forward(model):  # encoders: no pad or discarded-token work (same scores)
         for idx in length_sorted_batches([len(e) for e in encoded], batch_size, max_tokens):
             batch = pad_batch([encoded[i] for i in idx], pad_id, padding_side)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            logits = model(**batch).logits
-            out[idx] = logits[:, 0].float().cpu().numpy()
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            parts.append(read(model(**batch)).float())
+            order.append(idx)
+    out = np.empty(len(encoded), dtype=np.float64)
+    out[[i for idx in order for i in idx]] = torch.cat([p.to(parts[0].device) for p in parts]).cpu().numpy()
     if was_training:
         model.train()
     return out

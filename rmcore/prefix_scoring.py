@@ -149,14 +149,17 @@ def supports_prefix_scoring(model: Any) -> bool:
 
 @torch.inference_mode()
 def classifier_scores(model: Any, encoded: list[Encoded], keys: list[Hashable], *, pad_id: int, batch_size: int,
-                      max_tokens: int | None = None, device: Any = None, padding_side: str = "right") -> np.ndarray:
-    """``score_encoded`` with each group's shared prefix run once (decoder classifiers only)."""
+                      max_tokens: int | None = None, device: Any = None, padding_side: str = "right",
+                      head: int = 0) -> np.ndarray:
+    """``score_encoded`` with each group's shared prefix run once (decoder classifiers only);
+    ``head``: the column of the score head that is the reward."""
     out = np.empty(len(encoded), dtype=np.float64)
     seqs = [e.input_ids for e in encoded]
     groups, alone = group_by_prefix(seqs, keys)
     if alone:
         out[alone] = score_encoded(model, [encoded[i] for i in alone], pad_id=pad_id, batch_size=batch_size,
-                                   max_tokens=max_tokens, device=device, padding_side=padding_side)
+                                   max_tokens=max_tokens, device=device, padding_side=padding_side,
+                                   read=lambda o: o.logits[:, head])
     if not groups:
         return out
     was_training = model.training
@@ -165,6 +168,8 @@ def classifier_scores(model: Any, encoded: list[Encoded], keys: list[Hashable], 
     backbone = getattr(base, base.base_model_prefix)
     device = device or next(model.parameters()).device
     spec = [(seqs[idx[0]][:p], [seqs[i][p:] for i in idx]) for p, idx in groups]
+    rows: list[int] = []
+    parts: list[torch.Tensor] = []  # kept on the device: one copy to the host at the end
     for _, res, members, _ in _shared_prefix_batches(backbone, spec, batch_size=batch_size, pad_id=pad_id,
                                                      device=device, padding_side="right"):
         if not members:
@@ -172,7 +177,10 @@ def classifier_scores(model: Any, encoded: list[Encoded], keys: list[Hashable], 
         h_all = res.last_hidden_state
         last = torch.tensor([len(spec[g][1][j]) - 1 for g, j in members], device=h_all.device)
         h = h_all[torch.arange(len(members), device=h_all.device), last]
-        out[[groups[g][1][j] for g, j in members]] = base.score(h)[:, 0].float().cpu().numpy()
+        parts.append(base.score(h)[:, head].float())
+        rows += [groups[g][1][j] for g, j in members]
+    if parts:
+        out[rows] = torch.cat([p.to(parts[0].device) for p in parts]).cpu().numpy()
     if was_training:
         model.train()
     return out
@@ -192,8 +200,11 @@ def next_token_logits(model: Any, seqs: list[list[int]], keys: list[Hashable], *
     for _, res, members, _ in _shared_prefix_batches(model, spec, batch_size=batch_size, pad_id=pad_id, device=device,
                                                      padding_side="left", prefix_kwargs={"logits_to_keep": 1},
                                                      logits_to_keep=1):
+        if not members:
+            continue
+        last = res.logits[:, -1].float().cpu()  # one copy per batch, not one per text
         for r, (g, j) in enumerate(members):
-            out[groups[g][1][j]] = res.logits[r, -1].float().cpu()
+            out[groups[g][1][j]] = last[r]
     return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
 
 

@@ -27,8 +27,10 @@ from rmcore.errors import ConfigError, DataError
 from rmeval.perturbations.suite import CHEAP
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
+    from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
+    from rmeval.scoring_run import Shard
     from rmeval.suitability_audit import SuitabilityAuditSettings
 
 # The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
@@ -153,9 +155,27 @@ class FinalAuditSettings:
     n_boot: int = 1000
     batch_size: int = 32
     max_length: int | None = None  # None: training.max_length
+    max_tokens: int | None = None  # cap on padded tokens per batch
     paraphrase_file: str | None = None
     related_file: str | None = None
     seed: int = 0
+    # where each audit runs (rmcore.device); trust_remote_code is the model section's
+    device: str = "auto"
+    dtype: str = "auto"
+    attn_implementation: str | None = None  # None: the model section's
+    device_map: str | None = None
+    num_processes: int = 1  # processes (GPUs) sharing one checkpoint's scoring, in its own job
+
+    def placement(self, trust_remote_code: bool = False, attn_implementation: str | None = None) -> Placement:
+        """Where each final audit's model runs: these keys, the model's remote-code and kernel settings."""
+        from rmcore.device import Placement
+
+        p = Placement(device=self.device, dtype=self.dtype, trust_remote_code=trust_remote_code,
+                      attn_implementation=self.attn_implementation or attn_implementation, device_map=self.device_map)
+        p.validate()
+        if self.num_processes < 1:
+            raise ConfigError(f"sweep.audit.num_processes must be >= 1, got {self.num_processes}")
+        return p
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
@@ -168,8 +188,13 @@ class FinalAuditSettings:
 def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: str | os.PathLike, *,
           tracker: Tracker | None = None, label: str = "", title: str = "matchrm audit",
           checkpoint: str | os.PathLike | None = None, data: str | None = None, cache: bool = True,
-          preference_set: RatingSet | None = None) -> dict[str, Any]:
+          preference_set: RatingSet | None = None, shard: Shard | None = None,
+          meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Audit the model behind ``scorer`` on ``rating_set`` into ``out`` and return the audit record.
+
+    ``shard``: this process's share of an audit launched as several processes (``accelerate
+    launch``): each scores its share of the texts (``rmeval.scoring_run``); the main process merges
+    them, computes the statistics once and writes everything; the others return None.
 
     The scorer is closed once every text is scored (the judge profile loads the checkpoint anew).
     ``checkpoint``/``data``: where the model and the prompts come from, recorded in the audit's
@@ -177,8 +202,8 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     afresh, with no score cache and no reuse of an earlier scores table: an in-memory model has no
     identity that outlives its process. ``preference_set``: the suitability step's preference set
     when already loaded (else ``settings.suitability.data``, else ``rating_set``).
-    ``label`` heads the progress bars; ``title`` the report. With a ``tracker`` everything is
-    logged to it (the caller finishes it)."""
+    ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
+    With a ``tracker`` everything is logged to it (the caller finishes it)."""
     from rmcore.io import atomic_write_table
     from rmeval.report import log_audit, write_report
     from rmeval.scoring_run import score_conditions, truncation_summary
@@ -194,10 +219,14 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     is_judge = scorer.kind == "generative_judge"  # its digit distributions go beside the scores
     if is_judge and cache_path is not None:
         scorer.keep_digits(cache_path)
+    placement = scorer.describe()  # device, dtype, kernel (and loader): recorded before the model is freed
     try:
         scores = score_conditions(scorer, rating_set, settings.resolved_conditions(),
                                   out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
-                                  progress=settings.progress, label=label, **settings.condition_options())
+                                  progress=settings.progress, label=label, shard=shard,
+                                  **settings.condition_options())
+        if scores is None:  # another process's share: the main process does the rest
+            return None
         if is_judge:
             from rmeval.scoring.judge import judge_digit_table
 
@@ -242,6 +271,9 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
             from rmeval.variants import variant_counts
 
             section["variants"] = variant_counts(path, rating_set)
+    result["meta"]["placement"] = placement
+    result["meta"]["n_processes"] = scores.attrs.get("n_processes", 1)
+    result["meta"].update(meta or {})
     judge_images: dict[str, Path] = {}
     if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
         from rmeval.judges.audit_hook import profile_checkpoint
@@ -292,21 +324,26 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
                      settings: AuditSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
-                     wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+                     wandb_project: str = "matchrm", wandb_mode: str | None = None,
+                     shard: Shard | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own
-    grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``)."""
+    grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``).
+    ``shard``: this process's share of a multi-process audit (``rmeval.scoring_run.Shard``); the
+    main process alone logs to W&B and returns the record, the others return None."""
     from rmeval.scoring import load_scorer
     from rmeval.tracking import evaluation_tracker
 
     label = display_name(name, checkpoint)
     model = load_scorer(replace(scorer, model=str(checkpoint)))
+    if shard is not None and not shard.main:
+        return audit(model, rating_set, settings, out, label=label, checkpoint=checkpoint, data=data, shard=shard)
     tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
                                                         "conditions": settings.resolved_conditions(),
                                                         "n_boot": settings.n_boot},
                                  checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
-                     checkpoint=checkpoint, data=data)
+                     checkpoint=checkpoint, data=data, shard=shard, meta=meta)
     finally:
         tracker.finish()
 

@@ -186,27 +186,27 @@ class FileGenerator(Generator):
 
 class HFGenerator(Generator):
     """A causal LM (local path or Hub id). Greedy for one variant; sampled (seeded) for several,
-    since greedy decoding would return the same text n times."""
+    since greedy decoding would return the same text n times. A model loaded from a path runs
+    where ``placement`` says (else ``device``/``dtype``, ``auto`` when None: rmcore.device)."""
 
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_new_tokens: int = 128,
                  temperature: float = 0.8, top_p: float = 0.95, do_sample: bool | None = None, seed: int = 0,
-                 device: str | None = None, dtype: str = "float32", batch_size: int = 8,
-                 chat_template_kwargs: dict[str, Any] | None = None) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from rmcore.modeling import torch_dtype
+                 device: str | None = None, dtype: str | None = None, batch_size: int = 8,
+                 chat_template_kwargs: dict[str, Any] | None = None, placement: Any | None = None) -> None:
+        from rmcore.device import Placement
+        from rmcore.modeling import load_causal_lm
 
         if isinstance(model, (str, os.PathLike)):
-            self.tokenizer = AutoTokenizer.from_pretrained(str(model))
-            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype(dtype))
+            self.model, self.tokenizer = load_causal_lm(
+                model, placement or Placement(device=device or "auto", dtype=dtype or "auto"))
         else:
             if tokenizer is None:
                 raise ValueError("an in-memory model needs its tokenizer")
             self.model, self.tokenizer = model, tokenizer
-        if device is not None:
-            self.model.to(device)
+            if device is not None:
+                self.model.to(device)
         self.model.eval()
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.do_sample, self.seed, self.batch_size = do_sample, seed, batch_size
@@ -259,6 +259,7 @@ class HFGenerator(Generator):
         model's positions less the reply's cap keeps its end (counted in ``n_truncated``)."""
         import torch
 
+        from rmcore.device import input_device
         from rmcore.modeling import model_max_length
 
         sample = self.do_sample if self.do_sample is not None else n > 1
@@ -270,7 +271,7 @@ class HFGenerator(Generator):
         limit = model_max_length(self.model, tok)  # an input past the positions would crash the forward
         torch.manual_seed(self.seed if seed is None else seed)
         out: list[list[Completion]] = []
-        device = next(self.model.parameters()).device
+        device = input_device(self.model)
         for i in range(0, len(inputs), self.batch_size):
             texts = [self.wrap(t) for t in inputs[i:i + self.batch_size]]
             enc = [tok(t, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"] for t in texts]

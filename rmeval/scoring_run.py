@@ -8,6 +8,18 @@ over: rows already in ``out_path`` are not rescored, and with a ``cache_path`` e
 committed to the score cache, so an interrupted run loses at most one chunk.
 Truncation counts per condition are returned in ``df.attrs["truncation"]``; with a transplant
 condition, ``df.attrs["donor_exclusions"]`` counts donors left out as near-duplicates.
+
+Several processes (``accelerate launch``/``torchrun``: ``RANK``, ``WORLD_SIZE``; a ``Shard``) share
+one scoring run: every process builds the same unique texts, groups them by conversation (so a
+prompt's texts stay together and keep their shared-prefix reuse) and assigns whole groups to ranks,
+longest total text first to the least loaded rank (the LPT rule: no rank holds more than 4/3 of an
+even share plus one group). Each rank scores its groups and writes its part atomically beside the
+scores table (``.parts/<content>.rank<r>-of-<W>.parquet``, named by a hash of the scorer and the texts,
+so a rerun of the same work reuses a part already written); the main process waits for every part,
+merges them into the one scores table, and deletes them. The table equals a one-process run's
+(each text is scored alone; batching does not change a score). Non-main processes return None.
+Only the process group's environment is read: no collective communication, so no timeout of a
+communication backend can cut a long run short, and a rank that dies stops the launcher's others.
 """
 
 from __future__ import annotations
@@ -15,6 +27,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +47,86 @@ log = logging.getLogger(__name__)
 PROGRESS_CHUNK = 512  # texts per progress-bar step (the score cache commits chunks of the same size)
 KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
 SCORE_COLUMNS = KEY_COLUMNS + ["score"]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's place among the processes that share a scoring run."""
+
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def from_env(cls) -> Shard:
+        """The launcher's RANK and WORLD_SIZE (one process: rank 0 of 1)."""
+        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        rank = int(os.environ.get("RANK", "0") or 0)
+        if not 0 <= rank < world:
+            raise ValueError(f"RANK {rank} is not below WORLD_SIZE {world}")
+        return cls(rank, world)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def assign_shards(items: list[Any], lengths: list[int], world: int) -> np.ndarray:
+    """The rank of each item: items of one conversation (``item[0]``) go together; groups, longest
+    total first, each to the least loaded rank (ties: the lowest rank). The same on every rank."""
+    groups: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(json.dumps(it[0], sort_keys=True, default=str), []).append(i)
+    load = np.zeros(world)
+    rank = np.zeros(len(items), dtype=int)
+    for idx in sorted(groups.values(), key=lambda g: (-sum(lengths[i] for i in g), g[0])):
+        r = int(np.argmin(load))
+        rank[idx] = r
+        load[r] += sum(lengths[i] for i in idx)
+    return rank
+
+
+def node_cache(path: Path, shard: Shard | None) -> Path:
+    """The score cache file of this process: ``path``, or on a run spread over several machines one
+    file per machine (``<stem>.node<N>``): SQLite's locking of a WAL database holds between
+    processes of one machine only."""
+    if shard is None or shard.world == 1:
+        return path
+    if shard.world <= int(os.environ.get("LOCAL_WORLD_SIZE", shard.world) or shard.world):
+        return path
+    node = os.environ.get("GROUP_RANK") or os.environ.get("NODE_RANK") or "0"
+    return path.with_name(f"{path.stem}.node{node}{path.suffix}")
+
+
+def _parts_dir(out_path: str | os.PathLike) -> Path:
+    return Path(out_path).parent / ".parts"
+
+
+def _part_path(out_path: str | os.PathLike, token: str, shard: Shard, rank: int) -> Path:
+    return _parts_dir(out_path) / f"{Path(out_path).stem}.{token}.rank{rank}-of-{shard.world}.parquet"
+
+
+def _read_part(path: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError):  # not there yet (parts are renamed into place whole)
+        return None
+
+
+def _wait_for_parts(paths: list[Path], poll: float = 1.0) -> list[pd.DataFrame]:
+    """Every part, once each is there; says every minute which it still waits for."""
+    parts: dict[Path, pd.DataFrame] = {}
+    start = last = time.monotonic()
+    while len(parts) < len(paths):
+        for p in paths:
+            if p not in parts and (df := _read_part(p)) is not None:
+                parts[p] = df
+        if len(parts) < len(paths):
+            if time.monotonic() - last > 60:
+                last = time.monotonic()
+                log.info("waiting %.0f s for the scores of %s", last - start,
+                         ", ".join(p.name for p in paths if p not in parts))
+            time.sleep(poll)
+    return [parts[p] for p in paths]
 
 
 def _norm_donor(v: Any) -> str | None:
@@ -87,10 +181,13 @@ def build_items(rating_set: RatingSet, conditions: list[str], **opts: Any) -> li
 
 def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str], *,
                      out_path: str | os.PathLike | None = None, cache_path: str | os.PathLike | None = None,
-                     progress: bool = True, label: str = "", **opts: Any) -> pd.DataFrame:
+                     progress: bool = True, label: str = "", shard: Shard | None = None,
+                     **opts: Any) -> pd.DataFrame | None:
     """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
     every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...).
-    ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``."""
+    ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``.
+    ``shard``: this process's share of a run over several processes (needs ``out_path``, beside
+    which the parts go); the main process returns the whole table, the others None."""
     items = build_items(rating_set, conditions, **opts)
     done: dict[tuple, float] = {}
     digest = data_digest(rating_set)
@@ -102,7 +199,7 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
 
     own_cache = None
     if cache_path is not None and not isinstance(scorer, CachedScorer):
-        scorer = own_cache = CachedScorer(scorer, cache_path)
+        scorer = own_cache = CachedScorer(scorer, node_cache(Path(cache_path), shard))
     # Deduplicate identical texts: one forward pass per distinct (conversation, response).
     unique: dict[str, int] = {}
     text_idx = []
@@ -114,12 +211,29 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
         uniq_items[u], first_cond[u] = it.item, it.condition
     uniq_scores = np.zeros(len(uniq_items))
     flags = np.zeros((len(uniq_items), 2), bool)
+    sharded = shard is not None and shard.world > 1
+    progress = progress and (shard is None or shard.main)  # one set of progress bars on a terminal
+    if sharded and out_path is None:
+        raise ValueError("a scoring run shared by several processes needs out_path (its parts go beside it)")
+    mine = np.ones(len(uniq_items), dtype=bool)
+    part, reused = None, False
+    if sharded:
+        from rmcore.cache import content_key
+
+        renders = [scorer.render(it) for it in uniq_items]
+        token = content_key(scorer.fingerprint, *renders)[:16]
+        owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)
+        mine = owner == shard.rank
+        part = _part_path(out_path, token, shard, shard.rank)
+        reused = _read_part(part) is not None  # this rank's share of the same work, already scored
+        if reused:
+            mine[:] = False
     # Scored condition by condition, in chunks, so a long audit shows where it is (tqdm on stderr,
     # off when stderr is not a terminal or progress=False); scores do not depend on the batching.
     from tqdm.auto import tqdm
 
     for cond in conditions:
-        idx = [u for u in range(len(uniq_items)) if first_cond[u] == cond]
+        idx = [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]]
         if not idx:
             continue
         desc = f"{label} {cond}" if label else cond
@@ -130,6 +244,21 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
                 if len(scorer.last_flags) == len(chunk):
                     flags[chunk] = scorer.last_flags
                 bar.update(len(chunk))
+    if sharded:
+        assert part is not None
+        if not reused:  # written even when empty: the main process waits for every rank's part
+            u = np.flatnonzero(mine)
+            atomic_write_table(part, pd.DataFrame({"u": u, "score": uniq_scores[u], "prompt_truncated": flags[u, 0],
+                                                   "response_truncated": flags[u, 1]}))
+        if not shard.main:
+            if own_cache is not None:
+                own_cache.cache.close()
+            return None
+        paths = [_part_path(out_path, token, shard, r) for r in range(shard.world)]
+        for df_part in _wait_for_parts(paths):
+            u = df_part["u"].to_numpy()
+            uniq_scores[u] = df_part["score"].to_numpy()
+            flags[u, 0], flags[u, 1] = df_part["prompt_truncated"].to_numpy(), df_part["response_truncated"].to_numpy()
 
     trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
                                         for c in conditions}
@@ -161,6 +290,12 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
         atomic_write_table(out_path, keep)
         atomic_write_text(_fingerprint_file(out_path),
                           json.dumps({"fingerprint": scorer.fingerprint, "data": digest}) + "\n")
+        if sharded:  # merged into the table: the parts are done with
+            for r in range(shard.world):
+                _part_path(out_path, token, shard, r).unlink(missing_ok=True)
+            if not any(_parts_dir(out_path).iterdir()):
+                _parts_dir(out_path).rmdir()
+    df.attrs["n_processes"] = shard.world if sharded else 1
     if own_cache is not None:
         own_cache.cache.close()
     return df

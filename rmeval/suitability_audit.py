@@ -134,6 +134,7 @@ def _run_one(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSe
                           max_items=settings.max_items, base_level=settings.base_level,
                           attribute=pick_attribute(rating_set.attributes, attribute), judge_style=settings.judge_style,
                           judge_explain_tokens=settings.judge_explain_tokens)
+    res["meta"]["placement"] = scorer.describe()  # device, dtype, attention kernel, loader
     if checkpoint is not None:
         res["meta"].update({"checkpoint": str(checkpoint), "data": settings.data or data, **provenance(checkpoint)})
     return res

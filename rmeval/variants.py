@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.data.schema import RatingSet
+from rmcore.device import Placement
 from rmcore.errors import ConfigError
 from rmeval.generators import (
     DEFAULT_SUBTYPE,
@@ -69,6 +70,7 @@ class VariantSettings:
     judge_base_url: str | None = None
     judge_max_length: int | None = None  # tokens of a local judge's prompt (None: the model's limit)
     threshold: float = 0.5  # p_valid at or above it: valid
+    placement: Placement | None = None  # where local (hf:) generator and judge run; None: auto
 
     def check(self) -> None:
         if self.task not in TASKS:
@@ -83,7 +85,8 @@ class VariantSettings:
             raise ConfigError(f"--threshold must be in (0, 1), got {self.threshold}")
 
 
-def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0) -> Generator:
+def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0,
+                        placement: Placement | None = None) -> Generator:
     """``simulated``, ``hf:MODEL`` (a local path, Hub id or ``pkg:`` model), ``openai:MODEL``
     (with ``base_url``) or ``file:PATH`` (texts written before, all rows kept, to judge again)."""
     kind, _, name = spec.partition(":")
@@ -99,11 +102,12 @@ def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0
 
         if not name.startswith("pkg:"):
             check_path(name, "--generator hf:MODEL", kind="dir", hub_ok=True)
-        return make_generator("hf", model=resolve_model_path(name), seed=seed)
+        return make_generator("hf", model=resolve_model_path(name), seed=seed,
+                              **({"placement": placement} if placement is not None else {}))
     return make_generator("openai", model=name, seed=seed, **({"base_url": base_url} if base_url else {}))
 
 
-def make_judge_backend(spec: str, *, base_url: str | None = None) -> JudgeBackend:
+def make_judge_backend(spec: str, *, base_url: str | None = None, placement: Placement | None = None) -> JudgeBackend:
     """``hf:MODEL`` (a local causal LM read from its next-token logits) or ``openai:MODEL`` (an
     OpenAI-compatible endpoint at ``base_url``, greedy)."""
     kind, _, name = spec.partition(":")
@@ -114,7 +118,7 @@ def make_judge_backend(spec: str, *, base_url: str | None = None) -> JudgeBacken
 
         if not name.startswith("pkg:"):
             check_path(name, "--validity-judge hf:MODEL", kind="dir", hub_ok=True)
-        return LocalBackend(resolve_model_path(name))
+        return LocalBackend(resolve_model_path(name), placement=placement)
     if kind == "openai" and name:
         from rmeval.judging.endpoint import EndpointBackend
 
@@ -216,13 +220,15 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
 
     settings.check()
     subtype = settings.subtype or (DEFAULT_SUBTYPE if settings.task == "related" else None)
-    gen = make_text_generator(settings.generator, base_url=settings.base_url, seed=settings.seed)
+    gen = make_text_generator(settings.generator, base_url=settings.base_url, seed=settings.seed,
+                              placement=settings.placement)
     texts = gen.generate(rating_set.prompts, settings.task, settings.n, subtype)
     validity, n_judge_cut = None, 0
     if settings.validity_judge:
         originals = {p.prompt_id: p.last_user_text for p in rating_set.prompts}
         keys = [(pid, v) for pid, ts in texts.items() for v in range(len(ts))]
-        backend = make_judge_backend(settings.validity_judge, base_url=settings.judge_base_url)
+        backend = make_judge_backend(settings.validity_judge, base_url=settings.judge_base_url,
+                                     placement=settings.placement)
         max_length = settings.judge_max_length or 4096  # an endpoint: not read
         if getattr(backend, "model", None) is not None:  # a local model: never past its positions
             from rmcore.modeling import resolve_max_length

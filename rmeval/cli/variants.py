@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmeval.cli.flags import add_placement, placement
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from rmeval.generators import RELATED_SUBTYPES
@@ -29,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--max-prompts", type=int, default=None)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="output jsonl (the summary goes to OUT.summary.json)")
+    add_placement(v)  # where an hf: generator or validity judge runs
     v.set_defaults(func=run)
 
 
@@ -36,10 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
     from rmeval.variants import VariantSettings, summary_line, write_prompt_variants
 
+    where = placement(args)  # a bad --device fails before the data is read
     settings = VariantSettings(task=args.task, generator=args.generator, base_url=args.base_url, n=args.n,
                                subtype=args.subtype, seed=args.seed, validity_judge=args.validity_judge,
-                               judge_base_url=args.judge_base_url, threshold=args.threshold)
+                               judge_base_url=args.judge_base_url, threshold=args.threshold, placement=where)
     settings.check()  # before the data are read
+    if "hf:" in f"{args.generator} {args.validity_judge or ''}":
+        where.resolve()  # an unavailable device is an error here, not after loading the model
     rs = load_data(args.data, args.max_prompts, args.seed)
     print(summary_line(write_prompt_variants(rs, settings, args.out)))
     return 0

@@ -175,15 +175,21 @@ class LocalPairJudge(PairJudge):
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, name: str | None = None,
-                 batch_size: int = 32, max_length: int = 4096, device: str | None = None, dtype: str = "float32",
-                 prefix_reuse: bool = True, margin: float = 0.0, trust_remote_code: bool = False) -> None:
+                 batch_size: int = 32, max_length: int = 4096, device: str | None = None, dtype: str | None = None,
+                 prefix_reuse: bool = True, margin: float = 0.0, trust_remote_code: bool = False,
+                 attn_implementation: str | None = None, device_map: str | None = None) -> None:
+        from rmcore.device import Placement
+
+        placement = Placement(device=device or "auto", dtype=dtype or "auto", attn_implementation=attn_implementation,
+                              trust_remote_code=trust_remote_code, device_map=device_map)
         backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype,
-                               prefix_reuse=prefix_reuse, trust_remote_code=trust_remote_code)
+                               prefix_reuse=prefix_reuse, trust_remote_code=trust_remote_code, placement=placement)
         super().__init__(backend, CallQuestion(max_length), name=name or Path(backend.model_id.rstrip("/")).name,
                          margin=margin)
         self.local: LocalBackend = backend
         self.letter_ids = backend.letter_ids(self.question.letters)
-        self.batch_size, self.max_length, self.dtype, self.prefix_reuse = batch_size, max_length, dtype, prefix_reuse
+        # the dtype the judge runs in ("float32" for auto on the CPU), part of its fingerprint
+        self.batch_size, self.max_length, self.dtype, self.prefix_reuse = batch_size, max_length, backend.dtype, prefix_reuse
 
     @property
     def fingerprint(self) -> str:

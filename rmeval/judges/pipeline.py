@@ -34,8 +34,11 @@ class ElicitConfig:
     executor_params: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
     max_length: int = 4096
-    dtype: str = "float32"
-    device: str | None = None
+    dtype: str = "auto"  # rmcore.device: auto is bfloat16 on a GPU, float32 on the CPU
+    device: str | None = None  # None: auto
+    attn_implementation: str | None = None
+    trust_remote_code: bool = False
+    device_map: str | None = None
     prefix_reuse: bool = True
     margin: float = 0.0
     concurrency: int = 8
@@ -49,7 +52,9 @@ class ElicitConfig:
         if self.model:
             return {"kind": "hf", "model": self.model, "name": self.judge_name, "batch_size": self.batch_size,
                     "max_length": self.max_length, "dtype": self.dtype, "device": self.device,
-                    "prefix_reuse": self.prefix_reuse, "margin": self.margin}
+                    "prefix_reuse": self.prefix_reuse, "margin": self.margin,
+                    "attn_implementation": self.attn_implementation, "trust_remote_code": self.trust_remote_code,
+                    "device_map": self.device_map}
         if not self.endpoint_model:
             raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
         return {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,

@@ -15,14 +15,14 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from rmcore.batching import length_sorted_batches
+from rmcore.device import Placement, dtype_name, input_device, resolve_device
 from rmcore.errors import ConfigError
-from rmcore.modeling import load_tokenizer, resolve_model_path, torch_dtype
+from rmcore.modeling import load_causal_lm
 from rmeval.judging import JudgeBackend, Question
 
 
@@ -44,30 +44,24 @@ def single_token_ids(tokenizer: Any, text: str) -> list[int]:
 
 
 def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None = None, device: str | None = None,
-                      dtype: str = "float32", trust_remote_code: bool = False) -> tuple[Any, Any, str]:
+                      dtype: str | None = None, trust_remote_code: bool = False,
+                      placement: Placement | None = None) -> tuple[Any, Any, str]:
     """(model in eval mode, tokenizer, model id) for a checkpoint path / Hub id or an in-memory model.
-    A directory holding a PEFT adapter (adapter_config.json) is loaded on its base model."""
+    A directory holding a PEFT adapter (adapter_config.json) is loaded on its base model. A model
+    loaded here is placed as ``placement`` says (else ``device``/``dtype``, ``auto`` when None:
+    rmcore.device); an in-memory one is moved only when ``device`` is given."""
     if isinstance(model, (str, os.PathLike)):
-        from transformers import AutoModelForCausalLM
-
         model_id = str(model)
-        if (Path(model_id) / "adapter_config.json").is_file():
-            from peft import AutoPeftModelForCausalLM
-
-            tok_src = model_id if (Path(model_id) / "tokenizer_config.json").is_file() else None
-            lm = AutoPeftModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dtype))
-            tok = load_tokenizer(tok_src or lm.peft_config["default"].base_model_name_or_path, trust_remote_code)
-        else:
-            tok = load_tokenizer(model_id, trust_remote_code)
-            lm = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_id), dtype=torch_dtype(dtype),
-                                                      trust_remote_code=trust_remote_code)
+        placement = placement or Placement(device=device or "auto", dtype=dtype or "auto",
+                                           trust_remote_code=trust_remote_code)
+        lm, tok = load_causal_lm(model_id, placement)
     else:
         if tokenizer is None:
             raise ValueError("an in-memory model needs its tokenizer")
         lm, tok = model, tokenizer
         model_id = getattr(model.config, "_name_or_path", "") or "<in-memory>"
-    if device is not None:
-        lm.to(device)
+        if device is not None:
+            lm.to(resolve_device(device))
     lm.eval()
     return lm, tok, model_id
 
@@ -91,8 +85,9 @@ def next_token_logits(model: Any, seqs: list[list[int]], *, batch_size: int, pad
             logits = model(**kw, logits_to_keep=1).logits[:, -1]
         except TypeError:  # older remote-code models without logits_to_keep
             logits = model(**kw).logits[:, -1]
+        logits = logits.float().cpu()  # one copy per batch, not one per text
         for row, i in enumerate(idx):
-            out[i] = logits[row].float().cpu()
+            out[i] = logits[row]
     return torch.stack(out) if out else torch.zeros((0, 0))  # type: ignore[arg-type]
 
 
@@ -112,13 +107,17 @@ class LocalBackend(JudgeBackend):
     kind = "hf"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, batch_size: int = 8,
-                 max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
-                 prefix_reuse: bool = False, trust_remote_code: bool = False) -> None:
+                 max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
+                 prefix_reuse: bool = False, trust_remote_code: bool = False,
+                 placement: Placement | None = None) -> None:
         super().__init__()
         self.model, self.tokenizer, self.model_id = load_causal_judge(
-            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
-        self.device = next(self.model.parameters()).device
-        self.batch_size, self.max_tokens, self.dtype, self.prefix_reuse = batch_size, max_tokens, dtype, prefix_reuse
+            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+            placement=placement)
+        self.device = input_device(self.model)
+        # the dtype the model runs in ("float32" for auto on the CPU): part of a judge's identity
+        self.dtype = dtype_name(next(self.model.parameters()).dtype)
+        self.batch_size, self.max_tokens, self.prefix_reuse = batch_size, max_tokens, prefix_reuse
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._letter_ids: dict[tuple[str, ...], list[list[int]]] = {}
         self._chat_parts: tuple[str, str] | None = None

@@ -5,8 +5,9 @@ builds it. Every backend gets every batching setting, so a flag means the same f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from rmcore.device import Placement
 from rmcore.errors import ConfigError
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
 
@@ -24,13 +25,23 @@ class ScorerSettings:
     batch_size: int = 32
     max_length: int | None = None  # None: the model's own limit (also the ceiling)
     max_tokens: int | None = None  # cap on padded tokens per batch
+    placement: Placement = field(default_factory=Placement)  # device, dtype, kernel, remote code, device map
+    reward_head: str | None = None  # which output of a multi-output reward model (seq_classifier only)
+    loader: str | None = None  # reward-model loader; None: chosen from the checkpoint (seq_classifier only)
 
 
 def load_scorer(settings: ScorerSettings) -> Scorer:
-    """The scorer ``settings`` describe, its model loaded."""
+    """The scorer ``settings`` describe, its model loaded and placed."""
+    settings.placement.validate()
     common = {"max_length": settings.max_length, "batch_size": settings.batch_size,
-              "max_tokens": settings.max_tokens}
-    if settings.kind in ("seq_classifier", "generative_judge"):
+              "max_tokens": settings.max_tokens, "placement": settings.placement}
+    if settings.kind != "seq_classifier" and (settings.reward_head is not None or settings.loader):
+        raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "
+                          "reads a causal LM")
+    if settings.kind == "seq_classifier":
+        return make_scorer(settings.kind, model=settings.model, reward_head=settings.reward_head,
+                           loader=settings.loader, **common)
+    if settings.kind == "generative_judge":
         return make_scorer(settings.kind, model=settings.model, **common)
     if settings.kind == "dpo_implicit":
         if not settings.reference:

@@ -81,6 +81,11 @@ class Scorer(ABC):
         """Text that determines the score of an item given this scorer (the cache key's content)."""
         return render_item(item)
 
+    def describe(self) -> dict[str, Any]:
+        """Where the model runs and how it is read, as reports record it (device, dtype,
+        attn_implementation, and a reward model's loader and head); empty without a model."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 -- optional hook, most scorers have nothing to free
         """Free the model; the scorer must not be used afterwards."""
 

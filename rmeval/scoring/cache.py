@@ -67,6 +67,9 @@ class CachedScorer(Scorer):
     def render(self, item: ScoreItem) -> str:
         return self.inner.render(item)
 
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         fp = self.fingerprint
         keys = [cache_key(fp, self.render(it)) for it in items]

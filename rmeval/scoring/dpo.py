@@ -23,26 +23,17 @@ import torch
 from rmcore import prefix_scoring as prefix
 from rmcore.batching import length_sorted_batches
 from rmcore.data.schema import Message
+from rmcore.device import Placement, describe, dtype_name, input_device
 from rmcore.formatting import _split_chat, plain_prompt
-from rmcore.modeling import (
-    load_tokenizer,
-    model_max_length,
-    resolve_max_length,
-    resolve_model_path,
-    torch_dtype,
-)
+from rmcore.modeling import load_causal_lm, load_tokenizer, model_max_length, resolve_max_length
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 NO_REFERENCE = "none"  # --reference none: pi_ref = 1
 
 
-def _load_causal(model: str | os.PathLike | Any, dtype: str, trust_remote_code: bool) -> tuple[Any, str]:
+def _load_causal(model: str | os.PathLike | Any, placement: Placement) -> tuple[Any, str]:
     if isinstance(model, (str, os.PathLike)):
-        from transformers import AutoModelForCausalLM
-
-        m = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), dtype=torch_dtype(dtype),
-                                                 trust_remote_code=trust_remote_code)
-        return m, str(model)
+        return load_causal_lm(model, placement)[0], str(model)
     return model, getattr(model.config, "_name_or_path", "") or "<in-memory>"
 
 
@@ -51,18 +42,23 @@ class DPOImplicitScorer(Scorer):
 
     def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any | None, *, beta: float = 0.1,
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
-                 max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
-                 trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
-        """``shared_prompt``: each prompt is encoded once for all its responses (rmcore.prefix_scoring)."""
+                 max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
+                 trust_remote_code: bool = False, shared_prompt: bool = True,
+                 placement: Placement | None = None) -> None:
+        """``shared_prompt``: each prompt is encoded once for all its responses (rmcore.prefix_scoring).
+        ``placement`` (else ``device``/``dtype``, ``auto`` when None): where models loaded from
+        paths run (rmcore.device); in-memory models are moved only when ``device`` is given."""
         super().__init__()
         self.shared_prompt = shared_prompt
-        self.policy, self.policy_id = _load_causal(policy, dtype, trust_remote_code)
+        load_as = placement or Placement(device=device or "auto", dtype=dtype or "auto",
+                                         trust_remote_code=trust_remote_code)
+        self.policy, self.policy_id = _load_causal(policy, load_as)
         if reference is None or (isinstance(reference, str) and reference.lower() == NO_REFERENCE):
             self.reference, self.reference_id = None, NO_REFERENCE  # pi_ref = 1
         elif isinstance(reference, (str, os.PathLike)) and str(reference) == self.policy_id:
             self.reference, self.reference_id = self.policy, self.policy_id  # one copy is enough
         else:
-            self.reference, self.reference_id = _load_causal(reference, dtype, trust_remote_code)
+            self.reference, self.reference_id = _load_causal(reference, load_as)
         if tokenizer is None:
             if not isinstance(policy, (str, os.PathLike)):
                 raise ValueError("an in-memory policy needs its tokenizer")
@@ -75,13 +71,14 @@ class DPOImplicitScorer(Scorer):
             if device is not None:
                 m.to(device)
             m.eval()
-        self.device = device or next(self.policy.parameters()).device
+        self.device = input_device(self.policy)
         # None: the shorter of the two models' limits (both read the same ids)
         self.max_length = resolve_max_length(max_length, self.policy, tokenizer)
         ref_limit = model_max_length(self.reference) if self.reference is not None else None
         if ref_limit is not None:
             self.max_length = min(self.max_length, ref_limit)
-        self.beta, self.batch_size, self.max_tokens, self.dtype = beta, batch_size, max_tokens, dtype
+        self.beta, self.batch_size, self.max_tokens = beta, batch_size, max_tokens
+        self.dtype = dtype_name(next(self.policy.parameters()).dtype)  # "float32" for auto on the CPU
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @property
@@ -89,6 +86,9 @@ class DPOImplicitScorer(Scorer):
         ref = NO_REFERENCE if self.reference is None else model_identity(self.reference_id)
         return fingerprint_of(self.kind, {"policy": model_identity(self.policy_id), "reference": ref, "beta": self.beta,
                                           "max_length": self.max_length, "dtype": self.dtype})
+
+    def describe(self) -> dict[str, Any]:
+        return describe(self.policy) if self.policy is not None else {}
 
     def split(self, messages: list[Message], response: str) -> tuple[list[int], list[int], bool, bool]:
         """(prompt ids, response ids, prompt truncated, response truncated)."""

@@ -35,6 +35,7 @@ import torch
 from rmcore import prefix_scoring as prefix
 from rmcore.cache import SqliteCache
 from rmcore.data.schema import Message
+from rmcore.device import Placement, describe
 from rmcore.formatting import ROLE_NAMES
 from rmcore.modeling import resolve_max_length
 from rmeval.judging.local import LocalBackend, single_token_ids
@@ -117,19 +118,23 @@ class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
-                 batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str = "float32",
-                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True) -> None:
+                 batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
+                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True,
+                 placement: Placement | None = None) -> None:
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
-        (rmcore.prefix_scoring); same scores."""
+        (rmcore.prefix_scoring); same scores. ``placement`` (else ``device``/``dtype``, ``auto``
+        when None): where a model loaded from a path runs (rmcore.device)."""
         super().__init__()
         # the local judge backend (rmeval.judging.local): model loading, tokenisation, batched logits
         self.backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, max_tokens=max_tokens,
-                                    device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+                                    device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                                    placement=placement)
         self.model, self.tokenizer, self.model_id = self.backend.model, self.backend.tokenizer, self.backend.model_id
         self.device, self.pad_id = self.backend.device, self.backend.pad_id
         # None: the model's own limit; a longer prompt would overrun the position embeddings
         self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
-        self.batch_size, self.max_tokens, self.dtype, self.template = batch_size, max_tokens, dtype, template
+        self.batch_size, self.max_tokens, self.template = batch_size, max_tokens, template
+        self.dtype = self.backend.dtype  # the dtype it runs in: "float32" for auto on the CPU
         self.shared_prompt = shared_prompt
         self.digit_ids = digit_token_ids(self.tokenizer)
         self.last_digits = np.zeros((0, len(DIGIT_COLUMNS)))  # DIGIT_COLUMNS of the last score() call
@@ -140,6 +145,9 @@ class GenerativeJudgeScorer(Scorer):
     def fingerprint(self) -> str:
         return fingerprint_of(self.kind, {"model": model_identity(self.model_id), "max_length": self.max_length,
                                           "template": self.template, "dtype": self.dtype})
+
+    def describe(self) -> dict[str, Any]:
+        return describe(self.model) if self.model is not None else {}
 
     def judge_text(self, messages: list[Message], response: str) -> str:
         return self._render(conversation_text(messages), [response])

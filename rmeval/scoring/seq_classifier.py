@@ -6,6 +6,11 @@ conversation | response) or one plain sequence (``User: ...\\n\\nAssistant: <res
 is cut from the left when the text exceeds ``max_length``; every truncation is counted in
 ``self.truncation`` and ``self.last_flags``. Batches are sorted by length (``score_encoded``), so
 padding is small and the scores do not depend on the batch size.
+
+A checkpoint on disk or on the Hub is loaded by its reward-model loader (``rmeval.scoring.loaders``:
+a classifier, a remote-code model, a backbone with a value head; ``--reward-head`` picks one output
+of several) and placed as its ``Placement`` says (``auto``: the GPU in bfloat16 where there is one,
+the CPU in float32 where there is not); a checkpoint without a trained head is refused.
 """
 
 from __future__ import annotations
@@ -16,14 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rmcore.device import Placement, describe, dtype_name, input_device
 from rmcore.formatting import Encoded, encode_example, layout
-from rmcore.modeling import (
-    ModelSettings,
-    ensure_pad_token,
-    load_reward_model,
-    resolve_max_length,
-    score_encoded,
-)
+from rmcore.modeling import ensure_pad_token, first_logit, resolve_max_length, score_encoded
 from rmcore.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
@@ -33,16 +33,26 @@ class SeqClassifierScorer(Scorer):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
-                 dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False,
-                 shared_prompt: bool = True) -> None:
+                 dtype: str | None = None, padding_side: str = "right", trust_remote_code: bool = False,
+                 shared_prompt: bool = True, placement: Placement | None = None, reward_head: str | int | None = None,
+                 loader: str | None = None) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
+        ``placement`` (else one from ``device``, ``dtype`` and ``trust_remote_code``, each ``auto``
+        when None): where a loaded model runs; an in-memory model is moved only when ``device`` is
+        given. ``reward_head``/``loader``: see ``rmeval.scoring.loaders``.
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
         ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores."""
         super().__init__()
+        self.read, self.prefix_head, self.loader, self.head = first_logit, 0, "classifier", None
         if isinstance(model, (str, os.PathLike)):
+            from rmeval.scoring.loaders import load_reward
+
             self.model_id = str(model)
-            self.model, self.tokenizer = load_reward_model(
-                ModelSettings(self.model_id, dtype=dtype, trust_remote_code=trust_remote_code))
+            placement = placement or Placement(device=device or "auto", dtype=dtype or "auto",
+                                               trust_remote_code=trust_remote_code)
+            rm = load_reward(self.model_id, placement, reward_head=reward_head, loader=loader)
+            self.model, self.tokenizer, self.read = rm.model, rm.tokenizer, rm.read
+            self.prefix_head, self.loader, self.head, self._record = rm.prefix_head, rm.loader, rm.head, rm.record()
             self._owned = True
         else:
             if tokenizer is None:
@@ -55,15 +65,20 @@ class SeqClassifierScorer(Scorer):
             ensure_pad_token(self.tokenizer)
             if getattr(self.model, "config", None) is not None:
                 self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        if device is not None:
-            self.model.to(device)
-        self.device = device
+            if device is not None:
+                self.model.to(device)
+            self._record = {}
+        self.device = input_device(self.model)
         self.max_length = resolve_max_length(max_length, self.model, self.tokenizer)
         self.batch_size, self.max_tokens = batch_size, max_tokens
-        self.padding_side, self.dtype = padding_side, dtype
+        self.padding_side = padding_side
+        self.dtype = dtype_name(next(self.model.parameters()).dtype)
         self.shared_prompt = shared_prompt
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
+
+    def describe(self) -> dict[str, Any]:
+        return self._record or {**describe(self.model), "loader": self.loader, "reward_head": self.head}
 
     @property
     def name(self) -> str:
@@ -74,8 +89,9 @@ class SeqClassifierScorer(Scorer):
         # padding side and batching do not change scores, so they are not part of the identity;
         # an in-memory model (e.g. mid-training) is only identical to itself within this process
         ident = model_identity(self.model_id) if self._owned else f"in-memory:{id(self.model)}"
+        how = {"loader": self.loader, "reward_head": self.head} if (self.loader, self.head) != ("classifier", None) else {}
         return fingerprint_of(self.kind, {"model": ident, "max_length": self.max_length,
-                                          "layout": self.layout, "dtype": self.dtype})
+                                          "layout": self.layout, "dtype": self.dtype, **how})
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:
         return [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
@@ -87,13 +103,14 @@ class SeqClassifierScorer(Scorer):
         """``score`` for items already encoded by ``encode`` (the reward server encodes each request
         as it arrives and scores many requests in one forward)."""
         flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
-        if self.shared_prompt and supports_prefix_scoring(self.model):
+        if self.shared_prompt and self.prefix_head is not None and supports_prefix_scoring(self.model):
             scores = classifier_scores(self.model, enc, [conversation_key(m) for m in conversations], pad_id=self.pad_id,
                                        batch_size=self.batch_size, max_tokens=self.max_tokens, device=self.device,
-                                       padding_side=self.padding_side)
+                                       padding_side=self.padding_side, head=self.prefix_head)
         else:
             scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
-                                   max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side)
+                                   max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side,
+                                   read=self.read)
         self._record_flags(flags)
         return scores
 

@@ -1,6 +1,7 @@
 """The sweep driver: expand the matrix, save and print it, run the search stage, select per arm,
-run the seed stage, then write the summary and report. Rerunning the same command skips finished
-runs, resumes interrupted ones from their last checkpoint, and retries failed ones."""
+run the seed stage, run the final audits (jobs of their own: ``executors``), read their audit.json
+back into the ledger, then write the summary and report. Rerunning the same command skips finished
+runs and audits, resumes interrupted runs from their last checkpoint, and retries failed ones."""
 
 from __future__ import annotations
 
@@ -42,10 +43,13 @@ def sweep_group(sweep: Sweep) -> str:
 
 
 def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | None = None, force: bool = False) -> Any:
+    n_audit = sweep.settings.audit.num_processes
     if kind == "local":
-        return LocalExecutor(out, max_parallel=max_parallel or sweep.settings.max_parallel, force=force)
+        return LocalExecutor(out, max_parallel=max_parallel or sweep.settings.max_parallel, force=force,
+                             audit_processes=n_audit)
     if kind in ("slurm", "submitit-local"):
-        return SubmititExecutor(out, sweep.settings.slurm, cluster="slurm" if kind == "slurm" else "local", force=force)
+        return SubmititExecutor(out, sweep.settings.slurm, cluster="slurm" if kind == "slurm" else "local", force=force,
+                                audit_processes=n_audit)
     raise ConfigError(f"unknown executor '{kind}'; choose one of {', '.join(EXECUTORS)}")
 
 
@@ -63,6 +67,11 @@ def _check_audit(sweep: Sweep) -> None:
     from rmeval.conditions import CONDITIONS, NEEDS  # the registry is the one list of conditions
 
     a = sweep.settings.audit
+    if a.enabled:
+        try:
+            a.placement()  # malformed device keys fail before anything trains
+        except ConfigError as e:
+            raise ConfigError(f"{sweep.where}: sweep.audit: {e}") from None
     for c in a.conditions if a.enabled else []:
         if c not in CONDITIONS:
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
@@ -104,6 +113,10 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
         if matrix.search:
             echo(f"then, once every search run has finished, the seed stage's "
                  f"{sum(r.reuses is None for r in matrix.seeds)} runs the same way (no person in between).")
+        if sweep.settings.audit.enabled:
+            echo("then each trained run's final audit as a job of its own, e.g.:")
+            for cmd in ex.describe_audits([r.run_id for r in first][:1]):
+                echo(f"  {cmd}")
         return {"matrix": matrix, "rows": []}
 
     if isinstance(ex, SubmititExecutor):
@@ -147,11 +160,54 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
     if todo:
         echo(f"[sweep] seed stage: {len(todo)} runs")
         ex.run(todo, progress)
+    _audit_stage(sweep, matrix, ledger, ex, force, echo)
     ledger.write_table(out / "ledger.csv")
     from rmtrain.sweep.extra_audits import audit_released
 
     released = audit_released(sweep, out, echo=echo, executor=ex)  # sweep.released_scorers, the runs' prompts
     return finish(sweep, matrix, ledger, out, selected, echo=echo, released=released)
+
+
+def _audit_stage(sweep: Sweep, matrix: Matrix, ledger: Ledger, ex: Any, force: bool,
+                 echo: Callable[[str], None]) -> None:
+    """Every trained run's final audit, as jobs of their own (a run reused by the seed stage is the
+    search run, audited once); then each run's audit.json read back into its ledger row. A run
+    whose audit.json is there and newer than its training is not audited again (unless forced);
+    one whose audit left none keeps its training figures and says where to look."""
+    import json
+
+    from rmtrain.runs import audit_record_figures
+    from rmtrain.sweep.worker import EXTRA_FIGURES, audit_dir
+
+    if not sweep.settings.audit.enabled:
+        return
+    rows = [ledger.get(r.run_id) or {} for r in matrix.runs]
+    trained = [r for r in rows if r.get("state") == "done" and not r.get("reused_from") and r.get("output_dir")]
+
+    def stale(row: dict[str, Any]) -> bool:
+        report = audit_dir(row["output_dir"]) / "audit.json"
+        summary = Path(row["output_dir"]) / "train_summary.json"
+        return not report.is_file() or (summary.is_file() and summary.stat().st_mtime > report.stat().st_mtime)
+
+    todo = [r["run_id"] for r in trained if force or stale(r)]
+    if todo:
+        echo(f"[sweep] final audits: {len(todo)} runs ({len(trained) - len(todo)} already audited)")
+        ex.audit(todo, lambda rid: echo(f"[sweep] {rid}: final audit ended"))
+    for row in rows:
+        if row.get("state") != "done" or not row.get("output_dir"):
+            continue
+        where = audit_dir(row["output_dir"])
+        if (where / "audit.json").is_file():
+            record = json.loads((where / "audit.json").read_text())
+            extra = where / EXTRA_FIGURES  # extra rating sets, the other selection rule
+            extra_figures = json.loads(extra.read_text()) if extra.is_file() else {}
+            ledger.update(row["run_id"], figures={**(row.get("figures") or {}), **audit_record_figures(record),
+                                                  **extra_figures},
+                          audit_dir=str(where), audit_error=None)
+        else:
+            why = where / "error.txt"
+            ledger.update(row["run_id"], audit_dir=None,
+                          audit_error=f"final audit wrote no audit.json (see {why if why.is_file() else 'its log'})")
 
 
 def _select(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,13 @@ leaves each outcome in the ledger (a run that died without writing one is record
   (each on its own GPU when there are enough).
 - `SubmititExecutor`: a SLURM job array through submitit, one run per task, each task an
   `accelerate launch` with a config from accelerate_configs/; with cluster="local", submitit's local
-  executor runs the same tasks as local processes (what the tests use)."""
+  executor runs the same tasks as local processes (what the tests use).
+
+Final audits (``audit``) are jobs of their own, after training: a process each on this machine (at
+most ``max_parallel`` at once, each on its own GPU or GPUs), or one SLURM job array ("rmtrain-audit")
+whose tasks take ``sweep.audit.num_processes`` GPUs each; a task of several processes is an
+``accelerate launch`` whose processes share the checkpoint's scoring. Each writes the run's
+final_audit/audit.json; the driver reads it back."""
 
 from __future__ import annotations
 
@@ -25,6 +31,17 @@ from rmtrain.config import SlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 
 log = logging.getLogger(__name__)
+
+
+def audit_command(out: Path, run_id: str, num_processes: int = 1) -> tuple[list[str], dict[str, str]]:
+    """(command, environment additions) of a run's final audit: one process, or ``num_processes``
+    under accelerate launch sharing the scoring."""
+    from rmcore.jobs import launch_command
+
+    args = ["rmtrain.sweep.worker", str(out), run_id, "--audit"]
+    if num_processes == 1:
+        return [sys.executable, "-m", *args], {}
+    return launch_command(num_processes, args)
 
 
 def worker_command(out: Path, run_id: str, *, accelerate_config: str | None = None,
@@ -63,11 +80,19 @@ def _set_pdeathsig() -> None:
 
 
 class LocalExecutor:
-    def __init__(self, out: Path, *, max_parallel: int = 1, force: bool = False) -> None:
+    def __init__(self, out: Path, *, max_parallel: int = 1, force: bool = False, audit_processes: int = 1) -> None:
         if max_parallel < 1:
             raise ConfigError(f"--max-parallel must be >= 1, got {max_parallel}")
         self.out, self.max_parallel, self.force = Path(out), max_parallel, force
+        self.audit_processes = audit_processes
         self.ledger = Ledger(self.out / "ledger")
+
+    def describe_audits(self, run_ids: list[str]) -> list[str]:
+        return [display_command(audit_command(self.out, r, self.audit_processes)[0]) for r in run_ids]
+
+    def audit(self, run_ids: list[str], on_end: Any = None) -> None:
+        """Each run's final audit as a process of its own (``max_parallel`` at once)."""
+        self._run_processes(run_ids, on_end, audit=True)
 
     def describe(self, run_ids: list[str]) -> list[str]:
         return [display_command(worker_command(self.out, r, force=self.force)) for r in run_ids]
@@ -83,19 +108,24 @@ class LocalExecutor:
             return
         self._run_processes(run_ids, on_end)
 
-    def _devices(self) -> list[str | None]:
+    def _devices(self, per_task: int = 1) -> list[str | None]:
         import torch
 
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = visible.split(",") if visible else [str(i) for i in range(n)]
-        # one GPU per slot where there are enough; otherwise the slots share what there is
-        return [ids[i] for i in range(self.max_parallel)] if len(ids) >= self.max_parallel else [None] * self.max_parallel
+        # per_task GPUs per slot where there are enough; otherwise the slots share what there is
+        if len(ids) >= self.max_parallel * per_task:
+            return [",".join(ids[i * per_task:(i + 1) * per_task]) for i in range(self.max_parallel)]
+        if per_task > 1 and len(ids) >= per_task:  # one multi-GPU task at a time
+            return [",".join(ids[:per_task])]
+        return [None] * self.max_parallel
 
-    def _run_processes(self, run_ids: list[str], on_end: Any) -> None:
+    def _run_processes(self, run_ids: list[str], on_end: Any, audit: bool = False) -> None:
         logs = self.out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        queue, free = list(run_ids), self._devices()
+        per_task = self.audit_processes if audit else 1
+        queue, free = list(run_ids), self._devices(per_task)
         running: dict[str, tuple[subprocess.Popen, Any, str | None]] = {}
         try:
             while queue or running:
@@ -106,9 +136,14 @@ class LocalExecutor:
                     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.max_parallel)))
                     if dev is not None:
                         env["CUDA_VISIBLE_DEVICES"] = dev
-                    fh = open(logs / (rid.replace("/", "__") + ".log"), "a")
-                    proc = subprocess.Popen(worker_command(self.out, rid, force=self.force), stdout=fh,
-                                            stderr=subprocess.STDOUT, env=env, preexec_fn=_set_pdeathsig)
+                    if audit:
+                        cmd, extra = audit_command(self.out, rid, self.audit_processes)
+                        env.update(extra)
+                    else:
+                        cmd = worker_command(self.out, rid, force=self.force)
+                    fh = open(logs / (rid.replace("/", "__") + (".audit.log" if audit else ".log")), "a")
+                    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                            preexec_fn=_set_pdeathsig)
                     running[rid] = (proc, fh, dev)
                 time.sleep(0.5)
                 for rid, (proc, fh, dev) in list(running.items()):
@@ -117,8 +152,9 @@ class LocalExecutor:
                     fh.close()
                     del running[rid]
                     free.append(dev)
-                    _record_lost(self.ledger, rid, f"worker exited with code {proc.returncode} without recording "
-                                                   f"a result; log: {fh.name}")
+                    if not audit:  # an audit that died leaves no audit.json: the driver records that
+                        _record_lost(self.ledger, rid, f"worker exited with code {proc.returncode} without "
+                                                       f"recording a result; log: {fh.name}")
                     if on_end:
                         on_end(rid)
         finally:
@@ -130,9 +166,37 @@ class LocalExecutor:
 
 
 class SubmititExecutor:
-    def __init__(self, out: Path, settings: SlurmSettings, *, cluster: str = "slurm", force: bool = False) -> None:
+    def __init__(self, out: Path, settings: SlurmSettings, *, cluster: str = "slurm", force: bool = False,
+                 audit_processes: int = 1) -> None:
         self.out, self.settings, self.cluster, self.force = Path(out), settings, cluster, force
+        self.audit_processes = audit_processes
         self.ledger = Ledger(self.out / "ledger")
+
+    def describe_audits(self, run_ids: list[str]) -> list[str]:
+        return [display_command(audit_command(self.out, r, self.audit_processes)[0]) for r in run_ids]
+
+    def audit(self, run_ids: list[str], on_end: Any = None) -> None:
+        """The final audits as one job array ("rmtrain-audit"), ``audit_processes`` GPUs per task
+        (none where the training tasks take none)."""
+        if not run_ids:
+            return
+        from submitit.helpers import CommandFunction
+
+        gpus = self.audit_processes if self.settings.gpus_per_node else 0
+        ex = self.executor("rmtrain-audit", gpus_per_node=gpus)
+        fns = []
+        for rid in run_ids:
+            cmd, env = audit_command(self.out, rid, self.audit_processes)
+            fns.append(CommandFunction(cmd, cwd=os.getcwd(), env={**os.environ, **env}, verbose=True))
+        jobs = ex.submit_array(fns)
+        log.info("submitted %d final audits as job array %s", len(jobs), jobs[0].job_id.split("_")[0])
+        for rid, job in zip(run_ids, jobs):
+            try:
+                job.result()
+            except Exception as e:  # the driver finds no audit.json and records the failure
+                log.error("final audit of %s (job %s) failed: %s", rid, job.job_id, str(e).strip().splitlines()[-1:])
+            if on_end:
+                on_end(rid)
 
     def commands(self, run_ids: list[str]) -> list[list[str]]:
         return [worker_command(self.out, r, accelerate_config=self.settings.accelerate_config, force=self.force)
@@ -147,9 +211,10 @@ class SubmititExecutor:
                 f"{s.cpus_per_task} CPUs, {s.mem_gb:g} GB, {s.timeout_min} min per task, at most "
                 f"{min(n, s.array_parallelism)} at once)")
 
-    def executor(self, name: str) -> Any:
+    def executor(self, name: str, gpus_per_node: int | None = None) -> Any:
         s = self.settings
-        params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": s.gpus_per_node,
+        gpus = s.gpus_per_node if gpus_per_node is None else gpus_per_node
+        params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min, "gpus_per_node": gpus,
                                   "cpus_per_task": s.cpus_per_task, "mem_gb": s.mem_gb,
                                   "slurm_array_parallelism": s.array_parallelism}
         if s.partition:

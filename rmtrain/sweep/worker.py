@@ -1,8 +1,14 @@
 """One run of a sweep, as a process of its own: `python -m rmtrain.sweep.worker OUT RUN_ID`
-(under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster); `... OUT --released` audits
-the sweep's released scorers instead (one job, ``rmtrain.sweep.extra_audits``). Trains the run (resuming
-from its last checkpoint), audits the final checkpoint, and records the outcome in the ledger.
-Only the main process (RANK 0) writes the ledger and audits."""
+(under `accelerate launch -m rmtrain.sweep.worker ...` on a cluster). Trains the run (resuming
+from its last checkpoint) and records the outcome in the ledger; only the main process (RANK 0)
+writes the ledger.
+
+`python -m rmtrain.sweep.worker OUT RUN_ID --audit` is the run's final audit, a job of its own
+(one GPU, or N processes under `accelerate launch` sharing the scoring): it writes
+`<run>/final_audit/audit.json`, which the driver reads back into the ledger, and the run's extra
+audits (``rmtrain.sweep.extra_audits``: other rating sets, the other selection rule's checkpoint)
+with their figures in `<run>/final_audit/extra_figures.json`. `... OUT --released` audits the
+sweep's released scorers instead (one job)."""
 
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ from rmtrain.sweep.matrix import RunSpec, fingerprint, run_config
 log = logging.getLogger(__name__)
 
 RECIPE_FILE, STATE_FILE, MATRIX_FILE = "recipe.yaml", "sweep.json", "matrix.json"
+AUDIT_DIR = "final_audit"
+EXTRA_FIGURES = "extra_figures.json"  # the extra audits' ledger figures, beside audit.json
 # Training figures a sweep keeps per run (from train_summary.json).
 TRAIN_FIGURES = ("heldout_pair_accuracy", "selection_pair_accuracy", "heldout_rmse", "heldout_pearson",
                  "score_sd", "n_train_pairs", "global_step", "train_seconds")
@@ -52,8 +60,7 @@ def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
 
 def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
     """Train and audit one run; True when it finished. A failure is recorded, not raised."""
-    from rmtrain.runs import final_audit, train_run
-    from rmtrain.sweep.extra_audits import run_extra_audits
+    from rmtrain.runs import train_run
 
     out = Path(out)
     sweep, runs = load_context(out)
@@ -67,16 +74,9 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         cfg = run_config(sweep, spec)
         summary = train_run(cfg, force=force)
         figures: dict[str, Any] = {k: summary.get(k) for k in TRAIN_FIGURES}
-        audit_dir = None
-        if main and sweep.settings.audit.enabled:
-            audit_dir = Path(cfg.output_dir) / "final_audit"
-            figures.update(final_audit(cfg, sweep.settings.audit, audit_dir))
-            # extra rating sets and the other selection rule's checkpoint (rmtrain.sweep.extra_audits)
-            figures.update(run_extra_audits(cfg, sweep.settings, audit_dir))
         if main:
-            ledger.update(run_id, state="done", figures=figures, audit_dir=str(audit_dir) if audit_dir else None,
-                          finished_at=now(), seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg),
-                          output_dir=cfg.output_dir)
+            ledger.update(run_id, state="done", figures=figures, audit_dir=None, finished_at=now(),
+                          seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg), output_dir=cfg.output_dir)
         return True
     except Exception as e:  # recorded; the other runs go on
         if main:
@@ -95,11 +95,43 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         raise
 
 
+def audit_dir(output_dir: str | os.PathLike) -> Path:
+    """Where a run's final audit goes."""
+    return Path(output_dir) / AUDIT_DIR
+
+
+def audit_one(out: str | os.PathLike, run_id: str) -> bool:
+    """The final audit of one trained run into <run>/final_audit (this process's share of it when
+    several processes share the scoring). True when it finished; a failure is logged and left to
+    the driver, which finds no audit.json."""
+    from rmcore.io import atomic_write_json
+    from rmeval.scoring_run import Shard
+    from rmtrain.runs import final_audit
+    from rmtrain.sweep.extra_audits import run_extra_audits
+
+    sweep, runs = load_context(Path(out))
+    cfg = run_config(sweep, runs[run_id])
+    try:
+        where = audit_dir(cfg.output_dir)
+        if final_audit(cfg, sweep.settings.audit, where, shard=Shard.from_env()) is not None:
+            # the main process: extra rating sets and the other selection rule's checkpoint
+            extra = run_extra_audits(cfg, sweep.settings, where)
+            if extra:
+                atomic_write_json(where / EXTRA_FIGURES, extra)
+        return True
+    except Exception as e:
+        (audit_dir(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
+        (audit_dir(cfg.output_dir) / "error.txt").write_text(traceback.format_exc())
+        log.error("final audit of %s failed: %s", run_id, e)
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir")
     ap.add_argument("run_id", nargs="?")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--audit", action="store_true", help="the run's final audit (the run is trained)")
     ap.add_argument("--released", action="store_true",
                     help="instead of a run: audit the sweep's released scorers (rmtrain.sweep.extra_audits)")
     args = ap.parse_args(argv)
@@ -116,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         sweep, _ = load_context(Path(args.sweep_dir))
         audit_released(sweep, args.sweep_dir, echo=lambda m: print(m, file=sys.stderr))
         return 0
+    if args.audit:
+        return 0 if audit_one(args.sweep_dir, args.run_id) else 1
     return 0 if run_one(args.sweep_dir, args.run_id, force=args.force) else 1
 
 

