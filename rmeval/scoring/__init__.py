@@ -24,12 +24,23 @@ class ScorerSettings:
     batch_size: int = 32
     max_length: int | None = None  # None: the model's own limit (also the ceiling)
     max_tokens: int | None = None  # cap on padded tokens per batch
+    drop_special: tuple[str, ...] = ()  # markers left out of every input: bos and/or eos (seq_classifier only)
 
 
 def load_scorer(settings: ScorerSettings) -> Scorer:
     """The scorer ``settings`` describe, its model loaded."""
     common = {"max_length": settings.max_length, "batch_size": settings.batch_size,
               "max_tokens": settings.max_tokens}
+    if settings.drop_special:
+        from rmcore.formatting import MARKERS
+
+        bad = sorted(set(settings.drop_special) - set(MARKERS))
+        if bad:
+            raise ConfigError(f"--drop-special-tokens: unknown marker(s) {bad}; known: {', '.join(MARKERS)}")
+        if settings.kind != "seq_classifier":
+            raise ConfigError(f"--drop-special-tokens applies to --scorer seq_classifier, not {settings.kind}")
+        return make_scorer("seq_classifier", model=settings.model, drop_special=tuple(settings.drop_special),
+                           **common)
     if settings.kind in ("seq_classifier", "generative_judge"):
         return make_scorer(settings.kind, model=settings.model, **common)
     if settings.kind == "dpo_implicit":

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmcore.formatting import Encoded, encode_example, layout
+from rmcore.formatting import Encoded, drop_markers, encode_example, layout
 from rmcore.modeling import (
     ModelSettings,
     ensure_pad_token,
@@ -34,10 +34,12 @@ class SeqClassifierScorer(Scorer):
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
                  dtype: str = "float32", padding_side: str = "right", trust_remote_code: bool = False,
-                 shared_prompt: bool = True) -> None:
+                 shared_prompt: bool = True, drop_special: tuple[str, ...] = ()) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
-        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores."""
+        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores.
+        ``drop_special``: markers left out of every input, ``bos`` and/or ``eos``
+        (``rmcore.formatting.drop_markers``); ``markers_dropped`` counts the texts that had one."""
         super().__init__()
         if isinstance(model, (str, os.PathLike)):
             self.model_id = str(model)
@@ -62,6 +64,8 @@ class SeqClassifierScorer(Scorer):
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.padding_side, self.dtype = padding_side, dtype
         self.shared_prompt = shared_prompt
+        self.drop_special = tuple(sorted(set(drop_special)))
+        self.markers_dropped = {m: 0 for m in self.drop_special}
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
 
@@ -74,11 +78,18 @@ class SeqClassifierScorer(Scorer):
         # padding side and batching do not change scores, so they are not part of the identity;
         # an in-memory model (e.g. mid-training) is only identical to itself within this process
         ident = model_identity(self.model_id) if self._owned else f"in-memory:{id(self.model)}"
-        return fingerprint_of(self.kind, {"model": ident, "max_length": self.max_length,
-                                          "layout": self.layout, "dtype": self.dtype})
+        settings = {"model": ident, "max_length": self.max_length, "layout": self.layout, "dtype": self.dtype}
+        if self.drop_special:  # only then: scores of the full input keep their cache keys
+            settings["drop_special"] = list(self.drop_special)
+        return fingerprint_of(self.kind, settings)
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:
-        return [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+        enc = [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+        for marker in self.drop_special:
+            cut = [drop_markers(e, self.tokenizer, (marker,)) for e in enc]
+            self.markers_dropped[marker] += sum(len(c) < len(e) for c, e in zip(cut, enc))
+            enc = cut
+        return enc
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         enc = self.encode(items)
