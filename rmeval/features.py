@@ -128,7 +128,7 @@ def text_features(text: str) -> dict[str, float]:
         "txt_list_items": float(sum(1 for ln in lines if _LIST.match(ln))),
         "txt_headers": float(sum(1 for ln in lines if ln.lstrip().startswith("#"))),
         "txt_code_blocks": float(text.count("```") // 2),
-        "txt_sentences": float(len(re.findall(r"[.!?](?:\s|$)", text))),
+        "txt_sentences": float(len(re.findall(r"(?<!\d)[.!?](?:\s|$)", text))),
         "txt_questions": float(text.count("?")),
         "txt_mean_word_length": float(np.mean([len(w) for w in words])) if words else 0.0,
     }
