@@ -111,13 +111,16 @@ def _search(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: i
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV, GroupKFold
+    from threadpoolctl import threadpool_limits
 
     if name == "ridge":
         return RidgeSearch().fit(x, y, groups)
     est, grid = learner(name, x.shape[1], seed)
     n_inner = min(N_INNER, len(np.unique(groups)))
-    with warnings.catch_warnings():  # an MLP stopped at its iteration cap is still a probe; say nothing per fit
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    # one OpenMP thread per fit: a probe is dozens of small fits, where thread start-up and, on a
+    # shared machine, oversubscription cost more than the parallel histogram building saves
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
+        warnings.simplefilter("ignore", ConvergenceWarning)  # an MLP stopped at its iteration cap is still a probe
         if n_inner < 2:
             return est.fit(x, y)
         return GridSearchCV(est, grid, cv=GroupKFold(n_inner), scoring="r2").fit(x, y, groups=groups)
