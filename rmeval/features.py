@@ -241,7 +241,8 @@ def write_features(rating_set: RatingSet, settings: FeatureSettings, out: str | 
 
     settings.validate()
     out = Path(out)
-    made = {"settings": {**asdict(settings), "embedders": settings.resolved_embedders()}, "seed": seed,
+    made_by = {k: v for k, v in asdict(settings).items() if k != "learners"}  # the learners read the tables only
+    made = {"settings": {**made_by, "embedders": settings.resolved_embedders()}, "seed": seed,
             "data": data_digest(rating_set)}
     side = out / "features.json"
     names = ("prompts", "features", "prompt_features")
