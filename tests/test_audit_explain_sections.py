@@ -76,3 +76,13 @@ def test_without_a_rated_attribute_the_model_side_remains():
     assert "human" not in audit["share"] and "sibling_regression" not in audit
     assert "auc" in audit["transplant"]["random"] and "prompt_splits" in audit
     assert "calibrated" not in audit["variance_explained"] and "response_probes" in audit["variance_explained"]
+
+
+def test_scoring_variant_differences_are_variant_minus_reference():
+    rs, scores, ratings, _, _ = _tables()
+    bump = {p.prompt_id: 3.0 * i for i, p in enumerate(rs.prompts)}  # a prompt-level offset: the share rises
+    variant = scores.assign(score=scores["score"] + scores["prompt_id"].map(bump))
+    sv = compute_audit(scores, ratings, n_boot=50, n_boot_regression=50, compare={"offset": variant})
+    share = sv["scoring_variants"]["offset"]["share_original"]
+    assert share["difference"]["estimate"] > 0.1
+    assert abs(share["difference"]["estimate"] - (share["variant"]["estimate"] - share["reference"]["estimate"])) < 1e-12

@@ -159,8 +159,9 @@ def _scoring_variant(o: pd.DataFrame, by_cond: dict[str, pd.DataFrame], variant:
         if cond in by_cond and cond in var:
             m = by_cond[cond].merge(var[cond][["prompt_id", "response_id", "variant", "score"]],
                                     on=["prompt_id", "response_id", "variant"], suffixes=("", "_v"))
-            r = share_pair(m["score"].to_numpy(float), m["score_v"].to_numpy(float), m["prompt_id"].to_numpy(),
-                           names=("reference", "variant"), resamples=resamples)
+            # a = the variant: share_pair's difference is a - b, variant minus reference like the transplant's
+            r = share_pair(m["score_v"].to_numpy(float), m["score"].to_numpy(float), m["prompt_id"].to_numpy(),
+                           names=("variant", "reference"), resamples=resamples)
             if r:
                 out[f"share_{cond}"] = r
     vo = var["original"][["prompt_id", "response_id", "score"]]
