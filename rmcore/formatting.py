@@ -100,6 +100,43 @@ def encode_example(tokenizer: Any, messages: list[Message], response: str, max_l
     return Encoded(ids, None, prompt_trunc, resp_trunc)
 
 
+MARKERS = ("bos", "eos")
+
+
+def drop_markers(encoded: Encoded, tokenizer: Any, which: tuple[str, ...] | list[str]) -> Encoded:
+    """``encoded`` without its begin- and/or end-of-sequence markers (a scoring-robustness check:
+    how much of a score is read off the markers). ``bos``: the first token when it is the
+    tokenizer's BOS or CLS token. ``eos``: everything from the first special token of the trailing
+    run of special and whitespace-only tokens after the response (``<|im_end|>\\n``,
+    ``<|eot_id|>``, a BERT pair's final ``[SEP]``); whitespace the response itself ends with is kept.
+    Token types are cut alike; at least one token is always kept."""
+    unknown = sorted(set(which) - set(MARKERS))
+    if unknown:
+        raise ValueError(f"unknown marker(s) {unknown}; known: {', '.join(MARKERS)}")
+    ids = list(encoded.input_ids)
+    start, stop = 0, len(ids)
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    if "eos" in which:
+        i, first_special = len(ids), None
+        while i > 1:
+            t = ids[i - 1]
+            if t in special:
+                first_special = i - 1
+            elif tokenizer.decode([t]).strip():
+                break
+            i -= 1
+        if first_special is not None:
+            stop = first_special
+    if "bos" in which and ids:
+        starts = {tokenizer.bos_token_id, tokenizer.cls_token_id} - {None}
+        if ids[0] in starts:
+            start = 1
+    if stop - start < 1:
+        return encoded
+    tt = encoded.token_type_ids[start:stop] if encoded.token_type_ids is not None else None
+    return Encoded(ids[start:stop], tt, encoded.prompt_truncated, encoded.response_truncated)
+
+
 def pad_batch(encoded: list[Encoded], pad_id: int, padding_side: str = "right") -> dict[str, torch.Tensor]:
     """Dynamic padding to the longest sequence in the batch."""
     width = max(len(e) for e in encoded)

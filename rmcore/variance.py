@@ -7,6 +7,7 @@ between prompts than chance would give)::
 
     MSB = SSB/(k-1),  MSW = SSW/(N-k),  n0 = (N - sum n_i^2 / N)/(k-1)
     share = (MSB - MSW) / (MSB + (n0 - 1) MSW)
+    sigma_b^2 = (MSB - MSW) / n0,  sigma_w^2 = MSW     (the variance components; share = b / (b + w))
 
 Groups with a single value carry no within-group information; they are left out and counted.
 """
@@ -25,15 +26,28 @@ def group_codes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(uniques)
 
 
-def icc_from_sums(s: np.ndarray) -> np.ndarray:
-    """Columns: groups, N, sum n_i^2, sum y, sum S_i^2/n_i, sum y^2 (see :func:`icc_sufficient`)."""
+def mean_squares_from_sums(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(MSB, MSW, n0) from the sums of :func:`icc_sufficient`: groups, N, sum n_i^2, sum y,
+    sum S_i^2/n_i, sum y^2."""
     g, n, n2, t, a, q = (s[..., i] for i in range(6))
-    ssb = a - t * t / n
-    ssw = q - a
-    msb = ssb / (g - 1)
-    msw = ssw / (n - g)
+    msb = (a - t * t / n) / (g - 1)
+    msw = (q - a) / (n - g)
     n0 = (n - n2 / n) / (g - 1)
+    return msb, msw, n0
+
+
+def icc_from_sums(s: np.ndarray) -> np.ndarray:
+    """ICC(1) from the sums of :func:`icc_sufficient` (module doc)."""
+    msb, msw, n0 = mean_squares_from_sums(s)
     return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+def components_from_sums(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The variance components of the one-way random-effects model: between-group
+    sigma_b^2 = (MSB - MSW) / n0 (not truncated at zero) and within-group sigma_w^2 = MSW; the
+    share is sigma_b^2 / (sigma_b^2 + sigma_w^2)."""
+    msb, msw, n0 = mean_squares_from_sums(s)
+    return (msb - msw) / n0, msw
 
 
 def keep_multi(values: np.ndarray, groups: Any) -> tuple[np.ndarray, np.ndarray, int, int]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
+from rmeval.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
@@ -62,6 +63,7 @@ class AuditSettings:
     embedder: str | None = None  # sentence encoder of the embedding condition
     human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
     reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
+    features: FeatureSettings | None = None  # the feature probes' models (rmeval.features); None: no probes
     judge: JudgeProfileSettings | None = None
     suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
     cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
@@ -159,6 +161,7 @@ class FinalAuditSettings:
     paraphrase_file: str | None = None
     related_file: str | None = None
     seed: int = 0
+    features: FeatureSettings | None = None  # the feature probes' embedders and base model (rmeval.features)
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
@@ -180,7 +183,7 @@ class FinalAuditSettings:
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
                              seed=self.seed, attribute=attribute, related_file=self.related_file,
-                             paraphrase_file=self.paraphrase_file)
+                             paraphrase_file=self.paraphrase_file, features=self.features)
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
@@ -205,6 +208,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
     With a ``tracker`` everything is logged to it (the caller finishes it)."""
     from rmcore.io import atomic_write_table
+    from rmeval.features import audit_feature_tables
     from rmeval.report import log_audit, write_report
     from rmeval.scoring_run import score_conditions, truncation_summary
     from rmeval.stats.audit import compute_audit
@@ -249,10 +253,13 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     prefs = rating_set.preferences_table()
     if prefs is not None:
         atomic_write_table(out / "preferences.parquet", prefs)
+    # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
+    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.seed)
     result = compute_audit(scores, ratings, preferences=prefs,
-                           attribute=pick_attribute(rating_set.attributes, settings.attribute),
+                           attribute=pick_attribute(rating_set.attributes, settings.attribute)
+                           if rating_set.attributes or settings.attribute else None,
                            n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
-                           human_reliability=settings.human_reliability, reference_scores=pool_scores)
+                           human_reliability=settings.human_reliability, reference_scores=pool_scores, **tables)
     result["truncation"] = truncation_summary(scores)
     if pool_scores is not None:
         atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
@@ -274,6 +281,9 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     result["meta"]["placement"] = placement
     result["meta"]["n_processes"] = scores.attrs.get("n_processes", 1)
     result["meta"].update(meta or {})
+    if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
+        result["meta"]["drop_special"] = list(scorer.drop_special)
+        result["markers_dropped"] = dict(scorer.markers_dropped)
     judge_images: dict[str, Path] = {}
     if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
         from rmeval.judges.audit_hook import profile_checkpoint
@@ -358,14 +368,18 @@ def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str
 
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
                  out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
-                 reference_scores: str | os.PathLike | None = None, wandb_project: str = "matchrm",
+                 reference_scores: str | os.PathLike | None = None, features: str | os.PathLike | None = None,
+                 compare: dict[str, str] | None = None, wandb_project: str = "matchrm",
                  wandb_mode: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
     """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
     tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
     for pool centring (the preferences default to the table ``audit`` writes beside the scores),
     written to OUT and logged to a W&B run (``stats-<scores file>``). Each file is validated on its
-    own, so an error names the file it is in. Returns (audit, report paths)."""
+    own, so an error names the file it is in. ``features``: the folder of the prompt and feature
+    tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
+    ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
     from rmcore.io import read_table
+    from rmeval.features import read_feature_tables
     from rmeval.report import log_audit, write_report
     from rmeval.stats.audit import compute_audit
     from rmeval.tables import load_preferences, load_ratings, load_scores
@@ -374,10 +388,8 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     attribute = settings.attribute
     if attribute is None:
         table = read_table(ratings, "ratings table")
-        if not table_attributes(table):
-            raise DataError(f"ratings table has no attribute column; it has columns {list(table.columns)}",
-                            field="helpfulness")
-        attribute = pick_attribute(table_attributes(table))
+        # no attribute column (a preference set): the human-referenced sections are left out
+        attribute = pick_attribute(table_attributes(table)) if table_attributes(table) else None
     rt = load_ratings(ratings, attribute=attribute)
     st = load_scores(scores, rt)
     beside = Path(scores).with_name("preferences.parquet")
@@ -391,9 +403,14 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
         raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
                         file=str(reference_scores))
+    tables = read_feature_tables(features if features is not None else Path(scores).parent,
+                                 explicit=features is not None)
     result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
                            n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
-                           human_reliability=settings.human_reliability)
+                           human_reliability=settings.human_reliability,
+                           probe_learners=settings.features.learners if settings.features else None,
+                           compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
+                           **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
     if digits.is_file():
         from rmeval.stats.judge_diagnostics import judge_diagnostics

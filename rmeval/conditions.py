@@ -19,6 +19,11 @@ Every condition pairs the rating set's responses (or a fixed reply) with some co
   same request (from a file or a generator model, ``rmeval.generators``); ``variant`` = index,
   ``donor_prompt_id`` None.
 - ``last_turn``: multi-turn prompts cut to their last user turn (single-turn prompts are skipped).
+- ``fixed_reply_random`` / ``fixed_reply_related``: the fixed generic reply of ``prompt_only`` under
+  each prompt's random donors (the very donors of ``random``: same seed, same draw) / under its
+  related tasks. Beside ``prompt_only`` (the same reply under the prompt itself) they ask what the
+  prompt alone decides: with a fixed reply the own prompt should win against its donors only at
+  chance. One row per prompt and donor, response_id ``"__generic_reply__"``.
 
 Prompt text for similarity (overlap, embedding, length) is the concatenation of the user turns.
 """
@@ -145,10 +150,22 @@ def prompt_only(rs: RatingSet, *, generic_reply: str = DEFAULT_GENERIC_REPLY, **
             for p in rs.prompts]
 
 
-def random_donors(rs: RatingSet, *, n_donors: int = N_DONORS, seed: int = 0, **_: Any) -> list[ConditionItem]:
+def _random_donor_indices(rs: RatingSet, n_donors: int, seed: int) -> list[list[int]]:
     rng = np.random.default_rng(seed)
-    donors = [rng.choice(c, size=min(n_donors, len(c)), replace=False).tolist() for c in _eligible(rs.prompts)]
-    return _transplant(rs, "random", donors)
+    return [rng.choice(c, size=min(n_donors, len(c)), replace=False).tolist() for c in _eligible(rs.prompts)]
+
+
+def random_donors(rs: RatingSet, *, n_donors: int = N_DONORS, seed: int = 0, **_: Any) -> list[ConditionItem]:
+    return _transplant(rs, "random", _random_donor_indices(rs, n_donors, seed))
+
+
+def fixed_reply_random(rs: RatingSet, *, n_donors: int = N_DONORS, seed: int = 0,
+                       generic_reply: str = DEFAULT_GENERIC_REPLY, **_: Any) -> list[ConditionItem]:
+    """The fixed reply under the donors of ``random`` (one row per prompt and donor)."""
+    donors = _random_donor_indices(rs, n_donors, seed)
+    return [ConditionItem(p.prompt_id, GENERIC_REPLY_ID, "fixed_reply_random", v, rs.prompts[j].prompt_id,
+                          list(rs.prompts[j].messages), generic_reply)
+            for i, p in enumerate(rs.prompts) for v, j in enumerate(donors[i])]
 
 
 def overlap_donors(rs: RatingSet, *, n_donors: int = N_DONORS, **_: Any) -> list[ConditionItem]:
@@ -178,6 +195,8 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     name = resolve_model_path(model or default_embedder())  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)
     enc_model = AutoModel.from_pretrained(name).eval()
+    limit = getattr(enc_model.config, "max_position_embeddings", None)
+    max_length = min(max_length, limit) if limit else max_length  # never past the encoder's positions
     if device:
         enc_model.to(device)
     dev = next(enc_model.parameters()).device
@@ -224,18 +243,24 @@ def replace_last_user(messages: list[Message], text: str) -> list[Message]:
 
 
 def _rewritten(rs: RatingSet, condition: str, *, file: str | os.PathLike | None, generator: Any | None,
-               n_variants: int) -> list[ConditionItem]:
+               n_variants: int, reply: str | None = None, source: str | None = None) -> list[ConditionItem]:
+    """Each prompt's last user turn replaced by its ``source`` texts (default: the condition's
+    own); scored with its responses, or with the one ``reply`` when given."""
     from rmeval.generators import FileGenerator
 
+    source = source or condition
     if generator is None:
         if file is None:
-            raise ConfigError(f"condition '{condition}' needs a {condition}_file or a {condition}_generator")
+            raise ConfigError(f"condition '{condition}' needs a {source}_file or a {source}_generator")
         generator = FileGenerator(file)
-    texts = generator.generate(rs.prompts, condition, n_variants)
+    texts = generator.generate(rs.prompts, source, n_variants)
     items = []
     for p in rs.prompts:
         for v, text in enumerate(texts.get(p.prompt_id, [])):
             msgs = replace_last_user(p.messages, text)
+            if reply is not None:
+                items.append(ConditionItem(p.prompt_id, GENERIC_REPLY_ID, condition, v, None, msgs, reply))
+                continue
             items += [ConditionItem(p.prompt_id, r.response_id, condition, v, None, msgs, r.text)
                       for r in p.responses]
     return items
@@ -249,6 +274,14 @@ def related(rs: RatingSet, *, related_file: str | os.PathLike | None = None, rel
 def paraphrase(rs: RatingSet, *, paraphrase_file: str | os.PathLike | None = None,
                paraphrase_generator: Any | None = None, n_variants: int = 4, **_: Any) -> list[ConditionItem]:
     return _rewritten(rs, "paraphrase", file=paraphrase_file, generator=paraphrase_generator, n_variants=n_variants)
+
+
+def fixed_reply_related(rs: RatingSet, *, related_file: str | os.PathLike | None = None,
+                        related_generator: Any | None = None, n_variants: int = 4,
+                        generic_reply: str = DEFAULT_GENERIC_REPLY, **_: Any) -> list[ConditionItem]:
+    """The fixed reply under each prompt's related tasks (the texts of ``related``)."""
+    return _rewritten(rs, "fixed_reply_related", file=related_file, generator=related_generator,
+                      n_variants=n_variants, reply=generic_reply, source="related")
 
 
 def last_turn(rs: RatingSet, **_: Any) -> list[ConditionItem]:
@@ -272,12 +305,16 @@ CONDITIONS: dict[str, Callable[..., list[ConditionItem]]] = {
     "related": related,
     "paraphrase": paraphrase,
     "last_turn": last_turn,
+    "fixed_reply_random": fixed_reply_random,
+    "fixed_reply_related": fixed_reply_related,
 }
 
 
 # Conditions that read a file or a generator, named by the option that supplies it; the CLI
 # leaves them out of its default list when the option is not given.
-NEEDS = {"related": "related_file", "paraphrase": "paraphrase_file"}
+NEEDS = {"related": "related_file", "paraphrase": "paraphrase_file", "fixed_reply_related": "related_file"}
+# Conditions that score the fixed reply (response_id GENERIC_REPLY_ID), not the rated responses.
+FIXED_REPLY = {"prompt_only": None, "fixed_reply_random": "random", "fixed_reply_related": "related"}
 
 
 def register_condition(name: str, builder: Callable[..., list[ConditionItem]], *, needs: str | None = None) -> None:

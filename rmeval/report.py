@@ -36,6 +36,13 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
     lines += [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
               f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
               f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
+    if "attribute" in meta and meta["attribute"] is None:
+        lines += ["No rated attribute (a preference set carries labels, not ratings): the human-referenced "
+                  "figures are left out.", ""]
+    if meta.get("drop_special"):
+        dropped = audit.get("markers_dropped", {})
+        lines += [f"Scored without the {' and '.join(meta['drop_special'])} marker(s): "
+                  + ", ".join(f"{m} removed from {n} texts" for m, n in dropped.items()) + ".", ""]
     sh = audit.get("share", {})
     if sh:
         lines += ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
@@ -87,13 +94,29 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
     if "transplant" in audit:
         lines += ["## Prompt transplants", "",
                   "Margin: own-prompt score minus mean wrong-prompt score, in original-score SDs. "
-                  "Accuracy: share of responses whose own-prompt score beats every wrong prompt.", ""]
+                  "Accuracy: share of responses whose own-prompt score beats every wrong prompt. AUC (scale-free): "
+                  "the ROC AUC of the responses' own-prompt scores against their wrong-prompt scores, pooled over "
+                  "the set, ties half; paired AUC: the share of (response, wrong prompt) pairs in which the own "
+                  "prompt scores higher.", ""]
         rows = []
         for kind, r in audit["transplant"].items():
             sub = r.get("variants", {}).get("subtype")  # a related-task file's subtype
-            rows.append([f"{kind} ({sub})" if sub else kind, num(r["margin_sd"]["estimate"]), interval(r["margin_sd"]),
-                         num(r["accuracy"]["estimate"]), interval(r["accuracy"]), str(r.get("n_responses", ""))])
-        lines += table(["kind", "margin (SD)", "95% CI", "match accuracy", "95% CI", "responses"], rows) + [""]
+            rows.append([f"{kind} ({sub})" if sub else kind, estimate(r["margin_sd"]), estimate(r["accuracy"]),
+                         estimate(r["auc"]) if "auc" in r else MISSING,
+                         estimate(r["auc_paired"]) if "auc_paired" in r else MISSING, str(r.get("n_responses", ""))])
+        lines += table(["kind", "margin (SD) [95% CI]", "match accuracy", "AUC", "paired AUC", "responses"],
+                       rows) + [""]
+    if "fixed_reply" in audit:
+        lines += ["## A fixed reply under donor prompts", "",
+                  "The fixed generic reply scored under each prompt against the same reply under that prompt's "
+                  "donors: what the prompt alone decides. Margin in SDs of the original scores; the own prompt "
+                  "wins against every donor at chance (1 / (donors + 1)) when the prompt carries no match "
+                  "signal of its own.", ""]
+        rows = [[kind, estimate(r["margin_sd"]), estimate(r["accuracy"]), num(r.get("chance_accuracy")),
+                 estimate(r["auc"]), estimate(r["auc_paired"]), str(r.get("n_prompts", ""))]
+                for kind, r in audit["fixed_reply"].items()]
+        lines += table(["donors", "margin (SD) [95% CI]", "match accuracy", "chance", "AUC", "paired AUC", "prompts"],
+                       rows) + [""]
     shifts = [c for c in ("paraphrase", "last_turn") if c in audit]
     if shifts:
         lines += ["## Prompt rewording shifts", "",
@@ -165,6 +188,9 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
                          num(v["spearman_centered_rating_delta"]["estimate"]), interval(v["spearman_centered_rating_delta"])])
         lines += table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
                          "ρ centred rating", "Δρ", "95% CI"], rows) + [""]
+    lines += _splits_markdown(audit.get("prompt_splits", {}))
+    lines += _explained_markdown(audit.get("variance_explained", {}))
+    lines += _variants_markdown(audit.get("scoring_variants", {}), audit.get("meta", {}))
     if "pairwise" in audit:
         p = audit["pairwise"]
         lines += ["## Pairwise preference accuracy", ""]
@@ -210,6 +236,117 @@ def _judge_diagnostics_lines(d: dict[str, Any]) -> list[str]:
                  ("difference", "logit p(5) − expected digit"), ("ranks", "ranks of the expected digit")) if k in sh]
         lines += table(["score", "share", "95% CI"], rows) + [""]
     return lines
+
+
+SPLIT_LABELS = {"all": "all prompts", "single_turn": "single-turn prompts", "generic": "generic prompt, all prompts",
+                "generic_single_turn": "generic prompt, single-turn prompts"}
+
+
+def _splits_markdown(sp: dict[str, Any]) -> list[str]:
+    if not sp:
+        return []
+    lines = ["## Prompt splits", "",
+             "Half A minus half B of the prompts: longer vs shorter (word count above the median prompt's) and "
+             f"two balanced topic splits (halves of a {sp.get('n_topic_clusters', 20)}-cluster TF-IDF k-means of "
+             "the first user turns). Mean score difference in SDs of the subset's scores, the humans' difference "
+             "on the same responses and model minus human (paired); the share and the random-transplant margin "
+             "on each half and their difference.", ""]
+    rows = []
+    for split, res in sp.items():
+        if not isinstance(res, dict):
+            continue
+        a, b = res.get("halves", ["A", "B"])
+        for subset, c in res.items():
+            if not isinstance(c, dict):
+                continue
+            rows.append([f"{split}: {a} − {b}", SPLIT_LABELS.get(subset, subset), f"{c['n_prompts_a']}/{c['n_prompts_b']}",
+                         estimate(c["score_difference"]),
+                         estimate(c["human_difference"]) if "human_difference" in c else MISSING,
+                         estimate(c["model_minus_human"]) if "model_minus_human" in c else MISSING,
+                         f"{num(c['share_a']['estimate'])} / {num(c['share_b']['estimate'])}",
+                         estimate(c["share_difference"]),
+                         estimate(c["margin_difference"]) if "margin_difference" in c else MISSING])
+    return lines + table(["split", "prompts", "A/B", "score Δ (SD)", "human Δ (SD)", "model − human",
+                          "share A / B", "share Δ", "margin Δ (SD)"], rows) + [""]
+
+
+REMOVAL_HEAD = ["share", "share change", "between removed", "within removed"]
+
+
+def _removal(r: dict[str, Any]) -> list[str]:
+    return [estimate(r["share" if "share" in r else "residual_share"]), estimate(r["share_change"]),
+            estimate(r["between_removed"]), estimate(r["within_removed"])]
+
+
+def _explained_markdown(ve: dict[str, Any]) -> list[str]:
+    if not ve:
+        return []
+    lines = ["## What explains the prompt-level variance", "",
+             "Adjustments of the score and the variance they take away: 'between removed' is 1 - the "
+             "between-prompt variance component after / before, 'within removed' the same within prompts, so an "
+             "adjustment can raise the share while removing part of the prompt level. Probes are cross-fitted over "
+             f"five folds grouped by {ve.get('fold_grouping', 'prompt')}, the penalty chosen inside each fold; "
+             "intervals hold the fitted probes fixed and resample prompts.", ""]
+    c = ve.get("calibrated")
+    if c:
+        lines += [f"Calibrated to {c['attribute']} (rating units; cross-fitted linear calibration): between-prompt "
+                  "variance of the calibrated score beside the rating's on the same responses.", ""]
+        lines += table(["calibrated score", "human rating", "difference", "calibrated share", "human share",
+                        "R² of the calibration"],
+                       [[estimate(c["between_variance"]), estimate(c["human_between_variance"]),
+                         estimate(c["difference"]), estimate(c["share"]), estimate(c["human_share"]),
+                         estimate(c["r2"])]]) + [""]
+    rows = [[f"ratings: {', '.join(r['covariates'])}" if n != "log_length" else "log response length", MISSING,
+             *_removal(r)] for n, r in ve.get("rating_residuals", {}).items()]
+    rp = ve.get("response_probes", {})
+    rows += [[f"response probe: {n.replace('_', ' ')}", estimate(r["r2"]), *_removal(r)]
+             for n, r in rp.items() if isinstance(r, dict)]
+    if rows:
+        lines += ["Residualised score (OLS on the shown response's ratings; response probes from "
+                  f"{rp.get('n_embedding', 0)} sentence-embedding and {rp.get('n_text_features', 0)} text features, "
+                  "cross-validated by prompt).", ""]
+        lines += table(["adjustment", "R² (cv)", *REMOVAL_HEAD], rows) + [""]
+    pp = ve.get("prompt_probe", {})
+    prow = [[n.replace("_", " "), estimate(r["r2"]), estimate(r["r2_in_sample"]), *_removal(r), r["n_features"]]
+            for n, r in pp.items() if isinstance(r, dict)]
+    if prow:
+        lines += ["Prompt probe: ridge from a prompt-level feature block to the prompt's mean score, cross-fitted "
+                  "by prompt and in sample; the residual is each score minus its prompt's cross-fitted prediction.",
+                  ""]
+        lines += table(["features", "R² (cross-fitted)", "R² (in sample)", *REMOVAL_HEAD, "dimensions"], prow) + [""]
+    cr = ve.get("crossed")
+    if cr:
+        lines += ["Crossed decomposition of the transplant scores (own, donor"
+                  + (" and generic" if cr.get("generic") else "") + " prompts): score = response effect + prompt "
+                  "effect + match × [own prompt], OLS, refitted in every resample; in SDs of the original scores.",
+                  ""]
+        names = {"match": "match (own prompt)", "sd_response": "SD of response effects",
+                 "sd_donor": "SD of donor-prompt effects", "generic_minus_donor": "generic minus mean donor prompt",
+                 "match_over_response": "match / response SD", "donor_over_response": "donor SD / response SD"}
+        lines += table(["term", "estimate", "95% CI"],
+                       [[label, num(cr[n]["estimate"]), interval(cr[n])] for n, label in names.items() if n in cr]) + [""]
+    return lines
+
+
+def _variants_markdown(sv: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    if not sv:
+        return []
+    lines = ["## The same texts scored another way", "",
+             "Shares and transplant figures of the audited scores (reference) and of another scoring of the same "
+             "texts (variant, e.g. without the end-of-sequence marker), with variant minus reference on the same "
+             "prompt resamples.", ""]
+    rows = []
+    for name, r in sv.items():
+        for cond in ("original", "generic"):
+            if f"share_{cond}" in r:
+                x = r[f"share_{cond}"]
+                rows.append([name, f"share ({cond})", estimate(x["reference"]), estimate(x["variant"]),
+                             estimate(x["difference"])])
+        for kind, t in r.get("transplant", {}).items():
+            for fig in ("margin_sd", "accuracy", "auc"):
+                rows.append([name, f"{kind}: {fig.replace('_sd', ' (SD)')}", estimate(t["reference"][fig]),
+                             estimate(t["variant"][fig]), estimate(t["difference"][fig])])
+    return lines + table(["variant", "figure", "reference", "variant", "variant − reference"], rows) + [""]
 
 
 def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], ylabel: str, title: str,
@@ -273,7 +410,8 @@ def _save_figure(fig: Any, path: Path) -> Path:
 
 
 def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:
-    """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png (plots where data exist)."""
+    """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png, OUT/variance_explained.png
+    (plots where data exist)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {
@@ -295,7 +433,23 @@ def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str =
         paths["transplant"] = _errorbar_plot(out / "transplant.png", kinds,
                                              [audit["transplant"][k]["margin_sd"] for k in kinds],
                                              "margin (original-score SDs)", "Own vs wrong prompt margin")
+    removed = _removed_rows(audit.get("variance_explained", {}))
+    if removed:
+        paths["variance_explained"] = _errorbar_plot(
+            out / "variance_explained.png", [n for n, _ in removed], [r for _, r in removed],
+            "between-prompt variance removed", "Between-prompt variance taken away by each adjustment")
     return paths
+
+
+def _removed_rows(ve: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, between_removed) of every adjustment in the variance_explained section."""
+    out = [("log length" if n == "log_length" else "ratings: " + ("all" if n == "all_ratings" else n.replace("_", "+")),
+            r["between_removed"]) for n, r in ve.get("rating_residuals", {}).items()]
+    out += [(f"probe: {n.replace('_', ' ')}", r["between_removed"]) for n, r in ve.get("response_probes", {}).items()
+            if isinstance(r, dict)]
+    out += [(f"prompt: {n.replace('_', ' ')}", r["between_removed"]) for n, r in ve.get("prompt_probe", {}).items()
+            if isinstance(r, dict)]
+    return out
 
 
 def log_audit(tracker: Tracker, audit: dict[str, Any], paths: dict[str, Path] | None = None,
@@ -311,6 +465,6 @@ def log_audit(tracker: Tracker, audit: dict[str, Any], paths: dict[str, Path] | 
             for n in SHARE_NAMES if n in sh]
     if rows:
         tracker.log_table(f"{prefix}/share_table", ["share", "estimate", "lo", "hi", "n_prompts"], rows, step=step)
-    for key in ("shares", "transplant"):
+    for key in ("shares", "transplant", "variance_explained"):
         if paths and key in paths:
             tracker.log_image(f"{prefix}/{key}", paths[key], step=step)

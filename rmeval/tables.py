@@ -158,6 +158,9 @@ def validate_scores(scores: pd.DataFrame, ratings: pd.DataFrame | None = None, *
     df["donor_prompt_id"] = [None if _missing(v) else norm_id(v) for v in df["donor_prompt_id"].tolist()]
     _check_duplicates(df, SCORE_KEY, "(prompt_id, response_id, condition, variant)", file, rows)
     if ratings is not None:
+        # conditions that score the fixed reply, not a rated response
+        from rmeval.conditions import FIXED_REPLY
+
         rkeys = set(zip(ratings["prompt_id"].astype(str), ratings["response_id"].astype(str)))
         rprompts = set(ratings["prompt_id"].astype(str))
         for i, (p, r, c, d) in enumerate(zip(df["prompt_id"], df["response_id"], df["condition"],
@@ -168,7 +171,7 @@ def validate_scores(scores: pd.DataFrame, ratings: pd.DataFrame | None = None, *
             if not _missing(d) and d not in rprompts:
                 raise DataError(f"donor prompt '{d}' is not in the ratings table", file=file, row=rows[i],
                                 field="donor_prompt_id")
-            if c != "prompt_only" and (p, r) not in rkeys:
+            if c not in FIXED_REPLY and (p, r) not in rkeys:
                 raise DataError(f"response '{r}' of prompt '{p}' has no rating", file=file, row=rows[i],
                                 field="response_id")
     return df

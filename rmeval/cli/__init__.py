@@ -4,7 +4,9 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval audit --checkpoint DIR --data SPEC --out OUT [--conditions original generic ...]
                  [--related-file F] [--paraphrase-file F] [--max-prompts N] [--batch-size 32]
                  [--max-length 2048] [--n-boot 2000] [--wandb-mode offline|online|disabled] [--seed 0]
-    rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE]
+    rmeval stats --scores FILE --ratings FILE --out OUT [--preferences FILE] [--features DIR]
+                 [--compare-scores NAME=FILE ...]
+    rmeval features --data SPEC --out DIR [--embedders MODEL ...] [--base-model MODEL]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.cli.judges)
     rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
@@ -37,6 +39,7 @@ import sys
 from rmcore.errors import ConfigError, DataError
 from rmeval.cli import (
     audit,
+    features,
     human,
     judges,
     leaderboard,
@@ -52,7 +55,7 @@ from rmeval.cli import (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (audit, stats, pairwise, human, suitability, variants, judges, serve_reward, pool,
+    for command in (audit, stats, features, pairwise, human, suitability, variants, judges, serve_reward, pool,
                     leaderboard):
         command.add_parser(sub)
     return parser

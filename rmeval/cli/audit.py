@@ -7,10 +7,11 @@ starts that launch itself (N processes of this machine, one per GPU; CPU process
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from rmcore.errors import ConfigError
 from rmeval.audit import AuditSettings, JudgeProfileSettings, resolve_conditions
+from rmeval.cli.features import add_probe_flags, probe_settings
 from rmeval.cli.flags import (
     add_common,
     add_model,
@@ -40,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="rater reliabilities NAME=R for the reliability-corrected human share")
     a.add_argument("--reference-pool", default=None,
                    help="reference pool table (rmeval pool's pool.parquet), scored by the checkpoint for pool centring")
+    add_probe_flags(a)
     add_audit_suitability(a)
     add_num_processes(a)
     a.set_defaults(func=run)
@@ -60,7 +62,8 @@ def audit_settings(args: argparse.Namespace) -> AuditSettings:
                                       paraphrase_file=args.paraphrase_file),
         n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed, attribute=args.attribute,
         n_donors=args.n_donors, related_file=args.related_file, paraphrase_file=args.paraphrase_file,
-        embedder=args.embedder, human_reliability=reliabilities(args.human_reliability), judge=judge,
+        embedder=args.embedder, human_reliability=reliabilities(args.human_reliability),
+        features=probe_settings(args), judge=judge,
         suitability=suit, cache=args.cache, progress=not args.no_progress, reference_pool=args.reference_pool)
 
 
@@ -82,11 +85,10 @@ def run(args: argparse.Namespace) -> int:
             check_path(getattr(args, flag), "--" + flag.replace("_", "-"))
     settings = audit_settings(args)
     rating_set = load_data(args.data, args.max_prompts, args.seed)
-    if not rating_set.attributes:
-        # checked before any scoring: every audit figure is read against the human ratings
-        raise ConfigError(f"--data {args.data}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
-                          "carries labels, not ratings); rmeval audit needs a rating set. For preference sets use "
-                          "rmeval pairwise or rmeval suitability")
+    if not rating_set.attributes and args.attribute is None:
+        print(f"--data {args.data}: no rated attribute (a preference set carries labels, not ratings): the "
+              "human-referenced figures are left out, the model-side ones and pairwise accuracy remain",
+              file=sys.stderr)
     scorer = scorer_settings(args)
     single = len(checkpoints) == 1
     audits = {}

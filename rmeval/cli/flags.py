@@ -74,6 +74,8 @@ def add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loader", default=None, metavar="NAME",
                    help="reward-model loader (default: chosen by the checkpoint's architecture or name; see "
                         "docs/audit.md, 'Released reward models')")
+    p.add_argument("--drop-special-tokens", default=None, metavar="bos,eos",
+                   help="score without the begin- and/or end-of-sequence markers (seq_classifier)")
     p.add_argument("--cache", default=None, help="score cache file (default OUT/score_cache.sqlite)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they go to stderr, "
                    "and only when it is a terminal)")
@@ -84,7 +86,8 @@ def scorer_settings(args: argparse.Namespace) -> ScorerSettings:
     """``--scorer``, the loader, batching and device flags (``add_model``) as the scorer's settings."""
     return ScorerSettings(kind=args.scorer, reference=args.reference, beta=args.beta, batch_size=args.batch_size,
                           max_length=args.max_length, max_tokens=args.max_tokens, placement=placement(args),
-                          reward_head=args.reward_head, loader=args.loader)
+                          reward_head=args.reward_head, loader=args.loader,
+                          drop_special=tuple(csv(getattr(args, "drop_special_tokens", None))))
 
 
 def wandb_target(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,6 +104,20 @@ def reliabilities(items: list[str] | None) -> dict[str, float]:
             out[label or value] = float(value)
         except ValueError:
             raise ConfigError(f"a reliability must be NAME=R or R with R a number, got {item!r}") from None
+    return out
+
+
+def named_paths(items: list[str] | None, flag: str) -> dict[str, str]:
+    """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
+    from rmcore.io import check_path
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"{flag} takes NAME=FILE, got {item!r}")
+        check_path(path, flag)
+        out[name] = path
     return out
 
 

@@ -28,6 +28,7 @@ class ScorerSettings:
     placement: Placement = field(default_factory=Placement)  # device, dtype, kernel, remote code, device map
     reward_head: str | None = None  # which output of a multi-output reward model (seq_classifier only)
     loader: str | None = None  # reward-model loader; None: chosen from the checkpoint (seq_classifier only)
+    drop_special: tuple[str, ...] = ()  # markers left out of every input: bos and/or eos (seq_classifier only)
 
 
 def load_scorer(settings: ScorerSettings) -> Scorer:
@@ -38,9 +39,17 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
     if settings.kind != "seq_classifier" and (settings.reward_head is not None or settings.loader):
         raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "
                           "reads a causal LM")
+    if settings.drop_special:
+        from rmcore.formatting import MARKERS
+
+        bad = sorted(set(settings.drop_special) - set(MARKERS))
+        if bad:
+            raise ConfigError(f"--drop-special-tokens: unknown marker(s) {bad}; known: {', '.join(MARKERS)}")
+        if settings.kind != "seq_classifier":
+            raise ConfigError(f"--drop-special-tokens applies to --scorer seq_classifier, not {settings.kind}")
     if settings.kind == "seq_classifier":
         return make_scorer(settings.kind, model=settings.model, reward_head=settings.reward_head,
-                           loader=settings.loader, **common)
+                           loader=settings.loader, drop_special=tuple(settings.drop_special), **common)
     if settings.kind == "generative_judge":
         return make_scorer(settings.kind, model=settings.model, **common)
     if settings.kind == "dpo_implicit":

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from rmcore.device import Placement, describe, dtype_name, input_device
-from rmcore.formatting import Encoded, encode_example, layout
+from rmcore.formatting import Encoded, drop_markers, encode_example, layout
 from rmcore.modeling import ensure_pad_token, first_logit, resolve_max_length, score_encoded
 from rmcore.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
@@ -35,13 +35,15 @@ class SeqClassifierScorer(Scorer):
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
                  dtype: str | None = None, padding_side: str = "right", trust_remote_code: bool = False,
                  shared_prompt: bool = True, placement: Placement | None = None, reward_head: str | int | None = None,
-                 loader: str | None = None) -> None:
+                 loader: str | None = None, drop_special: tuple[str, ...] = ()) -> None:
         """``model`` is a path / Hub id, or an already loaded model (then pass ``tokenizer``).
         ``placement`` (else one from ``device``, ``dtype`` and ``trust_remote_code``, each ``auto``
         when None): where a loaded model runs; an in-memory model is moved only when ``device`` is
         given. ``reward_head``/``loader``: see ``rmeval.scoring.loaders``.
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
-        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores."""
+        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores.
+        ``drop_special``: markers left out of every input, ``bos`` and/or ``eos``
+        (``rmcore.formatting.drop_markers``); ``markers_dropped`` counts the texts that had one."""
         super().__init__()
         self.read, self.prefix_head, self.loader, self.head = first_logit, 0, "classifier", None
         if isinstance(model, (str, os.PathLike)):
@@ -74,6 +76,8 @@ class SeqClassifierScorer(Scorer):
         self.padding_side = padding_side
         self.dtype = dtype_name(next(self.model.parameters()).dtype)
         self.shared_prompt = shared_prompt
+        self.drop_special = tuple(sorted(set(drop_special)))
+        self.markers_dropped = {m: 0 for m in self.drop_special}
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
 
@@ -90,11 +94,18 @@ class SeqClassifierScorer(Scorer):
         # an in-memory model (e.g. mid-training) is only identical to itself within this process
         ident = model_identity(self.model_id) if self._owned else f"in-memory:{id(self.model)}"
         how = {"loader": self.loader, "reward_head": self.head} if (self.loader, self.head) != ("classifier", None) else {}
-        return fingerprint_of(self.kind, {"model": ident, "max_length": self.max_length,
-                                          "layout": self.layout, "dtype": self.dtype, **how})
+        settings = {"model": ident, "max_length": self.max_length, "layout": self.layout, "dtype": self.dtype, **how}
+        if self.drop_special:  # only then: scores of the full input keep their cache keys
+            settings["drop_special"] = list(self.drop_special)
+        return fingerprint_of(self.kind, settings)
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:
-        return [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+        enc = [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+        for marker in self.drop_special:
+            cut = [drop_markers(e, self.tokenizer, (marker,)) for e in enc]
+            self.markers_dropped[marker] += sum(len(c) < len(e) for c, e in zip(cut, enc))
+            enc = cut
+        return enc
 
     def score(self, items: list[ScoreItem]) -> np.ndarray:
         return self.score_encodings(self.encode(items), [m for m, _ in items])

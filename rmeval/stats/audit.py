@@ -1,9 +1,19 @@
 """Assemble the audit of one reward model from its scores table and the human ratings.
 
-Everything here is cheap numpy/scipy on a scores table; no model is touched (the texts are
-scored by ``rmeval.audit``'s pipeline, which then runs these statistics on the tables it wrote).
-A condition that was not scored is ABSENT from the audit (never reported as zero or NaN), so a
-downstream reader can tell "not measured" from "measured as nothing".
+Everything here is numpy/scipy/scikit-learn on tables; no model is touched (the texts are
+scored by ``rmeval.audit``'s pipeline, and turned into features by ``rmeval.features``, before
+these statistics run on the tables written). A condition that was not scored is ABSENT from the
+audit (never reported as zero or NaN), so a downstream reader can tell "not measured" from
+"measured as nothing". Likewise without a rated attribute (a preference set such as RM-Bench or
+HH-RLHF) every human-referenced section is absent and the model-side ones remain.
+
+Sections beyond the shares and substitutions: ``fixed_reply`` (one fixed reply under the prompt's
+donors, ``rmeval.stats.transplant.fixed_reply_match``), ``prompt_splits`` (longer vs shorter and
+topic halves, ``rmeval.stats.splits``; needs the prompts table), ``variance_explained``
+(calibration, rating residuals, response / prompt / hidden-state probes and the crossed
+decomposition, ``rmeval.stats.explain``) and ``scoring_variants`` (the same responses scored
+another way, e.g. without the end-of-sequence marker: shares and transplant figures side by side
+with paired differences).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from ..tables import (
     validate_ratings,
     validate_scores,
 )
-from .bootstrap import PromptSetResamples, rows_with_siblings
+from .bootstrap import PromptSetResamples, resample_weights, rows_with_siblings, summarize
 from .centering import centering_variants
 from .pairwise import pairwise_accuracy
 from .prompt_means import disjoint_half_correlation, prompt_mean_correlation
@@ -32,7 +42,7 @@ from .regression import sibling_regression
 from .reliability import corrected_share
 from .selection import top_selection
 from .share import residual_share, share, share_pair
-from .transplant import prompt_only, shift, transplant
+from .transplant import fixed_reply_match, prompt_only, shift, transplant
 
 # A fixed stream per statistic: adding or removing one condition never changes another's interval.
 _STREAMS = {name: i for i, name in enumerate(
@@ -42,7 +52,9 @@ _STREAMS = {name: i for i, name in enumerate(
      # added later: appended so the streams above keep their values
      "share.last_turn", "sibling_regression.generic", "share.paraphrase",
      *[f"share.{k}" for k in TRANSPLANT_KINDS],
-     "sibling_regression.random", "centering"])}
+     "sibling_regression.random", "centering",
+     "fixed_reply.random", "fixed_reply.related", "scoring_variants"])}
+FIXED_REPLY_KINDS = {"random": "fixed_reply_random", "related": "fixed_reply_related"}
 
 # Like-for-like comparisons: (name, model condition, single-turn prompts only, transform).
 VS_HUMAN = (("original", "original", False, "raw"), ("single_turn", "original", True, "raw"),
@@ -127,15 +139,71 @@ def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, resamples: Pr
     return out
 
 
+def _rated_columns(ratings: pd.DataFrame, attribute: str | None) -> list[str]:
+    """The numeric rated attributes of a ratings table, the audited one first."""
+    from rmcore.data.schema import table_attributes
+
+    cols = [c for c in table_attributes(ratings) if pd.api.types.is_numeric_dtype(ratings[c])]
+    return ([attribute] if attribute else []) + [c for c in cols if c != attribute]
+
+
+def _scoring_variant(o: pd.DataFrame, by_cond: dict[str, pd.DataFrame], variant: pd.DataFrame, *, n_boot: int,
+                     seed: int, resamples: PromptSetResamples) -> dict[str, Any]:
+    """The same responses scored another way (``variant``, a scores table): the shares and the
+    transplant figures of both scorings with paired differences (same resamples)."""
+    var = {c: g for c, g in variant.groupby("condition", sort=False)}
+    if "original" not in var:
+        return {}
+    out: dict[str, Any] = {}
+    for cond in ("original", "generic"):
+        if cond in by_cond and cond in var:
+            m = by_cond[cond].merge(var[cond][["prompt_id", "response_id", "variant", "score"]],
+                                    on=["prompt_id", "response_id", "variant"], suffixes=("", "_v"))
+            # a = the variant: share_pair's difference is a - b, variant minus reference like the transplant's
+            r = share_pair(m["score_v"].to_numpy(float), m["score"].to_numpy(float), m["prompt_id"].to_numpy(),
+                           names=("variant", "reference"), resamples=resamples)
+            if r:
+                out[f"share_{cond}"] = r
+    vo = var["original"][["prompt_id", "response_id", "score"]]
+    k = int(o["prompt_id"].nunique())
+    tr: dict[str, Any] = {}
+    for kind in TRANSPLANT_KINDS:
+        if kind not in by_cond or kind not in var:
+            continue
+        w = resample_weights(k, n_boot, _rng(seed, "scoring_variants"))
+        b_ref: dict[str, np.ndarray] = {}
+        b_var: dict[str, np.ndarray] = {}
+        ref = transplant(o, by_cond[kind], weights=w, boot_out=b_ref)
+        alt = transplant(vo, var[kind], weights=w, boot_out=b_var, scale=vo)
+        diff = {n: summarize(alt[n]["estimate"] - ref[n]["estimate"], b_var[n] - b_ref[n], ref[n]["n_prompts"],
+                             n_boot) for n in b_ref}
+        tr[kind] = {"reference": ref, "variant": alt, "difference": diff}
+    if tr:
+        out["transplant"] = tr
+    return out
+
+
 def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: pd.DataFrame | None = None,
-                  attribute: str = "helpfulness", n_boot: int = 2000, n_boot_regression: int = 5000,
+                  attribute: str | None = "helpfulness", n_boot: int = 2000, n_boot_regression: int = 5000,
                   seed: int = 0, top_fraction: float = 0.3, reference_scores: pd.DataFrame | None = None,
-                  human_reliability: dict[str, float] | None = None) -> dict[str, Any]:
+                  human_reliability: dict[str, float] | None = None, prompts: pd.DataFrame | None = None,
+                  features: pd.DataFrame | None = None, prompt_features: pd.DataFrame | None = None,
+                  probe_learners: tuple[str, ...] | list[str] | None = None,
+                  compare: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
     """The audit as a nested dict (see module docs of rmeval.stats.* for each definition).
 
-    ``reference_scores``: (prompt_id, score) of an independent pool of reference responses scored by
-    the same model, for the pool-centring variants. ``human_reliability``: {label: R} rater
-    reliabilities for the reliability-corrected human share (a sensitivity analysis)."""
+    ``attribute`` None: no rated attribute (a preference set); the human-referenced sections are
+    left out. ``reference_scores``: (prompt_id, score) of an independent pool of reference responses
+    scored by the same model, for the pool-centring variants. ``human_reliability``: {label: R}
+    rater reliabilities for the reliability-corrected human share (a sensitivity analysis).
+    ``prompts``: the prompt table (``rmeval.features.prompt_table``) for the prompt splits and the
+    probes' first-turn folds; ``features`` / ``prompt_features``: the response and prompt features
+    of ``rmeval.features`` for the probes; ``probe_learners``: the response probes' learners
+    (default all four). ``compare``: {name: scores table} of the same texts scored another way."""
+    from .explain import variance_explained
+    from .probes import LEARNERS
+    from .splits import prompt_splits
+
     t0 = time.perf_counter()
     ratings = validate_ratings(ratings, attribute=attribute)
     scores = validate_scores(scores, ratings)
@@ -143,8 +211,9 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     by_cond = {c: g for c, g in scores.groupby("condition", sort=False)}
     audit: dict[str, Any] = {}
 
-    rcols = ["prompt_id", "response_id", attribute] + [c for c in ("single_turn", "response_length")
-                                                         if c in ratings.columns]
+    rated = _rated_columns(ratings, attribute)
+    rcols = ["prompt_id", "response_id", *rated] + [c for c in ("single_turn", "response_length")
+                                                     if c in ratings.columns]
     orig = None
     if "original" in by_cond:
         orig = by_cond["original"].merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
@@ -173,24 +242,27 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
         human_src = orig
     else:
         human_src = ratings
-    sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
-                        n_boot=n_boot, rng=_rng(seed, "share.human"))
-    sh["human"]["attribute"] = attribute
+    if attribute is not None:
+        sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
+                            n_boot=n_boot, rng=_rng(seed, "share.human"))
+        sh["human"]["attribute"] = attribute
     for cond in PER_RESPONSE_SHARES:  # last_turn: multi-turn prompts cut to their last user turn
         if cond in by_cond:
             per = by_cond[cond].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
             sh[cond] = share(per["score"].to_numpy(float), per["prompt_id"].to_numpy(), n_boot=n_boot,
                              rng=_rng(seed, f"share.{cond}"))
-    for label, r in (human_reliability or {}).items():
-        sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
+    if attribute is not None:
+        for label, r in (human_reliability or {}).items():
+            sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
     audit["share"] = sh
 
     frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
               if c in by_cond}
     resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
-    vs = _vs_human(frames, attribute, resamples)
-    if vs:
-        audit["share_vs_human"] = vs
+    if attribute is not None:
+        vs = _vs_human(frames, attribute, resamples)
+        if vs:
+            audit["share_vs_human"] = vs
     if orig is not None:
         diffs = {}
         for cond in ("generic", "last_turn"):
@@ -209,6 +281,11 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
         if "prompt_only" in by_cond:
             audit["prompt_only"] = prompt_only(o, by_cond["prompt_only"], n_boot=n_boot,
                                                rng=_rng(seed, "prompt_only"))
+            fixed = {k: fixed_reply_match(o, by_cond["prompt_only"], by_cond[c], n_boot=n_boot,
+                                          rng=_rng(seed, f"fixed_reply.{k}"))
+                     for k, c in FIXED_REPLY_KINDS.items() if c in by_cond}
+            if fixed:
+                audit["fixed_reply"] = fixed
         tr = {k: transplant(o, by_cond[k], n_boot=n_boot, rng=_rng(seed, f"transplant.{k}"))
               for k in TRANSPLANT_KINDS if k in by_cond}
         if tr:
@@ -216,33 +293,48 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
         for cond in ("paraphrase", "last_turn"):
             if cond in by_cond:
                 audit[cond] = shift(o, by_cond[cond], n_boot=n_boot, rng=_rng(seed, cond))
-        h = orig[attribute].to_numpy(float)
-        reg = sibling_regression(s, h, g, n_boot=n_boot_regression, rng=_rng(seed, "sibling_regression"))
-        if reg:
-            reg["attribute"] = attribute
-            audit["sibling_regression"] = reg
-            by_c = {"original": reg}
-            for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
-                if cond in by_cond:
-                    f = frames[cond]
-                    r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
-                                           f["prompt_id"].to_numpy(), n_boot=n_boot,
-                                           rng=_rng(seed, f"sibling_regression.{cond}"))
-                    if r:
-                        r["attribute"] = attribute
-                        by_c[cond] = r
-            audit["sibling_regression_by_condition"] = by_c
-        audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
-        sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
-        if sel:
-            sel["top_fraction"] = top_fraction
-            sel["attribute"] = attribute
-            audit["selection"] = sel
-        cen = centering_variants(s, h, g, top_fraction=top_fraction, pool=reference_scores, n_boot=n_boot,
-                                 rng=_rng(seed, "centering"))
-        if cen:
-            cen["attribute"] = attribute
-            audit["centering"] = cen
+        if attribute is not None:
+            h = orig[attribute].to_numpy(float)
+            reg = sibling_regression(s, h, g, n_boot=n_boot_regression, rng=_rng(seed, "sibling_regression"))
+            if reg:
+                reg["attribute"] = attribute
+                audit["sibling_regression"] = reg
+                by_c = {"original": reg}
+                for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
+                    if cond in by_cond:
+                        f = frames[cond]
+                        r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
+                                               f["prompt_id"].to_numpy(), n_boot=n_boot,
+                                               rng=_rng(seed, f"sibling_regression.{cond}"))
+                        if r:
+                            r["attribute"] = attribute
+                            by_c[cond] = r
+                audit["sibling_regression_by_condition"] = by_c
+            audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
+            sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
+            if sel:
+                sel["top_fraction"] = top_fraction
+                sel["attribute"] = attribute
+                audit["selection"] = sel
+            cen = centering_variants(s, h, g, top_fraction=top_fraction, pool=reference_scores, n_boot=n_boot,
+                                     rng=_rng(seed, "centering"))
+            if cen:
+                cen["attribute"] = attribute
+                audit["centering"] = cen
+        if prompts is not None:
+            sp = prompt_splits(frames, prompts, attribute, resamples, wrong=by_cond.get("random"), seed=seed)
+            if sp:
+                audit["prompt_splits"] = sp
+        ve = variance_explained(frames, by_cond, attribute, [c for c in rated if c in orig.columns], resamples,
+                                prompts=prompts, features=features, prompt_features=prompt_features,
+                                learners=tuple(probe_learners or LEARNERS), seed=seed)
+        if ve:
+            audit["variance_explained"] = ve
+        for name, table in (compare or {}).items():
+            sv = _scoring_variant(o, by_cond, validate_scores(table, ratings), n_boot=n_boot, seed=seed,
+                                  resamples=resamples)
+            if sv:
+                audit.setdefault("scoring_variants", {})[name] = sv
         if preferences is not None:
             prefs = validate_preferences(preferences)
             audit["pairwise"] = pairwise_accuracy(prefs, o, n_boot=n_boot, rng=_rng(seed, "pairwise"))

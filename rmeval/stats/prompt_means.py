@@ -12,7 +12,8 @@ the longer-minus-shorter prompt split.
 * ``loo_correlation``: pooled Pearson correlation over responses of each value with the mean of
   the OTHER values of its prompt (HelpSteer2's two sequentially rated responses give -0.08).
 * ``prompt_split_difference``: mean over responses to the prompts above the median of a prompt
-  feature (prompt length) minus the mean over the rest, in SDs of the values and in raw units.
+  feature (prompt length) minus the mean over the rest, in SDs of the values and in raw units
+  (the core is ``rmeval.stats.splits``, shared with the model-side prompt splits).
 
 Every statistic is a function of per-prompt sums, bootstrapped over prompts like the others.
 """
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bootstrap import bootstrap_stat, per_prompt_sums, resample_weights, rows_with_siblings, summarize
+from .splits import above_median, split_in_sd, split_points, split_sums
 from .transplant import _pearson_from_sums as pearson_from_sums  # the one Pearson-from-sums
 
 
@@ -115,23 +117,11 @@ def prompt_split_difference(values: np.ndarray, groups: Any, prompt_feature: np.
     (v, f), codes, k, n_dropped = rows_with_siblings(groups, values, prompt_feature)
     if k < 4:
         return {}
-    feat = np.bincount(codes, weights=f, minlength=k) / np.bincount(codes, minlength=k)
-    long_prompt = feat > np.median(feat)
-    is_long = long_prompt[codes].astype(float)
-    y = v - v.mean()
-    per = per_prompt_sums(codes, np.column_stack([is_long, is_long * y, 1 - is_long, (1 - is_long) * y,
-                                                  np.ones_like(y), y, y * y]), k)
-
-    def points(s: np.ndarray) -> np.ndarray:
-        return s[..., 1] / s[..., 0] - s[..., 3] / s[..., 2]
-
-    def in_sd(s: np.ndarray) -> np.ndarray:
-        n, sy, qy = s[..., 4], s[..., 5], s[..., 6]
-        return points(s) / np.sqrt((qy - sy * sy / n) / (n - 1))
-
+    long_prompt = above_median(f, codes, k)
+    per = split_sums(v, codes, k, long_prompt[codes])
     w = resample_weights(k, n_boot, np.random.default_rng(rng))
-    est, boot = bootstrap_stat(per, in_sd, w)
-    est_p, boot_p = bootstrap_stat(per, points, w)
+    est, boot = bootstrap_stat(per, split_in_sd, w)
+    est_p, boot_p = bootstrap_stat(per, split_points, w)
     return summarize(est, boot, k, n_boot, points=summarize(est_p, boot_p, k, n_boot),
                      n_long_prompts=int(long_prompt.sum()), n_short_prompts=int((~long_prompt).sum()),
                      n_dropped=n_dropped)

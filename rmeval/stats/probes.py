@@ -1,0 +1,167 @@
+"""Cross-fitted probes: how much of a reward (or a rating) a set of features explains out of sample.
+
+Folds. Five grouped folds (scikit-learn's ``GroupKFold``, deterministic): the groups are the
+normalised first user turn of each prompt where prompts repeat one (HelpSteer2 repeats first turns
+under different ids; ``rmeval.conditions.first_turn_key``), else the prompt, so no prompt -- and no
+repeated first turn -- is both fitted and predicted. A learner's hyperparameters (the ridge
+penalty, ...) are chosen INSIDE each training fold by an inner grouped cross-validation
+(``GridSearchCV`` over ``GroupKFold(3)`` on the training fold's groups, scored by R^2), then the
+learner is refitted on the whole training fold and predicts the held-out fold.
+
+    R^2_cv = 1 - sum_i (y_i - yhat_i)^2 / sum_i (y_i - ybar)^2        (yhat out of fold; r2_score)
+
+"In sample": the same learner, its hyperparameters chosen by the grouped CV on every row, fitted
+and scored on the same rows (an upper reference, not an estimate of prediction).
+
+Learners (scikit-learn, inputs standardised): ``ridge`` (penalty on a log grid; the same search
+computed in closed form, ``RidgeSearch``), ``kernel_ridge``
+(RBF kernel; penalty and width), ``boosted_trees`` (histogram gradient boosting; learning rate),
+``mlp`` (one hidden layer of 64, L-BFGS; L2 penalty). Intervals hold the out-of-fold predictions fixed and
+resample prompts (conditional on the fitted probes, as the study's are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .bootstrap import bootstrap_stat, per_prompt_sums, summarize
+
+N_FOLDS = 5
+N_INNER = 3
+RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
+LEARNERS = ("ridge", "kernel_ridge", "boosted_trees", "mlp")
+
+
+def learner(name: str, n_features: int, seed: int = 0) -> tuple[Any, dict[str, list[Any]]]:
+    """(estimator, hyperparameter grid) of a named learner."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.linear_model import Ridge
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "ridge":
+        return make_pipeline(StandardScaler(), Ridge()), {"ridge__alpha": list(RIDGE_ALPHAS)}
+    if name == "kernel_ridge":
+        base = 1.0 / max(n_features, 1)  # RBF width relative to the standardised dimension
+        return (make_pipeline(StandardScaler(), KernelRidge(kernel="rbf")),
+                {"kernelridge__alpha": [0.1, 1.0, 10.0], "kernelridge__gamma": [0.1 * base, base]})
+    if name == "boosted_trees":
+        return (HistGradientBoostingRegressor(max_iter=100, max_leaf_nodes=15, early_stopping=False,
+                                              random_state=seed),
+                {"learning_rate": [0.05, 0.15]})
+    if name == "mlp":
+        # L-BFGS: the data sets are small (hundreds to thousands of responses), where it is fast and deterministic
+        return (make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(64,), solver="lbfgs", max_iter=300,
+                                                             random_state=seed)),
+                {"mlpregressor__alpha": [1e-2, 1.0, 10.0]})
+    raise ValueError(f"unknown learner '{name}'; known: {', '.join(LEARNERS)}")
+
+
+class RidgeSearch:
+    """Standardised ridge with its penalty chosen by grouped CV: scikit-learn's
+    ``GridSearchCV(make_pipeline(StandardScaler(), Ridge()), {"ridge__alpha": alphas},
+    cv=GroupKFold(n_inner), scoring="r2")``, computed in closed form for every penalty at once
+    (one SVD per fold: beta(a) = V diag(d / (d^2 + a)) U' y), which makes the many ridge fits of
+    an audit cheap. Ties between penalties go to the first, as GridSearchCV's ranking does."""
+
+    def __init__(self, alphas: tuple[float, ...] = RIDGE_ALPHAS, n_inner: int = N_INNER) -> None:
+        self.alphas, self.n_inner = np.asarray(alphas, dtype=float), n_inner
+
+    @staticmethod
+    def _path(x: np.ndarray, y: np.ndarray, x_new: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+        """(n_new, n_alphas) predictions of standardised ridge fitted on (x, y) for each penalty."""
+        mu, sd = x.mean(axis=0), x.std(axis=0)
+        sd = np.where(sd > 10 * np.finfo(float).eps * np.maximum(np.abs(mu), 1.0), sd, 1.0)  # constant: unscaled
+        z, z_new = (x - mu) / sd, (x_new - mu) / sd
+        zc = z - z.mean(axis=0)
+        ym = y.mean()
+        u, d, vt = np.linalg.svd(zc, full_matrices=False)
+        uty = u.T @ (y - ym)
+        coef = vt.T @ ((d / (d * d + alphas[:, None]))[..., None] * uty[None, :, None])[..., 0].T
+        return (z_new - z.mean(axis=0)) @ coef + ym
+
+    def fit(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> RidgeSearch:
+        from sklearn.model_selection import GroupKFold
+
+        n_inner = min(self.n_inner, len(np.unique(groups)))
+        if n_inner >= 2 and len(self.alphas) > 1:
+            scores = np.zeros((n_inner, len(self.alphas)))
+            for i, (tr, te) in enumerate(GroupKFold(n_inner).split(x, y, groups)):
+                pred = self._path(x[tr], y[tr], x[te], self.alphas)
+                sst = np.sum((y[te] - y[te].mean()) ** 2)
+                sse = np.sum((y[te, None] - pred) ** 2, axis=0)
+                scores[i] = 1.0 - sse / sst if sst > 0 else np.where(sse == 0, 1.0, 0.0)
+            self.alpha_ = float(self.alphas[int(np.argmax(scores.mean(axis=0)))])
+        else:
+            self.alpha_ = float(self.alphas[0])
+        self._x, self._y = x, y
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self._path(self._x, self._y, x, np.array([self.alpha_]))[:, 0]
+
+
+def _search(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
+    """The learner with its hyperparameters chosen by grouped CV on (x, y), refitted on all of it."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+    from threadpoolctl import threadpool_limits
+
+    if name == "ridge":
+        return RidgeSearch().fit(x, y, groups)
+    est, grid = learner(name, x.shape[1], seed)
+    n_inner = min(N_INNER, len(np.unique(groups)))
+    # one OpenMP thread per fit: a probe is dozens of small fits, where thread start-up and, on a
+    # shared machine, oversubscription cost more than the parallel histogram building saves
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
+        warnings.simplefilter("ignore", ConvergenceWarning)  # an MLP stopped at its iteration cap is still a probe
+        if n_inner < 2:
+            return est.fit(x, y)
+        return GridSearchCV(est, grid, cv=GroupKFold(n_inner), scoring="r2").fit(x, y, groups=groups)
+
+
+def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, n_folds: int = N_FOLDS,
+                     seed: int = 0) -> np.ndarray:
+    """Out-of-fold predictions over ``GroupKFold(n_folds)`` (module doc)."""
+    from sklearn.model_selection import GroupKFold
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    groups = np.asarray(groups)
+    folds = min(n_folds, len(np.unique(groups)))
+    if folds < 2:
+        raise ValueError("cross-fitting needs at least two groups")
+    pred = np.empty(len(y))
+    for train, test in GroupKFold(folds).split(x, y, groups):
+        pred[test] = _search(name, x[train], y[train], groups[train], seed).predict(x[test])
+    return pred
+
+
+def in_sample_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, seed: int = 0) -> np.ndarray:
+    """Predictions of the learner fitted on every row (hyperparameters by grouped CV)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return _search(name, x, y, np.asarray(groups), seed).predict(x)
+
+
+def r2_sums(y: np.ndarray, pred: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """(k, 4) per-prompt sums [n, sum y, sum y^2, sum (y - pred)^2] (y centred) for R^2 under a
+    prompt resample."""
+    yc = y - y.mean()
+    e = y - pred
+    return per_prompt_sums(codes, np.column_stack([np.ones_like(y), yc, yc * yc, e * e]), k)
+
+
+def r2_from_sums(s: np.ndarray) -> np.ndarray:
+    n, sy, qy, qe = (s[..., i] for i in range(4))
+    return 1.0 - qe / (qy - sy * sy / n)
+
+
+def probe_r2(y: np.ndarray, pred: np.ndarray, codes: np.ndarray, k: int, weights: np.ndarray) -> dict[str, Any]:
+    """R^2 of fixed predictions with its prompt-bootstrap interval."""
+    est, boot = bootstrap_stat(r2_sums(y, pred, codes, k), r2_from_sums, weights)
+    return summarize(est, boot, k, weights.shape[0])
