@@ -50,11 +50,12 @@ def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     audit = json.loads((out / "audit.json").read_text())
     assert sorted(audit["meta"]["conditions"]) == sorted(
         ["original", "generic", "prompt_only", "random", "overlap", "embedding", "length", "related",
-         "paraphrase", "last_turn"])
+         "paraphrase", "last_turn", "fixed_reply_random", "fixed_reply_related"])
     for key in ("share", "prompt_only", "transplant", "paraphrase", "last_turn", "sibling_regression",
                 "selection", "pairwise", "truncation"):
         assert key in audit, key
     assert set(audit["transplant"]) == {"random", "overlap", "embedding", "length", "related"}
+    assert set(audit["fixed_reply"]) == {"random", "related"}
     assert (out / "audit.md").read_text().strip()
     assert (out / "shares.png").stat().st_size > 0 and (out / "transplant.png").stat().st_size > 0
 
@@ -64,7 +65,8 @@ def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     assert n_multi > 0
     expected = {"original": n_resp, "generic": n_resp, "prompt_only": n_prompts, "random": 4 * n_resp,
                 "overlap": 4 * n_resp, "embedding": 4 * n_resp, "length": 4 * n_resp, "related": 3 * n_rel,
-                "paraphrase": 3 * n_par, "last_turn": 3 * n_multi}
+                "paraphrase": 3 * n_par, "last_turn": 3 * n_multi,
+                "fixed_reply_random": 4 * n_prompts, "fixed_reply_related": n_rel}
     assert scores.groupby("condition").size().to_dict() == expected
     assert audit["truncation"]["total"]["n"] == sum(expected.values())
     tr = scores[scores.condition.isin(["random", "overlap", "embedding", "length"])]
@@ -85,6 +87,7 @@ def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
                  "--preferences", str(out / "preferences.parquet"), "--out", str(st), "--n-boot", "100",
                  "--wandb-mode", "disabled"]) == 0
     recomputed = json.loads((st / "audit.json").read_text())
+    assert audit["transplant"]["related"].pop("variants")["n_texts"] == n_rel  # the related file, as the audit read it
     assert recomputed["share"] == audit["share"] and recomputed["transplant"] == audit["transplant"]
 
 

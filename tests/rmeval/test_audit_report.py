@@ -71,7 +71,7 @@ def test_full_key_structure(full_audit):
     a = full_audit
     assert set(a) == {"share", "prompt_only", "transplant", "paraphrase", "last_turn", "sibling_regression",
                       "selection", "pairwise", "meta", "share_vs_human", "share_difference", "prompt_means",
-                      "sibling_regression_by_condition", "centering"}
+                      "sibling_regression_by_condition", "centering", "variance_explained"}
     per_response = {"last_turn", "paraphrase", *KINDS}  # shares of a response's mean over variants/donors
     assert set(a["share"]) == {"original", "single_turn", "generic", "ranks", "log_length", "human"} | per_response
     assert set(a["share_vs_human"]) == {"original", "single_turn", "generic", "generic_single_turn", "ranks",
@@ -125,7 +125,7 @@ def test_audit_is_seeded():
 
 def test_write_report_and_log(full_audit, tmp_path, monkeypatch):
     paths = write_report(full_audit, tmp_path / "out", title="test audit")
-    assert set(paths) == {"json", "markdown", "shares", "transplant"}
+    assert set(paths) == {"json", "markdown", "shares", "transplant", "variance_explained"}
     loaded = json.loads((tmp_path / "out" / "audit.json").read_text())
     assert loaded["share"]["original"]["estimate"] == pytest.approx(full_audit["share"]["original"]["estimate"])
     md = (tmp_path / "out" / "audit.md").read_text()

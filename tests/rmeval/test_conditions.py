@@ -44,7 +44,10 @@ def rating_set() -> RatingSet:
 
 
 def test_registry_has_ten_conditions():
-    assert len(CONDITIONS) == 10
+    """The study's ten prompt conditions, plus the fixed reply under random and related donors (the
+    match statistics' scale-free controls)."""
+    assert len(CONDITIONS) == 12
+    assert {"fixed_reply_random", "fixed_reply_related"} < set(CONDITIONS)
     with pytest.raises(ValueError, match="unknown condition"):
         build_condition("nope", rating_set())
 

@@ -114,10 +114,10 @@ def test_endpoint_judge_reads_first_token_logprobs(tmp_path):
     assert isinstance(judge.backend, LogprobEndpointBackend) and judge.backend.n_malformed == 1
 
 
-def test_leaderboard_command_toy(tmp_path, capsys):
+def test_leaderboard_command_toy(tmp_path, capsys, minilm_ckpt):
     out = tmp_path / "lb"
     assert main(["leaderboard", "--config", str(ROOT / "recipes" / "leaderboard_toy.yaml"), "--out", str(out),
-                 "--data", "simulated:n_prompts=12,responses_per_prompt=2,seed=1", "--set",
+                 "--data", "simulated:n_prompts=12,responses_per_prompt=2,seed=1", "--set", f"reward_models.minilm={minilm_ckpt}",
                  "generation.max_new_tokens=4", "n_boot=50", "n_assignments=6", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     printed = capsys.readouterr().out

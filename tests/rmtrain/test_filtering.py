@@ -65,10 +65,10 @@ def test_preference_rows_follow_the_tokenizer():
                    "rejected": " bad"}
 
 
-def test_filter_experiment_toy(tmp_path, capsys, one_torch_thread):
+def test_filter_experiment_toy(tmp_path, capsys, one_torch_thread, minilm_ckpt):
     out = tmp_path / "f"
     args = ["filter-experiment", "--config", str(ROOT / "recipes" / "filtering_toy.yaml"), "--out", str(out),
-            "--data", "simulated:n_prompts=30,responses_per_prompt=2,seed=3", "--set",
+            "--data", "simulated:n_prompts=30,responses_per_prompt=2,seed=3", "--set", f"reward_model={minilm_ckpt}",
             "variants=[{name: lora16, judge: tiny-judge-b, lora: {r: 16, alpha: 32, dropout: 0.0}}]",
             "dpo.learning_rates=[1.0e-3]", "evaluation.n_prompts=4", "evaluation.max_new_tokens=4", "n_boot=50",
             "progress=false", "--wandb-mode", "disabled"]

@@ -133,7 +133,8 @@ def test_cli_check_and_dry_run(capsys, tmp_path):
     assert rmtrain_main(["sweep", "--config", str(ROOT / "recipes" / "demo.yaml"), "--dry-run",
                          "--output-dir", str(tmp_path / "sweep")]) == 0
     out = capsys.readouterr().out
-    commands = [line for line in out.splitlines() if "rmtrain.sweep.worker" in line]
+    commands = [line for line in out.splitlines() if "rmtrain.sweep.worker" in line and not line.endswith("--audit")]
+    assert sum(line.endswith("--audit") for line in out.splitlines()) == 1  # the final audits' example
     first_stage = len(sw.settings.grid()) if sw.settings.search else len(sw.settings.seeds)
     assert len(commands) == len(sw.settings.arms) * len(sw.models) * first_stage
     assert (tmp_path / "sweep" / "matrix.md").is_file() and not (tmp_path / "sweep" / "ledger").exists()
