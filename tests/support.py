@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import struct
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +289,21 @@ def read_run(path: str | Path) -> dict[str, Any]:
                 config[_key(i)] = _val(i)
     return {"history": history, "summary": summary, "config": config, "tags": tags, "name": name, "group": group,
             "job_type": job_type}
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Base of the tests' fake HTTP endpoints (OpenAI-compatible servers): ``send_json`` answers one
+    JSON body with its length; request logging is off."""
+
+    def send_json(self, obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import pytest
 
@@ -19,6 +19,7 @@ from rmeval.generators import (
     OpenAIGenerator,
     make_generator,
 )
+from tests.support import JsonHandler
 
 
 def prompts():
@@ -67,7 +68,7 @@ def test_hf_generator_tiny_lm(tmp_path):
     assert "bake bread" in greedy.instruction(prompts()[0], "paraphrase")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     seen: list = []
 
     def do_POST(self):  # noqa: N802
@@ -76,15 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         n = body.get("n", 1)
         reply = {"choices": [{"index": i, "message": {"role": "assistant", "content": f' "Request: variant {i}" '}}
                              for i in range(n)]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(reply)
 
 
 def test_openai_generator_against_local_server(monkeypatch):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ from rmeval.comparisons import (
     LogprobEndpointBackend,
 )
 from rmeval.leaderboard import MIX_NAMES, balanced_halves, prompt_mixes
-from tests.support import ROOT
+from tests.support import ROOT, JsonHandler
 
 
 def _prompt(i, text):
@@ -75,7 +75,7 @@ def test_local_judge_question_and_truncation(tmp_path):
     assert again.n_asked == 0 and again.backend is None and q_xy.tolist() == p_xy.tolist()
 
 
-class _Logprobs(BaseHTTPRequestHandler):
+class _Logprobs(JsonHandler):
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         assert body["max_tokens"] == 1 and body["logprobs"] is True and body["top_logprobs"] == 20
@@ -90,15 +90,7 @@ class _Logprobs(BaseHTTPRequestHandler):
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "length", "logprobs": {"content": content},
                               "message": {"role": "assistant", "content": top[0]["token"]}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(reply)
 
 
 def test_endpoint_judge_reads_first_token_logprobs(tmp_path):

@@ -8,7 +8,7 @@ import json
 import sys
 import threading
 import types
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import pytest
 
@@ -17,6 +17,7 @@ from rmcore.errors import ConfigError
 from rmcore.tiny import CHAT_TEMPLATE
 from rmeval.generators import HFGenerator
 from rmeval.responses import PolicySpec, SamplingSettings, generate_responses, resolve_model
+from tests.support import JsonHandler
 
 CONVERSATIONS = [
     [{"role": "user", "content": "How do I bake bread?"}],
@@ -93,7 +94,7 @@ def test_toy_model_spec_is_checked():
         PolicySpec(name="x", model="m", backend="tgi").validate()
 
 
-class _Chat(BaseHTTPRequestHandler):
+class _Chat(JsonHandler):
     seen: list = []
 
     def do_POST(self):  # noqa: N802
@@ -105,15 +106,7 @@ class _Chat(BaseHTTPRequestHandler):
                  "choices": [{"index": i, "finish_reason": "length" if i == 0 else "stop",
                               "message": {"role": "assistant", "content": f" answer {i} to {last} "}}
                              for i in range(n)]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(reply)
 
 
 def test_openai_backend_sends_the_conversation(tmp_path):

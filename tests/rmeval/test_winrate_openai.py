@@ -5,29 +5,22 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from rmeval.winrate import make_judge
+from tests.support import JsonHandler
 
 REPLIES = {"first": "The first is deeper. [[A]]", "second": "[[B]]", "odd": "I cannot decide."}
 
 
-class _Chat(BaseHTTPRequestHandler):
+class _Chat(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = body["messages"][0]["content"]
         content = next(v for k, v in REPLIES.items() if f"question-{k}" in prompt)
-        data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+        self.send_json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                            "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+                                        "message": {"role": "assistant", "content": content}}]})
 
 
 def test_openai_judge_parses_verdicts_and_leaves_malformed_unresolved(monkeypatch) -> None:

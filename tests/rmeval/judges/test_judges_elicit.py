@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,7 @@ from rmeval.judges.elicit import (
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
 from rmeval.judges.tables import load_judgments
-from tests.support import ROOT, save_tiny_judge
+from tests.support import ROOT, JsonHandler, save_tiny_judge
 
 ATTRS = ["specificity", "verbosity", "harmfulness", "correctness", "empathy"]
 
@@ -187,7 +187,7 @@ def test_kill_mid_run_and_resume(tmp_path, items, shared_data):
     assert set(j["item_id"]) == set(many["item_id"])
 
 
-class _Endpoint(BaseHTTPRequestHandler):
+class _Endpoint(JsonHandler):
     requests: list = []
     lock = threading.Lock()
 
@@ -197,22 +197,14 @@ class _Endpoint(BaseHTTPRequestHandler):
             _Endpoint.requests.append(body)
             first = len(_Endpoint.requests) == 1
         if first:  # rate limit: must be retried by the client
-            data = json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode()
-            self.send_response(429)
-            self.send_header("retry-after-ms", "5")
-        else:
-            prompt = body["messages"][0]["content"]
-            text = "I cannot say, both have merit." if "verbosity" in prompt else ("A" if "[Query]" in prompt else "")
-            if "harmfulness" in prompt:
-                text = "**B**"
-            data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": text}}]}).encode()
-            self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            self.send_json({"error": {"message": "rate limited", "type": "rate_limit"}}, 429, {"retry-after-ms": "5"})
+            return
+        prompt = body["messages"][0]["content"]
+        text = "I cannot say, both have merit." if "verbosity" in prompt else ("A" if "[Query]" in prompt else "")
+        if "harmfulness" in prompt:
+            text = "**B**"
+        self.send_json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]})
 
     def log_message(self, *args):
         pass
