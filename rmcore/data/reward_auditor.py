@@ -2,26 +2,34 @@
 suitability audit runs on exactly the paper's perturbations (``CODE@auditor`` in
 ``rmeval.perturbations.suite``).
 
-Layout: per task (chat, code, math, safety-accept, safety-refuse) a JSON list in
-``{task}_filtered_prompt_disturbance.json``, rows ``{id, subset, prompt: [6], chosen, rejected, ...}``
-with the prompt as [original, EF, PH, IU, IW, CN] and one chosen and one rejected response, and
-(chat, safety-accept, safety-refuse) ``{task}_filtered_response_disturbance.json``, rows
-``{id, subset, prompt, chosen: [6], rejected: [6], ...}`` with both responses as six versions. The
-response versions are, by their content, [original, LE, SP, ST, LC, SLC]: index 1 is RM-Bench's
-style level 1 (detailed plain text) and index 2 its level 2 (detailed Markdown) of the same
-response, so LE is RM-Bench's 0 → 1 and SP its 0 → 2; index 3 rewrites the concise response with
-synonyms (ST), index 4 translates it (LC, Chinese), index 5 translates the detailed one (SLC). The
-released audit script names the columns in file order ST, LE, SP, LC, SLC; ``labels="script"``
-reads them that way, to reproduce its tables.
+Layout: for each of the five tasks (chat, code, math, safety-accept, safety-refuse; RM-Bench's
+chat, code, math, safety-response and safety-refuse, every item) two JSON lists,
+``{task}_filtered_prompt_disturbance.json`` with rows ``{id, subset, prompt: [6], chosen, rejected}``
+(the prompt as [original, EF, PH, IU, IW, CN]; chosen and rejected one string each) and
+``{task}_filtered_response_disturbance.json`` with rows ``{id, subset, prompt, chosen: [6],
+rejected: [6]}`` (the same originals as the prompt file). Rows also carry RM-Bench's item fields:
+``error_key`` and ``error`` (chat), ``language`` and ``task_id`` (code), ``unique_id`` (math). Ids
+are RM-Bench's (integers) and repeat across tasks. The response versions are, by their content,
+[original, LE, SP, ST, LC, SLC]: versions 0, 1 and 2 are RM-Bench's style levels 0 (concise), 1
+(detailed plain text) and 2 (detailed Markdown) verbatim, so LE is RM-Bench's 0 → 1 and SP its
+0 → 2 (in chat level 1 is level 2's text without the Markdown; in the safety tasks RM-Bench's levels
+1 and 2 are separately written responses); version 3 rewrites the concise response with synonyms
+(ST), version 4 translates it into Chinese (LC), version 5 is a Chinese version of the detailed
+response (SLC). The released audit script names the columns in file order ST, LE, SP, LC, SLC;
+``labels="script"`` reads them that way, to reproduce its response tables. (For the prompt file the
+script takes ``chosen[0]`` and ``rejected[0]`` of these strings, their first character, as the
+responses; this importer reads the whole responses.)
 
-Each id becomes one prompt ``{task}-{id}`` (ids repeat across tasks) with the original prompt, the
-original chosen and rejected responses and one Preference; the perturbed versions are kept in
+Each id becomes one prompt ``{task}-{id}`` with the original prompt, the original chosen and
+rejected responses and one Preference; the perturbed versions are kept in
 ``PromptRecord.meta["perturbed"]`` as ``{code: {"prompt": text}}`` (controlled) or
-``{code: {"chosen": text, "rejected": text}}`` (stylized), and ``meta["domain"]`` names the task. A
-path is one file (that file alone) or a directory (every task whose files it holds; ``task``
-picks some). When a task has both files, the original prompt and responses must agree. A version
-that is empty is left out (its twin counts as failed); a malformed row raises a DataError naming
-file, row and field, or with ``on_bad="skip"`` is dropped and counted in ``RatingSet.skipped``.
+``{code: {"chosen": text, "rejected": text}}`` (stylized), ``meta["domain"]`` names the task and
+RM-Bench's item fields present in the row are kept in ``meta`` under their names. A path is one file
+(that file alone) or a directory (every task whose files it holds; ``task`` picks some: a list, or
+names joined by ``+``, as in the spec string ``reward_auditor:DIR,task=chat+safety-refuse``). When a task
+has both files, the original prompt and responses must agree. A version that is empty is left out
+(its twin counts as failed); a malformed row raises a DataError naming file, row and field, or with
+``on_bad="skip"`` is dropped and counted in ``RatingSet.skipped``.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from rmcore.errors import ConfigError, DataError
 REPO_URL = "https://github.com/hggzjx/RewardAuditor/tree/main/datasets"
 PROMPT_CODES = ("EF", "PH", "IU", "IW", "CN")
 RESPONSE_CODES = {"content": ("LE", "SP", "ST", "LC", "SLC"), "script": ("ST", "LE", "SP", "LC", "SLC")}
+ITEM_FIELDS = ("error_key", "error", "language", "task_id", "unique_id")  # RM-Bench's, kept in meta
 _FILE = re.compile(r"^(?P<task>.+)_filtered_(?P<kind>prompt|response)_disturbance\.json$")
 
 
@@ -59,7 +68,7 @@ def task_files(path: str | os.PathLike, task: str | list[str] | None = None) -> 
     if not out:
         raise DataError("no Reward Auditor files (*_filtered_{prompt,response}_disturbance.json) here", file=str(p))
     if task:
-        wanted = [t.strip() for t in (task.split(",") if isinstance(task, str) else task) if t.strip()]
+        wanted = [t.strip() for t in (re.split(r"[,+]", task) if isinstance(task, str) else task) if t.strip()]
         missing = [t for t in wanted if t not in out]
         if missing:
             raise ConfigError(f"reward_auditor: no files for task(s) {missing} in {p}; found {sorted(out)}")
@@ -89,9 +98,13 @@ def _one(value: Any, *, file: str, row: int, field: str) -> str:
     return v
 
 
+def _fields(r: dict) -> dict[str, Any]:
+    return {k: r[k] for k in ITEM_FIELDS if not is_missing(r.get(k))}
+
+
 def _read_task(task: str, files: dict[str, Path], labels: str, limit: int | None,
                bad: Any) -> dict[Any, dict[str, Any]]:
-    """id -> {prompt, chosen, rejected, subset, perturbed, where} for one task."""
+    """id -> {prompt, chosen, rejected, subset, fields, perturbed, where} for one task."""
     rows: dict[Any, dict[str, Any]] = {}
     dropped: set[Any] = set()  # ids of prompt-file rows dropped as malformed (on_bad skip)
     if "prompt" in files:
@@ -103,7 +116,8 @@ def _read_task(task: str, files: dict[str, Path], labels: str, limit: int | None
                 prompts = _texts(r.get("prompt"), 1 + len(PROMPT_CODES), file=f, row=row_no, field="prompt")
                 rec = {"prompt": prompts[0], "chosen": _one(r.get("chosen"), file=f, row=row_no, field="chosen"),
                        "rejected": _one(r.get("rejected"), file=f, row=row_no, field="rejected"),
-                       "subset": r.get("subset"), "where": {"source_file": f, "source_row": row_no},
+                       "subset": r.get("subset"), "fields": _fields(r),
+                       "where": {"source_file": f, "source_row": row_no},
                        "perturbed": {c: {"prompt": t} for c, t in zip(PROMPT_CODES, prompts[1:]) if t is not None}}
                 if r["id"] in rows:
                     raise DataError(f"duplicate id {r['id']!r}", file=f, row=row_no, field="id")
@@ -136,6 +150,7 @@ def _read_task(task: str, files: dict[str, Path], labels: str, limit: int | None
                         if mine != theirs:
                             raise DataError(f"differs from the prompt file's original ({files['prompt'].name})",
                                             file=f, row=row_no, field=field)
+                    rec["fields"] = {**_fields(r), **rec["fields"]}
                 elif "prompt" in files:
                     if r["id"] in dropped or limit is not None:
                         continue  # dropped from the prompt file (and counted there), or cut by limit
@@ -143,7 +158,7 @@ def _read_task(task: str, files: dict[str, Path], labels: str, limit: int | None
                                     field="id")
                 else:
                     rec = rows[r["id"]] = {"prompt": prompt, "chosen": ch[0], "rejected": rj[0],
-                                           "subset": r.get("subset"), "perturbed": {},
+                                           "subset": r.get("subset"), "fields": _fields(r), "perturbed": {},
                                            "where": {"source_file": f, "source_row": row_no}}
                 rec["perturbed"].update({c: {"chosen": a, "rejected": b} for c, a, b in zip(codes, ch[1:], rj[1:])
                                          if a is not None and b is not None})
@@ -173,7 +188,8 @@ def load_reward_auditor(path: str | os.PathLike, *, task: str | list[str] | None
         for id_, r in _read_task(t, files, labels, limit, bad).items():
             pid = f"{t}-{id_}"
             subset = r["subset"] if isinstance(r["subset"], str) and r["subset"] else None
-            meta = {"subset": subset, "domain": t, "id": id_, "perturbed": r["perturbed"], **r["where"]}
+            meta = {**r["fields"], "subset": subset, "domain": t, "id": id_, "perturbed": r["perturbed"],
+                    **r["where"]}
             prompts.append(PromptRecord(pid, [{"role": "user", "content": r["prompt"]}], [
                 Response(f"{pid}:chosen", r["chosen"], meta={"label": "chosen", **r["where"]}),
                 Response(f"{pid}:rejected", r["rejected"], meta={"label": "rejected", **r["where"]})],
