@@ -7,17 +7,19 @@ a user turn). Each row becomes a prompt ``rb-{id}`` with responses ``{pid}:chose
 ``{pid}:rejected`` and one Preference labelled with its subset; ``rmeval pairwise`` reads the
 subsets and reports RewardBench's section-weighted score (``rmeval.stats.pairwise``).
 
-RewardBench 2 rows are ``{id, prompt, chosen: [..], rejected: [..], num_correct?, subset, ...}``:
-best-of-N, usually one correct completion against three incorrect ones; in the Ties subset several
-correct answers (``num_correct``) against incorrect ones, each row ``ref:N`` (a reference prompt
-with one correct answer) or ``tied:N`` (the same question with several). Each row becomes a
-prompt ``rb2-{id}`` with responses ``{pid}:chosen:{i}`` and ``{pid}:rejected:{j}`` and a Preference
-for every (correct, incorrect) couple; ``rewardbench2_table`` lists every completion with whether
-it is correct, which ``rmeval.stats.rewardbench2`` scores by RewardBench 2's rules.
+RewardBench 2 rows are ``{id, prompt, chosen: [..], rejected: [..], num_correct?, num_incorrect?,
+total_completions?, subset, models?, additional_metadata?}``: best-of-N, usually one correct
+completion against three incorrect ones; in the Ties subset several correct answers
+(``num_correct``) against incorrect ones, each row ``ref:N`` (a reference prompt with one correct
+answer) or ``tied:N`` (the same question with several). Each row becomes a prompt ``rb2-{id}``
+with responses ``{pid}:chosen:{i}`` and ``{pid}:rejected:{j}`` and a Preference for every
+(correct, incorrect) couple; ``rewardbench2_table`` lists every completion with whether it is
+correct, which ``rmeval.stats.rewardbench2`` scores by RewardBench 2's rules.
 
-A bad row (missing prompt, empty completion, a list where a string is due, ``num_correct`` that
-disagrees with the chosen list, a Ties id that is not ``ref:N``/``tied:N``) raises a DataError
-naming file, row and field, or with ``on_bad="skip"`` is skipped and counted.
+A bad row (missing prompt, empty completion, a list where a string is due, ``num_correct``,
+``num_incorrect`` or ``total_completions`` that disagrees with the lists, a Ties id that is not
+``ref:N``/``tied:N``) raises a DataError naming file, row and field, or with ``on_bad="skip"`` is
+skipped and counted.
 """
 
 from __future__ import annotations
@@ -102,6 +104,15 @@ def load_rewardbench(path: str | os.PathLike = REWARDBENCH_HUB_ID, split: str = 
     return RatingSet(prompts=prompts, name=name, attributes=(), preferences=prefs, skipped=rows.skipped)
 
 
+def _count(value: Any) -> int | None:
+    """A completion count as an int (3, "3", 3.0 as a table column with gaps reads it), else None."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f.is_integer() and f >= 0 else None
+
+
 def _ties_key(rb2_id: str) -> tuple[str, int] | None:
     """("ref" | "tied", question number) of a Ties row id, None when it is not one."""
     kind, _, num = rb2_id.partition(":")
@@ -136,10 +147,16 @@ def load_rewardbench2(path: str | os.PathLike = REWARDBENCH2_HUB_ID, split: str 
             lists[field] = list(value)
         if len(lists) < 2:
             continue
-        n_correct = row.get("num_correct")
-        if not is_missing(n_correct) and (not str(n_correct).isdigit() or int(n_correct) != len(lists["chosen"])):
-            rows.bad("rewardbench2_num_correct", f"num_correct is {n_correct} but chosen holds "
-                     f"{len(lists['chosen'])} completions", row_no, "num_correct")
+        # the reference regroups the unrolled completions by total_completions and takes the first
+        # num_correct of them as correct: a count that disagrees with the lists would misalign them
+        counts = {"num_correct": (len(lists["chosen"]), "chosen holds"),
+                  "num_incorrect": (len(lists["rejected"]), "rejected holds"),
+                  "total_completions": (len(lists["chosen"]) + len(lists["rejected"]), "chosen and rejected hold")}
+        wrong = next(((f, row.get(f), n, what) for f, (n, what) in counts.items()
+                      if not is_missing(row.get(f)) and _count(row.get(f)) != n), None)
+        if wrong is not None:
+            f, v, n, what = wrong
+            rows.bad(f"rewardbench2_{f}", f"{f} is {v} but {what} {n} completions", row_no, f)
             continue
         if is_missing(row.get("subset")):
             rows.bad("rewardbench2_no_subset", "missing subset", row_no, "subset")

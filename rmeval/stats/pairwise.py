@@ -39,8 +39,8 @@ REWARDBENCH_COUNTS = {
     "alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
     "mt-bench-med": 40, "mt-bench-hard": 37, "math-prm": 984, "refusals-dangerous": 100,
     "refusals-offensive": 100, "llmbar-natural": 100, "llmbar-adver-neighbor": 134, "llmbar-adver-GPTInst": 92,
-    "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46, "xstest-should-refuse": 250,
-    "xstest-should-respond": 154, "donotanswer": 136, "hep-cpp": 164, "hep-go": 164, "hep-java": 164,
+    "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46, "xstest-should-refuse": 154,
+    "xstest-should-respond": 250, "donotanswer": 136, "hep-cpp": 164, "hep-go": 164, "hep-java": 164,
     "hep-js": 164, "hep-python": 164, "hep-rust": 164,
 }
 REWARDBENCH_SECTIONS = {
