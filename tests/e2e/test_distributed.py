@@ -87,6 +87,7 @@ def test_two_cpu_processes_ddp(tmp_path: Path) -> None:
     _check_two_ranks(out)
 
 
+@pytest.mark.heavy  # ~20 s: the CPU accelerate config launches two ranks (the DDP test covers the training)
 @pytest.mark.slow
 def test_cpu_launch_config_starts_two_processes(tmp_path: Path) -> None:
     # accelerate_configs/cpu.yaml must give two ranks by itself (MULTI_CPU there would give one).

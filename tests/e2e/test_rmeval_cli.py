@@ -37,6 +37,7 @@ def test_parse_data_spec(tmp_path):
     assert parse_data_spec(str(f)) == {"name": "simulated", "n_prompts": 7}
 
 
+@pytest.mark.heavy  # ~40 s: every condition end to end, resumed, recomputed by stats
 @pytest.mark.slow
 def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     rs = load_rating_set(parse_data_spec(SPEC))

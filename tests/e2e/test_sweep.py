@@ -135,6 +135,7 @@ def test_failed_run_is_recorded_and_the_others_go_on(tmp_path, tiny_qwen3, monke
     assert ledger.get(rid + "2")["attempts"] == 1
 
 
+@pytest.mark.heavy  # ~90 s: a sweep killed mid-run and resumed (bash scripts/test.sh -m heavy)
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_duplicates(tmp_path, tiny_qwen3):
     """SIGKILL to a real `rmtrain sweep` process after its first finished run, then the same command."""
@@ -236,6 +237,7 @@ def test_qwen3_recipe_dry_run_and_sbatch_array(monkeypatch):
         assert flag in text, flag
 
 
+@pytest.mark.heavy  # ~60 s: the study recipe through submitit job arrays
 @pytest.mark.slow
 def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monkeypatch):
     """The Qwen3 recipe, shrunk by overrides to a tiny Qwen3 and local HelpSteer2-schema files, from
@@ -287,6 +289,7 @@ def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monk
     assert (out / "report.md").is_file()
 
 
+@pytest.mark.heavy  # ~20 s: a sweep logged to offline W&B
 def test_wandb_runs_grouped_by_sweep_with_summary_table(tmp_path, tiny_qwen3, monkeypatch):
     from tests.support import read_run
 
