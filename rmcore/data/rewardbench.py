@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
 from rmcore.data.generic import _prompt_messages, check_on_bad, is_hub_id, is_missing, source_records
-from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
 
 REWARDBENCH_HUB_ID = "allenai/reward-bench"
@@ -60,6 +61,19 @@ def _row_id(row: dict[str, Any], row_no: int) -> str:
     return str(row["id"]) if not is_missing(row.get("id")) else str(row_no)
 
 
+def _prompted_rows(records: list[tuple[int, dict[str, Any]]], file: str, rows: _Rows, limit: int | None,
+                   tag: str) -> Iterator[tuple[int, dict[str, Any], list[Message]]]:
+    """(row number, row, prompt messages) of the first ``limit`` rows; a row whose prompt does not
+    parse is counted as bad (``<tag>_bad_prompt``) and skipped."""
+    for row_no, row in records[:limit] if limit is not None else records:
+        try:
+            messages = _prompt_messages(row.get("prompt"), file=file, row=row_no, field="prompt")
+        except DataError as e:
+            rows.bad(f"{tag}_bad_prompt", e.message, row_no, "prompt")
+            continue
+        yield row_no, row, messages
+
+
 def load_rewardbench(path: str | os.PathLike = REWARDBENCH_HUB_ID, split: str = "filtered", *,
                      limit: int | None = None, on_bad: str = "raise") -> RatingSet:
     """RewardBench (v1): one chosen/rejected pair per row, labelled with its subset."""
@@ -68,12 +82,7 @@ def load_rewardbench(path: str | os.PathLike = REWARDBENCH_HUB_ID, split: str = 
     prompts: list[PromptRecord] = []
     prefs: list[Preference] = []
     seen: set[str] = set()
-    for row_no, row in records[:limit] if limit is not None else records:
-        try:
-            messages = _prompt_messages(row.get("prompt"), file=file, row=row_no, field="prompt")
-        except DataError as e:
-            rows.bad("rewardbench_bad_prompt", e.message, row_no, "prompt")
-            continue
+    for row_no, row, messages in _prompted_rows(records, file, rows, limit, "rewardbench"):
         texts = {}
         for field in ("chosen", "rejected"):
             value = row.get(field)
@@ -127,12 +136,7 @@ def load_rewardbench2(path: str | os.PathLike = REWARDBENCH2_HUB_ID, split: str 
     prompts: list[PromptRecord] = []
     prefs: list[Preference] = []
     seen: set[str] = set()
-    for row_no, row in records[:limit] if limit is not None else records:
-        try:
-            messages = _prompt_messages(row.get("prompt"), file=file, row=row_no, field="prompt")
-        except DataError as e:
-            rows.bad("rewardbench2_bad_prompt", e.message, row_no, "prompt")
-            continue
+    for row_no, row, messages in _prompted_rows(records, file, rows, limit, "rewardbench2"):
         lists: dict[str, list[str]] = {}
         for field in ("chosen", "rejected"):
             value = row.get(field)
