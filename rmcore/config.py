@@ -111,6 +111,24 @@ def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
     return raw
 
 
+def training_recipe_writing(path: str | os.PathLike, recipes_dir: str | os.PathLike = "recipes") -> str | None:
+    """The training recipe in ``recipes_dir`` (``arm`` at its top) whose ``output_dir`` is ``path``,
+    i.e. the one ``rmtrain train --config RECIPE`` writes ``path`` with; None where there is none.
+    Said when a checkpoint is not found; an unreadable recipe is passed over."""
+    from pathlib import Path
+
+    target = Path(os.path.expanduser(str(path))).resolve()
+    for recipe in sorted(Path(recipes_dir).glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(raw, dict) and "arm" in raw and isinstance(raw.get("output_dir"), str) \
+                and Path(os.path.expanduser(raw["output_dir"])).resolve() == target:
+            return str(recipe)
+    return None
+
+
 def copy_tree(d: Any) -> Any:
     if isinstance(d, dict):
         return {k: copy_tree(v) for k, v in d.items()}

@@ -57,6 +57,17 @@ def reward_models(block: Any, where: str) -> dict[str, Any]:
     return out
 
 
+def check_reward_models(settings: Mapping[str, Any]) -> None:
+    """Each reward model (``seq_classifier``) the recipe names is a local path or a Hub id, checked
+    before anything is generated: a missing checkpoint is one line saying what writes it."""
+    from rmeval.responses import TINY
+    from rmeval.scoring.loaders import check_reward_path
+
+    for s in settings.values():
+        if s.kind == "seq_classifier" and not str(s.model).startswith(TINY):
+            check_reward_path(s.model)
+
+
 def judge_specs(block: Any, where: str) -> dict[str, Any]:
     """The ``judges`` block: name -> JudgeSpec (a bare string is a local model); the first is the
     primary judge."""

@@ -200,7 +200,7 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
     from rmcore.data.registry import load_data
     from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
     from rmeval.comparisons import HelpfulnessJudge
-    from rmeval.experiment import TOY_NOTICE
+    from rmeval.experiment import TOY_NOTICE, check_reward_models
     from rmeval.pool import load_reward_scorer, score_pool
     from rmeval.responses import corpus, generate_responses, resolve_model
     from rmeval.stats.ranking import coverage_leaderboard, draw_assignments, head_to_head, kendall_tau_b
@@ -210,6 +210,7 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
     out = Path(out or cfg.output_dir)
     full = load_data(cfg.data)
     rs = leaderboard_prompts(full, single_turn_only=cfg.single_turn_only, max_prompts=cfg.max_prompts, seed=cfg.seed)
+    check_reward_models(cfg.reward_model_settings())
     texts = corpus(rs.prompts)
     build = out / "models"
     policies = cfg.policy_specs()

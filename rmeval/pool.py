@@ -198,7 +198,7 @@ def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_p
     """Generate, score and summarise the pool of ``cfg`` into ``out`` (default cfg.output_dir)."""
     from rmcore.data.registry import load_data
     from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.experiment import TOY_NOTICE
+    from rmeval.experiment import TOY_NOTICE, check_reward_models
     from rmeval.responses import corpus, generate_responses, resolve_model
     from rmeval.tracking import evaluation_tracker
 
@@ -206,6 +206,7 @@ def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_p
     out = Path(out or cfg.output_dir)
     cfg.validate()
     rs = load_data(cfg.data, cfg.max_prompts, cfg.seed)
+    check_reward_models(cfg.reward_model_settings())
     texts = corpus(rs.prompts)
     parts, generation = [], {}
     for pol in cfg.policy_specs():

@@ -79,9 +79,11 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
 
     from rmcore.io import check_path
     from rmcore.modeling import resolve_model_path
+    from rmeval.scoring.loaders import check_reward_path
 
+    check_reward_path(path)  # "not found" in one line, not the Hub's repo-id error
     name = resolve_model_path(str(path))
-    check_path(name, "reward model", kind="dir", hub_ok=True)  # "not found" in one line, not the Hub's repo-id error
+    check_path(name, "reward model", kind="dir", hub_ok=True)  # a file, not a checkpoint directory
     try:
         cfg = AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as e:

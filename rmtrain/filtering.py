@@ -364,7 +364,7 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     from rmcore.data.schema import pick_attribute
     from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
     from rmeval.comparisons import HelpfulnessJudge
-    from rmeval.experiment import TOY_NOTICE
+    from rmeval.experiment import TOY_NOTICE, check_reward_models
     from rmeval.pool import candidates_table, load_reward_scorer, score_pool
     from rmeval.responses import PolicySpec, SamplingSettings, corpus, generate_responses, resolve_model
     from rmeval.stats.ranking import head_to_head, paired_difference
@@ -374,6 +374,7 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     cfg.validate()
     out = Path(out or cfg.output_dir)
     rs = load_data(cfg.data, cfg.max_prompts, cfg.seed)
+    check_reward_models({"reward_model": cfg.reward_model_settings()})
     texts = corpus(rs.prompts)
     build = out / "models"
     # -- the split and the pool of training pairs

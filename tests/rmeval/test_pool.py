@@ -105,3 +105,19 @@ def test_pool_help_writes_nothing_and_bad_recipe_is_one_line(tmp_path, capsys, m
     assert main(["pool", "--config", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "not a pool recipe" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_missing_reward_model_is_one_line_saying_what_trains_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "rm.yaml").write_text("arm: bradley_terry\nmodel: m\ndata: simulated\noutput_dir: outputs/rm\n")
+    recipe = tmp_path / "pool.yaml"
+    for model, says in (("outputs/rm", "reward model outputs/rm: not found; train it with "
+                                       "`rmtrain train --config recipes/rm.yaml`"),
+                        ("./no/such/rm", "reward model ./no/such/rm: not found; not a local checkpoint, nor a Hub id")):
+        recipe.write_text(f"experiment: pool\ndata: {DATA}\npolicies: [{{name: a, model: 'tiny:1'}}]\n"
+                          f"reward_models: {{r: {model}}}\n")
+        assert main(["pool", "--config", str(recipe), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("rmeval: error: " + says), err
+        assert not (tmp_path / "o").exists()  # checked before anything is generated

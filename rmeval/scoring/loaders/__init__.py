@@ -119,6 +119,30 @@ def known_model(name_or_path: str) -> KnownModel | None:
     return None
 
 
+def check_reward_path(name_or_path: str | os.PathLike) -> None:
+    """A reward model that is neither an existing local path nor a Hub id (``owner/name``) is one
+    line naming it and what writes it, not the Hub's repo-id error: a path that a training recipe
+    in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
+    recipe. ``pkg:`` models are checked by their package."""
+    from rmcore.config import training_recipe_writing
+    from rmcore.errors import PathNotFoundError
+    from rmcore.io import check_path
+    from rmcore.modeling import resolve_model_path
+
+    name = str(name_or_path)
+    path = resolve_model_path(name)
+    if Path(os.path.expanduser(path)).exists():
+        return
+    recipe = training_recipe_writing(name)
+    if recipe:
+        raise PathNotFoundError(f"reward model {name}: not found; train it with `rmtrain train --config {recipe}`")
+    try:
+        check_path(path, "reward model", kind="any", hub_ok=True)
+    except PathNotFoundError:
+        raise PathNotFoundError(f"reward model {name}: not found; not a local checkpoint, nor a Hub id owner/name "
+                                f"(`rmtrain train --config RECIPE --output-dir {name}` trains one there)") from None
+
+
 def read_config(path: str) -> dict[str, Any]:
     """config.json of a local checkpoint or a Hub id (through the Hub cache), as a dict; no model code runs."""
     local = Path(path) / "config.json"
@@ -193,6 +217,7 @@ def load_reward(name_or_path: str | os.PathLike, placement: Placement | None = N
 
     placement = placement or Placement()
     placement.validate()
+    check_reward_path(name_or_path)
     path = resolve_model_path(name_or_path)
     config = read_config(path)
     kind, known = choose_loader(path, config, loader)
