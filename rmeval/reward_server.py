@@ -23,9 +23,12 @@ the prompt text as one user turn.
 
 Throughput. OpenRLHF sends one item per request, 16 rollouts x the rollout batch per step, each
 as soon as its generation ends, with a 180 s client timeout. Request threads only parse and
-check; one scoring thread owns the model: it takes the first waiting request, keeps collecting
-for ``wait_ms`` milliseconds or until ``max_batch_tokens`` tokens / ``max_batch_items`` items,
-runs one forward over all of them and answers each. There is no lock around scoring in the
+check; one scoring thread owns the model: it takes the first waiting request and every request
+waiting with it (with ``wait_ms`` > 0 also those that arrive within ``wait_ms`` milliseconds), up
+to ``max_batch_tokens`` tokens / ``max_batch_items`` items, runs one forward over all of them and
+answers each. Requests that arrive during a forward wait for the next one, so the batch grows with
+the load by itself: an idle server answers a lone request at once (``wait_ms`` = 0, the default),
+a busy one scores what piled up during its last forward. There is no lock around scoring in the
 request threads, so parsing, network and the forward overlap. Each row of a forward sees only its
 own tokens, so a reward does not depend on which requests shared its batch.
 
@@ -209,7 +212,7 @@ class RewardService:
     batches what is waiting (see the module docstring). ``close`` stops the thread."""
 
     def __init__(self, scorer: Any, end_markers: tuple[str, ...] = END_MARKERS, *, max_batch_tokens: int = 32768,
-                 max_batch_items: int = 256, wait_ms: float = 5.0, result_timeout: float = 600.0) -> None:
+                 max_batch_items: int = 256, wait_ms: float = 0.0, result_timeout: float = 600.0) -> None:
         self.scorer, self.end_markers = scorer, end_markers
         self.max_batch_tokens, self.max_batch_items = max_batch_tokens, max_batch_items
         self.wait_s, self.result_timeout = wait_ms / 1000.0, result_timeout
@@ -462,7 +465,7 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
 
 def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = 2048,
                  placement: Placement | None = None, max_batch_tokens: int = 32768, max_batch_items: int = 256,
-                 wait_ms: float = 5.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
+                 wait_ms: float = 0.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
     """Serve until interrupted."""
     scorer = load_reward_scorer(checkpoint, placement, max_length=max_length)
     service = RewardService(scorer, max_batch_tokens=max_batch_tokens, max_batch_items=max_batch_items,

@@ -4,11 +4,22 @@ Starts ``rmeval serve-reward`` (the command itself, in its own process, bound to
 free port) and sends OpenRLHF-style requests, one item each as OpenRLHF sends them (``query`` =
 prompt + response, ``prompts``, ``labels`` = the conversation as JSON), made from the
 (conversation, response) pairs of a data set (default: the demo's simulated set; any data spec,
-e.g. RM-Bench chat): first one request at a time, then the same requests from ``--clients``
-threads at once. Prints rewards/s for both, their ratio, how many forwards the server ran, and the
-largest difference between the two sets of rewards (batching must not change a reward).
+e.g. RM-Bench chat), ``--rollouts-per-prompt`` consecutive requests per prompt (OpenRLHF sends
+16): first one request at a time, then the same requests from ``--clients`` threads at once.
+Prints rewards/s for both, their ratio, how many forwards the server ran, and the largest
+difference between the two sets of rewards (batching must not change a reward).
 
-    python scripts/bench_reward_server.py [--checkpoint DIR] [--clients 16] [--requests 256] [--max-length 128]
+Then the ceiling: the same texts through the same scorer in this process, without HTTP, one per
+forward and in forwards of the server's mean concurrent batch. Concurrent serving cannot beat the
+batched figure, so on a machine where a batched forward is little cheaper per text than a single
+one (a small encoder on a 2-core CPU) the ratio stays near that of the two model-only figures
+plus the per-request HTTP time that concurrency hides; on a GPU a forward of 16 texts costs about
+what one costs. A decoder reward model also encodes a prompt once for all of its rollouts in a
+forward (``--model qwen3``: a Qwen3-architecture reward model built from a config with a score
+head drawn at random, for throughput only: its rewards mean nothing).
+
+    python scripts/bench_reward_server.py [--checkpoint DIR | --model qwen3] [--clients 16] [--requests 256]
+                                          [--rollouts-per-prompt 1] [--max-length 128] [--batch-wait-ms 0]
                                           [--data rm_bench:../shared/data/rm-bench/chat_filtered.json]
 
 Default checkpoint: the demo sweep's bradley_terry run at seed 1 (found in outputs/demo/summary.csv;
@@ -20,8 +31,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -41,20 +54,59 @@ def demo_checkpoint() -> str:
                                    recipe="recipes/demo.yaml"), "bradley_terry")
 
 
-def make_requests(spec: str, n: int) -> list[dict[str, Any]]:
-    """``n`` one-item requests over the data set's (conversation, response) pairs, in order."""
+def make_requests(spec: str, n: int, rollouts_per_prompt: int = 1) -> tuple[list[dict[str, Any]], list[Any]]:
+    """``n`` one-item requests, ``rollouts_per_prompt`` consecutive ones per prompt (its responses in
+    turn), and their (conversation, response) items."""
     from rmcore.data.registry import load_data
     from rmcore.formatting import plain_prompt
 
     rs = load_data(spec)
-    pairs = [([{"role": m["role"], "content": m["content"]} for m in p.messages], r.text)
+    k = rollouts_per_prompt
+    pairs = [([{"role": m["role"], "content": m["content"]} for m in p.messages], p.responses[i % len(p.responses)].text)
+             for p in rs.prompts if p.responses for i in range(k)] if k > 1 else \
+            [([{"role": m["role"], "content": m["content"]} for m in p.messages], r.text)
              for p in rs.prompts for r in p.responses]
-    out = []
+    out, items = [], []
     for i in range(n):
         conv, response = pairs[i % len(pairs)]
         text = plain_prompt(conv)
         out.append({"query": [f"{text} {response}"], "prompts": [text], "labels": [json.dumps(conv)]})
-    return out
+        items.append((conv, response))
+    return out, items
+
+
+def qwen3_checkpoint(spec: str) -> str:
+    """A Qwen3-architecture reward model from a config (bench_util), its tokenizer trained on the
+    data's texts and a score head drawn at random: for throughput only."""
+    from bench_util import build_qwen3, rating_set_texts, reward_checkpoint
+
+    from rmcore.data.registry import load_data
+
+    out = Path(tempfile.mkdtemp(prefix="bench_reward_server_"))
+    base = build_qwen3(out / "base", rating_set_texts(load_data(spec)))
+    return reward_checkpoint(base, out / "reward_model")
+
+
+def model_alone(args: argparse.Namespace, items: list[Any], batch: int) -> tuple[float, float]:
+    """Rewards/s of the served scorer without HTTP, in this process: one text per forward, and
+    ``batch`` texts per forward (the ceiling of concurrent serving on this machine)."""
+    from rmcore.device import Placement
+    from rmeval.reward_server import load_reward_scorer
+
+    scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
+                                max_length=args.max_length)
+    scorer.batch_size, scorer.max_tokens = max(batch, 1), 2**30  # one forward per call, as the server runs it
+    enc = scorer.encode(items)
+    convs = [m for m, _ in items]
+    scorer.score_encodings(enc[:batch], convs[:batch])  # warm-up
+    rates = []
+    for b in (1, batch):
+        t0 = time.perf_counter()
+        for i in range(0, len(enc), b):
+            scorer.score_encodings(enc[i:i + b], convs[i:i + b])
+        rates.append(len(enc) / (time.perf_counter() - t0))
+    scorer.close()
+    return rates[0], rates[1]
 
 
 def post(url: str, body: dict[str, Any]) -> float:
@@ -70,7 +122,8 @@ def health(base: str) -> dict[str, Any]:
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "rmeval.cli", "serve-reward", "--checkpoint", args.checkpoint, "--host", "127.0.0.1",
-           "--port", "0", "--max-length", str(args.max_length), "--device", args.device, "--dtype", args.dtype]
+           "--port", "0", "--max-length", str(args.max_length), "--device", args.device, "--dtype", args.dtype,
+           "--batch-wait-ms", str(args.batch_wait_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:  # "serving CKPT (device, dtype) on http://127.0.0.1:PORT/get_reward"
@@ -82,17 +135,31 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", help="reward model (default: the demo sweep's bradley_terry seed-1 run)")
+    ap.add_argument("--model", choices=["qwen3"], help="instead of --checkpoint: a Qwen3-architecture reward model "
+                                                        "built from a config, random head (throughput only)")
     ap.add_argument("--data", default=DEFAULT_DATA,
                     help="data SPEC (default: the demo's simulated set), e.g. "
                          "rm_bench:../shared/data/rm-bench/chat_filtered.json")
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=256, help="requests per phase, one item each")
+    ap.add_argument("--rollouts-per-prompt", type=int, default=1,
+                    help="consecutive requests per prompt, its responses in turn (OpenRLHF sends 16)")
     ap.add_argument("--max-length", type=int, default=128, help="tokens per text (the demo trains at 128)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--batch-wait-ms", type=float, default=0.0, help="the server's --batch-wait-ms")
     args = ap.parse_args(argv)
-    args.checkpoint = args.checkpoint or demo_checkpoint()
-    bodies = make_requests(args.data, args.requests)
+    from rmcore.console import quiet_libraries
+
+    quiet_libraries()
+    if args.model and args.checkpoint:
+        ap.error("--checkpoint and --model are alternatives")
+    if args.data == DEFAULT_DATA and args.rollouts_per_prompt > 4:  # distinct responses for every rollout
+        k = args.rollouts_per_prompt  # (the simulated set's text material holds ~16 per prompt for 64 prompts)
+        args.data = json.dumps({**json.loads(DEFAULT_DATA), "responses_per_prompt": k,
+                                "n_prompts": max(-(-args.requests // k), 8)})
+    args.checkpoint = args.checkpoint or (qwen3_checkpoint(args.data) if args.model else demo_checkpoint())
+    bodies, items = make_requests(args.data, args.requests, args.rollouts_per_prompt)
     proc, base = start_server(args)
     url = base + "/get_reward"
     try:
@@ -135,6 +202,14 @@ def main(argv: list[str] | None = None) -> None:
           f"({h2['forwards'] - h1['forwards']} forwards, largest {h2['largest_forward']} texts)")
     print(f"ratio concurrent/sequential: {t_seq / t_con:.2f}x")
     print(f"largest |reward difference| between the two: {diff:.2e}")
+    mean_batch = max(1, round(n / max(h2["forwards"] - h1["forwards"], 1)))
+    one, batched = model_alone(args, items, mean_batch)
+    print(f"the model alone (no HTTP, this process): {one:.1f} rewards/s one text per forward, {batched:.1f} in "
+          f"forwards of {mean_batch} (the server's mean concurrent batch): concurrent serving reaches "
+          f"{n / t_con / batched:.0%} of that ceiling, and no server can exceed {batched / (n / t_seq):.2f}x over "
+          f"this sequential figure on this machine")
+    if args.model:
+        shutil.rmtree(Path(args.checkpoint).parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

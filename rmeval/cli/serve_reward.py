@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sr.add_argument("--max-batch-tokens", type=int, default=32768,
                     help="tokens scored in one forward, over the requests waiting (default 32768)")
     sr.add_argument("--max-batch-items", type=int, default=256, help="texts scored in one forward (default 256)")
-    sr.add_argument("--batch-wait-ms", type=float, default=5.0,
-                    help="how long the first waiting request waits for others to join its forward (default 5)")
+    sr.add_argument("--batch-wait-ms", type=float, default=0.0,
+                    help="how long the first waiting request waits for others to join its forward (default 0: "
+                         "a forward takes what is waiting; requests that arrive during it join the next)")
     sr.add_argument("--max-body-bytes", type=int, default=32 * 2**20, help="larger request bodies get a 413")
     sr.add_argument("--request-timeout", type=float, default=60.0,
                     help="seconds a client may take to send its request before a 408 (default 60)")
