@@ -32,9 +32,13 @@ def looks_like_hub_id(source: str | os.PathLike) -> bool:
 
 
 def looks_local(source: str | os.PathLike) -> bool:
-    """Written as a local path: starts with / . ~ or has a path separator and is not 'owner/name'."""
+    """Written as a local path: starts with / . ~, or has a path separator and is not 'owner/name',
+    or is 'owner/name' whose owner is a directory here (``outputs/rm`` beside ``outputs/``: a
+    missing run, not a Hub repository)."""
     s = str(source)
-    return s.startswith(("/", ".", "~")) or ((os.sep in s or "/" in s) and not _HUB_ID.match(s))
+    if s.startswith(("/", ".", "~")) or ((os.sep in s or "/" in s) and not _HUB_ID.match(s)):
+        return True
+    return bool(_HUB_ID.match(s)) and Path(s.split("/", 1)[0]).is_dir()
 
 
 def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok: bool = False) -> Path:
