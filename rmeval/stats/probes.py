@@ -18,6 +18,11 @@ computed in closed form, ``RidgeSearch``), ``kernel_ridge``
 (RBF kernel; penalty and width), ``boosted_trees`` (histogram gradient boosting; learning rate),
 ``mlp`` (one hidden layer of 64, L-BFGS; L2 penalty). Intervals hold the out-of-fold predictions fixed and
 resample prompts (conditional on the fitted probes, as the study's are).
+
+Cost. The iterative learners dominate (the MLP and boosted trees: 50 and 35 fits per probe, each
+up to seconds long; about 97% of the section on the demo's audit). Every fit runs on one BLAS and one
+OpenMP thread (``one_thread``), which also makes the MLP's predictions independent of the machine's
+thread count (L-BFGS amplifies the last-bit differences of a multi-threaded matrix product).
 """
 
 from __future__ import annotations
@@ -105,21 +110,29 @@ class RidgeSearch:
         return self._path(self._x, self._y, x, np.array([self.alpha_]))[:, 0]
 
 
+def one_thread() -> Any:
+    """One BLAS and one OpenMP thread for a probe's fits: a probe is dozens of small fits, where
+    thread start-up and, on a shared machine, threads spin-waiting on each other cost far more
+    than the parallel work saves (an MLP fit ran 10 to 40 times slower on two BLAS threads on a
+    busy 2-core machine)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
 def _search(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
-    """The learner with its hyperparameters chosen by grouped CV on (x, y), refitted on all of it."""
+    """The learner with its hyperparameters chosen by grouped CV on (x, y), refitted on all of it
+    (run under :func:`one_thread`)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV, GroupKFold
-    from threadpoolctl import threadpool_limits
 
     if name == "ridge":
         return RidgeSearch().fit(x, y, groups)
     est, grid = learner(name, x.shape[1], seed)
     n_inner = min(N_INNER, len(np.unique(groups)))
-    # one OpenMP thread per fit: a probe is dozens of small fits, where thread start-up and, on a
-    # shared machine, oversubscription cost more than the parallel histogram building saves
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # an MLP stopped at its iteration cap is still a probe
         if n_inner < 2:
             return est.fit(x, y)
@@ -137,15 +150,17 @@ def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray
     if folds < 2:
         raise ValueError("cross-fitting needs at least two groups")
     pred = np.empty(len(y))
-    for train, test in GroupKFold(folds).split(x, y, groups):
-        pred[test] = _search(name, x[train], y[train], groups[train], seed).predict(x[test])
+    with one_thread():
+        for train, test in GroupKFold(folds).split(x, y, groups):
+            pred[test] = _search(name, x[train], y[train], groups[train], seed).predict(x[test])
     return pred
 
 
 def in_sample_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, seed: int = 0) -> np.ndarray:
     """Predictions of the learner fitted on every row (hyperparameters by grouped CV)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    return _search(name, x, y, np.asarray(groups), seed).predict(x)
+    with one_thread():
+        return _search(name, x, y, np.asarray(groups), seed).predict(x)
 
 
 def r2_sums(y: np.ndarray, pred: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
