@@ -23,11 +23,14 @@ L-BFGS; L2 penalty). Intervals hold the out-of-fold predictions fixed and resamp
 Cost. The iterative learners dominate (the MLP and boosted trees: 50 and 35 fits per probe, each
 up to seconds long; about 97% of the section on the demo's audit). Every fit runs on one BLAS and one
 OpenMP thread (``one_thread``), which also makes the MLP's predictions independent of the machine's
-thread count (L-BFGS amplifies the last-bit differences of a multi-threaded matrix product).
+thread count (L-BFGS amplifies the last-bit differences of a multi-threaded matrix product), and
+the (learner, outer fold) fits are spread over worker processes (``crossfit_predictions``), with
+the same predictions as one loop. Nothing is subsampled or capped.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,8 @@ N_FOLDS = 5
 N_INNER = 3
 RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
 LEARNERS = ("ridge", "kernel_ridge", "boosted_trees", "mlp")
+ITERATIVE = ("boosted_trees", "mlp")  # seconds per fit at any size: worth a worker process
+SLOWEST_FIRST = ("mlp", "boosted_trees", "kernel_ridge", "ridge")  # the order their fits are handed out
 
 
 def learner(name: str, n_features: int, seed: int = 0) -> tuple[Any, dict[str, list[Any]]]:
@@ -208,9 +213,30 @@ def _search(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: i
         return GridSearchCV(est, grid, cv=GroupKFold(n_inner), scoring="r2").fit(x, y, groups=groups)
 
 
-def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, n_folds: int = N_FOLDS,
-                     seed: int = 0) -> np.ndarray:
-    """Out-of-fold predictions over ``GroupKFold(n_folds)`` (module doc)."""
+def default_jobs() -> int:
+    """Worker processes for the probes' fits: the CPUs this process may run on, or fewer where
+    OMP_NUM_THREADS says so (how a sweep's parallel audits share one machine, ``rmtrain.sweep``)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(n, int(env))) if env.isdigit() and int(env) > 0 else max(1, n)
+
+
+def _fold_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, train: np.ndarray,
+                  test: np.ndarray, seed: int) -> np.ndarray:
+    with one_thread():
+        return _search(name, x[train], y[train], groups[train], seed).predict(x[test])
+
+
+def crossfit_predictions(names: tuple[str, ...] | list[str], x: np.ndarray, y: np.ndarray, groups: np.ndarray, *,
+                         n_folds: int = N_FOLDS, seed: int = 0, jobs: int = 1) -> dict[str, np.ndarray]:
+    """:func:`crossfit_predict` of each learner on the same rows and folds. With ``jobs`` > 1 and an
+    iterative learner (boosted trees, MLP) among them, the (learner, fold) fits run in up to
+    ``jobs`` worker processes, the slowest learners first; every fit is independent, seeded and
+    single-threaded, so the predictions are the serial loop's. The closed-form learners alone run
+    in process (faster than starting a worker)."""
     from sklearn.model_selection import GroupKFold
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -218,11 +244,26 @@ def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray
     folds = min(n_folds, len(np.unique(groups)))
     if folds < 2:
         raise ValueError("cross-fitting needs at least two groups")
-    pred = np.empty(len(y))
-    with one_thread():
-        for train, test in GroupKFold(folds).split(x, y, groups):
-            pred[test] = _search(name, x[train], y[train], groups[train], seed).predict(x[test])
-    return pred
+    splits = list(GroupKFold(folds).split(x, y, groups))
+    slowest = sorted(names, key=lambda n: SLOWEST_FIRST.index(n) if n in SLOWEST_FIRST else len(SLOWEST_FIRST))
+    tasks = [(name, i) for name in slowest for i in range(len(splits))]
+    if jobs > 1 and any(n in ITERATIVE for n in names):
+        from joblib import Parallel, delayed
+
+        preds = Parallel(n_jobs=min(jobs, len(tasks)), backend="loky")(
+            delayed(_fold_predict)(name, x, y, groups, *splits[i], seed) for name, i in tasks)
+    else:
+        preds = [_fold_predict(name, x, y, groups, *splits[i], seed) for name, i in tasks]
+    out = {name: np.empty(len(y)) for name in names}
+    for (name, i), pred in zip(tasks, preds):
+        out[name][splits[i][1]] = pred
+    return out
+
+
+def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, n_folds: int = N_FOLDS,
+                     seed: int = 0) -> np.ndarray:
+    """Out-of-fold predictions over ``GroupKFold(n_folds)`` (module doc)."""
+    return crossfit_predictions([name], x, y, groups, n_folds=n_folds, seed=seed)[name]
 
 
 def in_sample_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, seed: int = 0) -> np.ndarray:

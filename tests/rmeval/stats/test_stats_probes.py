@@ -1,7 +1,8 @@
 """Cross-fitted probes against scikit-learn: the closed-form ridge search against GridSearchCV over a
 StandardScaler + Ridge pipeline (same grouped folds), the cross-fitted R^2 against r2_score of a
-hand-written GroupKFold loop, the R^2 bootstrap replicate against a weighted R^2 by hand, and the
-shared-distance kernel ridge search against GridSearchCV over a StandardScaler + KernelRidge pipeline."""
+hand-written GroupKFold loop, the R^2 bootstrap replicate against a weighted R^2 by hand, the
+shared-distance kernel ridge search against GridSearchCV over a StandardScaler + KernelRidge pipeline,
+and the fits spread over worker processes against the serial loop."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from rmeval.stats.probes import (
     KernelRidgeSearch,
     RidgeSearch,
     crossfit_predict,
+    crossfit_predictions,
     in_sample_predict,
     learner,
     probe_r2,
@@ -114,3 +116,15 @@ def test_kernel_ridge_search_is_gridsearchcv_over_scaled_kernel_ridge():
     for tr, te in GroupKFold(5).split(x, y, g):
         loop[te] = GridSearchCV(est, grid, cv=GroupKFold(3), scoring="r2").fit(x[tr], y[tr], groups=g[tr]).predict(x[te])
     assert np.abs(pred - loop).max() < 1e-12
+
+
+@pytest.mark.heavy  # starting the worker processes: seconds on a busy 2-core machine
+def test_worker_processes_give_the_serial_predictions():
+    """(learner, fold) fits spread over worker processes: the same predictions as one loop."""
+    x, y, g = _data(n_groups=12, p=6, seed=5)
+    names = ["ridge", "boosted_trees"]
+    serial = crossfit_predictions(names, x, y, g, jobs=1)
+    spread = crossfit_predictions(names, x, y, g, jobs=2)
+    for name in names:
+        assert np.array_equal(serial[name], spread[name])
+    assert np.array_equal(serial["ridge"], crossfit_predict("ridge", x, y, g))
