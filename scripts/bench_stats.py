@@ -109,32 +109,51 @@ class Timer:
         return timed
 
 
-@contextmanager
-def patched(timer: Timer) -> Iterator[None]:
-    """Time the parts of ``variance_explained`` (those the installed code has) through their names in
-    ``rmeval.stats.explain``, so the same script times the code before and after a change."""
-    from rmeval.stats import explain
+def default_jobs() -> int:
+    """The probes' worker processes the installed code would use (1: code without workers)."""
+    from rmeval.stats import probes
 
-    parts: dict[str, Callable[..., str] | str] = {
-        "variance_explained": "variance_explained", "calibrated": "  calibrated",
-        "rating_residuals": "  rating_residuals", "prompt_probe": "  prompt_probe",
-        "crossed_decomposition": "  crossed", "response_probes": "  response_probes",
-        "crossfit_predict": lambda name, *a, **k: f"    crossfit {name}",
-        "crossfit_predictions": lambda names, *a, **k: f"    crossfit {', '.join(names)}",
-        "in_sample_predict": lambda name, *a, **k: f"    in-sample {name}",
-    }
-    saved = {a: getattr(explain, a) for a in parts if hasattr(explain, a)}
+    return probes.default_jobs() if hasattr(probes, "default_jobs") else 1
+
+
+@contextmanager
+def patched(timer: Timer, jobs: int) -> Iterator[None]:
+    """Time the parts of ``variance_explained`` through their names in ``rmeval.stats.explain`` and
+    ``rmeval.stats.probes`` (those the installed code has), so the same script times the code before
+    and after a change; the fits of one learner are timed one by one where they run in this process
+    (``jobs`` 1), else together. Sets the probes' worker processes to ``jobs``."""
+    from rmeval.stats import explain, probes
+
+    def learner(name: str, *a: Any, **k: Any) -> str:
+        return f"    crossfit {name}"
+
+    targets: list[tuple[Any, str, Callable[..., str] | str]] = [
+        (explain, "variance_explained", "variance_explained"), (explain, "calibrated", "  calibrated"),
+        (explain, "rating_residuals", "  rating_residuals"), (explain, "response_probes", "  response_probes"),
+        (explain, "prompt_probe", "  prompt_probe"), (explain, "crossed_decomposition", "  crossed"),
+        (explain, "in_sample_predict", lambda name, *a, **k: f"    in-sample {name}")]
+    if not hasattr(probes, "_fold_predict"):  # code before the worker processes: one call per learner
+        targets.append((explain, "crossfit_predict", learner))
+    elif jobs == 1:  # every cross-fitted fit goes through _fold_predict
+        targets.append((probes, "_fold_predict", learner))
+    else:
+        targets.append((explain, "crossfit_predictions",
+                        lambda names, *a, **k: f"    crossfit {'+'.join(names)} ({jobs} workers)"))
+    saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in targets if hasattr(mod, attr)]
     try:
-        for a, label in parts.items():
-            if a in saved:
-                setattr(explain, a, timer.wrap(saved[a], label))
+        for mod, attr, label in targets:
+            if hasattr(mod, attr):
+                setattr(mod, attr, timer.wrap(getattr(mod, attr), label))
+        if hasattr(probes, "default_jobs"):
+            saved.append((probes, "default_jobs", probes.default_jobs))
+            probes.default_jobs = lambda: jobs
         yield
     finally:
-        for a, fn in saved.items():
-            setattr(explain, a, fn)
+        for mod, attr, fn in saved:
+            setattr(mod, attr, fn)
 
 
-def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[str] | None = None
+def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[str] | None, jobs: int
               ) -> tuple[Timer, dict[str, Any]]:
     """``rmeval stats`` on ``folder`` (W&B off), timed as a whole and by part."""
     from rmeval.audit import AuditSettings, audit_tables
@@ -143,7 +162,7 @@ def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[
     timer = Timer()
     settings = AuditSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0,
                              features=FeatureSettings(learners=learners) if learners else None)
-    with tempfile.TemporaryDirectory() as out, patched(timer):
+    with tempfile.TemporaryDirectory() as out, patched(timer, jobs):
         t0, c0 = time.perf_counter(), cpu_seconds()
         result, _ = audit_tables(folder / "scores.parquet", folder / "ratings.parquet", settings, out,
                                  wandb_mode="disabled")
@@ -161,6 +180,12 @@ def report(label: str, timer: Timer, result: dict[str, Any]) -> None:
         print(f"  {name:34s} {timer.wall[name]:8.2f} {timer.cpu[name]:8.2f} {timer.wall[name] / whole:8.0%}")
 
 
+def keep(folder: Path | None, name: str, result: dict[str, Any]) -> None:
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--audit", required=True, type=Path, help="an audit directory (scores, ratings, feature tables)")
@@ -168,6 +193,9 @@ def main() -> None:
     ap.add_argument("--n-boot", type=int, default=None, help="default: the audit's meta.n_boot, else 2000")
     ap.add_argument("--n-boot-regression", type=int, default=None)
     ap.add_argument("--learners", default=None, help="response probes' learners, comma-separated (default all)")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="the probes' worker processes (default: the code's own choice, the process's CPUs)")
+    ap.add_argument("--keep", type=Path, default=None, help="write each audit.json here (NAME.json)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     meta = {}
@@ -176,17 +204,21 @@ def main() -> None:
     n_boot = args.n_boot or int(meta.get("n_boot", 2000))
     n_reg = args.n_boot_regression or int(meta.get("n_boot_regression", 5000))
     threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS") if os.environ.get(k)}
-    print(f"CPUs: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; thread settings {threads or 'none'}")
+    jobs = args.jobs or default_jobs()
+    print(f"CPUs: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; thread settings {threads or 'none'}; "
+          f"probe workers {jobs}")
     learners = args.learners.split(",") if args.learners else None
     figures = {}
-    timer, result = run_stats(args.audit, n_boot, n_reg, learners)
+    timer, result = run_stats(args.audit, n_boot, n_reg, learners, jobs)
     report(str(args.audit), timer, result)
+    keep(args.keep, "audit", result)
     figures[str(args.audit)] = {"wall": dict(timer.wall), "cpu": dict(timer.cpu)}
     for n in [int(x) for x in args.prompts.split(",") if x]:
         with tempfile.TemporaryDirectory() as tmp:
             folder = scaled_audit(args.audit, n, Path(tmp))
-            timer, result = run_stats(folder, n_boot, n_reg, learners)
+            timer, result = run_stats(folder, n_boot, n_reg, learners, jobs)
         report(f"synthesised, {n} prompts", timer, result)
+        keep(args.keep, f"prompts{n}", result)
         figures[f"{n} prompts"] = {"wall": dict(timer.wall), "cpu": dict(timer.cpu)}
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
