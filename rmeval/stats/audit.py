@@ -200,7 +200,8 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     probes' first-turn folds; ``features`` / ``prompt_features``: the response and prompt features
     of ``rmeval.features`` for the probes; ``probe_learners``: the response probes' learners
     (default all four); ``probe_jobs``: worker processes for their fits (default
-    ``rmeval.stats.probes.default_jobs``: this process's CPUs; the figures do not depend on it). ``compare``: {name: scores table} of the same texts scored another way."""
+    ``rmeval.stats.probes.default_jobs``: this process's CPUs; the figures do not depend on it).
+    ``compare``: {name: scores table} of the same texts scored another way."""
     from .explain import variance_explained
     from .probes import LEARNERS, default_jobs
     from .splits import prompt_splits
