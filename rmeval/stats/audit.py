@@ -188,7 +188,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
                   seed: int = 0, top_fraction: float = 0.3, reference_scores: pd.DataFrame | None = None,
                   human_reliability: dict[str, float] | None = None, prompts: pd.DataFrame | None = None,
                   features: pd.DataFrame | None = None, prompt_features: pd.DataFrame | None = None,
-                  probe_learners: tuple[str, ...] | list[str] | None = None,
+                  probe_learners: tuple[str, ...] | list[str] | None = None, probe_jobs: int | None = None,
                   compare: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
     """The audit as a nested dict (see module docs of rmeval.stats.* for each definition).
 
@@ -199,9 +199,11 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     ``prompts``: the prompt table (``rmeval.features.prompt_table``) for the prompt splits and the
     probes' first-turn folds; ``features`` / ``prompt_features``: the response and prompt features
     of ``rmeval.features`` for the probes; ``probe_learners``: the response probes' learners
-    (default all four). ``compare``: {name: scores table} of the same texts scored another way."""
+    (default all four); ``probe_jobs``: worker processes for their fits (default
+    ``rmeval.stats.probes.default_jobs``: this process's CPUs; the figures do not depend on it).
+    ``compare``: {name: scores table} of the same texts scored another way."""
     from .explain import variance_explained
-    from .probes import LEARNERS
+    from .probes import LEARNERS, default_jobs
     from .splits import prompt_splits
 
     t0 = time.perf_counter()
@@ -327,7 +329,8 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
                 audit["prompt_splits"] = sp
         ve = variance_explained(frames, by_cond, attribute, [c for c in rated if c in orig.columns], resamples,
                                 prompts=prompts, features=features, prompt_features=prompt_features,
-                                learners=tuple(probe_learners or LEARNERS), seed=seed)
+                                learners=tuple(probe_learners or LEARNERS), seed=seed,
+                                jobs=default_jobs() if probe_jobs is None else probe_jobs)
         if ve:
             audit["variance_explained"] = ve
         for name, table in (compare or {}).items():

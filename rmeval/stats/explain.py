@@ -47,7 +47,7 @@ from rmcore.variance import components_from_sums, icc_from_sums, icc_sufficient
 
 from .bootstrap import PromptSetResamples, bootstrap_stat, rows_with_siblings, summarize
 from .crossed import crossed_decomposition
-from .probes import LEARNERS, crossfit_predict, in_sample_predict, probe_r2
+from .probes import LEARNERS, crossfit_predict, crossfit_predictions, in_sample_predict, probe_r2
 
 RESIDUAL_SETS = {"complexity_verbosity": ("complexity", "verbosity")}
 EMBEDDING_PREFIX, TEXT_PREFIX = "emb_", "txt_"  # response features: sentence embeddings, text features
@@ -136,8 +136,9 @@ def rating_residuals(orig: pd.DataFrame, attributes: list[str], resamples: Promp
 
 def response_probes(orig: pd.DataFrame, features: pd.DataFrame, prompts: pd.DataFrame | None,
                     resamples: PromptSetResamples, *, learners: tuple[str, ...] = LEARNERS,
-                    seed: int = 0) -> dict[str, Any]:
-    """The ``response_probes`` section (module doc)."""
+                    seed: int = 0, jobs: int = 1) -> dict[str, Any]:
+    """The ``response_probes`` section (module doc); ``jobs``: worker processes for the learners'
+    fits (``rmeval.stats.probes.crossfit_predictions``; the same predictions with any number)."""
     cols = _columns(features, EMBEDDING_PREFIX, TEXT_PREFIX)
     if not cols:
         return {}
@@ -156,8 +157,9 @@ def response_probes(orig: pd.DataFrame, features: pd.DataFrame, prompts: pd.Data
     x = x_all[rows]
     w = resamples.weights(pids)
     out: dict[str, Any] = {}
+    preds = crossfit_predictions(learners, x, s, folds, seed=seed, jobs=jobs)
     for name in learners:
-        pred = crossfit_predict(name, x, s, folds, seed=seed)
+        pred = preds[name]
         res = _adjusted(s, s - pred, codes, k, w)
         res["r2"] = probe_r2(s, pred, codes, k, w)
         out[name] = res
@@ -214,9 +216,10 @@ def prompt_probe(orig: pd.DataFrame, prompts: pd.DataFrame | None, prompt_featur
 def variance_explained(frames: dict[str, pd.DataFrame], by_cond: dict[str, pd.DataFrame], attribute: str | None,
                        attributes: list[str], resamples: PromptSetResamples, *, prompts: pd.DataFrame | None = None,
                        features: pd.DataFrame | None = None, prompt_features: pd.DataFrame | None = None,
-                       learners: tuple[str, ...] = LEARNERS, seed: int = 0) -> dict[str, Any]:
+                       learners: tuple[str, ...] = LEARNERS, seed: int = 0, jobs: int = 1) -> dict[str, Any]:
     """The ``variance_explained`` section (module doc). ``frames["original"]``: one row per response
-    with its score and ratings; ``by_cond``: the scores table by condition (for the crossed fit)."""
+    with its score and ratings; ``by_cond``: the scores table by condition (for the crossed fit);
+    ``jobs``: worker processes for the response probes."""
     orig = frames["original"]
     out: dict[str, Any] = {}
     if attribute is not None:
@@ -227,7 +230,7 @@ def variance_explained(frames: dict[str, pd.DataFrame], by_cond: dict[str, pd.Da
         if res:
             out["rating_residuals"] = res
     if features is not None:
-        rp = response_probes(orig, features, prompts, resamples, learners=learners, seed=seed)
+        rp = response_probes(orig, features, prompts, resamples, learners=learners, seed=seed, jobs=jobs)
         if rp:
             out["response_probes"] = rp
     pp = prompt_probe(orig, prompts, prompt_features, resamples, seed=seed)

@@ -14,14 +14,23 @@ learner is refitted on the whole training fold and predicts the held-out fold.
 and scored on the same rows (an upper reference, not an estimate of prediction).
 
 Learners (scikit-learn, inputs standardised): ``ridge`` (penalty on a log grid; the same search
-computed in closed form, ``RidgeSearch``), ``kernel_ridge``
-(RBF kernel; penalty and width), ``boosted_trees`` (histogram gradient boosting; learning rate),
-``mlp`` (one hidden layer of 64, L-BFGS; L2 penalty). Intervals hold the out-of-fold predictions fixed and
-resample prompts (conditional on the fitted probes, as the study's are).
+computed in closed form, ``RidgeSearch``), ``kernel_ridge`` (RBF kernel; penalty and width; the
+same search with each fold's distances shared by the grid, ``KernelRidgeSearch``),
+``boosted_trees`` (histogram gradient boosting; learning rate), ``mlp`` (one hidden layer of 64,
+L-BFGS; L2 penalty). Intervals hold the out-of-fold predictions fixed and resample prompts
+(conditional on the fitted probes, as the study's are).
+
+Cost. The iterative learners dominate (the MLP and boosted trees: 50 and 35 fits per probe, each
+up to seconds long; about 97% of the section on the demo's audit). Every fit runs on one BLAS and one
+OpenMP thread (``one_thread``), which also makes the MLP's predictions independent of the machine's
+thread count (L-BFGS amplifies the last-bit differences of a multi-threaded matrix product), and
+the (learner, outer fold) fits are spread over worker processes (``crossfit_predictions``), with
+the same predictions as one loop. Nothing is subsampled or capped.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -32,6 +41,8 @@ N_FOLDS = 5
 N_INNER = 3
 RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-3, 5, 17))
 LEARNERS = ("ridge", "kernel_ridge", "boosted_trees", "mlp")
+ITERATIVE = ("boosted_trees", "mlp")  # seconds per fit at any size: worth a worker process
+SLOWEST_FIRST = ("mlp", "boosted_trees", "kernel_ridge", "ridge")  # the order their fits are handed out
 
 
 def learner(name: str, n_features: int, seed: int = 0) -> tuple[Any, dict[str, list[Any]]]:
@@ -105,30 +116,127 @@ class RidgeSearch:
         return self._path(self._x, self._y, x, np.array([self.alpha_]))[:, 0]
 
 
+class KernelRidgeSearch:
+    """Standardised RBF kernel ridge with its penalty and width chosen by grouped CV: scikit-learn's
+    ``GridSearchCV(make_pipeline(StandardScaler(), KernelRidge(kernel="rbf")), grid,
+    cv=GroupKFold(n_inner), scoring="r2")`` computed with the same operations, but with the
+    squared distances of an inner fold computed once for its whole grid (and each width's kernel
+    once for all its penalties) instead of once per grid point::
+
+        K_gamma = exp(-gamma D),  D_ij = |z_i - z_j|^2        dual(a) = (K_gamma + a I)^-1 y
+
+    The kernel is the one ``rbf_kernel`` builds (the same distance, product and exponential), fitted
+    and applied by scikit-learn's ``KernelRidge`` on it as a precomputed kernel (the same Cholesky
+    solve), so the predictions are scikit-learn's bit for bit. The best grid point is the first
+    highest mean R^2 over the inner folds, as GridSearchCV's ranking picks it."""
+
+    def __init__(self, grid: dict[str, list[Any]], n_inner: int = N_INNER) -> None:
+        # GridSearchCV's candidate order: the parameter names sorted, the last varying fastest
+        self.candidates = [(a, g) for a in grid["kernelridge__alpha"] for g in grid["kernelridge__gamma"]]
+        self.n_inner = n_inner
+
+    @staticmethod
+    def _paths(x: np.ndarray, y: np.ndarray, x_new: np.ndarray, candidates: list[tuple[float, float]]
+               ) -> np.ndarray:
+        """(n_new, n_candidates) predictions of the standardised kernel ridge fitted on (x, y)."""
+        from sklearn.kernel_ridge import KernelRidge
+        from sklearn.metrics.pairwise import euclidean_distances
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler().fit(x)
+        z, z_new = scaler.transform(x), scaler.transform(x_new)
+        d, d_new = euclidean_distances(z, z, squared=True), euclidean_distances(z_new, z, squared=True)
+        out = np.empty((len(x_new), len(candidates)))
+        gammas = list(dict.fromkeys(g for _, g in candidates))
+        for i, gamma in enumerate(gammas):  # one width's kernels held at a time, the last in the distances' place
+            last = i == len(gammas) - 1
+            k = np.multiply(d, -gamma, out=d if last else None)
+            k_new = np.multiply(d_new, -gamma, out=d_new if last else None)
+            np.exp(k, out=k)  # rbf_kernel's own steps: D * -gamma, then exp in place
+            np.exp(k_new, out=k_new)
+            for j, (alpha, g) in enumerate(candidates):
+                if g == gamma:
+                    out[:, j] = KernelRidge(alpha=alpha, kernel="precomputed").fit(k, y).predict(k_new)
+        return out
+
+    def fit(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> KernelRidgeSearch:
+        from sklearn.metrics import r2_score
+        from sklearn.model_selection import GroupKFold
+
+        n_inner = min(self.n_inner, len(np.unique(groups)))
+        scores = np.empty((len(self.candidates), n_inner))
+        for i, (tr, te) in enumerate(GroupKFold(n_inner).split(x, y, groups)):
+            pred = self._paths(x[tr], y[tr], x[te], self.candidates)
+            scores[:, i] = [r2_score(y[te], pred[:, j]) for j in range(len(self.candidates))]
+        means = np.average(scores, axis=1)
+        if np.isnan(means).all():
+            best = 0
+        else:  # a failed grid point ranks below every other, as in GridSearchCV
+            best = int(np.argmax(np.nan_to_num(means, nan=np.nanmin(means) - 1)))
+        self.best_params_ = dict(zip(("alpha", "gamma"), self.candidates[best]))
+        self._x, self._y = x, y
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        best = (self.best_params_["alpha"], self.best_params_["gamma"])
+        return self._paths(self._x, self._y, x, [best])[:, 0]
+
+
+def one_thread() -> Any:
+    """One BLAS and one OpenMP thread for a probe's fits: a probe is dozens of small fits, where
+    thread start-up and, on a shared machine, threads spin-waiting on each other cost far more
+    than the parallel work saves (an MLP fit ran 10 to 40 times slower on two BLAS threads on a
+    busy 2-core machine)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
 def _search(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Any:
-    """The learner with its hyperparameters chosen by grouped CV on (x, y), refitted on all of it."""
+    """The learner with its hyperparameters chosen by grouped CV on (x, y), refitted on all of it
+    (run under :func:`one_thread`)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV, GroupKFold
-    from threadpoolctl import threadpool_limits
 
     if name == "ridge":
         return RidgeSearch().fit(x, y, groups)
     est, grid = learner(name, x.shape[1], seed)
     n_inner = min(N_INNER, len(np.unique(groups)))
-    # one OpenMP thread per fit: a probe is dozens of small fits, where thread start-up and, on a
-    # shared machine, oversubscription cost more than the parallel histogram building saves
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
+    if name == "kernel_ridge" and n_inner >= 2:
+        return KernelRidgeSearch(grid, n_inner).fit(x, y, groups)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # an MLP stopped at its iteration cap is still a probe
         if n_inner < 2:
             return est.fit(x, y)
         return GridSearchCV(est, grid, cv=GroupKFold(n_inner), scoring="r2").fit(x, y, groups=groups)
 
 
-def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, n_folds: int = N_FOLDS,
-                     seed: int = 0) -> np.ndarray:
-    """Out-of-fold predictions over ``GroupKFold(n_folds)`` (module doc)."""
+def default_jobs() -> int:
+    """Worker processes for the probes' fits: the CPUs this process may run on, or fewer where
+    OMP_NUM_THREADS says so (how a sweep's parallel audits share one machine, ``rmtrain.sweep``)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(n, int(env))) if env.isdigit() and int(env) > 0 else max(1, n)
+
+
+def _fold_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, train: np.ndarray,
+                  test: np.ndarray, seed: int) -> np.ndarray:
+    with one_thread():
+        return _search(name, x[train], y[train], groups[train], seed).predict(x[test])
+
+
+def crossfit_predictions(names: tuple[str, ...] | list[str], x: np.ndarray, y: np.ndarray, groups: np.ndarray, *,
+                         n_folds: int = N_FOLDS, seed: int = 0, jobs: int = 1) -> dict[str, np.ndarray]:
+    """:func:`crossfit_predict` of each learner on the same rows and folds. With ``jobs`` > 1 and an
+    iterative learner (boosted trees, MLP) among them, the (learner, fold) fits run in up to
+    ``jobs`` worker processes, the slowest learners first; every fit is independent, seeded and
+    single-threaded, so the predictions are the serial loop's. The closed-form learners alone run
+    in process (faster than starting a worker)."""
     from sklearn.model_selection import GroupKFold
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -136,16 +244,33 @@ def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray
     folds = min(n_folds, len(np.unique(groups)))
     if folds < 2:
         raise ValueError("cross-fitting needs at least two groups")
-    pred = np.empty(len(y))
-    for train, test in GroupKFold(folds).split(x, y, groups):
-        pred[test] = _search(name, x[train], y[train], groups[train], seed).predict(x[test])
-    return pred
+    splits = list(GroupKFold(folds).split(x, y, groups))
+    slowest = sorted(names, key=lambda n: SLOWEST_FIRST.index(n) if n in SLOWEST_FIRST else len(SLOWEST_FIRST))
+    tasks = [(name, i) for name in slowest for i in range(len(splits))]
+    if jobs > 1 and any(n in ITERATIVE for n in names):
+        from joblib import Parallel, delayed
+
+        preds = Parallel(n_jobs=min(jobs, len(tasks)), backend="loky")(
+            delayed(_fold_predict)(name, x, y, groups, *splits[i], seed) for name, i in tasks)
+    else:
+        preds = [_fold_predict(name, x, y, groups, *splits[i], seed) for name, i in tasks]
+    out = {name: np.empty(len(y)) for name in names}
+    for (name, i), pred in zip(tasks, preds):
+        out[name][splits[i][1]] = pred
+    return out
+
+
+def crossfit_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, n_folds: int = N_FOLDS,
+                     seed: int = 0) -> np.ndarray:
+    """Out-of-fold predictions over ``GroupKFold(n_folds)`` (module doc)."""
+    return crossfit_predictions([name], x, y, groups, n_folds=n_folds, seed=seed)[name]
 
 
 def in_sample_predict(name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, seed: int = 0) -> np.ndarray:
     """Predictions of the learner fitted on every row (hyperparameters by grouped CV)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    return _search(name, x, y, np.asarray(groups), seed).predict(x)
+    with one_thread():
+        return _search(name, x, y, np.asarray(groups), seed).predict(x)
 
 
 def r2_sums(y: np.ndarray, pred: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:

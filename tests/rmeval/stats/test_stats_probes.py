@@ -1,6 +1,8 @@
 """Cross-fitted probes against scikit-learn: the closed-form ridge search against GridSearchCV over a
 StandardScaler + Ridge pipeline (same grouped folds), the cross-fitted R^2 against r2_score of a
-hand-written GroupKFold loop, and the R^2 bootstrap replicate against a weighted R^2 by hand."""
+hand-written GroupKFold loop, the R^2 bootstrap replicate against a weighted R^2 by hand, the
+shared-distance kernel ridge search against GridSearchCV over a StandardScaler + KernelRidge pipeline,
+and the fits spread over worker processes against the serial loop."""
 
 from __future__ import annotations
 
@@ -13,7 +15,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from rmeval.stats.bootstrap import resample_weights
-from rmeval.stats.probes import RIDGE_ALPHAS, RidgeSearch, crossfit_predict, in_sample_predict, probe_r2
+from rmeval.stats.probes import (
+    RIDGE_ALPHAS,
+    KernelRidgeSearch,
+    RidgeSearch,
+    crossfit_predict,
+    crossfit_predictions,
+    in_sample_predict,
+    learner,
+    probe_r2,
+)
 
 
 def _data(n_groups=60, per=4, p=12, seed=0):
@@ -87,3 +98,33 @@ def test_other_learners_run_through_the_same_folds(name):
     pred = crossfit_predict(name, x, y, g)
     assert pred.shape == y.shape and np.isfinite(pred).all()
     assert r2_score(y, pred) > 0.3
+
+
+def test_kernel_ridge_search_is_gridsearchcv_over_scaled_kernel_ridge():
+    """The shared-distance search against scikit-learn's own pipeline and grid search: the same
+    grid point and the same predictions, in and out of fold."""
+    x, y, g = _data(n_groups=30, seed=4)
+    y = y + np.sin(x[:, 2])  # a non-linear part, so the width matters
+    est, grid = learner("kernel_ridge", x.shape[1])
+    ref = GridSearchCV(est, grid, cv=GroupKFold(3), scoring="r2").fit(x, y, groups=g)
+    ours = KernelRidgeSearch(grid).fit(x, y, g)
+    assert ours.best_params_ == {k.split("__")[1]: v for k, v in ref.best_params_.items()}
+    x_new = x[:7] + 0.1
+    assert np.abs(ours.predict(x_new) - ref.predict(x_new)).max() < 1e-12
+    pred = crossfit_predict("kernel_ridge", x, y, g)
+    loop = np.empty(len(y))
+    for tr, te in GroupKFold(5).split(x, y, g):
+        loop[te] = GridSearchCV(est, grid, cv=GroupKFold(3), scoring="r2").fit(x[tr], y[tr], groups=g[tr]).predict(x[te])
+    assert np.abs(pred - loop).max() < 1e-12
+
+
+@pytest.mark.heavy  # starting the worker processes: seconds on a busy 2-core machine
+def test_worker_processes_give_the_serial_predictions():
+    """(learner, fold) fits spread over worker processes: the same predictions as one loop."""
+    x, y, g = _data(n_groups=12, p=6, seed=5)
+    names = ["ridge", "boosted_trees"]
+    serial = crossfit_predictions(names, x, y, g, jobs=1)
+    spread = crossfit_predictions(names, x, y, g, jobs=2)
+    for name in names:
+        assert np.array_equal(serial[name], spread[name])
+    assert np.array_equal(serial["ridge"], crossfit_predict("ridge", x, y, g))
