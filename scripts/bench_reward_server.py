@@ -62,10 +62,13 @@ def make_requests(spec: str, n: int, rollouts_per_prompt: int = 1) -> tuple[list
 
     rs = load_data(spec)
     k = rollouts_per_prompt
-    pairs = [([{"role": m["role"], "content": m["content"]} for m in p.messages], p.responses[i % len(p.responses)].text)
-             for p in rs.prompts if p.responses for i in range(k)] if k > 1 else \
-            [([{"role": m["role"], "content": m["content"]} for m in p.messages], r.text)
-             for p in rs.prompts for r in p.responses]
+    pairs = []
+    for p in rs.prompts:
+        conv = [{"role": m["role"], "content": m["content"]} for m in p.messages]
+        responses = [r.text for r in p.responses]
+        if k > 1:  # k rollouts of this prompt, its responses in turn
+            responses = [responses[i % len(responses)] for i in range(k)] if responses else []
+        pairs += [(conv, r) for r in responses]
     out, items = [], []
     for i in range(n):
         conv, response = pairs[i % len(pairs)]
