@@ -6,7 +6,7 @@ nested mappings become nested dataclasses, and scalars are coerced to their fiel
 1.1 reads ``1e-5`` as a string; ``--set`` overrides arrive as text). :func:`config_from_dict`
 applies dotted overrides (``training.learning_rate=1e-5``) first. Each library keeps its own
 config dataclasses beside the code that reads them (``rmtrain.config``, ``rmtrain.policy.config``,
-``rmeval.audit``); this module only loads them."""
+``rmeval.audit.pipeline``); this module only loads them."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ Every condition pairs the rating set's responses (or a fixed reply) with some co
   ``donor_exclusions`` counts them.
   ``variant`` is the donor's rank, ``donor_prompt_id`` its id.
 - ``related`` / ``paraphrase``: the last user turn replaced by a related task / a rewording of the
-  same request (from a file or a generator model, ``rmeval.generators``); ``variant`` = index,
+  same request (from a file or a generator model, ``rmeval.backends.generators``); ``variant`` = index,
   ``donor_prompt_id`` None.
 - ``last_turn``: multi-turn prompts cut to their last user turn (single-turn prompts are skipped).
 - ``fixed_reply_random`` / ``fixed_reply_related``: the fixed generic reply of ``prompt_only`` under
@@ -246,7 +246,7 @@ def _rewritten(rs: RatingSet, condition: str, *, file: str | os.PathLike | None,
                n_variants: int, reply: str | None = None, source: str | None = None) -> list[ConditionItem]:
     """Each prompt's last user turn replaced by its ``source`` texts (default: the condition's
     own); scored with its responses, or with the one ``reply`` when given."""
-    from rmeval.generators import FileGenerator
+    from rmeval.backends.generators import FileGenerator
 
     source = source or condition
     if generator is None:

@@ -1,6 +1,6 @@
 """Config dataclasses for training runs and sweeps, read from recipe YAML by ``rmcore.config``
 (strict keys: a typo in a recipe is an error naming the key and the file). The ``audit`` and
-``sweep.audit`` blocks are rmeval's (``rmeval.audit``), beside the audit that reads them."""
+``sweep.audit`` blocks are rmeval's (``rmeval.audit.pipeline``), beside the audit that reads them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ from typing import Any
 from rmcore.config import build_config, config_from_dict, copy_tree, load_recipe, parse_override, set_dotted  # noqa: F401
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
-from rmeval.audit import FinalAuditSettings, TrainingAuditSettings  # the audit blocks live beside the audit
+from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
+    FinalAuditSettings,
+    TrainingAuditSettings,
+)
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 

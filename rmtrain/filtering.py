@@ -6,7 +6,7 @@ Protocol (``recipes/filtering_helpsteer2_study.yaml``):
 1. The training pool is the preference pairs of a data set (released labels, else pairs ordered by
    the rating; ``rmcore.data.pairs.build_pairs``), split by conversation text into training and
    held-out prompts (``split_by_prompt``: a conversation never sits on both sides).
-2. A reward model scores every response of the training prompts (``rmeval.pool.score_pool``). A
+2. A reward model scores every response of the training prompts (``rmeval.experiments.pool.score_pool``). A
    pair is kept by the score of its chosen response: raw, s(chosen), or centred on its prompt,
    s(chosen) minus the mean score of the prompt's other responses (for a prompt with two responses,
    the margin over the rejected one). Each filter keeps the top ``keep_fraction`` (30%) of the
@@ -20,7 +20,7 @@ Protocol (``recipes/filtering_helpsteer2_study.yaml``):
    DPO reward beta log(pi/pi_ref) is higher for the chosen response; ties: the lower held-out DPO
    loss), and the raw and centred arms train at that rate.
 4. Every policy (the base, the raw and the centred arm) answers the evaluation prompts greedily
-   (``rmeval.responses``), and the variant's judge (``rmeval.comparisons``) compares raw with
+   (``rmeval.experiments.responses``), and the variant's judge (``rmeval.experiments.comparisons``) compares raw with
    centred head to head and each with the base, in both orders: P(x better) per prompt is the mean
    over the orders of the renormalised probability of the letter naming x; the win rate is its mean
    over prompts with a prompt bootstrap, and the difference between the arms' win rates against the
@@ -152,12 +152,12 @@ class FilteringConfig:
         self.reward_model_settings()
 
     def reward_model_settings(self) -> Any:
-        from rmeval.experiment import reward_models
+        from rmeval.experiments.recipe import reward_models
 
         return reward_models({"reward_model": self.reward_model}, "")["reward_model"]
 
     def judge_settings(self) -> dict[str, Any]:
-        from rmeval.experiment import judge_specs
+        from rmeval.experiments.recipe import judge_specs
 
         return judge_specs(self.judges, "judges")
 
@@ -174,7 +174,7 @@ class FilteringConfig:
 
 
 def load_filtering_config(path: str | os.PathLike, overrides: list[str] | None = None) -> FilteringConfig:
-    from rmeval.experiment import load_experiment
+    from rmeval.experiments.recipe import load_experiment
 
     return load_experiment(FilteringConfig, path, "filtering", overrides=overrides,
                            required=("data", "reward_model", "base_model", "judges", "variants"))
@@ -183,7 +183,7 @@ def load_filtering_config(path: str | os.PathLike, overrides: list[str] | None =
 def check_experiment_recipe(path: str | os.PathLike) -> str:
     """What an experiment recipe (pool, leaderboard or filtering) holds, validated like its command."""
     from rmcore.config import load_recipe
-    from rmeval.experiment import KINDS
+    from rmeval.experiments.recipe import KINDS
 
     kind = load_recipe(path).get("experiment")
     if kind == "filtering":
@@ -192,12 +192,12 @@ def check_experiment_recipe(path: str | os.PathLike) -> str:
         return (f"ok (filtering, {len(cfg.variant_settings())} variants x {len(ARMS)} arms, "
                 f"{len(cfg.dpo.learning_rates)} learning rates)")
     if kind == "pool":
-        from rmeval.pool import load_pool_config
+        from rmeval.experiments.pool import load_pool_config
 
         pc = load_pool_config(path)
         return f"ok (pool, {len(pc.policy_specs())} policies x {pc.sampling.n} responses)"
     if kind == "leaderboard":
-        from rmeval.leaderboard import load_leaderboard_config
+        from rmeval.experiments.leaderboard import load_leaderboard_config
 
         lb = load_leaderboard_config(path)
         return (f"ok (leaderboard, {len(lb.policy_specs())} policies, {len(lb.reward_model_settings())} reward "
@@ -363,10 +363,16 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     from rmcore.data.registry import load_data
     from rmcore.data.schema import pick_attribute
     from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.comparisons import HelpfulnessJudge
-    from rmeval.experiment import TOY_NOTICE, check_reward_models
-    from rmeval.pool import candidates_table, load_reward_scorer, score_pool
-    from rmeval.responses import PolicySpec, SamplingSettings, corpus, generate_responses, resolve_model
+    from rmeval.experiments.comparisons import HelpfulnessJudge
+    from rmeval.experiments.pool import candidates_table, load_reward_scorer, score_pool
+    from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
+    from rmeval.experiments.responses import (
+        PolicySpec,
+        SamplingSettings,
+        corpus,
+        generate_responses,
+        resolve_model,
+    )
     from rmeval.stats.ranking import head_to_head, paired_difference
     from rmtrain.prepare import prompt_texts
 

@@ -94,7 +94,7 @@ def model_alone(args: argparse.Namespace, items: list[Any], batch: int) -> tuple
     """Rewards/s of the served scorer without HTTP, in this process: one text per forward, and
     ``batch`` texts per forward (the ceiling of concurrent serving on this machine)."""
     from rmcore.device import Placement
-    from rmeval.reward_server import load_reward_scorer
+    from rmeval.scoring.server import load_reward_scorer
 
     scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
                                 max_length=args.max_length)

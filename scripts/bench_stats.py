@@ -1,4 +1,4 @@
-"""Time of ``rmeval stats`` (the audit's statistics from tables, ``rmeval.audit.audit_tables``) and of
+"""Time of ``rmeval stats`` (the audit's statistics from tables, ``rmeval.audit.pipeline.audit_tables``) and of
 its ``variance_explained`` section, part by part, on an audit directory and on larger audits
 synthesised from it.
 
@@ -156,8 +156,8 @@ def patched(timer: Timer, jobs: int) -> Iterator[None]:
 def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[str] | None, jobs: int
               ) -> tuple[Timer, dict[str, Any]]:
     """``rmeval stats`` on ``folder`` (W&B off), timed as a whole and by part."""
-    from rmeval.audit import AuditSettings, audit_tables
-    from rmeval.features import FeatureSettings
+    from rmeval.audit.features import FeatureSettings
+    from rmeval.audit.pipeline import AuditSettings, audit_tables
 
     timer = Timer()
     settings = AuditSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0,

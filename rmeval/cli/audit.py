@@ -1,6 +1,6 @@
-"""``rmeval audit``: score checkpoints under prompt conditions and audit them (rmeval.audit).
+"""``rmeval audit``: score checkpoints under prompt conditions and audit them (rmeval.audit.pipeline).
 
-Under ``accelerate launch`` (or torchrun) the processes share the scoring (rmeval.scoring_run): the
+Under ``accelerate launch`` (or torchrun) the processes share the scoring (rmeval.scoring.run): the
 main process merges their parts, computes the statistics and writes the report; ``--num-processes N``
 starts that launch itself (N processes of this machine, one per GPU; CPU processes without GPUs)."""
 
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rmeval.audit import AuditSettings, JudgeProfileSettings, resolve_conditions
+from rmeval.audit.pipeline import AuditSettings, JudgeProfileSettings, resolve_conditions
 from rmeval.cli.features import add_probe_flags, probe_settings
 from rmeval.cli.flags import (
     add_common,
@@ -71,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.checkpoints import find_checkpoints
     from rmcore.data.registry import load_data
     from rmcore.io import check_path
-    from rmeval.audit import audit_checkpoint, audit_line, write_summary
+    from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.scoring_run import Shard
-    from rmeval.suitability_audit import suitability_line
+    from rmeval.scoring.run import Shard
+    from rmeval.suitability.checkpoints import suitability_line
 
     checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
     if (rc := relaunch(args)) is not None:  # --num-processes: this command again, under accelerate launch

@@ -1,4 +1,4 @@
-"""``rmeval features``: the prompt table and the probes' features of a data set (rmeval.features),
+"""``rmeval features``: the prompt table and the probes' features of a data set (rmeval.audit.features),
 for ``rmeval stats --features``; and the ``--probe-*`` flags ``rmeval audit`` shares."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def add_probe_flags(p: argparse.ArgumentParser) -> None:
 
 def probe_settings(args: argparse.Namespace) -> object | None:
     """FeatureSettings from the ``--probe-*`` flags; None when none is given (no probes)."""
-    from rmeval.features import FeatureSettings
+    from rmeval.audit.features import FeatureSettings
 
     if not (args.probe_embedders or args.probe_base_model or args.probe_learners):
         return None
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
-    from rmeval.features import FeatureSettings, write_features
+    from rmeval.audit.features import FeatureSettings, write_features
 
     settings = FeatureSettings(embedders=list(args.embedders or []), base_model=args.base_model,
                                n_topics=args.n_topics, batch_size=args.batch_size, max_length=args.max_length,

@@ -1,4 +1,4 @@
-"""``rmeval human``: every ratings-only statistic of a rating set, no model (rmeval.human.human_audit)."""
+"""``rmeval human``: every ratings-only statistic of a rating set, no model (rmeval.audit.human.human_audit)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     """OUT/human.json and OUT/human.md."""
     from pathlib import Path
 
-    from rmeval.human import HumanSettings, human_audit
+    from rmeval.audit.human import HumanSettings, human_audit
 
     settings = HumanSettings(attribute=args.attribute, annotations=args.annotations,
                              raters_per_rating=args.raters_per_rating, reliabilities=reliabilities(args.reliability),

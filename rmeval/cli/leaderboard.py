@@ -1,5 +1,5 @@
 """``rmeval leaderboard``: policies ranked by reward models under unequal prompt coverage, raw and
-centred, against a judge's ranking (rmeval.leaderboard), from a recipe."""
+centred, against a judge's ranking (rmeval.experiments.leaderboard), from a recipe."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.console import quiet_libraries
-    from rmeval.experiment import TOY_NOTICE
-    from rmeval.leaderboard import load_leaderboard_config, run_leaderboard
+    from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
+    from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
     cfg = load_leaderboard_config(args.config, recipe_overrides(args))

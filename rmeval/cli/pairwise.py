@@ -1,9 +1,10 @@
-"""``rmeval pairwise``: accuracy of checkpoints on a preference set (rmeval.pairwise)."""
+"""``rmeval pairwise``: accuracy of checkpoints on a preference set (rmeval.audit.pairwise)."""
 
 from __future__ import annotations
 
 import argparse
 
+from rmeval.audit.pairwise import PairwiseSettings
 from rmeval.cli.flags import (
     add_common,
     add_model,
@@ -13,7 +14,6 @@ from rmeval.cli.flags import (
     scorer_settings,
     wandb_target,
 )
-from rmeval.pairwise import PairwiseSettings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rmcore.checkpoints import display_name, find_checkpoints
     from rmcore.data.registry import load_data
-    from rmeval.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
+    from rmeval.audit.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.scoring_run import Shard
+    from rmeval.scoring.run import Shard
 
     checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
     if (rc := relaunch(args)) is not None:  # --num-processes: this command again, under accelerate launch

@@ -1,4 +1,4 @@
-"""``rmeval pool``: generate and score an independent reference pool (rmeval.pool) from a recipe."""
+"""``rmeval pool``: generate and score an independent reference pool (rmeval.experiments.pool) from a recipe."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.console import quiet_libraries
-    from rmeval.experiment import TOY_NOTICE
-    from rmeval.pool import build_pool, load_pool_config
+    from rmeval.experiments.pool import build_pool, load_pool_config
+    from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
     cfg = load_pool_config(args.config, recipe_overrides(args))

@@ -1,4 +1,4 @@
-"""``rmeval serve-reward``: a reward model over HTTP, OpenRLHF's remote reward protocol (rmeval.reward_server)."""
+"""``rmeval serve-reward``: a reward model over HTTP, OpenRLHF's remote reward protocol (rmeval.scoring.server)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.device import Placement
-    from rmeval.reward_server import serve_reward
+    from rmeval.scoring.server import serve_reward
 
     placement = Placement(device=args.device, dtype=args.dtype, attn_implementation=args.attn_implementation,
                           trust_remote_code=args.trust_remote_code, device_map=args.device_map)

@@ -1,10 +1,10 @@
-"""``rmeval stats``: the audit's statistics recomputed from tables already written (rmeval.audit)."""
+"""``rmeval stats``: the audit's statistics recomputed from tables already written (rmeval.audit.pipeline)."""
 
 from __future__ import annotations
 
 import argparse
 
-from rmeval.audit import AuditSettings
+from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import add_common, reliabilities, wandb_target
 
 
@@ -28,9 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmeval.audit import audit_tables
+    from rmeval.audit.features import FeatureSettings
+    from rmeval.audit.pipeline import audit_tables
     from rmeval.cli.flags import csv, named_paths
-    from rmeval.features import FeatureSettings
 
     features = FeatureSettings(learners=csv(args.probe_learners)) if args.probe_learners else None
     if features is not None:

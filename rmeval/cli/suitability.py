@@ -1,6 +1,6 @@
 """``rmeval suitability`` (checkpoints under perturbations: inference and risk report),
 ``rmeval suitability-stats`` (the inference alone on precomputed confidences), and the
-``--suitability`` flags of ``rmeval audit``; the library is rmeval.suitability_audit."""
+``--suitability`` flags of ``rmeval audit``; the library is rmeval.suitability.checkpoints."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rmcore.errors import ConfigError
 from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
-from rmeval.suitability_audit import SuitabilityAuditSettings
+from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 
 def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> None:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from rmcore.checkpoints import find_checkpoints
     from rmcore.data.registry import load_data
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.suitability_audit import audit_checkpoints, suitability_line
+    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
     settings = suitability_settings(args, args.perturbations)  # bad flags fail before anything loads
     checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_stats(args: argparse.Namespace) -> int:
     from rmeval.suitability import parse_groups
-    from rmeval.suitability_audit import suitability_from_pairs
+    from rmeval.suitability.checkpoints import suitability_from_pairs
 
     settings = suitability_settings(args, None).inference(args.seed)
     results, paths = suitability_from_pairs(args.pairs, settings, Path(args.out), groups=parse_groups(args.groups),

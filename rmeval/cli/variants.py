@@ -1,6 +1,6 @@
 """``rmeval variants``: paraphrases or related tasks for every prompt of a rating set, written as
 the jsonl the paraphrase and related conditions read, with a summary beside it; paraphrases can be
-checked by a judge (``rmeval.variants.write_prompt_variants``)."""
+checked by a judge (``rmeval.audit.variants.write_prompt_variants``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rmeval.cli.flags import add_placement, placement
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from rmeval.generators import RELATED_SUBTYPES
+    from rmeval.backends.generators import RELATED_SUBTYPES
 
     v = sub.add_parser("variants", help="generate paraphrases or related tasks into a jsonl file")
     v.add_argument("--data", required=True, help="data SPEC")
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmcore.data.registry import load_data
-    from rmeval.variants import VariantSettings, summary_line, write_prompt_variants
+    from rmeval.audit.variants import VariantSettings, summary_line, write_prompt_variants
 
     where = placement(args)  # a bad --device fails before the data is read
     settings = VariantSettings(task=args.task, generator=args.generator, base_url=args.base_url, n=args.n,

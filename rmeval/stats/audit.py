@@ -1,7 +1,7 @@
 """Assemble the audit of one reward model from its scores table and the human ratings.
 
 Everything here is numpy/scipy/scikit-learn on tables; no model is touched (the texts are
-scored by ``rmeval.audit``'s pipeline, and turned into features by ``rmeval.features``, before
+scored by ``rmeval.audit.pipeline``'s pipeline, and turned into features by ``rmeval.audit.features``, before
 these statistics run on the tables written). A condition that was not scored is ABSENT from the
 audit (never reported as zero or NaN), so a downstream reader can tell "not measured" from
 "measured as nothing". Likewise without a rated attribute (a preference set such as RM-Bench or
@@ -196,9 +196,9 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
     left out. ``reference_scores``: (prompt_id, score) of an independent pool of reference responses
     scored by the same model, for the pool-centring variants. ``human_reliability``: {label: R}
     rater reliabilities for the reliability-corrected human share (a sensitivity analysis).
-    ``prompts``: the prompt table (``rmeval.features.prompt_table``) for the prompt splits and the
+    ``prompts``: the prompt table (``rmeval.audit.features.prompt_table``) for the prompt splits and the
     probes' first-turn folds; ``features`` / ``prompt_features``: the response and prompt features
-    of ``rmeval.features`` for the probes; ``probe_learners``: the response probes' learners
+    of ``rmeval.audit.features`` for the probes; ``probe_learners``: the response probes' learners
     (default all four); ``probe_jobs``: worker processes for their fits (default
     ``rmeval.stats.probes.default_jobs``: this process's CPUs; the figures do not depend on it).
     ``compare``: {name: scores table} of the same texts scored another way."""

@@ -3,10 +3,10 @@
 The prompts are cut into two halves, A and B, fixed once on the full sample:
 
 * ``length``: A = the prompts whose word count (every turn of the conversation) is above the
-  median prompt's, B = the rest (the human side's rule, ``rmeval.human``). On a subset (single-turn
+  median prompt's, B = the rest (the human side's rule, ``rmeval.audit.human``). On a subset (single-turn
   prompts) the median is the subset's.
 * ``topic_1``, ``topic_2``: two balanced topic splits. The first user turns are clustered by a
-  20-cluster TF-IDF k-means (``rmeval.features.prompt_table`` writes each prompt's cluster); the
+  20-cluster TF-IDF k-means (``rmeval.audit.features.prompt_table`` writes each prompt's cluster); the
   clusters are taken in a seeded random order and each goes to the half that has fewer prompts so
   far, so the halves differ by at most one cluster's size and no topic is cut in two.
 

@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rmeval.cli.experiments import recipe_overrides
     from rmeval.cli.flags import wandb_target
-    from rmeval.experiment import TOY_NOTICE
+    from rmeval.experiments.recipe import TOY_NOTICE
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
     cfg = load_filtering_config(args.config, recipe_overrides(args))

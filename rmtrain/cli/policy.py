@@ -91,7 +91,7 @@ def run_eval(args: argparse.Namespace) -> int:
         res = evaluate_pair(cfg, args.clean, args.perturbed, args.out, judge_from_config(cfg))
         print(json.dumps({k: res[k] for k in PAIR_KEYS}, indent=2))
     else:
-        from rmeval.winrate import spearman_markdown
+        from rmeval.experiments.winrate import spearman_markdown
 
         print(spearman_markdown(evaluate_all(cfg, args.out)))
     return 0

@@ -27,7 +27,7 @@ from typing import Any
 from rmcore.errors import ConfigError
 from rmcore.formatting import plain_prompt
 from rmcore.io import atomic_write_json
-from rmeval.reward_server import check_reward_checkpoint
+from rmeval.scoring.server import check_reward_checkpoint
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import build_environment, read_rows
 from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means

@@ -114,7 +114,7 @@ def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None]
     submitit ``executor`` (``rmtrain.sweep.executors.SubmititExecutor``) the audits run as one job
     and are read back here. Returns {label: {model, kind, audits: {data label ("" the runs'
     data): figures + CIs}}}."""
-    from rmeval.audit import audit_checkpoint
+    from rmeval.audit.pipeline import audit_checkpoint
     from rmtrain.runs import audit_rating_set
 
     s = sweep.settings

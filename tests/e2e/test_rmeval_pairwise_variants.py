@@ -14,8 +14,8 @@ import torch
 
 from rmcore.data.registry import load_rating_set
 from rmcore.formatting import encode_example
+from rmeval.backends.generators import FileGenerator
 from rmeval.cli import main
-from rmeval.generators import FileGenerator
 from tests.support import longest_rm_bench_rows
 
 RM_BENCH = Path("rm-bench") / "chat_filtered.json"  # under ../shared/data

@@ -10,7 +10,7 @@ from rmcore.data.registry import load_rating_set
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import DataError
 from rmeval.scoring.base import Scorer
-from rmeval.scoring_run import score_conditions
+from rmeval.scoring.run import score_conditions
 from rmeval.stats.audit import compute_audit
 from rmeval.tables import norm_id
 from tests.support import save_tiny_classifier

@@ -1,0 +1,451 @@
+"""The audit of one reward model, end to end: score its rating set under prompt conditions, write
+the scores, ratings and preferences tables, run the statistics on them (``rmeval.stats.audit``),
+the suitability step and the judge profile when asked, write the report and log it to W&B.
+
+One pipeline, ``audit``, serves every caller: ``rmeval audit`` (a checkpoint on disk, through
+``audit_checkpoint``), the in-training ``AuditCallback`` (the in-memory model at each save) and a
+sweep's final audit (``rmtrain.runs.final_audit``); they differ only in their ``AuditSettings``.
+Its defaults are the command line's; the two recipe blocks keep their own: ``audit:``
+(``TrainingAuditSettings``: a cheap audit at every save, 200 resamples) and ``sweep.audit:``
+(``FinalAuditSettings``: 1000 resamples, a seeded sample of 200 prompts).
+
+The figures are read against ONE rated attribute, chosen by ``rmcore.data.schema.pick_attribute``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rmcore.checkpoints import display_name, provenance
+from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.errors import ConfigError, DataError
+from rmeval.audit.features import FeatureSettings
+from rmeval.perturbations.suite import CHEAP
+
+if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
+    from rmcore.device import Placement
+    from rmcore.tracking import Tracker
+    from rmeval.scoring import Scorer, ScorerSettings
+    from rmeval.scoring.run import Shard
+    from rmeval.suitability.checkpoints import SuitabilityAuditSettings
+
+# The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
+CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
+
+
+@dataclass
+class JudgeProfileSettings:
+    """Profile the checkpoint as a pairwise judge on an items table (``rmeval.judges.audit_hook``)."""
+
+    items: str
+    attributes: list[str] = field(default_factory=lambda: ["core"])
+    max_length: int | None = None
+    batch_size: int = 32
+
+
+@dataclass
+class AuditSettings:
+    """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
+
+    conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
+    n_boot: int = 2000  # prompt-bootstrap resamples
+    n_boot_regression: int = 5000  # resamples of the sibling regression
+    seed: int = 0  # bootstrap streams, donors, and the suitability permutations
+    attribute: str | None = None  # None: pick_attribute's rule
+    n_donors: int = 4  # donor prompts per transplant condition
+    related_file: str | None = None
+    paraphrase_file: str | None = None
+    embedder: str | None = None  # sentence encoder of the embedding condition
+    human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
+    reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
+    features: FeatureSettings | None = None  # the feature probes' models (rmeval.audit.features); None: no probes
+    judge: JudgeProfileSettings | None = None
+    suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
+    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
+    progress: bool = True  # progress bars while scoring (stderr, only on a terminal)
+
+    def resolved_conditions(self) -> list[str]:
+        return resolve_conditions(self.conditions, related_file=self.related_file,
+                                  paraphrase_file=self.paraphrase_file) if self.conditions is None else list(self.conditions)
+
+    def condition_options(self) -> dict[str, Any]:
+        """Options of the condition builders (rmeval.conditions); unset inputs left out."""
+        opts: dict[str, Any] = {"seed": self.seed, "n_donors": self.n_donors}
+        for key in ("related_file", "paraphrase_file", "embedder"):
+            if getattr(self, key):
+                opts[key] = getattr(self, key)
+        return opts
+
+
+def resolve_conditions(requested: list[str] | None, *, related_file: str | None = None,
+                       paraphrase_file: str | None = None) -> list[str]:
+    """``requested`` (names or comma-separated lists) checked against the registry
+    (rmeval.conditions.CONDITIONS); None: every registered condition whose inputs are at hand."""
+    from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
+
+    given = {"related_file": related_file, "paraphrase_file": paraphrase_file}
+    if requested:
+        conds = [c for part in requested for c in part.split(",") if c]
+        check_condition_names(conds)
+        for c in conds:
+            if c in NEEDS and not given.get(NEEDS[c]):
+                raise ConfigError(f"condition '{c}' needs --{NEEDS[c].replace('_', '-')}")
+        return conds
+    return [c for c in CONDITIONS if c not in NEEDS or given.get(NEEDS[c])]
+
+
+# -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
+
+@dataclass
+class TrainingSuitabilitySettings:
+    """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
+    subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
+
+    enabled: bool = False
+    perturbations: list[str] = field(default_factory=lambda: list(CHEAP))
+    max_items: int = 64
+    n_permutations: int = 2000
+    q: float = 0.05
+    eta: float = 0.5
+    margin: float | None = None
+    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
+    metric: str = "log_confidence"  # log_confidence | confidence
+    weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
+    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
+
+    def audit_settings(self) -> SuitabilityAuditSettings | None:
+        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
+
+        if not self.enabled:
+            return None
+        return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
+                                        data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
+                                        q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
+                                        weighting=self.weighting, null_share=self.null_share)
+
+
+@dataclass
+class TrainingAuditSettings:
+    """``audit``: the audit of each saved checkpoint during training (rmeval.audit.callback.AuditCallback)."""
+
+    enabled: bool = False
+    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    max_prompts: int = 64
+    n_boot: int = 200
+    suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
+
+    def audit_settings(self, attribute: str | None = None) -> AuditSettings:
+        # the regression is the slowest figure to settle: at least 200 resamples however few the rest
+        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot,
+                             n_boot_regression=max(self.n_boot, 200), attribute=attribute,
+                             suitability=self.suitability.audit_settings())
+
+
+@dataclass
+class FinalAuditSettings:
+    """``sweep.audit``: the full audit of every finished run of a sweep (rmtrain.runs.final_audit)."""
+
+    enabled: bool = True
+    data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
+    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    max_prompts: int | None = 200  # seeded sample, the same for every run
+    n_boot: int = 1000
+    batch_size: int = 32
+    max_length: int | None = None  # None: training.max_length
+    max_tokens: int | None = None  # cap on padded tokens per batch
+    paraphrase_file: str | None = None
+    related_file: str | None = None
+    seed: int = 0
+    features: FeatureSettings | None = None  # the feature probes' embedders and base model (rmeval.audit.features)
+    # where each audit runs (rmcore.device); trust_remote_code is the model section's
+    device: str = "auto"
+    dtype: str = "auto"
+    attn_implementation: str | None = None  # None: the model section's
+    device_map: str | None = None
+    num_processes: int = 1  # processes (GPUs) sharing one checkpoint's scoring, in its own job
+
+    def placement(self, trust_remote_code: bool = False, attn_implementation: str | None = None) -> Placement:
+        """Where each final audit's model runs: these keys, the model's remote-code and kernel settings."""
+        from rmcore.device import Placement
+
+        p = Placement(device=self.device, dtype=self.dtype, trust_remote_code=trust_remote_code,
+                      attn_implementation=self.attn_implementation or attn_implementation, device_map=self.device_map)
+        p.validate()
+        if self.num_processes < 1:
+            raise ConfigError(f"sweep.audit.num_processes must be >= 1, got {self.num_processes}")
+        return p
+
+    def audit_settings(self, attribute: str | None = None) -> AuditSettings:
+        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
+                             seed=self.seed, attribute=attribute, related_file=self.related_file,
+                             paraphrase_file=self.paraphrase_file, features=self.features)
+
+
+# -- the pipeline ----------------------------------------------------------------------------------
+
+def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: str | os.PathLike, *,
+          tracker: Tracker | None = None, label: str = "", title: str = "matchrm audit",
+          checkpoint: str | os.PathLike | None = None, data: str | None = None, cache: bool = True,
+          preference_set: RatingSet | None = None, shard: Shard | None = None,
+          meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Audit the model behind ``scorer`` on ``rating_set`` into ``out`` and return the audit record.
+
+    ``shard``: this process's share of an audit launched as several processes (``accelerate
+    launch``): each scores its share of the texts (``rmeval.scoring.run``); the main process merges
+    them, computes the statistics once and writes everything; the others return None.
+
+    The scorer is closed once every text is scored (the judge profile loads the checkpoint anew).
+    ``checkpoint``/``data``: where the model and the prompts come from, recorded in the audit's
+    meta with the run's provenance (and needed by the judge profile). ``cache=False`` scores
+    afresh, with no score cache and no reuse of an earlier scores table: an in-memory model has no
+    identity that outlives its process. ``preference_set``: the suitability step's preference set
+    when already loaded (else ``settings.suitability.data``, else ``rating_set``).
+    ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
+    With a ``tracker`` everything is logged to it (the caller finishes it)."""
+    from rmcore.io import atomic_write_table
+    from rmeval.audit.features import audit_feature_tables
+    from rmeval.audit.report import log_audit, write_report
+    from rmeval.scoring.run import score_conditions, truncation_summary
+    from rmeval.stats.audit import compute_audit
+
+    out = Path(out)
+    cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
+    suitability = digits = None
+    if settings.reference_pool:  # read first: a bad pool table fails before any scoring
+        from rmeval.experiments.pool import read_pool, score_pool
+
+        pool_table = read_pool(settings.reference_pool)
+    is_judge = scorer.kind == "generative_judge"  # its digit distributions go beside the scores
+    if is_judge and cache_path is not None:
+        scorer.keep_digits(cache_path)
+    placement = scorer.describe()  # device, dtype, kernel (and loader): recorded before the model is freed
+    try:
+        scores = score_conditions(scorer, rating_set, settings.resolved_conditions(),
+                                  out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
+                                  progress=settings.progress, label=label, shard=shard,
+                                  **settings.condition_options())
+        if scores is None:  # another process's share: the main process does the rest
+            return None
+        if is_judge:
+            from rmeval.scoring.judge import judge_digit_table
+
+            digits = judge_digit_table(scorer, rating_set, settings.resolved_conditions(),
+                                       **settings.condition_options())
+        ratings = rating_set.ratings_table(scorer.tokenizer)
+        pool_scores = None
+        if settings.reference_pool:  # the independent pool, scored by the model under audit
+            pool_scores = score_pool(scorer, rating_set, pool_table, cache_path=cache_path,
+                                     progress=settings.progress, label=label)
+        if settings.suitability is not None:
+            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
+            suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
+                                            checkpoint=checkpoint, data=data)
+    finally:
+        scorer.close()
+    if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
+        atomic_write_table(out / "scores.parquet", scores)
+    atomic_write_table(out / "ratings.parquet", ratings)
+    prefs = rating_set.preferences_table()
+    if prefs is not None:
+        atomic_write_table(out / "preferences.parquet", prefs)
+    # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
+    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.seed)
+    result = compute_audit(scores, ratings, preferences=prefs,
+                           attribute=pick_attribute(rating_set.attributes, settings.attribute)
+                           if rating_set.attributes or settings.attribute else None,
+                           n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
+                           human_reliability=settings.human_reliability, reference_scores=pool_scores, **tables)
+    result["truncation"] = truncation_summary(scores)
+    if pool_scores is not None:
+        atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
+            "prompt_id", "response_id", "policy", "sample", "score") if c in pool_scores.columns]])
+        result["reference_pool"] = {"path": str(settings.reference_pool), "n_scored": int(len(pool_scores)),
+                                    "n_prompts": int(pool_scores["prompt_id"].nunique()),
+                                    "n_rows_of_other_prompts": pool_scores.attrs["n_unused"]}
+    if digits is not None:
+        from rmeval.stats.judge_diagnostics import judge_diagnostics
+
+        atomic_write_table(out / "judge_digits.parquet", digits)
+        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.n_boot, seed=settings.seed)
+    for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
+        section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
+        if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
+            from rmeval.audit.variants import variant_counts
+
+            section["variants"] = variant_counts(path, rating_set)
+    result["meta"]["placement"] = placement
+    result["meta"]["n_processes"] = scores.attrs.get("n_processes", 1)
+    result["meta"].update(meta or {})
+    if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
+        result["meta"]["drop_special"] = list(scorer.drop_special)
+        result["markers_dropped"] = dict(scorer.markers_dropped)
+    judge_images: dict[str, Path] = {}
+    if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
+        from rmeval.judges.audit_hook import profile_checkpoint
+
+        if checkpoint is None:
+            raise ConfigError("the judge profile of an audit needs the checkpoint on disk")
+        j = settings.judge
+        result["judge_profile"], judge_images = profile_checkpoint(
+            checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
+            batch_size=j.batch_size, seed=settings.seed)
+    if "donor_exclusions" in scores.attrs:
+        result["donor_exclusions"] = scores.attrs["donor_exclusions"]
+    if suitability is not None:
+        from rmeval.suitability import model_json
+
+        result["suitability"] = model_json(next(iter(suitability[0].values())))
+    if checkpoint is not None:
+        # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
+        prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
+        result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind, **prov})
+    paths = write_report(result, out, title=title)
+    if tracker is not None:
+        # the suitability figures go to W&B once, with their table and plot (log_suitability)
+        log_audit(tracker, {k: v for k, v in result.items() if k != "suitability"}, paths)
+        for key, path in judge_images.items():
+            tracker.log_image(f"audit/judge_profile/{key}", path)
+        if suitability is not None:
+            from rmeval.suitability import log_suitability
+
+            log_suitability(tracker, *suitability)
+        if checkpoint is not None:
+            tracker.summary({"checkpoint": str(checkpoint)})
+    return result
+
+
+def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,
+                      cache_path: Path | None, checkpoint: str | os.PathLike | None,
+                      data: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    from rmeval.suitability.checkpoints import audit_suitability
+
+    # a checkpoint on disk is named by its directory; an in-memory model by the audit's title
+    name = Path(str(checkpoint)).name if checkpoint is not None else "model"
+    return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
+                             title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
+                             seed=settings.seed, attribute=settings.attribute, cache_path=cache_path,
+                             checkpoint=checkpoint, data=data)
+
+
+def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
+                     settings: AuditSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
+                     wandb_project: str = "matchrm", wandb_mode: str | None = None,
+                     shard: Shard | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own
+    grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``).
+    ``shard``: this process's share of a multi-process audit (``rmeval.scoring.run.Shard``); the
+    main process alone logs to W&B and returns the record, the others return None."""
+    from rmeval.scoring import load_scorer
+    from rmeval.tracking import evaluation_tracker
+
+    label = display_name(name, checkpoint)
+    model = load_scorer(replace(scorer, model=str(checkpoint)))
+    if shard is not None and not shard.main:
+        return audit(model, rating_set, settings, out, label=label, checkpoint=checkpoint, data=data, shard=shard)
+    tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
+                                                        "conditions": settings.resolved_conditions(),
+                                                        "n_boot": settings.n_boot},
+                                 checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
+    try:
+        return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
+                     checkpoint=checkpoint, data=data, shard=shard, meta=meta)
+    finally:
+        tracker.finish()
+
+
+def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
+    """One line per audited checkpoint: how many scores, how many truncated."""
+    tr = result["truncation"]["total"]
+    n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
+    return (f"{name}: {n} scores ({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses "
+            f"truncated) -> {out}")
+
+
+def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
+                 out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
+                 reference_scores: str | os.PathLike | None = None, features: str | os.PathLike | None = None,
+                 compare: dict[str, str] | None = None, wandb_project: str = "matchrm",
+                 wandb_mode: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
+    tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
+    for pool centring (the preferences default to the table ``audit`` writes beside the scores),
+    written to OUT and logged to a W&B run (``stats-<scores file>``). Each file is validated on its
+    own, so an error names the file it is in. ``features``: the folder of the prompt and feature
+    tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
+    ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
+    from rmcore.io import read_table
+    from rmeval.audit.features import read_feature_tables
+    from rmeval.audit.report import log_audit, write_report
+    from rmeval.stats.audit import compute_audit
+    from rmeval.tables import load_preferences, load_ratings, load_scores
+    from rmeval.tracking import evaluation_tracker
+
+    attribute = settings.attribute
+    if attribute is None:
+        table = read_table(ratings, "ratings table")
+        # no attribute column (a preference set): the human-referenced sections are left out
+        attribute = pick_attribute(table_attributes(table)) if table_attributes(table) else None
+    rt = load_ratings(ratings, attribute=attribute)
+    st = load_scores(scores, rt)
+    beside = Path(scores).with_name("preferences.parquet")
+    if preferences is None and beside.is_file():
+        # `audit` writes preferences.parquet beside scores.parquet: without it the pairwise
+        # section would silently vanish from the recomputed audit
+        preferences = beside
+        print(f"using preferences {beside} (found beside the scores)", file=sys.stderr)
+    prefs = load_preferences(preferences) if preferences else None
+    pool = read_table(reference_scores, "reference scores") if reference_scores else None
+    if pool is not None and not {"prompt_id", "score"} <= set(pool.columns):
+        raise DataError(f"reference scores need columns prompt_id and score; the file has {list(pool.columns)}",
+                        file=str(reference_scores))
+    tables = read_feature_tables(features if features is not None else Path(scores).parent,
+                                 explicit=features is not None)
+    result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
+                           n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
+                           human_reliability=settings.human_reliability,
+                           probe_learners=settings.features.learners if settings.features else None,
+                           compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
+                           **tables)
+    digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
+    if digits.is_file():
+        from rmeval.stats.judge_diagnostics import judge_diagnostics
+
+        print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
+        result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
+                                                        n_boot=settings.n_boot, seed=settings.seed)
+    paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
+    tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
+                                 project=wandb_project, mode=wandb_mode)
+    try:
+        log_audit(tracker, result, paths)
+    finally:
+        tracker.finish()
+    return result, paths
+
+
+# Point estimates compared across checkpoints.
+SUMMARY_KEYS = re.compile(r"(estimate|accuracy|margin)$|/(hard|normal|easy|average)/estimate$")
+
+
+def write_summary(audits: dict[str, dict[str, Any]], out: str | os.PathLike) -> dict[str, Path]:
+    """Comparison of checkpoints: every numeric figure to JSON; point estimates to a Markdown table."""
+    from rmcore.io import atomic_write_json, atomic_write_text
+    from rmcore.markdown import num, table
+    from rmcore.tracking import flatten
+
+    out = Path(out)
+    flat = {name: {k: v for k, v in flatten(a).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for name, a in audits.items()}
+    keys: list[str] = []
+    for f in flat.values():
+        keys += [k for k in f if k not in keys and SUMMARY_KEYS.search(k) and not k.startswith("truncation")]
+    names = list(audits)
+    rows = [[k, *(num(flat[n].get(k)) for n in names)] for k in keys]
+    lines = ["# Checkpoint comparison", "", *table(["figure", *names], rows)]
+    return {"json": atomic_write_json(out / "summary.json", flat),
+            "markdown": atomic_write_text(out / "summary.md", "\n".join(lines) + "\n")}
