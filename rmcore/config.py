@@ -34,6 +34,7 @@ def build_config(cls: type[T], values: Any, where: str) -> T:
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
     hints = get_type_hints(cls)
+    values = _embed(cls, values, hints)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
@@ -50,6 +51,24 @@ def build_config(cls: type[T], values: Any, where: str) -> T:
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def _embed(cls: type, values: dict[str, Any], hints: dict[str, Any]) -> dict[str, Any]:
+    """An embedded settings field (``rmcore.settings.nested(embed=True)``) takes its keys from the
+    parent's mapping: ``sweep.audit.n_boot`` is the held ``AuditSettings``' ``n_boot``."""
+    from rmcore.settings import is_embedded
+
+    values = dict(values)
+    own = {f.name for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        sub = dataclass_in(hints[f.name]) if is_embedded(f) else None
+        if sub is None:
+            continue
+        inner = {k: values.pop(k) for k in [k for k in values if k not in own]
+                 if k in {g.name for g in dataclasses.fields(sub)}}
+        if inner:
+            values[f.name] = {**(values.get(f.name) or {}), **inner}
+    return values
 
 
 def coerce_value(v: Any, t: Any, where: str) -> Any:
