@@ -28,6 +28,8 @@ from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
+    import pandas as pd
+
     from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
@@ -206,14 +208,42 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     identity that outlives its process. ``preference_set``: the suitability step's preference set
     when already loaded (else ``settings.suitability.data``, else ``rating_set``).
     ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
-    With a ``tracker`` everything is logged to it (the caller finishes it)."""
-    from rmcore.io import atomic_write_table
-    from rmeval.audit.features import audit_feature_tables
-    from rmeval.audit.report import log_audit, write_report
-    from rmeval.scoring.run import score_conditions, truncation_summary
-    from rmeval.stats.audit import compute_audit
+    With a ``tracker`` everything is logged to it (the caller finishes it).
 
+    The steps: score (``_score_step``) -> tables and statistics (``_tables_step``) -> the extra
+    sections (``_extras_step``) -> report and W&B (``_report_step``)."""
     out = Path(out)
+    scored = _score_step(scorer, rating_set, settings, out, cache=cache, label=label, title=title,
+                         checkpoint=checkpoint, data=data, preference_set=preference_set, shard=shard)
+    if scored is None:  # another process's share: the main process does the rest
+        return None
+    result = _tables_step(scored, rating_set, settings, out, cache=cache)
+    judge_images = _extras_step(result, scored, scorer, rating_set, settings, out, checkpoint=checkpoint,
+                                data=data, meta=meta)
+    _report_step(result, out, title=title, tracker=tracker, judge_images=judge_images,
+                 suitability=scored.suitability, checkpoint=checkpoint)
+    return result
+
+
+@dataclass
+class _Scored:
+    """What the scoring step hands on: the scores and ratings tables and what was scored beside them."""
+
+    scores: pd.DataFrame
+    ratings: pd.DataFrame
+    placement: dict[str, Any]  # the scorer's device, dtype, kernel (and loader)
+    pool_scores: pd.DataFrame | None  # the reference pool scored by the audited model
+    digits: pd.DataFrame | None  # a generative judge's digit distributions
+    suitability: tuple[dict[str, dict[str, Any]], dict[str, Path]] | None  # the suitability step's results
+
+
+def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, cache: bool,
+                label: str, title: str, checkpoint: str | os.PathLike | None, data: str | None,
+                preference_set: RatingSet | None, shard: Shard | None) -> _Scored | None:
+    """Score every condition, and the judge digits, the reference pool and the suitability suite when
+    asked, then close the scorer; None on a process that is not the main one."""
+    from rmeval.scoring.run import score_conditions
+
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
     suitability = digits = None
     if settings.reference_pool:  # read first: a bad pool table fails before any scoring
@@ -229,7 +259,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
                                   out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
                                   progress=settings.progress, label=label, shard=shard,
                                   **settings.condition_options())
-        if scores is None:  # another process's share: the main process does the rest
+        if scores is None:  # another process's share
             return None
         if is_judge:
             from rmeval.scoring.judge import judge_digit_table
@@ -247,6 +277,19 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
                                             checkpoint=checkpoint, data=data)
     finally:
         scorer.close()
+    return _Scored(scores, ratings, placement, pool_scores, digits, suitability)
+
+
+def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings, out: Path, *,
+                 cache: bool) -> dict[str, Any]:
+    """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
+    (``rmeval.stats.audit``), with the truncation counts and the reference pool's."""
+    from rmcore.io import atomic_write_table
+    from rmeval.audit.features import audit_feature_tables
+    from rmeval.scoring.run import truncation_summary
+    from rmeval.stats.audit import compute_audit
+
+    scores, ratings, pool_scores = scored.scores, scored.ratings, scored.pool_scores
     if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
         atomic_write_table(out / "scores.parquet", scores)
     atomic_write_table(out / "ratings.parquet", ratings)
@@ -267,19 +310,29 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         result["reference_pool"] = {"path": str(settings.reference_pool), "n_scored": int(len(pool_scores)),
                                     "n_prompts": int(pool_scores["prompt_id"].nunique()),
                                     "n_rows_of_other_prompts": pool_scores.attrs["n_unused"]}
-    if digits is not None:
+    return result
+
+
+def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating_set: RatingSet,
+                 settings: AuditSettings, out: Path, *, checkpoint: str | os.PathLike | None, data: str | None,
+                 meta: dict[str, Any] | None) -> dict[str, Path]:
+    """Add the extra sections to ``result``: judge diagnostics, what the variants files held, the run's
+    meta and provenance, the judge profile, donor exclusions and the suitability record; returns the
+    judge profile's images."""
+    if scored.digits is not None:
+        from rmcore.io import atomic_write_table
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
-        atomic_write_table(out / "judge_digits.parquet", digits)
-        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.n_boot, seed=settings.seed)
+        atomic_write_table(out / "judge_digits.parquet", scored.digits)
+        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.n_boot, seed=settings.seed)
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
             from rmeval.audit.variants import variant_counts
 
             section["variants"] = variant_counts(path, rating_set)
-    result["meta"]["placement"] = placement
-    result["meta"]["n_processes"] = scores.attrs.get("n_processes", 1)
+    result["meta"]["placement"] = scored.placement
+    result["meta"]["n_processes"] = scored.scores.attrs.get("n_processes", 1)
     result["meta"].update(meta or {})
     if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
         result["meta"]["drop_special"] = list(scorer.drop_special)
@@ -294,16 +347,26 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         result["judge_profile"], judge_images = profile_checkpoint(
             checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
             batch_size=j.batch_size, seed=settings.seed)
-    if "donor_exclusions" in scores.attrs:
-        result["donor_exclusions"] = scores.attrs["donor_exclusions"]
-    if suitability is not None:
+    if "donor_exclusions" in scored.scores.attrs:
+        result["donor_exclusions"] = scored.scores.attrs["donor_exclusions"]
+    if scored.suitability is not None:
         from rmeval.suitability import model_json
 
-        result["suitability"] = model_json(next(iter(suitability[0].values())))
+        result["suitability"] = model_json(next(iter(scored.suitability[0].values())))
     if checkpoint is not None:
         # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
         prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
         result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind, **prov})
+    return judge_images
+
+
+def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Tracker | None,
+                 judge_images: dict[str, Path], suitability: tuple[dict[str, dict[str, Any]], dict[str, Path]] | None,
+                 checkpoint: str | os.PathLike | None) -> None:
+    """Write the report (``rmeval.audit.report``) and, with a tracker, log the audit, the judge profile's
+    images, the suitability figures and the checkpoint to it."""
+    from rmeval.audit.report import log_audit, write_report
+
     paths = write_report(result, out, title=title)
     if tracker is not None:
         # the suitability figures go to W&B once, with their table and plot (log_suitability)
@@ -316,7 +379,6 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
             log_suitability(tracker, *suitability)
         if checkpoint is not None:
             tracker.summary({"checkpoint": str(checkpoint)})
-    return result
 
 
 def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,

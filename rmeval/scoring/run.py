@@ -200,7 +200,40 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     own_cache = None
     if cache_path is not None and not isinstance(scorer, CachedScorer):
         scorer = own_cache = CachedScorer(scorer, node_cache(Path(cache_path), shard))
-    # Deduplicate identical texts: one forward pass per distinct (conversation, response).
+    text_idx, uniq_items, first_cond = _unique_texts(scorer, todo)
+    sharded = shard is not None and shard.world > 1
+    progress = progress and (shard is None or shard.main)  # one set of progress bars on a terminal
+    if sharded and out_path is None:
+        raise ValueError("a scoring run shared by several processes needs out_path (its parts go beside it)")
+    mine = np.ones(len(uniq_items), dtype=bool)
+    part, token, reused = None, "", False
+    if sharded:
+        mine, token, part, reused = _my_share(scorer, uniq_items, out_path, shard)
+    uniq_scores, flags = _score_unique(scorer, conditions, uniq_items, first_cond, mine, progress=progress,
+                                       label=label)
+    if sharded:
+        assert part is not None
+        if not reused:  # written even when empty: the main process waits for every rank's part
+            u = np.flatnonzero(mine)
+            atomic_write_table(part, pd.DataFrame({"u": u, "score": uniq_scores[u], "prompt_truncated": flags[u, 0],
+                                                   "response_truncated": flags[u, 1]}))
+        if not shard.main:
+            if own_cache is not None:
+                own_cache.cache.close()
+            return None
+        _merge_parts(out_path, token, shard, uniq_scores, flags)
+    df = _scores_table(rating_set, conditions, items, todo, text_idx, done, uniq_scores, flags)
+    if out_path is not None:
+        _write_scores(out_path, df, prev, conditions, scorer.fingerprint, digest, shard if sharded else None, token)
+    df.attrs["n_processes"] = shard.world if sharded else 1
+    if own_cache is not None:
+        own_cache.cache.close()
+    return df
+
+
+def _unique_texts(scorer: Scorer, todo: list[ConditionItem]) -> tuple[list[int], list[Any], list[str]]:
+    """Deduplicate identical texts: one forward pass per distinct (conversation, response). Returns each
+    item's text index, the distinct items, and the first condition (in ``todo`` order) of each."""
     unique: dict[str, int] = {}
     text_idx = []
     for it in todo:
@@ -209,25 +242,31 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     first_cond: list[str] = [""] * len(unique)
     for it, u in reversed(list(zip(todo, text_idx))):
         uniq_items[u], first_cond[u] = it.item, it.condition
+    return text_idx, uniq_items, first_cond
+
+
+def _my_share(scorer: Scorer, uniq_items: list[Any], out_path: str | os.PathLike,
+              shard: Shard) -> tuple[np.ndarray, str, Path, bool]:
+    """This rank's share of the distinct texts: (which are mine, the work's content token, my part's path,
+    whether my part is already written, in which case none are left to score)."""
+    from rmcore.cache import content_key
+
+    renders = [scorer.render(it) for it in uniq_items]
+    token = content_key(scorer.fingerprint, *renders)[:16]
+    owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)
+    mine = owner == shard.rank
+    part = _part_path(out_path, token, shard, shard.rank)
+    reused = _read_part(part) is not None  # this rank's share of the same work, already scored
+    if reused:
+        mine[:] = False
+    return mine, token, part, reused
+
+
+def _score_unique(scorer: Scorer, conditions: list[str], uniq_items: list[Any], first_cond: list[str],
+                  mine: np.ndarray, *, progress: bool, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and truncation flags (prompt, response) of the distinct texts marked ``mine`` (zeros elsewhere)."""
     uniq_scores = np.zeros(len(uniq_items))
     flags = np.zeros((len(uniq_items), 2), bool)
-    sharded = shard is not None and shard.world > 1
-    progress = progress and (shard is None or shard.main)  # one set of progress bars on a terminal
-    if sharded and out_path is None:
-        raise ValueError("a scoring run shared by several processes needs out_path (its parts go beside it)")
-    mine = np.ones(len(uniq_items), dtype=bool)
-    part, reused = None, False
-    if sharded:
-        from rmcore.cache import content_key
-
-        renders = [scorer.render(it) for it in uniq_items]
-        token = content_key(scorer.fingerprint, *renders)[:16]
-        owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)
-        mine = owner == shard.rank
-        part = _part_path(out_path, token, shard, shard.rank)
-        reused = _read_part(part) is not None  # this rank's share of the same work, already scored
-        if reused:
-            mine[:] = False
     # Scored condition by condition, in chunks, so a long audit shows where it is (tqdm on stderr,
     # off when stderr is not a terminal or progress=False); scores do not depend on the batching.
     from tqdm.auto import tqdm
@@ -244,22 +283,24 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
                 if len(scorer.last_flags) == len(chunk):
                     flags[chunk] = scorer.last_flags
                 bar.update(len(chunk))
-    if sharded:
-        assert part is not None
-        if not reused:  # written even when empty: the main process waits for every rank's part
-            u = np.flatnonzero(mine)
-            atomic_write_table(part, pd.DataFrame({"u": u, "score": uniq_scores[u], "prompt_truncated": flags[u, 0],
-                                                   "response_truncated": flags[u, 1]}))
-        if not shard.main:
-            if own_cache is not None:
-                own_cache.cache.close()
-            return None
-        paths = [_part_path(out_path, token, shard, r) for r in range(shard.world)]
-        for df_part in _wait_for_parts(paths):
-            u = df_part["u"].to_numpy()
-            uniq_scores[u] = df_part["score"].to_numpy()
-            flags[u, 0], flags[u, 1] = df_part["prompt_truncated"].to_numpy(), df_part["response_truncated"].to_numpy()
+    return uniq_scores, flags
 
+
+def _merge_parts(out_path: str | os.PathLike, token: str, shard: Shard, uniq_scores: np.ndarray,
+                 flags: np.ndarray) -> None:
+    """Wait for every rank's part and copy its scores and flags into ``uniq_scores`` and ``flags``."""
+    paths = [_part_path(out_path, token, shard, r) for r in range(shard.world)]
+    for df_part in _wait_for_parts(paths):
+        u = df_part["u"].to_numpy()
+        uniq_scores[u] = df_part["score"].to_numpy()
+        flags[u, 0], flags[u, 1] = df_part["prompt_truncated"].to_numpy(), df_part["response_truncated"].to_numpy()
+
+
+def _scores_table(rating_set: RatingSet, conditions: list[str], items: list[ConditionItem],
+                  todo: list[ConditionItem], text_idx: list[int], done: dict[tuple, float], uniq_scores: np.ndarray,
+                  flags: np.ndarray) -> pd.DataFrame:
+    """The scores table of ``items`` (resumed rows from ``done``, new ones from their distinct text), with
+    the truncation counts per condition, donor exclusions and the number of distinct texts in its attrs."""
     trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
                                         for c in conditions}
     new_scores = {}
@@ -280,25 +321,26 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
     df.attrs["truncation"] = trunc
     if any(c in TRANSPLANTS for c in conditions):
         df.attrs["donor_exclusions"] = donor_exclusions(rating_set.prompts)
-    df.attrs["n_unique_texts"] = len(uniq_items)
-    if out_path is not None:
-        # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.
-        keep = df
-        if prev is not None:
-            others = prev[~prev["condition"].isin(conditions)]
-            keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
-        atomic_write_table(out_path, keep)
-        atomic_write_text(_fingerprint_file(out_path),
-                          json.dumps({"fingerprint": scorer.fingerprint, "data": digest}) + "\n")
-        if sharded:  # merged into the table: the parts are done with
-            for r in range(shard.world):
-                _part_path(out_path, token, shard, r).unlink(missing_ok=True)
-            if not any(_parts_dir(out_path).iterdir()):
-                _parts_dir(out_path).rmdir()
-    df.attrs["n_processes"] = shard.world if sharded else 1
-    if own_cache is not None:
-        own_cache.cache.close()
+    df.attrs["n_unique_texts"] = len(uniq_scores)
     return df
+
+
+def _write_scores(out_path: str | os.PathLike, df: pd.DataFrame, prev: pd.DataFrame | None, conditions: list[str],
+                  fingerprint: str, digest: str, shard: Shard | None, token: str) -> None:
+    """Write the scores table (with the earlier conditions of the same scorer) and its fingerprint file;
+    with a ``shard``, delete the merged parts."""
+    # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.
+    keep = df
+    if prev is not None:
+        others = prev[~prev["condition"].isin(conditions)]
+        keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
+    atomic_write_table(out_path, keep)
+    atomic_write_text(_fingerprint_file(out_path), json.dumps({"fingerprint": fingerprint, "data": digest}) + "\n")
+    if shard is not None:  # merged into the table: the parts are done with
+        for r in range(shard.world):
+            _part_path(out_path, token, shard, r).unlink(missing_ok=True)
+        if not any(_parts_dir(out_path).iterdir()):
+            _parts_dir(out_path).rmdir()
 
 
 def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:

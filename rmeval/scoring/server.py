@@ -323,115 +323,125 @@ class RewardService:
                 self.counts[k] = max(self.counts[k], v) if k == "largest_forward" else self.counts[k] + v
 
 
+class _RewardHandler(BaseHTTPRequestHandler):
+    """POST /get_reward and GET /health of a ``RewardService``; ``make_server`` subclasses it with the
+    service, the body limit and the request timeout."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
+    service: RewardService
+    max_body_bytes: int = MAX_BODY_BYTES
+    timeout: float = 60.0  # socket timeout: a stalled body or an idle connection cannot hold a thread
+
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        path = self.path.rstrip("/")
+        if path == "/health":
+            self._send(200, self.service.health())
+        elif path == "/get_reward":
+            self._send(405, {"error": "POST a JSON object to /get_reward"})
+        else:
+            self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") != "/get_reward":
+            self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
+            return
+        try:
+            payload = json.loads(self._body())
+        except RequestError as e:
+            self._send(e.status, {"error": str(e)})
+            return
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._send(400, {"error": f"request body is not JSON: {e}"})
+            return
+        except TimeoutError:
+            self._send(408, {"error": f"request body not received within {self.timeout:g} s"})
+            return
+        try:
+            rewards = self.service.rewards(payload)
+        except RequestError as e:
+            self._send(e.status, {"error": str(e)})
+            return
+        except Exception as e:  # never drop the connection without an answer
+            log.exception("reward request failed")
+            self._send(500, {"error": f"{type(e).__name__}: {e}"})
+            return
+        self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
+
+    def _length(self) -> int:
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise RequestError("Content-Length header required", 411)
+        try:
+            n = int(raw)
+        except ValueError:
+            raise RequestError(f"Content-Length must be a number, got {raw!r}") from None
+        if n < 0:
+            raise RequestError(f"Content-Length must be >= 0, got {n}")
+        return n
+
+    def _body(self) -> bytes:
+        n = self._length()
+        if n > self.max_body_bytes:
+            self.close_connection = True
+            left = min(n, DRAIN_BYTES)
+            try:
+                while left > 0:  # read what the client sends, so it is listening when the 413 comes
+                    chunk = self.rfile.read(min(left, 2**20))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            except OSError:
+                pass
+            raise RequestError(f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes "
+                               "(--max-body-bytes); send fewer items per request", 413)
+        body = self.rfile.read(n)
+        if len(body) < n:
+            raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
+        return body
+
+    def handle_expect_100(self) -> bool:
+        try:
+            n = self._length()
+        except RequestError as e:
+            self._send(e.status, {"error": str(e)})
+            return False
+        if n > self.max_body_bytes:
+            self._send(413, {"error": f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes"})
+            return False
+        return super().handle_expect_100()
+
+    def _send(self, code: int, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if code >= 400:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client went away; nothing to answer
+            self.close_connection = True
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug(fmt, *args)
+
+
+class _RewardServer(ThreadingHTTPServer):
+    """One daemon thread per connection, with a backlog for thousands of rollouts connecting at once."""
+
+    daemon_threads = True
+    request_queue_size = 1024  # thousands of rollouts connect at once; the default backlog is 5
+
+
 def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 5000, *,
                 max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> ThreadingHTTPServer:
     """A threaded HTTP server for ``service`` (one thread per connection; ``request_timeout`` bounds
     how long a connection may take to send its request)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
-        timeout = request_timeout  # socket timeout: a stalled body or an idle connection cannot hold a thread
-
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
-            path = self.path.rstrip("/")
-            if path == "/health":
-                self._send(200, service.health())
-            elif path == "/get_reward":
-                self._send(405, {"error": "POST a JSON object to /get_reward"})
-            else:
-                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.rstrip("/") != "/get_reward":
-                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
-                return
-            try:
-                payload = json.loads(self._body())
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                self._send(400, {"error": f"request body is not JSON: {e}"})
-                return
-            except TimeoutError:
-                self._send(408, {"error": f"request body not received within {request_timeout:g} s"})
-                return
-            try:
-                rewards = service.rewards(payload)
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return
-            except Exception as e:  # never drop the connection without an answer
-                log.exception("reward request failed")
-                self._send(500, {"error": f"{type(e).__name__}: {e}"})
-                return
-            self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
-
-        def _length(self) -> int:
-            raw = self.headers.get("Content-Length")
-            if raw is None:
-                raise RequestError("Content-Length header required", 411)
-            try:
-                n = int(raw)
-            except ValueError:
-                raise RequestError(f"Content-Length must be a number, got {raw!r}") from None
-            if n < 0:
-                raise RequestError(f"Content-Length must be >= 0, got {n}")
-            return n
-
-        def _body(self) -> bytes:
-            n = self._length()
-            if n > max_body_bytes:
-                self.close_connection = True
-                left = min(n, DRAIN_BYTES)
-                try:
-                    while left > 0:  # read what the client sends, so it is listening when the 413 comes
-                        chunk = self.rfile.read(min(left, 2**20))
-                        if not chunk:
-                            break
-                        left -= len(chunk)
-                except OSError:
-                    pass
-                raise RequestError(f"request body of {n} bytes is over the limit of {max_body_bytes} bytes "
-                                   "(--max-body-bytes); send fewer items per request", 413)
-            body = self.rfile.read(n)
-            if len(body) < n:
-                raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
-            return body
-
-        def handle_expect_100(self) -> bool:
-            try:
-                n = self._length()
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return False
-            if n > max_body_bytes:
-                self._send(413, {"error": f"request body of {n} bytes is over the limit of {max_body_bytes} bytes"})
-                return False
-            return super().handle_expect_100()
-
-        def _send(self, code: int, obj: dict[str, Any]) -> None:
-            data = json.dumps(obj).encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if code >= 400:
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client went away; nothing to answer
-                self.close_connection = True
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug(fmt, *args)
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024  # thousands of rollouts connect at once; the default backlog is 5
-
-    return Server((host, port), Handler)
+    handler = type("Handler", (_RewardHandler,), {"service": service, "max_body_bytes": max_body_bytes,
+                                                  "timeout": request_timeout})
+    return _RewardServer((host, port), handler)
 
 
 def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = 2048,
