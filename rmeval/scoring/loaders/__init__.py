@@ -21,7 +21,8 @@ Auditor's loaders key custom code by model):
 checkpoint (matched by Hub id or by a local directory of the same name, or chosen with ``--loader
 NAME``); a named model may carry the chat template it was trained with, used when its tokenizer has
 none. Otherwise the loader is chosen from the checkpoint: value-head weights, then ``auto_map``,
-then a ``*ForSequenceClassification`` architecture.
+then a ``*ForSequenceClassification`` architecture, then any kind added with ``register_reward_loader``
+(docs/extending.md).
 
 Anything else -- a causal LM, a base encoder -- is not a reward model: scoring it through a
 classifier would read a randomly initialised head. It is refused with one line naming what to use
