@@ -90,7 +90,7 @@ class TrainConfig:
         from rmtrain.arms import ARMS
 
         if self.arm not in ARMS:
-            raise ConfigError(f"unknown arm '{self.arm}'; known arms: {', '.join(sorted(ARMS))}")
+            raise ARMS.unknown(self.arm)
         if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
             raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
         if self.training.selection not in SELECTION_RULES:

@@ -74,8 +74,7 @@ def _check_audit(sweep: Sweep) -> None:
             raise ConfigError(f"{sweep.where}: sweep.audit: {e}") from None
     for c in a.conditions if a.enabled else []:
         if c not in CONDITIONS:
-            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
-                              f"known: {', '.join(CONDITIONS)}")
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: {CONDITIONS.unknown(c)}")
         if c in NEEDS and not getattr(a, NEEDS[c], None):
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
