@@ -114,3 +114,21 @@ def test_a_multi_process_cpu_run_uses_gloo(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("transformers.TrainingArguments", lambda **kw: seen.update(kw) or kw)
     _training_arguments(cfg, [])
     assert seen == {**DEMO_KWARGS, "ddp_backend": "gloo"}
+
+
+def test_every_training_setting_feeds_training_arguments_or_is_read_by_rmtrain() -> None:
+    """A new field of TrainingSettings is declared with its TrainingArguments keyword (rmtrain.config.hf)
+    or named here as derived or rmtrain's own; every declared keyword is one of TrainingArguments'."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    from rmtrain.config import HF_ARGUMENTS, TrainConfig, TrainingSettings, hf_arguments
+
+    declared = {f.name for f in fields(TrainingSettings) if HF_ARGUMENTS in f.metadata}
+    derived = {"save_steps", "selection", "group_by_length", "use_cpu"}  # in _training_arguments
+    own = {"max_length", "eval_batch_size", "shared_prompt", "packed_encoder"}  # read by rmtrain itself
+    assert declared | derived | own == {f.name for f in fields(TrainingSettings)}
+    assert not declared & (derived | own)
+    assert {f.name for f in fields(TrainConfig) if HF_ARGUMENTS in f.metadata} == {"seed", "output_dir"}
+    assert set(hf_arguments(TrainingSettings())) <= {f.name for f in fields(TrainingArguments)}
