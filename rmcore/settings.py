@@ -17,6 +17,9 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   (``flatten``); a recipe reads an ``embed``-ded one from its parent's keys (:mod:`rmcore.config`),
   so a settings object can *hold* another instead of copying its fields.
 - A field without ``option`` metadata is not a flag (set by code or by a recipe only).
+- ``positional=True`` makes the field a positional argument (named by the field) instead of a flag.
+- ``recipe_key=`` declares the flag an override of a recipe key (``"model.name_or_path"``, or a
+  tuple of keys it sets together): :func:`flag_overrides` maps the flags given onto those keys.
 
 :func:`flag_names` lists what a dataclass generates, which a test compares with each command's
 parser: every field has a flag, every flag a field."""
@@ -50,16 +53,20 @@ class Option:
     parse: Callable[[Any], Any] | None = None
     required: bool = False
     action: str | None = None  # an argparse action other than the one the type implies
+    positional: bool = False
+    recipe_keys: tuple[str, ...] = ()  # the recipe keys this flag overrides (flag_overrides)
 
 
 def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING, flag: str | None = None,
            aliases: tuple[str, ...] = (), metavar: str | None = None, choices: Any = None,
            nargs: str | int | None = None, parse: Callable[[Any], Any] | None = None, required: bool = False,
-           action: str | None = None) -> Any:
+           action: str | None = None, positional: bool = False,
+           recipe_key: str | tuple[str, ...] | None = None) -> Any:
     """A dataclass field that is also a command-line flag (the field's doc is its ``help``)."""
+    keys = (recipe_key,) if isinstance(recipe_key, str) else tuple(recipe_key or ())
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
-                         required=required, action=action)}
+                         required=required, action=action, positional=positional, recipe_keys=keys)}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -127,15 +134,21 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
         names = [opt.flag or "--" + f.name.replace("_", "-"), *opt.aliases]
         kw: dict[str, Any] = {"dest": prefix + f.name, "help": opt.help,
                               "default": defaults.get(f.name, _default(f))}
+        if opt.positional:  # argparse names a positional by its dest (shown as the field's name)
+            names = [kw.pop("dest")]
+            if prefix:
+                kw["metavar"] = f.name
         if opt.required:
             kw["required"] = True
             kw.pop("default")
         if opt.action is not None:
             kw["action"] = opt.action
+            if opt.metavar is not None:  # an action that takes a value (append) shows it so
+                kw["metavar"] = opt.metavar
         elif t is bool and not many:
             kw["action"] = "store_true"
         else:
-            kw["metavar"] = opt.metavar or f.name.upper()
+            kw.setdefault("metavar", opt.metavar or (f.name if opt.positional else f.name.upper()))
             if opt.choices is not None:
                 kw["choices"] = list(opt.choices)
                 if opt.metavar is None:
@@ -171,7 +184,8 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", **giv
 
 
 def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
-    """Every flag (first spelling) that :func:`add_options` generates for ``cls``."""
+    """Every flag (first spelling) that :func:`add_options` generates for ``cls`` (positional
+    arguments are not flags: see :func:`option_dests`)."""
     out: set[str] = set()
     for f, hint in _fields(cls):
         if f.name in exclude:
@@ -179,9 +193,39 @@ def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
         sub = _nested_class(f, hint)
         if sub is not None:
             out |= flag_names(sub)
-        elif (opt := f.metadata.get(_KEY)) is not None:
+        elif (opt := f.metadata.get(_KEY)) is not None and not opt.positional:
             out.add(opt.flag or "--" + f.name.replace("_", "-"))
     return out
+
+
+def option_dests(cls: type, *, prefix: str = "") -> set[str]:
+    """The ``dest`` of every argument (flag or positional) :func:`add_options` generates for ``cls``."""
+    out: set[str] = set()
+    for f, hint in _fields(cls):
+        sub = _nested_class(f, hint)
+        if sub is not None:
+            out |= option_dests(sub, prefix=f"{prefix}{f.name}.")
+        elif _KEY in f.metadata:
+            out.add(prefix + f.name)
+    return out
+
+
+def flag_overrides(settings: Any) -> dict[str, Any]:
+    """The recipe keys that the flags of ``settings`` given on the command line override (fields
+    declared with ``recipe_key``), with their values; a flag left at None overrides nothing."""
+    out: dict[str, Any] = {}
+    for f, hint in _fields(type(settings)):
+        value = getattr(settings, f.name)
+        if _nested_class(f, hint) is not None:
+            out.update(flag_overrides(value))
+        elif (opt := f.metadata.get(_KEY)) is not None and value is not None:
+            out.update(dict.fromkeys(opt.recipe_keys, value))
+    return out
+
+
+def parser_dests(p: argparse.ArgumentParser) -> set[str]:
+    """The ``dest`` of every argument of a parser (flags and positionals), ``--help`` left out."""
+    return {a.dest for a in p._actions if a.dest != "help"}
 
 
 def parser_flags(p: argparse.ArgumentParser) -> set[str]:

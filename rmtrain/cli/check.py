@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from rmcore.settings import add_options, option
+
+
+@dataclass(kw_only=True)
+class CheckCommand:
+    """``rmtrain check``'s settings."""
+
+    recipes: list[str] = option(default_factory=list, positional=True,
+                                help="recipe YAML files: a training run, a sweep, a policy recipe or an experiment")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("check", help="validate recipes without training")
-    c.add_argument("recipes", nargs="+")
-    c.set_defaults(func=run)
+    add_options(c, CheckCommand)
+    c.set_defaults(func=run, settings=CheckCommand)
 
 
 def check_recipe(path: str) -> str:
@@ -35,7 +46,7 @@ def check_recipe(path: str) -> str:
     return "ok"
 
 
-def run(args: argparse.Namespace) -> int:
-    for r in args.recipes:
+def run(s: CheckCommand) -> int:
+    for r in s.recipes:
         print(f"{r}: {check_recipe(r)}")
     return 0

@@ -10,7 +10,17 @@ import pytest
 
 from rmcore.config import build_config
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, flag_names, from_args, nested, option, parser_flags
+from rmcore.settings import (
+    add_options,
+    flag_names,
+    flag_overrides,
+    from_args,
+    nested,
+    option,
+    option_dests,
+    parser_dests,
+    parser_flags,
+)
 
 
 def _pairs(items: list[str] | None) -> dict[str, float]:
@@ -77,3 +87,35 @@ def test_given_fields_and_an_embedded_recipe_block() -> None:
     assert (s.n_boot, s.batching, s.set_by_code) == (3, Batching(4, False), 5)
     with pytest.raises(ConfigError, match="unknown key"):
         build_config(Command, {"batch_sise": 4}, "recipe")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Recipe:
+    config: str = option(help="recipe", required=True)
+    overrides: list[str] = option(default_factory=list, flag="--set", action="append", metavar="KEY=VALUE",
+                                  help="KEY=VALUE (repeatable)")
+    mode: str | None = option(None, help="W&B mode", choices=["online", "offline"], recipe_key="wandb.mode")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Train(Recipe):
+    model: str | None = option(None, help="base model", recipe_key="model.name_or_path")
+    device: str | None = option(None, help="device", recipe_key=("training.device", "eval.device"))
+    files: list[str] = option(default_factory=list, positional=True, help="files")
+
+
+def test_positional_append_and_recipe_keys() -> None:
+    p = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    add_options(p, Train)
+    assert parser_flags(p) == flag_names(Train) == {"--config", "--set", "--mode", "--model", "--device"}
+    assert parser_dests(p) == option_dests(Train) == {"config", "overrides", "mode", "model", "device", "files"}
+    assert "--set KEY=VALUE" in p.format_usage() and "files [files ...]" in p.format_usage()
+    s = from_args(Train, p.parse_args(["--config", "r.yaml", "a", "b", "--set", "x=1", "--set", "y=2",
+                                       "--model", "m", "--device", "cpu"]))
+    assert s == Train(config="r.yaml", overrides=["x=1", "y=2"], model="m", device="cpu", files=["a", "b"])
+    # only the flags given override their recipe keys; one flag may set several keys
+    assert flag_overrides(s) == {"model.name_or_path": "m", "training.device": "cpu", "eval.device": "cpu"}
+    assert flag_overrides(from_args(Train, p.parse_args(["--config", "r", "f", "--mode", "online"]))) == {
+        "wandb.mode": "online"}
+    with pytest.raises(SystemExit):  # a missing argument exits even with exit_on_error=False
+        p.parse_args(["--config", "r"])  # the positional takes one or more
