@@ -117,6 +117,7 @@ class TrainingSuitabilitySettings:
     metric: str = "log_confidence"  # log_confidence | confidence
     weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
     null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
+    procedure: str = "paper"  # whose decisions are shown: paper | released (Reward Auditor's script)
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
         from rmeval.suitability_audit import SuitabilityAuditSettings
@@ -126,7 +127,8 @@ class TrainingSuitabilitySettings:
         return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
                                         data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
                                         q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
-                                        weighting=self.weighting, null_share=self.null_share)
+                                        weighting=self.weighting, null_share=self.null_share,
+                                        procedure=self.procedure)
 
 
 @dataclass
