@@ -113,14 +113,16 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
 
 
 def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.PathLike) -> str:
-    tr = res["truncation"]
+    """The command's one line per checkpoint: accuracy, benchmark scores, truncation counts."""
+    from rmeval.scoring_run import truncation_note
+
     bench = ""
     if "rewardbench" in res:
         bench += f", RewardBench score {res['rewardbench']['score']['estimate']:.3f}"
     if "rewardbench2" in res:
         bench += f", RewardBench 2 score {res['rewardbench2']['score']['estimate']:.3f}"
     return (f"{label}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {n_pairs} pairs{bench} "
-            f"({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses truncated) -> {out}")
+            f"({truncation_note(res['truncation'])}) -> {out}")
 
 
 def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
