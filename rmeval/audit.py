@@ -362,10 +362,10 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
     """One line per audited checkpoint: how many scores, how many truncated."""
-    tr = result["truncation"]["total"]
+    from rmeval.scoring_run import truncation_note
+
     n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
-    return (f"{name}: {n} scores ({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses "
-            f"truncated) -> {out}")
+    return f"{name}: {n} scores ({truncation_note(result['truncation']['total'])}) -> {out}"
 
 
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
