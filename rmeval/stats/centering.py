@@ -35,8 +35,10 @@ the same number), and likewise over the pool sizes; the intercept a is the limit
 same resamples as the deltas. It assumes the cost is linear in the baseline's variance, and is
 reported as such.
 
-For every variant: the mean rating of the top fraction kept by the centred score, the pooled
-Spearman correlation of the centred score with the raw rating and with the prompt-centred rating,
+For every variant: the mean rating of the top fraction kept by the centred score (ties at the cut
+kept with fractional weight, the expected mean under random tie-breaking: ``selection.top_mean``),
+the pooled Spearman correlation of the centred score with the raw rating and with the
+prompt-centred rating (the rating minus the mean rating of all the prompt's responses),
 and each one's paired difference from the raw score (variant minus raw) on the same prompt
 resamples. Spearman under a resample is the Spearman of the expanded sample (a prompt drawn twice
 counts twice, ties get average ranks), computed from weights without materialising it.
@@ -51,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
-from .selection import loo_centered
+from .selection import loo_centered, prompt_centered, top_mean
 
 
 def weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -72,16 +74,6 @@ def _ranks_t(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
     rank_g -= ws
     rank_g += (ws + 1.0) / 2.0
     return rank_g[inv]
-
-
-def _top_mean_t(order: np.ndarray, rating: np.ndarray, wt: np.ndarray, fraction: float) -> np.ndarray:
-    """``selection._top_mean`` on transposed (n, B) weights (contiguous row gathers): the mean
-    rating of the top ``round(fraction * total weight)`` responses in ``order``."""
-    w = wt[order]
-    m = np.round(fraction * w.sum(axis=0))
-    cum = np.cumsum(w, axis=0)
-    kept = np.clip(m - (cum - w), 0.0, w)  # how much of each response's weight is kept
-    return (kept * rating[order][:, None]).sum(axis=0) / m
 
 
 def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -150,9 +142,9 @@ def prompt_folds(prompt_ids: Any, seed: int = 0) -> np.ndarray:
 
 
 def top_fraction_mean(score: np.ndarray, rating: np.ndarray, top_fraction: float) -> float:
-    """Mean rating of the top round(fraction * n) responses by score (stable order on ties)."""
-    order = np.argsort(-score, kind="stable")
-    return float(_top_mean_t(order, rating, np.ones((len(score), 1)), top_fraction)[0])
+    """Mean rating of the top round(fraction * n) responses by score (ties at the cut: the expected
+    mean under random tie-breaking, ``selection.top_mean``)."""
+    return float(top_mean(score, rating, np.ones((len(score), 1)), top_fraction)[0])
 
 
 def choose_lambda(score: np.ndarray, rating: np.ndarray, base: np.ndarray, *,
@@ -237,7 +229,7 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     kept_groups = pd.Series(g_all[ok])
     kept_groups = kept_groups[kept_groups.map(kept_groups.value_counts()) >= 2]
     prompt_ids = pd.unique(kept_groups)  # code i <-> prompt_ids[i] (order of first appearance)
-    hc = loo_centered(h, codes, k)
+    hc = prompt_centered(h, codes, k)  # the study's prompt-centred rating (all responses' mean)
     n = np.bincount(codes, minlength=k).astype(float)
     loo_base = s - loo_centered(s, codes, k)
     baselines: dict[str, np.ndarray] = {}
@@ -321,13 +313,12 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     def evaluate(x: np.ndarray, mask: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
         """Top mean and both Spearmans of score x on rows ``mask`` (full sample and resamples)."""
         (wrt, twr, parts_b), (ont, ton, parts_f) = rating_ranks(mask)
-        order = np.argsort(-np.where(mask, x, -np.inf), kind="stable")
+        xm = np.where(mask, x, -np.inf)  # rows outside the mask carry weight 0 as well
         xs = np.where(mask, x, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             rb, rcb = spearmans(xs, wrt, twr, parts_b)
             rf, rcf = spearmans(xs, ont, ton, parts_f)
-            return {"top_mean": (float(_top_mean_t(order, h, ont, top_fraction)[0]),
-                                 _top_mean_t(order, h, wrt, top_fraction)),
+            return {"top_mean": (float(top_mean(xm, h, ont, top_fraction)[0]), top_mean(xm, h, wrt, top_fraction)),
                     "spearman_raw_rating": (float(rf[0]), rb),
                     "spearman_centered_rating": (float(rcf[0]), rcb)}
 

@@ -9,11 +9,7 @@ import pandas as pd
 import pytest
 
 from rmeval.stats.centering import LAMBDAS, centering_variants, prompt_folds
-
-
-def _top_mean_by_hand(c, h, fraction=0.3):
-    keep = sorted(range(len(c)), key=lambda i: -c[i])[: int(round(fraction * len(c)))]  # stable on ties
-    return float(np.mean([h[i] for i in keep]))
+from tests.support import hand_top_mean as _top_mean_by_hand
 
 
 def test_shrinkage_weight_by_hand():
@@ -37,6 +33,9 @@ def test_shrinkage_weight_by_hand():
     mean = {"p0": 2, "p1": 5, "p2": 1, "p3": 8}
     assert v["pool"]["top_mean"]["estimate"] == pytest.approx(
         _top_mean_by_hand(s - np.array([mean[p] for p in g]), h))
+    # s - pool mean = 1, .5, .5, -1, 1, -.5, 1, .5: the top round(2.4) = 2 are two of the three
+    # responses at 1 (ratings 1, 4, 2), each kept with probability 2/3: 2 x 7/3 / 2
+    assert v["pool"]["top_mean"]["estimate"] == pytest.approx(7 / 3, abs=1e-12)
     # pool_1 / pool_2: the first one / two pool responses of each prompt (sample order)
     first = {"p0": 1, "p1": 4, "p2": 0, "p3": 6}
     two = {"p0": 1.5, "p1": 4, "p2": 0.5, "p3": 7}
@@ -116,3 +115,26 @@ def test_inverse_m_extrapolation_is_the_least_squares_intercept():
             assert fit["limit"]["ci95"][0] <= fit["limit"]["ci95"][1]
     # planted: the prompt effect is useful, so the cost of centring is largest with one reference
     assert v["siblings_1"]["top_mean_delta"]["estimate"] < v["siblings_all"]["top_mean_delta"]["estimate"] < 0
+
+
+def test_unequal_group_sizes_against_pandas_and_scipy():
+    """2 to 5 responses per prompt: the leave-one-out centred score's kept mean and the Spearman
+    correlations with the prompt-centred rating (rating minus the mean of all the prompt's ratings)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(12)
+    sizes = rng.integers(2, 6, size=50)
+    df = pd.DataFrame({"g": np.repeat([f"p{i}" for i in range(50)], sizes)})
+    u = np.repeat(rng.normal(size=50), sizes)
+    df["s"] = u + rng.normal(size=len(df))
+    df["h"] = np.round(np.clip(2 + u + rng.normal(size=len(df)), 0, 4))  # integer ratings
+    res = centering_variants(df["s"].to_numpy(), df["h"].to_numpy(), df["g"].to_numpy(), n_boot=50, rng=0)
+    grp = df.groupby("g")
+    c = df["s"] - (grp["s"].transform("sum") - df["s"]) / (grp["s"].transform("size") - 1)
+    hc = df["h"] - grp["h"].transform("mean")
+    raw, v = res["raw"], res["variants"]["siblings_all"]
+    assert raw["spearman_centered_rating"]["estimate"] == pytest.approx(spearmanr(df["s"], hc)[0], abs=1e-12)
+    assert v["spearman_centered_rating"]["estimate"] == pytest.approx(spearmanr(c, hc)[0], abs=1e-12)
+    assert v["spearman_raw_rating"]["estimate"] == pytest.approx(spearmanr(c, df["h"])[0], abs=1e-12)
+    assert v["top_mean"]["estimate"] == pytest.approx(_top_mean_by_hand(c, df["h"]), abs=1e-12)
+    assert raw["top_mean"]["estimate"] == pytest.approx(_top_mean_by_hand(df["s"], df["h"]), abs=1e-12)
