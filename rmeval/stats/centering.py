@@ -17,11 +17,18 @@ sampling noise, so the study centres on:
 * ``pool_m`` (m in ``pool_sizes``, below the pool's size): the mean of the prompt's first m pool
   responses (in ``sample`` order when the table has that column, so a pool of two policies
   alternates between them), the pool-size analogue of ``siblings_m``;
-* ``pool_partial``: partial centring s - lambda P_p, lambda in 0, 0.1, ..., 1 chosen on one of two
-  prompt folds and applied to the other. The folds are a fixed split of the prompt ids (half each,
-  by a seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises
-  the mean rating of the top fraction of that fold's responses (the smallest lambda among ties:
-  the least centring that does as well), and the responses of the other fold are centred with it.
+* ``pool_partial``: partial centring s - lambda (P_p - mu), mu the mean of the pool means over
+  prompts (the shrinkage baseline's mu), lambda in 0, 0.1, ..., 1 chosen on one of two prompt
+  folds and applied to the other. The folds are a fixed split of the prompt ids (half each, by a
+  seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises the
+  mean rating of the top fraction of that fold's responses (the smallest lambda among ties: the
+  least centring that does as well), and the responses of the other fold are centred with it.
+  The study writes s - lambda P_p; within a fold the two differ by the constant lambda mu, so the
+  chosen lambdas are the same, but when the folds choose different lambdas the pooled selection
+  of s - lambda P_p moves one fold against the other by (lambda_0 - lambda_1) times the score's
+  arbitrary origin (adding 10 to every candidate and pool score changed the kept set). Centring on
+  the pool mean's deviation from mu makes every variant invariant to a constant shift of all
+  scores.
 
 Here s_w^2 is the mean within-prompt variance of the baseline responses, m_i their number for
 prompt i, and tau^2 the between-prompt variance of their means net of s_w^2 / m (floored at 0).
@@ -273,11 +280,13 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
             fold_of = (prompt_folds(prompt_ids, fold_seed) if folds is None
                        else np.array([int(folds[str(p)]) for p in prompt_ids]))[codes]
             ok = np.isfinite(base)
-            weight, info = cross_fitted_lambda(s[ok], h[ok], base[ok], fold_of[ok], lambdas=lambdas,
+            dev = base[ok] - shrink["mu"]  # the pool mean's deviation from its mean over prompts
+            weight, info = cross_fitted_lambda(s[ok], h[ok], dev, fold_of[ok], lambdas=lambdas,
                                                top_fraction=top_fraction)
             partial = np.full(len(s), np.nan)
-            partial[ok] = weight * base[ok]
+            partial[ok] = weight * dev
             baselines["pool_partial"] = partial
+            info["centred_on"] = "lambda * (pool mean - mu), mu the mean of the pool means over prompts"
             extra["pool_partial"] = info
     w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
     w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
