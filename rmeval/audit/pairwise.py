@@ -113,14 +113,16 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
 
 
 def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.PathLike) -> str:
-    tr = res["truncation"]
+    """The command's one line per checkpoint: accuracy, benchmark scores, truncation counts."""
+    from rmeval.scoring.run import truncation_note
+
     bench = ""
     if "rewardbench" in res:
         bench += f", RewardBench score {res['rewardbench']['score']['estimate']:.3f}"
     if "rewardbench2" in res:
         bench += f", RewardBench 2 score {res['rewardbench2']['score']['estimate']:.3f}"
     return (f"{label}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {n_pairs} pairs{bench} "
-            f"({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses truncated) -> {out}")
+            f"({truncation_note(res['truncation'])}) -> {out}")
 
 
 def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
@@ -134,6 +136,13 @@ def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
         lines += ["## RewardBench sections (subsets weighted by RewardBench's example counts)", ""]
         lines += table(["section", "accuracy"], [[k, estimate(v)] for k, v in rb["sections"].items()])
         lines += [f"| score (mean of sections) | {estimate(rb['score'])} |", ""]
+        if rb.get("missing_sections"):
+            # the two rules differ only when a section is absent: say so, with both numbers
+            n = len(rb["sections"])
+            lines += [f"Sections missing: {', '.join(rb['missing_sections'])}. The score above is the mean of the "
+                      f"{n} sections present ({num(rb['score']['estimate'])}); RewardBench's script counts a missing "
+                      f"section 0 and averages all {n + len(rb['missing_sections'])}: "
+                      f"{estimate(rb['score_missing_as_zero'])}.", ""]
     for key in ("by_section", "by_subset"):
         if key in res:
             lines += [f"## {key.replace('_', ' ')}", ""]

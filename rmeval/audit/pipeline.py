@@ -119,6 +119,7 @@ class TrainingSuitabilitySettings:
     metric: str = "log_confidence"  # log_confidence | confidence
     weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
     null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
+    procedure: str = "paper"  # whose decisions are shown: paper | released (Reward Auditor's script)
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
         from rmeval.suitability.checkpoints import SuitabilityAuditSettings
@@ -128,7 +129,8 @@ class TrainingSuitabilitySettings:
         return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
                                         data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
                                         q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
-                                        weighting=self.weighting, null_share=self.null_share)
+                                        weighting=self.weighting, null_share=self.null_share,
+                                        procedure=self.procedure)
 
 
 @dataclass
@@ -422,10 +424,10 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
     """One line per audited checkpoint: how many scores, how many truncated."""
-    tr = result["truncation"]["total"]
+    from rmeval.scoring.run import truncation_note
+
     n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
-    return (f"{name}: {n} scores ({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses "
-            f"truncated) -> {out}")
+    return f"{name}: {n} scores ({truncation_note(result['truncation']['total'])}) -> {out}"
 
 
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,

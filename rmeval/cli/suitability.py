@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rmcore.errors import ConfigError
 from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
+from rmeval.stats.suitability import PROCEDURES
 from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 
@@ -28,6 +29,10 @@ def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> No
     p.add_argument("--null-share", nargs="+", default=None, metavar="GROUP=Q",
                    help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 "
                         "(groups not named: 1)")
+    p.add_argument("--procedure", default="paper", choices=list(PROCEDURES),
+                   help="whose decisions the report shows: paper (the group-aware BH of the paper's text; "
+                        "default) or released (Reward Auditor's released script: plain BH over every perturbation, "
+                        "an untestable one at p = 1); suitability.json holds both")
     p.add_argument("--metric", default="log_confidence", choices=["log_confidence", "confidence"],
                    help="M tested: log sigma(r_c - r_r) (Reward Auditor's code) or sigma(r_c - r_r)")
     p.add_argument("--no-robustness", action="store_true",
@@ -104,7 +109,8 @@ def suitability_settings(args: argparse.Namespace, perturbations: list[str] | No
     settings = SuitabilityAuditSettings(perturbations=perturbations, n_permutations=args.n_permutations, q=args.q,
                                         eta=args.eta, margin=args.margin, weighting=args.weighting,
                                         null_share=parse_null_shares(args.null_share), alpha=args.alpha,
-                                        metric=args.metric, robustness=not args.no_robustness, **model)
+                                        metric=args.metric, robustness=not args.no_robustness,
+                                        procedure=args.procedure, **model)
     settings.inference(args.seed)  # validates every setting now, before data or models load
     return settings
 

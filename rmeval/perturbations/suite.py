@@ -120,10 +120,6 @@ def auditor_codes(rs: RatingSet) -> list[str]:
     return [c for c in (*CONTROLLED_CODES, *STYLIZED_CODES) if c in held]
 
 
-def group_of(spec: str) -> str:
-    return GROUPS[spec.partition("@")[0]]
-
-
 def _style(rs: RatingSet) -> dict[tuple[str, str, int], str]:
     """(prompt_id, label, style level) -> response text, for RM-Bench-like sets."""
     out = {}

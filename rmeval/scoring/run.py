@@ -348,3 +348,13 @@ def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:
     per = df.attrs.get("truncation", {})
     tot = {k: sum(v[k] for v in per.values()) for k in ("n", "n_resumed", "prompt_truncated", "response_truncated")}
     return {"total": tot, "by_condition": per}
+
+
+def truncation_note(total: dict[str, int]) -> str:
+    """``truncation_summary``'s totals in words. The flags are per scored text (one conversation with
+    one response), not per prompt, and rows resumed from an earlier run's table carry none."""
+    note = (f"{total['prompt_truncated']} of {total['n']} scored texts had the prompt truncated, "
+            f"{total['response_truncated']} the response")
+    if total.get("n_resumed"):
+        note += f"; {total['n_resumed']} resumed from an earlier run, not counted"
+    return note

@@ -17,11 +17,18 @@ sampling noise, so the study centres on:
 * ``pool_m`` (m in ``pool_sizes``, below the pool's size): the mean of the prompt's first m pool
   responses (in ``sample`` order when the table has that column, so a pool of two policies
   alternates between them), the pool-size analogue of ``siblings_m``;
-* ``pool_partial``: partial centring s - lambda P_p, lambda in 0, 0.1, ..., 1 chosen on one of two
-  prompt folds and applied to the other. The folds are a fixed split of the prompt ids (half each,
-  by a seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises
-  the mean rating of the top fraction of that fold's responses (the smallest lambda among ties:
-  the least centring that does as well), and the responses of the other fold are centred with it.
+* ``pool_partial``: partial centring s - lambda (P_p - mu), mu the mean of the pool means over
+  prompts (the shrinkage baseline's mu), lambda in 0, 0.1, ..., 1 chosen on one of two prompt
+  folds and applied to the other. The folds are a fixed split of the prompt ids (half each, by a
+  seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises the
+  mean rating of the top fraction of that fold's responses (the smallest lambda among ties: the
+  least centring that does as well), and the responses of the other fold are centred with it.
+  The study writes s - lambda P_p; within a fold the two differ by the constant lambda mu, so the
+  chosen lambdas are the same, but when the folds choose different lambdas the pooled selection
+  of s - lambda P_p moves one fold against the other by (lambda_0 - lambda_1) times the score's
+  arbitrary origin (adding 10 to every candidate and pool score changed the kept set). Centring on
+  the pool mean's deviation from mu makes every variant invariant to a constant shift of all
+  scores.
 
 Here s_w^2 is the mean within-prompt variance of the baseline responses, m_i their number for
 prompt i, and tau^2 the between-prompt variance of their means net of s_w^2 / m (floored at 0).
@@ -35,8 +42,10 @@ the same number), and likewise over the pool sizes; the intercept a is the limit
 same resamples as the deltas. It assumes the cost is linear in the baseline's variance, and is
 reported as such.
 
-For every variant: the mean rating of the top fraction kept by the centred score, the pooled
-Spearman correlation of the centred score with the raw rating and with the prompt-centred rating,
+For every variant: the mean rating of the top fraction kept by the centred score (ties at the cut
+kept with fractional weight, the expected mean under random tie-breaking: ``selection.top_mean``),
+the pooled Spearman correlation of the centred score with the raw rating and with the
+prompt-centred rating (the rating minus the mean rating of all the prompt's responses),
 and each one's paired difference from the raw score (variant minus raw) on the same prompt
 resamples. Spearman under a resample is the Spearman of the expanded sample (a prompt drawn twice
 counts twice, ties get average ranks), computed from weights without materialising it.
@@ -51,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
-from .selection import loo_centered
+from .selection import loo_centered, prompt_centered, top_mean
 
 
 def weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -72,16 +81,6 @@ def _ranks_t(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
     rank_g -= ws
     rank_g += (ws + 1.0) / 2.0
     return rank_g[inv]
-
-
-def _top_mean_t(order: np.ndarray, rating: np.ndarray, wt: np.ndarray, fraction: float) -> np.ndarray:
-    """``selection._top_mean`` on transposed (n, B) weights (contiguous row gathers): the mean
-    rating of the top ``round(fraction * total weight)`` responses in ``order``."""
-    w = wt[order]
-    m = np.round(fraction * w.sum(axis=0))
-    cum = np.cumsum(w, axis=0)
-    kept = np.clip(m - (cum - w), 0.0, w)  # how much of each response's weight is kept
-    return (kept * rating[order][:, None]).sum(axis=0) / m
 
 
 def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -150,9 +149,9 @@ def prompt_folds(prompt_ids: Any, seed: int = 0) -> np.ndarray:
 
 
 def top_fraction_mean(score: np.ndarray, rating: np.ndarray, top_fraction: float) -> float:
-    """Mean rating of the top round(fraction * n) responses by score (stable order on ties)."""
-    order = np.argsort(-score, kind="stable")
-    return float(_top_mean_t(order, rating, np.ones((len(score), 1)), top_fraction)[0])
+    """Mean rating of the top round(fraction * n) responses by score (ties at the cut: the expected
+    mean under random tie-breaking, ``selection.top_mean``)."""
+    return float(top_mean(score, rating, np.ones((len(score), 1)), top_fraction)[0])
 
 
 def choose_lambda(score: np.ndarray, rating: np.ndarray, base: np.ndarray, *,
@@ -237,7 +236,7 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     kept_groups = pd.Series(g_all[ok])
     kept_groups = kept_groups[kept_groups.map(kept_groups.value_counts()) >= 2]
     prompt_ids = pd.unique(kept_groups)  # code i <-> prompt_ids[i] (order of first appearance)
-    hc = loo_centered(h, codes, k)
+    hc = prompt_centered(h, codes, k)  # the study's prompt-centred rating (all responses' mean)
     n = np.bincount(codes, minlength=k).astype(float)
     loo_base = s - loo_centered(s, codes, k)
     baselines: dict[str, np.ndarray] = {}
@@ -281,11 +280,13 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
             fold_of = (prompt_folds(prompt_ids, fold_seed) if folds is None
                        else np.array([int(folds[str(p)]) for p in prompt_ids]))[codes]
             ok = np.isfinite(base)
-            weight, info = cross_fitted_lambda(s[ok], h[ok], base[ok], fold_of[ok], lambdas=lambdas,
+            dev = base[ok] - shrink["mu"]  # the pool mean's deviation from its mean over prompts
+            weight, info = cross_fitted_lambda(s[ok], h[ok], dev, fold_of[ok], lambdas=lambdas,
                                                top_fraction=top_fraction)
             partial = np.full(len(s), np.nan)
-            partial[ok] = weight * base[ok]
+            partial[ok] = weight * dev
             baselines["pool_partial"] = partial
+            info["centred_on"] = "lambda * (pool mean - mu), mu the mean of the pool means over prompts"
             extra["pool_partial"] = info
     w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
     w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
@@ -321,13 +322,12 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
     def evaluate(x: np.ndarray, mask: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
         """Top mean and both Spearmans of score x on rows ``mask`` (full sample and resamples)."""
         (wrt, twr, parts_b), (ont, ton, parts_f) = rating_ranks(mask)
-        order = np.argsort(-np.where(mask, x, -np.inf), kind="stable")
+        xm = np.where(mask, x, -np.inf)  # rows outside the mask carry weight 0 as well
         xs = np.where(mask, x, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             rb, rcb = spearmans(xs, wrt, twr, parts_b)
             rf, rcf = spearmans(xs, ont, ton, parts_f)
-            return {"top_mean": (float(_top_mean_t(order, h, ont, top_fraction)[0]),
-                                 _top_mean_t(order, h, wrt, top_fraction)),
+            return {"top_mean": (float(top_mean(xm, h, ont, top_fraction)[0]), top_mean(xm, h, wrt, top_fraction)),
                     "spearman_raw_rating": (float(rf[0]), rb),
                     "spearman_centered_rating": (float(rcf[0]), rcb)}
 

@@ -50,6 +50,7 @@ class SuitabilityAuditSettings:
     alpha: float = 0.05  # the panel rule's level
     metric: str = "log_confidence"  # log_confidence | confidence
     robustness: bool = True  # the B.1 tests and B.3 structure
+    procedure: str = "paper"  # whose decisions are shown: paper | released (Reward Auditor's script); both kept
     judge_style: str = "verdict"  # a generative judge's question: verdict | explain (Reward Auditor's)
     judge_explain_tokens: int = 256  # explanation budget of judge_style explain
     groups: dict[str, str] | None = None  # CODE -> GROUP for codes outside the ten (suitability-stats)
@@ -62,7 +63,8 @@ class SuitabilityAuditSettings:
     def inference(self, seed: int) -> SuitabilitySettings:
         s = SuitabilitySettings(n_permutations=self.n_permutations, seed=seed, q=self.q, eta=self.eta,
                                 margin=self.margin, weighting=self.weighting, null_share=self.null_share,
-                                alpha=self.alpha, metric=self.metric, robustness=self.robustness)
+                                alpha=self.alpha, metric=self.metric, robustness=self.robustness,
+                                procedure=self.procedure)
         s.validate()
         self.validate()
         return s
