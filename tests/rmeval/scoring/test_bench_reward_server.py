@@ -4,12 +4,11 @@ the warning when the model-alone ceiling comes out below the concurrent rate it 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
 
 
 def _bench() -> Any:
