@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
+from rmcore.settings import nested
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
+from rmeval.stats.settings import StatsSettings
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     from rmcore.device import Placement
@@ -53,15 +55,14 @@ class AuditSettings:
     """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
 
     conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
-    n_boot: int = 2000  # prompt-bootstrap resamples
-    n_boot_regression: int = 5000  # resamples of the sibling regression
-    seed: int = 0  # bootstrap streams, donors, and the suitability permutations
+    # resamples, seed (bootstrap streams, donors, the suitability permutations), the corrected human
+    # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
+    stats: StatsSettings = nested(StatsSettings, embed=True)
     attribute: str | None = None  # None: pick_attribute's rule
     n_donors: int = 4  # donor prompts per transplant condition
     related_file: str | None = None
     paraphrase_file: str | None = None
     embedder: str | None = None  # sentence encoder of the embedding condition
-    human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
     reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
     features: FeatureSettings | None = None  # the feature probes' models (rmeval.audit.features); None: no probes
     judge: JudgeProfileSettings | None = None
@@ -75,7 +76,7 @@ class AuditSettings:
 
     def condition_options(self) -> dict[str, Any]:
         """Options of the condition builders (rmeval.conditions); unset inputs left out."""
-        opts: dict[str, Any] = {"seed": self.seed, "n_donors": self.n_donors}
+        opts: dict[str, Any] = {"seed": self.stats.seed, "n_donors": self.n_donors}
         for key in ("related_file", "paraphrase_file", "embedder"):
             if getattr(self, key):
                 opts[key] = getattr(self, key)
@@ -141,8 +142,8 @@ class TrainingAuditSettings:
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression is the slowest figure to settle: at least 200 resamples however few the rest
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot,
-                             n_boot_regression=max(self.n_boot, 200), attribute=attribute,
+        return AuditSettings(conditions=list(self.conditions), attribute=attribute,
+                             stats=StatsSettings(n_boot=self.n_boot, n_boot_regression=max(self.n_boot, 200)),
                              suitability=self.suitability.audit_settings())
 
 
@@ -181,8 +182,8 @@ class FinalAuditSettings:
         return p
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
-                             seed=self.seed, attribute=attribute, related_file=self.related_file,
+        return AuditSettings(conditions=list(self.conditions), attribute=attribute, related_file=self.related_file,
+                             stats=StatsSettings(n_boot=self.n_boot, n_boot_regression=self.n_boot, seed=self.seed),
                              paraphrase_file=self.paraphrase_file, features=self.features)
 
 
@@ -242,7 +243,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
             pool_scores = score_pool(scorer, rating_set, pool_table, cache_path=cache_path,
                                      progress=settings.progress, label=label)
         if settings.suitability is not None:
-            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
+            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.stats.seed)
             suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
                                             checkpoint=checkpoint, data=data)
     finally:
@@ -254,12 +255,11 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     if prefs is not None:
         atomic_write_table(out / "preferences.parquet", prefs)
     # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
-    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.seed)
-    result = compute_audit(scores, ratings, preferences=prefs,
+    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
+    result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
                            attribute=pick_attribute(rating_set.attributes, settings.attribute)
                            if rating_set.attributes or settings.attribute else None,
-                           n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
-                           human_reliability=settings.human_reliability, reference_scores=pool_scores, **tables)
+                           reference_scores=pool_scores, **tables)
     result["truncation"] = truncation_summary(scores)
     if pool_scores is not None:
         atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
@@ -271,7 +271,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
         atomic_write_table(out / "judge_digits.parquet", digits)
-        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.n_boot, seed=settings.seed)
+        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
@@ -293,7 +293,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         j = settings.judge
         result["judge_profile"], judge_images = profile_checkpoint(
             checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
-            batch_size=j.batch_size, seed=settings.seed)
+            batch_size=j.batch_size, seed=settings.stats.seed)
     if "donor_exclusions" in scores.attrs:
         result["donor_exclusions"] = scores.attrs["donor_exclusions"]
     if suitability is not None:
@@ -328,7 +328,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     name = Path(str(checkpoint)).name if checkpoint is not None else "model"
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
-                             seed=settings.seed, attribute=settings.attribute, cache_path=cache_path,
+                             seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
                              checkpoint=checkpoint, data=data)
 
 
@@ -349,7 +349,7 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
         return audit(model, rating_set, settings, out, label=label, checkpoint=checkpoint, data=data, shard=shard)
     tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
                                                         "conditions": settings.resolved_conditions(),
-                                                        "n_boot": settings.n_boot},
+                                                        "n_boot": settings.stats.n_boot},
                                  checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
@@ -405,10 +405,9 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                         file=str(reference_scores))
     tables = read_feature_tables(features if features is not None else Path(scores).parent,
                                  explicit=features is not None)
-    result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
-                           n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
-                           human_reliability=settings.human_reliability,
-                           probe_learners=settings.features.learners if settings.features else None,
+    # the probes' learners of --probe-learners (the audit itself leaves them at all four)
+    stats = replace(settings.stats, probe_learners=settings.features.learners if settings.features else None)
+    result = compute_audit(st, rt, stats, preferences=prefs, attribute=attribute, reference_scores=pool,
                            compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
@@ -417,7 +416,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
 
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
-                                                        n_boot=settings.n_boot, seed=settings.seed)
+                                                        n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
     tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
                                  project=wandb_project, mode=wandb_mode)

@@ -23,6 +23,7 @@ from rmeval.cli.flags import (
     wandb_target,
 )
 from rmeval.cli.suitability import add_audit_suitability, suitability_settings
+from rmeval.stats.settings import StatsSettings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,9 +61,10 @@ def audit_settings(args: argparse.Namespace) -> AuditSettings:
     return AuditSettings(
         conditions=resolve_conditions(args.conditions, related_file=args.related_file,
                                       paraphrase_file=args.paraphrase_file),
-        n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed, attribute=args.attribute,
+        stats=StatsSettings(n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed,
+                            human_reliability=reliabilities(args.human_reliability)), attribute=args.attribute,
         n_donors=args.n_donors, related_file=args.related_file, paraphrase_file=args.paraphrase_file,
-        embedder=args.embedder, human_reliability=reliabilities(args.human_reliability),
+        embedder=args.embedder,
         features=probe_settings(args), judge=judge,
         suitability=suit, cache=args.cache, progress=not args.no_progress, reference_pool=args.reference_pool)
 

@@ -35,9 +35,11 @@ def run(args: argparse.Namespace) -> int:
     features = FeatureSettings(learners=csv(args.probe_learners)) if args.probe_learners else None
     if features is not None:
         features.validate()
-    settings = AuditSettings(n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed,
-                             attribute=args.attribute, human_reliability=reliabilities(args.human_reliability),
-                             features=features)
+    from rmeval.stats.settings import StatsSettings
+
+    settings = AuditSettings(stats=StatsSettings(n_boot=args.n_boot, n_boot_regression=args.n_boot_regression,
+                                                 seed=args.seed, human_reliability=reliabilities(args.human_reliability)),
+                             attribute=args.attribute, features=features)
     _, paths = audit_tables(args.scores, args.ratings, settings, args.out, preferences=args.preferences,
                             reference_scores=args.reference_scores, features=args.features,
                             compare=named_paths(args.compare_scores, "--compare-scores"), **wandb_target(args))

@@ -188,6 +188,7 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     from rmeval.cli import build_parser
     from rmeval.cli.audit import audit_settings
     from rmeval.stats.audit import compute_audit
+    from rmeval.stats.settings import StatsSettings
 
     def shouting(rs, **_):
         return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,
@@ -202,5 +203,5 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
                             "helpfulness": [1.0, 2, 3, 4, 2, 5]})
     scores = pd.concat([ratings.assign(condition=c, score=np.arange(6.0) + i)[
         ["prompt_id", "response_id", "condition", "score"]] for i, c in enumerate(["original", "shouting"])])
-    audit = compute_audit(scores, ratings, n_boot=10, n_boot_regression=10)
+    audit = compute_audit(scores, ratings, StatsSettings(n_boot=10, n_boot_regression=10))
     assert audit["meta"]["conditions"] == ["original", "shouting"]
