@@ -28,13 +28,13 @@ from rmcore.settings import nested
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
 from rmeval.stats.settings import StatsSettings
+from rmeval.suitability.settings import SuitabilityAuditSettings
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
-    from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 # The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
 CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
@@ -120,8 +120,6 @@ class TrainingSuitabilitySettings:
     null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
         if not self.enabled:
             return None
         return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),

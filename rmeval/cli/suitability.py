@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rmcore.errors import ConfigError
 from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
-from rmeval.suitability.checkpoints import SuitabilityAuditSettings
+from rmeval.suitability.settings import SuitabilityAuditSettings, parse_null_shares
 
 
 def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> None:
@@ -54,26 +54,6 @@ def add_audit_suitability(a: argparse.ArgumentParser) -> None:
                    help="also run the suitability audit (no codes: every perturbation at hand)")
     a.add_argument("--suitability-data", default=None, help="preference set for --suitability (default --data)")
     add_inference_flags(a)
-
-
-def parse_null_shares(items: list[str] | None) -> dict[str, float] | None:
-    """['controlled=0.8', 'stylized=0.5'] (or comma-separated) -> {'controlled': 0.8, 'stylized': 0.5}."""
-    if not items:
-        return None
-    out: dict[str, float] = {}
-    for part in items:
-        for kv in part.split(","):
-            if not kv:
-                continue
-            g, sep, v = kv.partition("=")
-            try:
-                q = float(v)
-            except ValueError:
-                q = None
-            if not sep or not g.strip() or q is None:
-                raise ConfigError(f"--null-share entries look like GROUP=Q with Q in (0, 1], got '{kv}'")
-            out[g.strip()] = q
-    return out
 
 
 def check_model_flags(args: argparse.Namespace) -> None:
