@@ -304,6 +304,11 @@ def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
     return {flag.opt.flag or "--" + flag.field.name.replace("_", "-") for flag in _flags(cls, exclude=exclude)}
 
 
+def comma_list(text: str) -> list[str]:
+    """A comma-separated flag value (``ridge,mlp``) as a list, blanks dropped: a ``parse`` of ``option``."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 def parser_flags(p: argparse.ArgumentParser) -> set[str]:
     """Every long flag of a parser (its first spelling), ``--help`` left out."""
     return {a.option_strings[0] for a in p._actions if a.option_strings and a.option_strings[0] != "-h"}

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
-from rmcore.settings import nested
+from rmcore.settings import nested, option
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
 from rmeval.stats.settings import StatsSettings
@@ -38,37 +38,57 @@ if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or m
 
 # The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
 CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
+# The probes' flags of rmeval audit (--probe-*: any of them turns the probes on).
+PROBE_FLAGS = ("embedders", "base_model", "learners")
+# The suitability flags of rmeval audit: every one but the groups of suitability-stats.
+AUDIT_SUITABILITY_FLAGS = tuple(f.name for f in fields(SuitabilityAuditSettings) if f.name != "groups")
+
+
+def _names(text: str) -> list[str]:
+    return text.split(",")
 
 
 @dataclass
 class JudgeProfileSettings:
     """Profile the checkpoint as a pairwise judge on an items table (``rmeval.judges.audit_hook``)."""
 
-    items: str
-    attributes: list[str] = field(default_factory=lambda: ["core"])
-    max_length: int | None = None
-    batch_size: int = 32
+    items: str = option(metavar="FILE", help="items table: also profile the checkpoint as a pairwise judge "
+                                             "(rmeval judges)")
+    attributes: list[str] = option(default_factory=lambda: ["core"], metavar="NAMES", parse=_names,
+                                   help="attributes for --judge-items (comma-separated)")
+    max_length: int | None = None  # tokens per text: the scorer's (--max-length)
+    batch_size: int = 32  # the scorer's (--batch-size)
 
 
 @dataclass
 class AuditSettings:
-    """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
+    """Every setting of one audit (the defaults are ``rmeval audit``'s, whose flags are these fields)."""
 
-    conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
+    # None: every registered condition whose inputs are at hand
+    conditions: list[str] | None = option(None, help="default: all with their inputs at hand")
     # resamples, seed (bootstrap streams, donors, the suitability permutations), the corrected human
     # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
     stats: StatsSettings = nested(StatsSettings, embed=True)
-    attribute: str | None = None  # None: pick_attribute's rule
-    n_donors: int = 4  # donor prompts per transplant condition
-    related_file: str | None = None
-    paraphrase_file: str | None = None
-    embedder: str | None = None  # sentence encoder of the embedding condition
-    reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
-    features: FeatureSettings | None = None  # the feature probes' models (rmeval.audit.features); None: no probes
-    judge: JudgeProfileSettings | None = None
-    suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
-    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
-    progress: bool = True  # progress bars while scoring (stderr, only on a terminal)
+    attribute: str | None = option(None, help="rated attribute (default helpfulness, else the first)")  # pick_attribute
+    n_donors: int = option(4, help="donor prompts per transplant condition")
+    related_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of related tasks")
+    paraphrase_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of paraphrases")
+    embedder: str | None = option(None, help="sentence encoder for the embedding condition")
+    # pool table (rmeval pool): scored by the audited model, for pool centring
+    reference_pool: str | None = option(None, help="reference pool table (rmeval pool's pool.parquet), scored by "
+                                                   "the checkpoint for pool centring")
+    # the feature probes' models (rmeval.audit.features); None: no probes (any --probe-* flag turns them on)
+    features: FeatureSettings | None = nested(FeatureSettings, prefix="probe-", only=PROBE_FLAGS, when=PROBE_FLAGS)
+    judge: JudgeProfileSettings | None = nested(JudgeProfileSettings, prefix="judge-", when="items")
+    # None: no suitability step; --suitability [CODE ...] turns it on
+    suitability: SuitabilityAuditSettings | None = nested(
+        SuitabilityAuditSettings, when="perturbations", only=AUDIT_SUITABILITY_FLAGS,
+        options={"perturbations": {"flag": "--suitability", "nargs": "*",
+                                   "help": "also run the suitability audit (no codes: every perturbation at hand)"}})
+    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
+    # progress bars while scoring (stderr, only on a terminal)
+    progress: bool = option(True, flag="--no-progress", action="store_false",
+                            help="no progress bars (they go to stderr, and only when it is a terminal)")
 
     def resolved_conditions(self) -> list[str]:
         return resolve_conditions(self.conditions, related_file=self.related_file,
@@ -81,6 +101,17 @@ class AuditSettings:
             if getattr(self, key):
                 opts[key] = getattr(self, key)
         return opts
+
+    def validate(self) -> None:
+        """The suitability step's settings (before any scoring), ``conditions`` checked against the
+        registry and resolved (comma lists split; None: every one whose inputs are at hand), the
+        probes' learners known. One-line ConfigErrors."""
+        if self.suitability is not None:
+            self.suitability.inference(self.stats.seed)
+        self.conditions = resolve_conditions(self.conditions, related_file=self.related_file,
+                                             paraphrase_file=self.paraphrase_file)
+        if self.features is not None:
+            self.features.validate()
 
 
 def resolve_conditions(requested: list[str] | None, *, related_file: str | None = None,
@@ -102,30 +133,30 @@ def resolve_conditions(requested: list[str] | None, *, related_file: str | None 
 
 # -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
 
+def _training_suitability() -> SuitabilityAuditSettings:
+    return SuitabilityAuditSettings(perturbations=list(CHEAP), max_items=64, n_permutations=2000)
+
+
 @dataclass
 class TrainingSuitabilitySettings:
     """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
     subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
 
     enabled: bool = False
-    perturbations: list[str] = field(default_factory=lambda: list(CHEAP))
-    max_items: int = 64
-    n_permutations: int = 2000
-    q: float = 0.05
-    eta: float = 0.5
-    margin: float | None = None
-    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
-    metric: str = "log_confidence"  # log_confidence | confidence
-    weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
-    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
+    # the step's settings; a recipe gives these of their keys here (data: a data spec, None: the
+    # audit's held-out prompts; weighting None: fixed with null_share, else storey)
+    suitability: SuitabilityAuditSettings = nested(
+        _training_suitability, embed=True, keys=("perturbations", "max_items", "n_permutations", "q", "eta", "margin",
+                                                 "data", "metric", "weighting", "null_share"))
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
         if not self.enabled:
             return None
-        return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
-                                        data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
-                                        q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
-                                        weighting=self.weighting, null_share=self.null_share)
+        return replace(self.suitability, perturbations=list(self.suitability.perturbations or CHEAP))
+
+
+def _training_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=200))
 
 
 @dataclass
@@ -133,16 +164,19 @@ class TrainingAuditSettings:
     """``audit``: the audit of each saved checkpoint during training (rmeval.audit.callback.AuditCallback)."""
 
     enabled: bool = False
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
+    audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
     max_prompts: int = 64
-    n_boot: int = 200
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression is the slowest figure to settle: at least 200 resamples however few the rest
-        return AuditSettings(conditions=list(self.conditions), attribute=attribute,
-                             stats=StatsSettings(n_boot=self.n_boot, n_boot_regression=max(self.n_boot, 200)),
-                             suitability=self.suitability.audit_settings())
+        stats = replace(self.audit.stats, n_boot_regression=max(self.audit.stats.n_boot, 200))
+        return replace(self.audit, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
+
+
+def _final_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=1000))
 
 
 @dataclass
@@ -151,16 +185,14 @@ class FinalAuditSettings:
 
     enabled: bool = True
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
+    # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
+    audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
+                                                                  "related_file", "seed", "features"))
     max_prompts: int | None = 200  # seeded sample, the same for every run
-    n_boot: int = 1000
     batch_size: int = 32
     max_length: int | None = None  # None: training.max_length
     max_tokens: int | None = None  # cap on padded tokens per batch
-    paraphrase_file: str | None = None
-    related_file: str | None = None
-    seed: int = 0
-    features: FeatureSettings | None = None  # the feature probes' embedders and base model (rmeval.audit.features)
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
@@ -180,9 +212,9 @@ class FinalAuditSettings:
         return p
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
-        return AuditSettings(conditions=list(self.conditions), attribute=attribute, related_file=self.related_file,
-                             stats=StatsSettings(n_boot=self.n_boot, n_boot_regression=self.n_boot, seed=self.seed),
-                             paraphrase_file=self.paraphrase_file, features=self.features)
+        # the regression resamples as often as the rest (n_boot_regression is no key of sweep.audit)
+        stats = replace(self.audit.stats, n_boot_regression=self.audit.stats.n_boot)
+        return replace(self.audit, attribute=attribute, stats=stats)
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
