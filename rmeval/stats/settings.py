@@ -29,7 +29,7 @@ class StatsSettings:
 
     n_boot: int = option(2000, help="bootstrap resamples over prompts")
     n_boot_regression: int = option(5000, help="resamples for the sibling regression")
-    seed: int = option(0, help="seed of the prompt sample, the bootstrap streams and the transplant donors")
+    seed: int = option(0, help="seed of the prompt sample and of every random draw (bootstrap, donors, permutations)")
     # {label: R} rater reliabilities: the reliability-corrected human share (a sensitivity analysis)
     human_reliability: dict[str, float] = option(
         default_factory=dict, nargs="+", parse=parse_reliabilities,
