@@ -1,19 +1,137 @@
-"""Flags several ``rmeval`` commands share, and turning them into settings.
+"""What several ``rmeval`` commands share: each command's settings are one dataclass whose fields
+declare its flags (``rmcore.settings``), registered by ``add_command``; the pieces held by several
+commands are declared here once.
 
-``add_placement``/``placement`` are the one set of device flags of every command that loads a
-model (``--device --dtype --attn-implementation --trust-remote-code --device-map``, the keys of
-``rmcore.device.Placement``); ``rmtrain``'s policy commands and ``serve-reward`` use them too."""
+``ScoringCommand`` is the part of every command that scores checkpoints (``audit``, ``pairwise``,
+``suitability``): the checkpoints, the prompts, the output, the scorer (``rmeval.scoring.ScorerSettings``,
+with the device flags of ``rmcore.device.Placement`` under "where the model runs") and where it
+logs (``WandbFlags``)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rmcore.device import DTYPES, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import add_options, from_args, nested, option
 from rmeval.scoring import ScorerSettings
+from rmeval.stats.settings import parse_reliabilities
 
+T = TypeVar("T")
+
+DATA_HELP = "data SPEC (file, JSON, or name[:k=v,...])"
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, settings: type[T], run: Callable[[T], int | None],
+                **parser: Any) -> argparse.ArgumentParser:
+    """Subcommand ``name``: its flags are the fields of ``settings``, and ``run`` takes them back as
+    a ``settings`` object (``settings`` is the parser's default too, for the flag test)."""
+    p = sub.add_parser(name, **parser)
+    add_options(p, settings)
+    p.set_defaults(func=lambda args: run(read_settings(settings, args)), settings=settings)
+    return p
+
+
+def read_settings(cls: type[T], args: argparse.Namespace) -> T:
+    """``cls`` from the parsed flags; a command that runs itself again (``--num-processes``) gets
+    its command line as ``argv``."""
+    given = {"argv": args.argv} if "argv" in {f.name for f in dataclasses.fields(cls)} else {}  # type: ignore[arg-type]
+    return from_args(cls, args, **given)
+
+
+@dataclass
+class WandbFlags:
+    """Where a command logs its figures (``rmcore.tracking``)."""
+
+    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
+                                    help="default: online with an API key, else offline")
+    wandb_project: str = option("matchrm", help="W&B project")
+
+    def target(self) -> dict[str, Any]:
+        """The keywords the library's logging functions take."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ScoringCommand:
+    """The settings of every command that scores checkpoints on a data set."""
+
+    checkpoint: str = option("", required=True, help="checkpoint dir, dir of checkpoints, or Hub id")
+    data: str = option("", required=True, help=DATA_HELP)
+    out: str = option("", required=True, help="output directory")
+    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    scorer: ScorerSettings = nested(ScorerSettings)
+    wandb: WandbFlags = nested(WandbFlags)
+
+
+def wandb_target(settings: Any) -> dict[str, Any]:
+    """``--wandb-project`` and ``--wandb-mode`` as the keywords the library takes: of a command's
+    settings (its ``wandb``), or of a namespace parsed with ``rmeval.cli.experiments.add_experiment_flags``
+    (``rmtrain filter-experiment``)."""
+    if isinstance(settings, argparse.Namespace) and hasattr(settings, "wandb_project"):  # hand-written flags
+        return {"wandb_project": settings.wandb_project, "wandb_mode": settings.wandb_mode}
+    if isinstance(settings, argparse.Namespace):
+        settings = from_args(WandbFlags, settings, prefix="wandb.")
+    return (settings if isinstance(settings, WandbFlags) else settings.wandb).target()
+
+
+def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:
+    """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
+    from rmcore.io import check_path
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"{flag} takes NAME=FILE, got {item!r}")
+        check_path(path, flag)
+        out[name] = path
+    return out
+
+
+NUM_PROCESSES_HELP = ("share the scoring among N processes of this machine (one per GPU; CPU processes without "
+                      "GPUs): the command starts itself under accelerate launch")
+
+
+def relaunch(num_processes: int | argparse.Namespace, argv: list[str] | None = None) -> int | None:
+    """With ``--num-processes N > 1`` outside a launcher: the command line ``argv`` run as N
+    processes under ``accelerate launch``, and its exit code; else None (carry on in this process)."""
+    import os
+    import subprocess
+
+    if isinstance(num_processes, argparse.Namespace):  # a command whose flags are hand-written
+        num_processes, argv = getattr(num_processes, "num_processes", 1), num_processes.argv
+    n = num_processes
+    if n < 1:
+        raise ConfigError(f"--num-processes must be >= 1, got {n}")
+    if n == 1 or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        return None
+    from rmcore.jobs import launch_command
+
+    argv = list(argv or [])
+    for i, a in enumerate(argv):  # the launched processes must not launch again
+        if a == "--num-processes":
+            del argv[i:i + 2]
+            break
+        if a.startswith("--num-processes="):
+            del argv[i]
+            break
+    cmd, env = launch_command(n, ["rmeval.cli", *argv])
+    return subprocess.call(cmd, env={**os.environ, **env})
+
+
+def dest(out: str, name: str, single: bool) -> Path:
+    """Where one of several checkpoints goes: OUT itself for one, OUT/<name>/ for several."""
+    return Path(out) if single else Path(out) / name
+
+
+# -- the hand-written flags of the commands whose settings do not declare them yet (each goes once
+# no command uses it) --------------------------------------------------------------------------
 
 def add_common(p: argparse.ArgumentParser, audit: bool = True) -> None:
     p.add_argument("--out", required=True, help="output directory")
@@ -90,37 +208,6 @@ def scorer_settings(args: argparse.Namespace) -> ScorerSettings:
                           drop_special=tuple(csv(getattr(args, "drop_special_tokens", None))))
 
 
-def wandb_target(args: argparse.Namespace) -> dict[str, Any]:
-    """``--wandb-project`` and ``--wandb-mode`` as the keywords the library takes."""
-    return {"wandb_project": args.wandb_project, "wandb_mode": args.wandb_mode}
-
-
-def reliabilities(items: list[str] | None) -> dict[str, float]:
-    """NAME=R (or a bare R) arguments -> {NAME: R}."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        label, _, value = item.rpartition("=")
-        try:
-            out[label or value] = float(value)
-        except ValueError:
-            raise ConfigError(f"a reliability must be NAME=R or R with R a number, got {item!r}") from None
-    return out
-
-
-def named_paths(items: list[str] | None, flag: str) -> dict[str, str]:
-    """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
-    from rmcore.io import check_path
-
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"{flag} takes NAME=FILE, got {item!r}")
-        check_path(path, flag)
-        out[name] = path
-    return out
-
-
 def csv(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
@@ -138,31 +225,6 @@ def add_num_processes(p: argparse.ArgumentParser) -> None:
                         "GPUs): the command starts itself under accelerate launch")
 
 
-def relaunch(args: argparse.Namespace) -> int | None:
-    """With ``--num-processes N > 1`` outside a launcher: the same command run as N processes under
-    ``accelerate launch``, and its exit code; else None (carry on in this process)."""
-    import os
-    import subprocess
-
-    n = getattr(args, "num_processes", 1)
-    if n < 1:
-        raise ConfigError(f"--num-processes must be >= 1, got {n}")
-    if n == 1 or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-        return None
-    from rmcore.jobs import launch_command
-
-    argv = list(args.argv)
-    for i, a in enumerate(argv):  # the launched processes must not launch again
-        if a == "--num-processes":
-            del argv[i:i + 2]
-            break
-        if a.startswith("--num-processes="):
-            del argv[i]
-            break
-    cmd, env = launch_command(n, ["rmeval.cli", *argv])
-    return subprocess.call(cmd, env={**os.environ, **env})
-
-
-def dest(out: str, name: str, single: bool) -> Path:
-    """Where one of several checkpoints goes: OUT itself for one, OUT/<name>/ for several."""
-    return Path(out) if single else Path(out) / name
+def reliabilities(items: list[str] | None) -> dict[str, float]:
+    """NAME=R (or a bare R) arguments -> {NAME: R}."""
+    return parse_reliabilities(items)
