@@ -1,18 +1,110 @@
-"""``rmeval suitability`` (checkpoints under perturbations: inference and risk report),
-``rmeval suitability-stats`` (the inference alone on precomputed confidences), and the
-``--suitability`` flags of ``rmeval audit``; the library is rmeval.suitability.checkpoints."""
+"""``rmeval suitability`` (checkpoints under perturbations: inference and risk report) and
+``rmeval suitability-stats`` (the inference alone on precomputed confidences); the library is
+rmeval.suitability.checkpoints, the settings ``rmeval.suitability.settings.SuitabilityAuditSettings``
+(``rmeval audit --suitability`` holds the same, through ``AuditSettings``)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from rmcore.errors import ConfigError
-from rmeval.cli.flags import add_common, add_model, dest, scorer_settings, wandb_target
-from rmeval.suitability.settings import SuitabilityAuditSettings, parse_null_shares
+from rmcore.settings import nested, option
+from rmeval.audit.pipeline import AuditSettings
+from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
+from rmeval.scoring import ScorerSettings
+from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings, parse_null_shares
 
+# The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute
+# and the score cache are read; the resamples and --no-progress are accepted and unused (no bootstrap
+# here), so a command line written for rmeval audit runs here too.
+SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
+MODEL_FLAGS = tuple(f.name for f in dataclasses.fields(SuitabilityAuditSettings) if f.name not in ("data", "groups"))
+
+
+@dataclass
+class SuitabilityCommand(ScoringCommand):
+    """``rmeval suitability``'s settings: the checkpoints, data and scorer (``ScoringCommand``), the
+    suitability audit's perturbations, rewriting and inference, and the flags shared with rmeval audit."""
+
+    suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=MODEL_FLAGS)
+    common: AuditSettings = nested(AuditSettings, only=(*SHARED_WITH_AUDIT, "cache", "progress"))
+
+    def __post_init__(self) -> None:
+        self.suitability.max_prompts = self.max_prompts  # --max-prompts samples the perturbed prompts
+
+
+@dataclass
+class SuitabilityStatsCommand:
+    """``rmeval suitability-stats``'s settings: the pairs table and the inference's settings."""
+
+    pairs: str = option("", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
+                                                "m_perturbed [, model, changed]")
+    out: str = option("", required=True, help="output directory")
+    suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
+    common: AuditSettings = nested(AuditSettings, only=SHARED_WITH_AUDIT)
+    wandb: WandbFlags = nested(WandbFlags)
+
+
+def check_model_flags(scorer: ScorerSettings, max_prompts: int | None) -> None:
+    """The scorer's numeric flags in range (one-line errors, before any model loads)."""
+    for flag, v in (("max_prompts", max_prompts), ("batch_size", scorer.batch_size),
+                    ("max_length", scorer.max_length), ("max_tokens", scorer.max_tokens)):
+        if v is not None and v < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
+    beta = scorer.beta
+    if beta is not None and not (math.isfinite(beta) and beta > 0):
+        raise ConfigError(f"--beta must be a finite number > 0, got {beta}")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    add_command(sub, "suitability", SuitabilityCommand, run,
+                help="confidence drop under perturbations: inference and risk report")
+    add_command(sub, "suitability-stats", SuitabilityStatsCommand, run_stats,
+                help="suitability inference on precomputed confidences")
+
+
+def run(s: SuitabilityCommand) -> int:
+    from rmcore.checkpoints import find_checkpoints
+    from rmcore.data.registry import load_data
+    from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
+
+    seed = s.common.stats.seed
+    check_model_flags(s.scorer, s.max_prompts)
+    s.suitability.inference(seed)  # validates every setting now: bad flags fail before anything loads
+    checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        raise ConfigError("rmeval suitability scores in one process; run it without accelerate launch (rmeval audit "
+                          "and rmeval pairwise share their scoring among processes)")
+    rating_set = load_data(s.data, s.max_prompts, seed)
+    s.scorer.placement.validate()
+    results, joint = audit_checkpoints(checkpoints, rating_set, s.scorer, s.suitability, s.out, seed=seed,
+                                       attribute=s.common.attribute, data=s.data, cache=s.common.cache,
+                                       **s.wandb.target())
+    for name, res in results.items():
+        print(suitability_line(name, res, dest(s.out, name, joint is None)))
+    if joint is not None:
+        print(f"suitability of {len(results)} checkpoints -> {joint['markdown']}")
+    return 0
+
+
+def run_stats(s: SuitabilityStatsCommand) -> int:
+    from rmeval.suitability.checkpoints import suitability_from_pairs
+
+    settings = s.suitability.inference(s.common.stats.seed)
+    results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
+                                            **s.wandb.target())
+    n_codes = len({code for r in results.values() for code in r["perturbations"]})
+    print(f"suitability of {len(results)} model(s), {n_codes} perturbations -> {paths['markdown']}")
+    return 0
+
+
+# -- the --suitability flags of rmeval audit, until its settings declare them ---------------------------
 
 def add_inference_flags(p: argparse.ArgumentParser, *, model: bool = True) -> None:
     p.add_argument("--n-permutations", type=int, default=10_000, help="sign-flip permutations B")
@@ -56,7 +148,7 @@ def add_audit_suitability(a: argparse.ArgumentParser) -> None:
     add_inference_flags(a)
 
 
-def check_model_flags(args: argparse.Namespace) -> None:
+def _check_model_args(args: argparse.Namespace) -> None:
     """The scorer's numeric flags in range (one-line errors, before any model loads)."""
     for flag in ("max_prompts", "batch_size", "max_length", "max_tokens"):
         v = getattr(args, flag, None)
@@ -71,7 +163,7 @@ def suitability_settings(args: argparse.Namespace, perturbations: list[str] | No
     """The flags of ``add_inference_flags`` (and ``--suitability-data``) as settings, validated."""
     model = {}
     if hasattr(args, "rewriter"):
-        check_model_flags(args)
+        _check_model_args(args)
         model = {"data": getattr(args, "suitability_data", None), "max_prompts": args.max_prompts,
                  "max_items": args.max_items, "base_level": args.base_level, "rewriter": args.rewriter,
                  "rewrite_file": args.rewrite_file, "rewrite_cache": args.rewrite_cache, "base_url": args.base_url,
@@ -87,56 +179,3 @@ def suitability_settings(args: argparse.Namespace, perturbations: list[str] | No
                                         metric=args.metric, robustness=not args.no_robustness, **model)
     settings.inference(args.seed)  # validates every setting now, before data or models load
     return settings
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    su = sub.add_parser("suitability", help="confidence drop under perturbations: inference and risk report")
-    add_model(su)
-    add_common(su)
-    su.add_argument("--perturbations", nargs="+", default=None, metavar="CODE",
-                    help="EF PH IU IW CN ST SP LE LC SLC; stylized ones optionally @rule/@lm/@file/@rmbench, any "
-                         "@auditor (Reward Auditor's files) (default: every one whose inputs are at hand)")
-    add_inference_flags(su)
-    su.set_defaults(func=run)
-    ss = sub.add_parser("suitability-stats", help="suitability inference on precomputed confidences")
-    ss.add_argument("--pairs", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
-                    "m_perturbed [, model, changed]")
-    ss.add_argument("--groups", nargs="+", default=None, metavar="CODE=GROUP",
-                    help="groups of codes outside the ten (controlled / stylized or your own)")
-    add_common(ss)
-    add_inference_flags(ss, model=False)
-    ss.set_defaults(func=run_stats)
-
-
-def run(args: argparse.Namespace) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
-    from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
-
-    settings = suitability_settings(args, args.perturbations)  # bad flags fail before anything loads
-    checkpoints = find_checkpoints(args.checkpoint, known=known_hub_ids())
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-        raise ConfigError("rmeval suitability scores in one process; run it without accelerate launch (rmeval audit "
-                          "and rmeval pairwise share their scoring among processes)")
-    rating_set = load_data(args.data, args.max_prompts, args.seed)
-    results, joint = audit_checkpoints(checkpoints, rating_set, scorer_settings(args), settings, args.out, seed=args.seed,
-                                       attribute=args.attribute, data=args.data, cache=args.cache,
-                                       **wandb_target(args))
-    for name, res in results.items():
-        print(suitability_line(name, res, dest(args.out, name, joint is None)))
-    if joint is not None:
-        print(f"suitability of {len(results)} checkpoints -> {joint['markdown']}")
-    return 0
-
-
-def run_stats(args: argparse.Namespace) -> int:
-    from rmeval.suitability import parse_groups
-    from rmeval.suitability.checkpoints import suitability_from_pairs
-
-    settings = suitability_settings(args, None).inference(args.seed)
-    results, paths = suitability_from_pairs(args.pairs, settings, Path(args.out), groups=parse_groups(args.groups),
-                                            **wandb_target(args))
-    n_codes = len({code for r in results.values() for code in r["perturbations"]})
-    print(f"suitability of {len(results)} model(s), {n_codes} perturbations -> {paths['markdown']}")
-    return 0
