@@ -91,8 +91,6 @@ def _placement(parser, argv):
     from rmcore.settings import from_args
 
     args = parser.parse_args(argv)
-    if getattr(args, "settings", None) is None:  # a command whose flags are written by hand
-        return args
     todo = [from_args(args.settings, args)]
     while todo:
         s = todo.pop()
