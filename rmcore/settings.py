@@ -133,22 +133,16 @@ def _nested_class(f: Field, hint: Any) -> type | None:
 
 
 def type_hints(cls: type) -> dict[str, Any]:
-    """The fields' annotations resolved; one that names a class imported for type checking only
-    (``if TYPE_CHECKING:``) is ``Any`` (such a field is set by code, never read from flags or keys)."""
-    try:
-        return get_type_hints(cls)
-    except NameError:
-        import sys
-
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            owner = next(c for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {}))
-            try:
-                out[f.name] = eval(f.type, vars(sys.modules[owner.__module__])) if isinstance(f.type, str) \
-                    else f.type
-            except NameError:
-                out[f.name] = Any
-        return out
+    """The fields' annotations resolved; a name imported for type checking only (``if
+    TYPE_CHECKING:``) reads as ``Any`` (such a field is set by code, never read from flags or keys)."""
+    unknown: dict[str, Any] = {}
+    while True:
+        try:
+            return get_type_hints(cls, localns=unknown)
+        except NameError as e:
+            if e.name is None or e.name in unknown:
+                raise
+            unknown[e.name] = Any
 
 
 def _fields(cls: type) -> Iterator[tuple[Field, Any]]:

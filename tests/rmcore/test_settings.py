@@ -156,5 +156,5 @@ def test_a_name_imported_for_type_checking_only_is_any() -> None:
 
     from rmcore.settings import type_hints
 
-    assert type_hints(Lazy) == {"x": int, "later": Any}
+    assert type_hints(Lazy) == {"x": int, "later": Any | None}
     assert flag_names(Lazy) == {"--x"} and build_config(Lazy, {"x": "2"}, "r") == Lazy(x=2)
