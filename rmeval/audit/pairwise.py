@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rmcore.checkpoints import display_name
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
+from rmcore.settings import option
 
 if TYPE_CHECKING:
     from rmcore.tracking import Tracker
@@ -28,11 +29,17 @@ STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the mat
 
 @dataclass
 class PairwiseSettings:
-    n_boot: int = 2000  # prompt-bootstrap resamples
-    seed: int = 0
-    ties: str = "half"  # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
-    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
-    progress: bool = True
+    """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
+
+    n_boot: int = option(2000, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
+    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
+    # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
+    ties: str = option("half", choices=["half", "wrong"],
+                       help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
+    # score cache file; None: OUT/score_cache.sqlite
+    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
+    progress: bool = option(True, flag="--no-progress", action="store_false",
+                            help="no progress bars (they go to stderr, and only when it is a terminal)")
 
 
 def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, out: str | os.PathLike, *,

@@ -17,15 +17,18 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
+from rmcore.settings import nested, option
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
+from rmeval.stats.settings import StatsSettings
+from rmeval.suitability.settings import SuitabilityAuditSettings
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     import pandas as pd
@@ -34,42 +37,60 @@ if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or m
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
-    from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 # The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
 CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
+# The probes' flags of rmeval audit (--probe-*: any of them turns the probes on).
+PROBE_FLAGS = ("embedders", "base_model", "learners")
+# The suitability flags of rmeval audit: every one but the groups of suitability-stats.
+AUDIT_SUITABILITY_FLAGS = tuple(f.name for f in fields(SuitabilityAuditSettings) if f.name != "groups")
+
+
+def _names(text: str) -> list[str]:
+    return text.split(",")
 
 
 @dataclass
 class JudgeProfileSettings:
     """Profile the checkpoint as a pairwise judge on an items table (``rmeval.judges.audit_hook``)."""
 
-    items: str
-    attributes: list[str] = field(default_factory=lambda: ["core"])
-    max_length: int | None = None
-    batch_size: int = 32
+    items: str = option(metavar="FILE", help="items table: also profile the checkpoint as a pairwise judge "
+                                             "(rmeval judges)")
+    attributes: list[str] = option(default_factory=lambda: ["core"], metavar="NAMES", parse=_names,
+                                   help="attributes for --judge-items (comma-separated)")
+    max_length: int | None = None  # tokens per text: the scorer's (--max-length)
+    batch_size: int = 32  # the scorer's (--batch-size)
 
 
 @dataclass
 class AuditSettings:
-    """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
+    """Every setting of one audit (the defaults are ``rmeval audit``'s, whose flags are these fields)."""
 
-    conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
-    n_boot: int = 2000  # prompt-bootstrap resamples
-    n_boot_regression: int = 5000  # resamples of the sibling regression
-    seed: int = 0  # bootstrap streams, donors, and the suitability permutations
-    attribute: str | None = None  # None: pick_attribute's rule
-    n_donors: int = 4  # donor prompts per transplant condition
-    related_file: str | None = None
-    paraphrase_file: str | None = None
-    embedder: str | None = None  # sentence encoder of the embedding condition
-    human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
-    reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
-    features: FeatureSettings | None = None  # the feature probes' models (rmeval.audit.features); None: no probes
-    judge: JudgeProfileSettings | None = None
-    suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
-    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
-    progress: bool = True  # progress bars while scoring (stderr, only on a terminal)
+    # None: every registered condition whose inputs are at hand
+    conditions: list[str] | None = option(None, help="default: all with their inputs at hand")
+    # resamples, seed (bootstrap streams, donors, the suitability permutations), the corrected human
+    # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
+    stats: StatsSettings = nested(StatsSettings, embed=True)
+    attribute: str | None = option(None, help="rated attribute (default helpfulness, else the first)")  # pick_attribute
+    n_donors: int = option(4, help="donor prompts per transplant condition")
+    related_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of related tasks")
+    paraphrase_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of paraphrases")
+    embedder: str | None = option(None, help="sentence encoder for the embedding condition")
+    # pool table (rmeval pool): scored by the audited model, for pool centring
+    reference_pool: str | None = option(None, help="reference pool table (rmeval pool's pool.parquet), scored by "
+                                                   "the checkpoint for pool centring")
+    # the feature probes' models (rmeval.audit.features); None: no probes (any --probe-* flag turns them on)
+    features: FeatureSettings | None = nested(FeatureSettings, prefix="probe-", only=PROBE_FLAGS, when=PROBE_FLAGS)
+    judge: JudgeProfileSettings | None = nested(JudgeProfileSettings, prefix="judge-", when="items")
+    # None: no suitability step; --suitability [CODE ...] turns it on
+    suitability: SuitabilityAuditSettings | None = nested(
+        SuitabilityAuditSettings, when="perturbations", only=AUDIT_SUITABILITY_FLAGS,
+        options={"perturbations": {"flag": "--suitability", "nargs": "*",
+                                   "help": "also run the suitability audit (no codes: every perturbation at hand)"}})
+    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
+    # progress bars while scoring (stderr, only on a terminal)
+    progress: bool = option(True, flag="--no-progress", action="store_false",
+                            help="no progress bars (they go to stderr, and only when it is a terminal)")
 
     def resolved_conditions(self) -> list[str]:
         return resolve_conditions(self.conditions, related_file=self.related_file,
@@ -77,11 +98,22 @@ class AuditSettings:
 
     def condition_options(self) -> dict[str, Any]:
         """Options of the condition builders (rmeval.conditions); unset inputs left out."""
-        opts: dict[str, Any] = {"seed": self.seed, "n_donors": self.n_donors}
+        opts: dict[str, Any] = {"seed": self.stats.seed, "n_donors": self.n_donors}
         for key in ("related_file", "paraphrase_file", "embedder"):
             if getattr(self, key):
                 opts[key] = getattr(self, key)
         return opts
+
+    def validate(self) -> None:
+        """The suitability step's settings (before any scoring), ``conditions`` checked against the
+        registry and resolved (comma lists split; None: every one whose inputs are at hand), the
+        probes' learners known. One-line ConfigErrors."""
+        if self.suitability is not None:
+            self.suitability.inference(self.stats.seed)
+        self.conditions = resolve_conditions(self.conditions, related_file=self.related_file,
+                                             paraphrase_file=self.paraphrase_file)
+        if self.features is not None:
+            self.features.validate()
 
 
 def resolve_conditions(requested: list[str] | None, *, related_file: str | None = None,
@@ -103,34 +135,31 @@ def resolve_conditions(requested: list[str] | None, *, related_file: str | None 
 
 # -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
 
+def _training_suitability() -> SuitabilityAuditSettings:
+    return SuitabilityAuditSettings(perturbations=list(CHEAP), max_items=64, n_permutations=2000)
+
+
 @dataclass
 class TrainingSuitabilitySettings:
     """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
     subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
 
     enabled: bool = False
-    perturbations: list[str] = field(default_factory=lambda: list(CHEAP))
-    max_items: int = 64
-    n_permutations: int = 2000
-    q: float = 0.05
-    eta: float = 0.5
-    margin: float | None = None
-    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
-    metric: str = "log_confidence"  # log_confidence | confidence
-    weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
-    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
-    procedure: str = "paper"  # whose decisions are shown: paper | released (Reward Auditor's script)
+    # the step's settings; a recipe gives these of their keys here (data: a data spec, None: the
+    # audit's held-out prompts; weighting None: fixed with null_share, else storey)
+    suitability: SuitabilityAuditSettings = nested(
+        _training_suitability, embed=True, keys=("perturbations", "max_items", "n_permutations", "q", "eta", "margin",
+                                                 "data", "metric", "weighting", "null_share",
+                                                 "procedure"))
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
         if not self.enabled:
             return None
-        return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
-                                        data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
-                                        q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
-                                        weighting=self.weighting, null_share=self.null_share,
-                                        procedure=self.procedure)
+        return replace(self.suitability, perturbations=list(self.suitability.perturbations or CHEAP))
+
+
+def _training_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=200))
 
 
 @dataclass
@@ -138,16 +167,19 @@ class TrainingAuditSettings:
     """``audit``: the audit of each saved checkpoint during training (rmeval.audit.callback.AuditCallback)."""
 
     enabled: bool = False
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
+    audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
     max_prompts: int = 64
-    n_boot: int = 200
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression is the slowest figure to settle: at least 200 resamples however few the rest
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot,
-                             n_boot_regression=max(self.n_boot, 200), attribute=attribute,
-                             suitability=self.suitability.audit_settings())
+        stats = replace(self.audit.stats, n_boot_regression=max(self.audit.stats.n_boot, 200))
+        return replace(self.audit, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
+
+
+def _final_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=1000))
 
 
 @dataclass
@@ -156,16 +188,14 @@ class FinalAuditSettings:
 
     enabled: bool = True
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
+    # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
+    audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
+                                                                  "related_file", "seed", "features"))
     max_prompts: int | None = 200  # seeded sample, the same for every run
-    n_boot: int = 1000
     batch_size: int = 32
     max_length: int | None = None  # None: training.max_length
     max_tokens: int | None = None  # cap on padded tokens per batch
-    paraphrase_file: str | None = None
-    related_file: str | None = None
-    seed: int = 0
-    features: FeatureSettings | None = None  # the feature probes' embedders and base model (rmeval.audit.features)
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
@@ -185,9 +215,9 @@ class FinalAuditSettings:
         return p
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
-                             seed=self.seed, attribute=attribute, related_file=self.related_file,
-                             paraphrase_file=self.paraphrase_file, features=self.features)
+        # the regression resamples as often as the rest (n_boot_regression is no key of sweep.audit)
+        stats = replace(self.audit.stats, n_boot_regression=self.audit.stats.n_boot)
+        return replace(self.audit, attribute=attribute, stats=stats)
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
@@ -274,7 +304,7 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
             pool_scores = score_pool(scorer, rating_set, pool_table, cache_path=cache_path,
                                      progress=settings.progress, label=label)
         if settings.suitability is not None:
-            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
+            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.stats.seed)
             suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
                                             checkpoint=checkpoint, data=data)
     finally:
@@ -299,12 +329,11 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
     if prefs is not None:
         atomic_write_table(out / "preferences.parquet", prefs)
     # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
-    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.seed)
-    result = compute_audit(scores, ratings, preferences=prefs,
+    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
+    result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
                            attribute=pick_attribute(rating_set.attributes, settings.attribute)
                            if rating_set.attributes or settings.attribute else None,
-                           n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
-                           human_reliability=settings.human_reliability, reference_scores=pool_scores, **tables)
+                           reference_scores=pool_scores, **tables)
     result["truncation"] = truncation_summary(scores)
     if pool_scores is not None:
         atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
@@ -326,7 +355,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
         atomic_write_table(out / "judge_digits.parquet", scored.digits)
-        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.n_boot, seed=settings.seed)
+        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
@@ -348,7 +377,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
         j = settings.judge
         result["judge_profile"], judge_images = profile_checkpoint(
             checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
-            batch_size=j.batch_size, seed=settings.seed)
+            batch_size=j.batch_size, seed=settings.stats.seed)
     if "donor_exclusions" in scored.scores.attrs:
         result["donor_exclusions"] = scored.scores.attrs["donor_exclusions"]
     if scored.suitability is not None:
@@ -392,7 +421,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     name = Path(str(checkpoint)).name if checkpoint is not None else "model"
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
-                             seed=settings.seed, attribute=settings.attribute, cache_path=cache_path,
+                             seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
                              checkpoint=checkpoint, data=data)
 
 
@@ -413,7 +442,7 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
         return audit(model, rating_set, settings, out, label=label, checkpoint=checkpoint, data=data, shard=shard)
     tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
                                                         "conditions": settings.resolved_conditions(),
-                                                        "n_boot": settings.n_boot},
+                                                        "n_boot": settings.stats.n_boot},
                                  checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
@@ -469,10 +498,9 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                         file=str(reference_scores))
     tables = read_feature_tables(features if features is not None else Path(scores).parent,
                                  explicit=features is not None)
-    result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
-                           n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
-                           human_reliability=settings.human_reliability,
-                           probe_learners=settings.features.learners if settings.features else None,
+    # the probes' learners of --probe-learners (the audit itself leaves them at all four)
+    stats = replace(settings.stats, probe_learners=settings.features.learners if settings.features else None)
+    result = compute_audit(st, rt, stats, preferences=prefs, attribute=attribute, reference_scores=pool,
                            compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
@@ -481,7 +509,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
 
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
-                                                        n_boot=settings.n_boot, seed=settings.seed)
+                                                        n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
     tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
                                  project=wandb_project, mode=wandb_mode)

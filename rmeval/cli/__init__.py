@@ -26,8 +26,10 @@ audited into OUT/<name>/ and a comparison is written to OUT/summary.md and OUT/s
 Every path given is checked first: a missing, empty or wrong-kind path is a one-line error. A
 --checkpoint that is not a local path and looks like a Hub id (owner/name) is loaded from the Hub.
 
-One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: parse the
-flags, build the settings, make one library call, print its one-line result.
+One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: the command's
+settings are one dataclass whose fields declare its flags (``rmcore.settings``; shared pieces in
+``rmeval.cli.flags``), read back into it, and its ``run`` takes them, makes one library call and
+prints its one-line result.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay
     args.argv = list(sys.argv[1:] if argv is None else argv)  # --num-processes runs the same command again
-    try:
+    try:  # the settings are read inside: a flag's value that does not parse is a one-line error too
         return int(args.func(args) or 0)
     except (ConfigError, DataError, OSError) as e:
         # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first

@@ -53,8 +53,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rmcore.device import Placement
+from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import nested, option
 
 log = logging.getLogger(__name__)
 
@@ -473,17 +474,37 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
     return scorer
 
 
-def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = 2048,
-                 placement: Placement | None = None, max_batch_tokens: int = 32768, max_batch_items: int = 256,
-                 wait_ms: float = 0.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
-    """Serve until interrupted."""
-    scorer = load_reward_scorer(checkpoint, placement, max_length=max_length)
-    service = RewardService(scorer, max_batch_tokens=max_batch_tokens, max_batch_items=max_batch_items,
-                            wait_ms=wait_ms)
-    server = make_server(service, host, port, max_body_bytes=max_body_bytes, request_timeout=request_timeout)
+@dataclass
+class ServerSettings:
+    """How ``serve_reward`` serves a checkpoint (the flags of ``rmeval serve-reward``)."""
+
+    host: str = option("127.0.0.1", help="bind address (default: this machine only)")
+    port: int = option(5000, help="port to listen on")
+    max_length: int | None = option(2048, help="tokens per text; the prompt is cut from the left")
+    # device (auto: cuda:LOCAL_RANK where CUDA is, else cpu), dtype (auto: bfloat16 on a GPU, float32 on
+    # the CPU), kernel, the checkpoint's own modelling code, one model over every visible GPU
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
+    max_batch_tokens: int = option(32768, help="tokens scored in one forward, over the requests waiting "
+                                               "(default 32768)")
+    max_batch_items: int = option(256, help="texts scored in one forward (default 256)")
+    batch_wait_ms: float = option(0.0, help="how long the first waiting request waits for others to join its "
+                                            "forward (default 0: a forward takes what is waiting; requests that "
+                                            "arrive during it join the next)")
+    max_body_bytes: int = option(MAX_BODY_BYTES, help="larger request bodies get a 413")
+    request_timeout: float = option(60.0, help="seconds a client may take to send its request before a 408 "
+                                               "(default 60)")
+
+
+def serve_reward(checkpoint: str, settings: ServerSettings | None = None) -> None:
+    """Serve until interrupted, as ``settings`` say (default its defaults)."""
+    s = settings or ServerSettings()
+    scorer = load_reward_scorer(checkpoint, s.placement, max_length=s.max_length)
+    service = RewardService(scorer, max_batch_tokens=s.max_batch_tokens, max_batch_items=s.max_batch_items,
+                            wait_ms=s.batch_wait_ms)
+    server = make_server(service, s.host, s.port, max_body_bytes=s.max_body_bytes, request_timeout=s.request_timeout)
     h = service.health()
-    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{host}:{server.server_address[1]}/get_reward",
-          flush=True)
+    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{s.host}:{server.server_address[1]}"
+          "/get_reward", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

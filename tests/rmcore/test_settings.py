@@ -119,3 +119,84 @@ def test_positional_append_and_recipe_keys() -> None:
         "wandb.mode": "online"}
     with pytest.raises(SystemExit):  # a missing argument exits even with exit_on_error=False
         p.parse_args(["--config", "r"])  # the positional takes one or more
+
+
+@dataclasses.dataclass
+class Probes:
+    embedders: list[str] = option(default_factory=list, help="encoders", metavar="MODEL")
+    learners: list[str] = option(default_factory=lambda: ["ridge", "mlp"], help="learners",
+                                 parse=lambda v: v.split(","))
+    n_topics: int = option(20, help="topics")
+
+
+@dataclasses.dataclass
+class Holder:
+    out: str = option(help="output", required=True)
+    batching: Batching = nested(Batching, group="batching")
+    probes: Probes | None = nested(Probes, prefix="probe-", only=("embedders", "learners"),
+                                   when=("embedders", "learners"))
+    codes: list[str] | None = option(None, help="codes", flag="--perturbations", metavar="CODE")
+
+
+@dataclasses.dataclass
+class Outer:
+    holder: Holder = nested(Holder, only=("out", "probes.learners"),
+                            options={"out": {"flag": "--dest", "help": "where"}})
+
+
+def test_groups_prefixes_and_an_optional_block() -> None:
+    p = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    add_options(p, Holder)
+    assert parser_flags(p) == flag_names(Holder) == {
+        "--out", "--batch-size", "--no-progress", "--probe-embedders", "--probe-learners", "--perturbations"}
+    assert [a.dest for g in p._action_groups if g.title == "batching" for a in g._group_actions] == [
+        "batching.batch_size", "batching.no_progress"]
+    s = from_args(Holder, p.parse_args(["--out", "o"]))
+    assert s == Holder(out="o") and s.probes is None  # no --probe-* flag: no probes
+    s = from_args(Holder, p.parse_args(["--out", "o", "--probe-learners", "ridge"]))
+    assert s.probes == Probes(learners=["ridge"])  # parsed; the fields not given keep their defaults
+    assert from_args(Holder, p.parse_args(["--out", "o", "--probe-embedders", "m"])).probes == Probes(embedders=["m"])
+
+
+def test_only_and_options_of_a_holder() -> None:
+    p = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    add_options(p, Outer)
+    assert parser_flags(p) == flag_names(Outer) == {"--dest", "--probe-learners"}
+    assert next(a for a in p._actions if a.dest == "holder.out").help == "where"
+    s = from_args(Outer, p.parse_args(["--dest", "o", "--probe-learners", "a,b"]))
+    assert s.holder.out == "o" and s.holder.probes == Probes(learners=["a", "b"])
+
+
+@dataclasses.dataclass
+class Final:
+    enabled: bool = True
+    command: Command = nested(lambda: Command(n_boot=1000, conditions=["original"]), embed=True,
+                              keys=("n_boot", "conditions", "batch_size"))
+
+
+def test_an_embedded_block_with_some_keys_keeps_the_holders_defaults() -> None:
+    from rmcore.config import recipe_dict, recipe_keys
+
+    assert recipe_keys(Final) == ["enabled", "n_boot", "conditions", "batch_size"]
+    s = build_config(Final, {"batch_size": 4}, "sweep.audit")
+    assert (s.command.n_boot, s.command.conditions, s.command.batching.batch_size) == (1000, ["original"], 4)
+    assert recipe_dict(s) == {"enabled": True, "n_boot": 1000, "conditions": ["original"], "batch_size": 4}
+    assert build_config(Final, recipe_dict(s), "x") == s
+    for bad in ("ties", "command"):  # a held field outside keys, and the holder's own name, are not keys
+        with pytest.raises(ConfigError, match=rf"unknown key\(s\) \['{bad}'\]; allowed: \['batch_size', "):
+            build_config(Final, {bad: 1}, "sweep.audit")
+
+
+@dataclasses.dataclass
+class Lazy:
+    x: int = option(1, help="x")
+    later: NotImported | None = None  # noqa: F821 (a name imported under TYPE_CHECKING only)
+
+
+def test_a_name_imported_for_type_checking_only_is_any() -> None:
+    from typing import Any
+
+    from rmcore.settings import type_hints
+
+    assert type_hints(Lazy) == {"x": int, "later": Any | None}
+    assert flag_names(Lazy) == {"--x"} and build_config(Lazy, {"x": "2"}, "r") == Lazy(x=2)

@@ -185,9 +185,11 @@ def test_condition_option_typo_is_an_error():
 
 def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     import rmeval.conditions as C
+    from rmcore.settings import from_args
     from rmeval.cli import build_parser
-    from rmeval.cli.audit import audit_settings
+    from rmeval.cli.audit import AuditCommand
     from rmeval.stats.audit import compute_audit
+    from rmeval.stats.settings import StatsSettings
 
     def shouting(rs, **_):
         return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,
@@ -197,12 +199,14 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     monkeypatch.setitem(C.CONDITIONS, "shouting", shouting)
     args = build_parser().parse_args(["audit", "--checkpoint", "x", "--data", "simulated", "--out", "o",
                                       "--conditions", "original", "shouting"])
-    assert audit_settings(args).conditions == ["original", "shouting"]
+    settings = from_args(AuditCommand, args).audit
+    settings.validate()  # --conditions against the registry
+    assert settings.conditions == ["original", "shouting"]
     ratings = pd.DataFrame({"prompt_id": list("aabbcc"), "response_id": list("123456"),
                             "helpfulness": [1.0, 2, 3, 4, 2, 5]})
     scores = pd.concat([ratings.assign(condition=c, score=np.arange(6.0) + i)[
         ["prompt_id", "response_id", "condition", "score"]] for i, c in enumerate(["original", "shouting"])])
-    audit = compute_audit(scores, ratings, n_boot=10, n_boot_regression=10)
+    audit = compute_audit(scores, ratings, StatsSettings(n_boot=10, n_boot_regression=10))
     assert audit["meta"]["conditions"] == ["original", "shouting"]
 
 

@@ -12,6 +12,7 @@ from rmcore.errors import DataError
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.run import score_conditions
 from rmeval.stats.audit import compute_audit
+from rmeval.stats.settings import StatsSettings
 from rmeval.tables import norm_id
 from tests.support import save_tiny_classifier
 
@@ -66,7 +67,7 @@ def test_integer_ids_survive_float_round_trip():
             rows.append({"prompt_id": p, "response_id": r, "condition": "random", "variant": 0,
                          "donor_prompt_id": float(donor), "score": rng.normal()})
     scores = pd.DataFrame(rows)
-    audit = compute_audit(scores, ratings, n_boot=50, n_boot_regression=50)
+    audit = compute_audit(scores, ratings, StatsSettings(n_boot=50, n_boot_regression=50))
     assert "random" in audit["transplant"]
 
 
@@ -77,7 +78,7 @@ def test_missing_rating_is_an_error_naming_the_row():
                            "condition": "original", "variant": 0, "donor_prompt_id": None,
                            "score": [0.1, 0.2, 0.3, 0.4]})
     with pytest.raises(DataError, match=r"row 2, field 'helpfulness': rating is not a finite number, got nan"):
-        compute_audit(scores, ratings, n_boot=10)
+        compute_audit(scores, ratings, StatsSettings(n_boot=10))
 
 
 def test_resume_never_reuses_rows_of_other_data_with_the_same_ids(tmp_path):
