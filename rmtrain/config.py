@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import build_config, config_from_dict, copy_tree, load_recipe, parse_override, set_dotted  # noqa: F401
+from rmcore.config import (  # noqa: F401
+    build_config,
+    config_from_dict,
+    copy_tree,
+    load_recipe,
+    parse_override,
+    recipe_dict,
+    set_dotted,
+)
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
@@ -103,7 +111,8 @@ class TrainConfig:
     audit: TrainingAuditSettings = field(default_factory=TrainingAuditSettings)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # the recipe mapping: held settings (the audit block's AuditSettings) flat, as a recipe gives them
+        return recipe_dict(self)
 
     def validate(self) -> None:
         from rmtrain.arms import ARMS
