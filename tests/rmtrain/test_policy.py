@@ -2,12 +2,20 @@
 
 Material, all built here: a tiny causal policy (rmtrain.policy.tiny, tokenizer trained on the
 simulated set) and a *planted* reward model, a real one-label Qwen2ForSequenceClassification
-checkpoint whose weights are set by hand so that its score is (almost exactly) +-1 times a known
-token property: the response's last token lies on the positive side of a fixed hyperplane in the
-policy's embedding space (30% of the vocabulary). Its tokenizer has no chat template, so the
-scorer's plain layout puts the response's last token last. The task is learnable by construction
-(one direction of the policy's hidden state raises every good token), which makes "the mean reward
-rises" a reliable test with fixed seeds rather than a hope. policy-eval's win rate is tested on
+checkpoint whose weights are set by hand so that its score is exactly +c or -c (c = sqrt(32), the
+hidden size's root) by a known token property: the response's last token lies on the positive side
+of a fixed hyperplane in the policy's embedding space (30% of the vocabulary). Its tokenizer has no
+chat template, so the scorer's plain layout puts the response's last token last. The task is
+learnable by construction (one direction of the policy's hidden state raises every good token), and
+the runs are set so that learning it does not hang on the machine's arithmetic: one-token answers
+(the rewarded token is the sampled one), sampled from the whole distribution (temperature 1, top-p
+1: no good token is ever cut off), and a reward with no spread within a class. With a spread (each
+token's own score magnitude, as the scoring tests' graded reward model has) GRPO's group-scaled
+advantages turn the small differences between bad tokens into full-size ones and the policy
+collapsed onto the least bad token, and with eight-token answers at temperature 0.8 and top-p 0.9
+the reward rose in about half of the seeds 1-6, for GRPO and RLOO alike (it failed at the suite's
+own seed on this machine); as set here both rose by 0.66-1.0 of the range 2c and ended with
+0.97-1.0 of their answers good, in each of seeds 1-8. policy-eval's win rate is tested on
 *planted* policy runs (their greedy answers in the response cache), not on trained ones: two tiny
 trained policies may answer alike on one CPU and not on another, so a win rate of theirs is an
 accident of the machine's arithmetic."""
@@ -38,10 +46,12 @@ def _texts() -> list[str]:
     return set_texts(TINY_SET)
 
 
-def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
+def planted_reward_model(policy: Path, out: Path, spread: float = 0.3) -> tuple[Path, np.ndarray]:
     """One-layer Qwen2 classifier: attention and MLP write nothing, so the last position's hidden
     state is its token embedding; coordinate 0 of that embedding is +1 for good tokens and -1
-    otherwise, and the score head reads coordinate 0 (after the final RMSNorm)."""
+    otherwise, and the score head reads coordinate 0 (after the final RMSNorm). The other
+    coordinates are N(0, ``spread``^2): through the RMSNorm they give each token its own score
+    magnitude; with ``spread`` 0 the score is exactly +-sqrt(hidden size), one value per class."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rmcore.tiny import save_tiny, tiny_model
@@ -56,7 +66,7 @@ def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
     rm = tiny_model(tok, "qwen2", head="classifier", hidden_size=h, intermediate_size=8, num_hidden_layers=1,
                     max_position_embeddings=1024, num_labels=1)
     with torch.no_grad():
-        e = torch.randn(len(tok), h) * 0.3
+        e = torch.randn(len(tok), h) * spread
         e[:, 0] = good * 2 - 1
         rm.model.embed_tokens.weight.copy_(e)
         layer = rm.model.layers[0]
@@ -74,17 +84,19 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("policy_models")
     policy = build_tiny_policy(_texts(), root / "policy")
-    rm, good = planted_reward_model(policy, root / "rm")
+    # trained against: exactly two score values; compared between scoring paths: one score per token
+    rm, good = planted_reward_model(policy, root / "rm", spread=0.0)
     (rm / "train_summary.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 3}))
-    return {"policy": policy, "rm": rm, "good": good, "root": root}
+    graded, _ = planted_reward_model(policy, root / "rm_graded")
+    return {"policy": policy, "rm": rm, "rm_graded": graded, "good": good, "root": root}
 
 
 def make_cfg(models: dict[str, Any], out: Path, **over: Any) -> Any:
     raw = {"policy": {"name_or_path": str(models["policy"]), "lora": {"r": 8, "alpha": 16, "dropout": 0.0}},
            "data": DATA, "heldout_prompts": 8, "reward_model": str(models["rm"]), "output_dir": str(out),
            "training": {"algorithm": "grpo", "learning_rate": 5e-2, "max_steps": 24, "per_device_batch_size": 16,
-                        "num_generations": 4, "max_completion_length": 8, "use_cpu": True, "beta": 0.01,
-                        "reward_max_length": 256, "gradient_checkpointing": False},
+                        "num_generations": 4, "max_completion_length": 1, "temperature": 1.0, "top_p": 1.0,
+                        "use_cpu": True, "beta": 0.01, "reward_max_length": 256, "gradient_checkpointing": False},
            "evaluation": {"n_prompts": 6, "max_new_tokens": 6, "n_boot": 500},
            "wandb": {"mode": "disabled"}}
     return policy_config_from_dict(raw, overrides=over)
@@ -115,8 +127,15 @@ def test_mean_reward_rises(runs: dict, algo: str, env: str) -> None:
     curve = s["reward_batch_means"]
     assert s["reward_mean_first"] == pytest.approx(np.mean(curve[: len(curve) // 10]))
     assert s["reward_mean_last"] == pytest.approx(np.mean(curve[-(len(curve) // 10):]))
-    # the planted reward is about +-1 per sample, so the policy's share of good endings went up by ~half
-    assert s["reward_mean_last"] - s["reward_mean_first"] > 1.0
+    # every reward is +c or -c, so a batch mean is c (2 k / 16 - 1) for the k good answers of its 16
+    c = np.sqrt(32)
+    k = (np.asarray(curve) / c + 1) * 16 / 2
+    np.testing.assert_allclose(k, np.round(k), atol=1e-3)
+    # the share of good answers (a third or less at the start) went up by more than a quarter (the old
+    # bound, a rise of 1.0 on a reward of about +-2.9, was a sixth) and ended above three quarters;
+    # seeds 1-8 gave rises of 0.66-1.0 and last shares of 0.97-1.0
+    assert (s["reward_mean_last"] - s["reward_mean_first"]) / (2 * c) > 0.25
+    assert (s["reward_mean_last"] / c + 1) / 2 > 0.75
     assert s["kl_last"] is not None and s["kl_last"] > 0
 
 
@@ -142,8 +161,8 @@ def test_adapter_loads_with_peft_and_reward_matches_scorer(runs: dict, models: d
     assert any("lora_" in n for n, _ in model.named_parameters())
     msgs = [{"role": "user", "content": "What should I know about tides?"}]
     comps = ["the sea rises", "and falls"]
-    fn = ScorerReward(str(models["rm"]), max_length=256)
-    ref = SeqClassifierScorer(str(models["rm"]), max_length=256).score([(msgs, c) for c in comps])
+    fn = ScorerReward(str(models["rm_graded"]), max_length=256)
+    ref = SeqClassifierScorer(str(models["rm_graded"]), max_length=256).score([(msgs, c) for c in comps])
     got = fn(prompts=[msgs, msgs], completions=[[{"role": "assistant", "content": c}] for c in comps],
              reward_messages=[json.dumps(msgs)] * 2)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
@@ -203,7 +222,7 @@ def test_reward_server_http_equals_rmeval_scoring(models: dict) -> None:
     from rmeval.reward_server import RewardService, make_server
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
-    scorer = SeqClassifierScorer(str(models["rm"]), max_length=256)
+    scorer = SeqClassifierScorer(str(models["rm_graded"]), max_length=256)
     server = make_server(RewardService(scorer), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -220,7 +239,7 @@ def test_reward_server_http_equals_rmeval_scoring(models: dict) -> None:
         body = {"query": queries, "prompts": prompts, "labels": [json.dumps(c) for c in convs]}
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         got = json.loads(urllib.request.urlopen(req, timeout=30).read())
-        ref = SeqClassifierScorer(str(models["rm"]), max_length=256).score(list(zip(convs, responses)))
+        ref = SeqClassifierScorer(str(models["rm_graded"]), max_length=256).score(list(zip(convs, responses)))
         np.testing.assert_allclose(got["rewards"], ref, rtol=1e-6)
         bad = {"query": ["something else"], "prompts": ["prompt"], "labels": [""]}
         req = urllib.request.Request(url, data=json.dumps(bad).encode(), headers={"Content-Type": "application/json"})
