@@ -68,9 +68,35 @@ def use_shared_prompt(setting: bool | str, model: Any) -> bool:
     return False
 
 
+def skip_deepspeed_cpu_shm_op() -> bool:
+    """Under ``accelerate launch`` with DeepSpeed on a CPU accelerator, keep DeepSpeed from
+    compiling its shared-memory communication op (g++ through torch's JIT extensions: minutes on
+    two cores, at the start of every run on a fresh machine). The op serves only
+    ``inference_all_reduce`` (tensor-parallel inference); ZeRO training reduces and gathers through
+    torch.distributed (gloo) with or without it. DeepSpeed starts its communication backend in
+    ``TrainingArguments`` (accelerate's state) and builds the op there only when its probed table
+    of compatible ops, one dict it keeps in ``deepspeed.ops``, says so: the op is marked
+    incompatible before that. Returns whether it was."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() not in ("1", "true"):
+        return False
+    try:
+        import deepspeed.ops
+        from deepspeed.accelerator import get_accelerator
+    except ImportError:
+        return False
+    if get_accelerator().device_name() != "cpu":
+        return False
+    ops = deepspeed.ops.__compatible_ops__
+    if "deepspeed_shm_comm" not in ops:  # another DeepSpeed: leave its ops alone
+        return False
+    ops["deepspeed_shm_comm"] = False
+    return True
+
+
 def _training_arguments(cfg: TrainConfig, report_to: list[str]) -> Any:
     from transformers import TrainingArguments
 
+    skip_deepspeed_cpu_shm_op()  # before TrainingArguments starts DeepSpeed's communication backend
     t = cfg.training
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cpu = t.use_cpu or not torch.cuda.is_available()

@@ -213,8 +213,10 @@ def base_config(out: Path, **overrides: Any) -> dict[str, Any]:
     return raw
 
 
-def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINILM_MAX_LENGTH) -> np.ndarray:
-    """Reference scores: plain transformers, one unpadded text per forward pass."""
+def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINILM_MAX_LENGTH,
+                 data: dict[str, Any] | None = None) -> np.ndarray:
+    """Reference scores: plain transformers, one unpadded text per forward pass; the texts are
+    those of ``data`` (a data spec, MINILM_SET by default)."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -223,7 +225,7 @@ def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINIL
 
     model = AutoModelForSequenceClassification.from_pretrained(out).eval()
     tok = AutoTokenizer.from_pretrained(out)
-    by_id = load_rating_set(MINILM_SET).by_id()
+    by_id = load_rating_set(data or MINILM_SET).by_id()
     scores = []
     with torch.no_grad():
         for pid, rid in keys:
