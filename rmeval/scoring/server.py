@@ -37,6 +37,11 @@ as ``rmeval audit`` and training, so a served reward equals the audited score of
 Bad requests get a 4xx with a one-line message and the server keeps serving: a body that is not a
 JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
 ``max_body_bytes`` (413), a body that stops arriving for ``request_timeout`` seconds (408).
+
+Long texts. A text far over ``max_length`` tokens is cut by characters, at a word break, before it
+is tokenised (``rmcore.formatting.encode_example(cut_long=True)``), with the ids the whole text
+would give: a 20 MB text is not tokenised whole, for tens of seconds in the scoring thread while
+every other request waits, only for all but ``max_length`` of its tokens to be dropped.
 """
 
 from __future__ import annotations
@@ -106,7 +111,8 @@ def response_start(query: str, prompt: str) -> int:
         return len(prompt)
 
     def is_prompt_end(end: int) -> bool:  # query[:end] is the prompt's end, less a garbled head
-        return any(end - skip >= MIN_MATCH and prompt.endswith(query[skip:end])
+        # (a head longer than the prompt cannot be its end: not sliced, a 20 MB query would be copied)
+        return any(MIN_MATCH <= end - skip <= len(prompt) and prompt.endswith(query[skip:end])
                    for skip in range(min(HEAD_SLACK, end) + 1))
 
     anchor = prompt[-ANCHOR_CHARS:]
@@ -218,6 +224,9 @@ class RewardService:
         self.wait_s, self.result_timeout = wait_ms / 1000.0, result_timeout
         # one forward per collected batch: the scorer's own batching must not split it again
         scorer.batch_size, scorer.max_tokens = max_batch_items, max_batch_tokens
+        # a text far over max_length is cut by characters before it is tokenised (same ids): else a
+        # 20 MB body holds the scoring thread, and every request waiting on it, for tens of seconds
+        scorer.cut_long = True
         self.counts = {"requests": 0, "rewards": 0, "forwards": 0, "largest_forward": 0, "bad_requests": 0}
         self._counts_lock = threading.Lock()  # the counters only; scoring takes no lock
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
