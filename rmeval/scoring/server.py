@@ -36,7 +36,8 @@ Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``)
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
 Bad requests get a 4xx with a one-line message and the server keeps serving: a body that is not a
 JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
-``max_body_bytes`` (413), a body that stops arriving for ``request_timeout`` seconds (408).
+``max_body_bytes`` (413, answered from the header, before the body), a body that stops arriving
+for ``request_timeout`` seconds (408).
 
 Long texts. A text far over ``max_length`` tokens is cut by characters, at a word break, before it
 is tokenised (``rmcore.formatting.encode_example(cut_long=True)``), with the ids the whole text
@@ -50,6 +51,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from concurrent.futures import Future
@@ -70,7 +72,11 @@ HEAD_SLACK = 8  # characters at the start of a left-truncated query that may not
 MIN_MATCH = 8  # the least of the prompt's end a left-truncated query must hold
 FALLBACK_MATCH = 16  # ... and one whose prompt text decodes differently
 MAX_BODY_BYTES = 32 * 2**20
-DRAIN_BYTES = 128 * 2**20  # an oversized body is read and discarded up to this, so its client sees the 413
+# After an early 413 the rest of the body is read and dropped, up to this much for up to this long:
+# a client that sends its whole body before reading (urllib, requests) then finds the 413; a socket
+# closed on unread data is reset, and the client would see a reset instead.
+DRAIN_BYTES = 128 * 2**20
+LINGER_S = 5.0
 
 
 class RequestError(ValueError):
@@ -358,6 +364,8 @@ class _RewardHandler(BaseHTTPRequestHandler):
             payload = json.loads(self._body())
         except RequestError as e:
             self._send(e.status, {"error": str(e)})
+            if e.status == 413:
+                self._drain()
             return
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             self._send(400, {"error": f"request body is not JSON: {e}"})
@@ -390,23 +398,28 @@ class _RewardHandler(BaseHTTPRequestHandler):
 
     def _body(self) -> bytes:
         n = self._length()
-        if n > self.max_body_bytes:
-            self.close_connection = True
-            left = min(n, DRAIN_BYTES)
-            try:
-                while left > 0:  # read what the client sends, so it is listening when the 413 comes
-                    chunk = self.rfile.read(min(left, 2**20))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-            except OSError:
-                pass
+        if n > self.max_body_bytes:  # answered from the header at once: nothing of the body is read first
             raise RequestError(f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes "
                                "(--max-body-bytes); send fewer items per request", 413)
         body = self.rfile.read(n)
         if len(body) < n:
             raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
         return body
+
+    def _drain(self) -> None:
+        """After an early 413: end the answer (FIN), then read and drop what the client still sends,
+        up to ``DRAIN_BYTES`` and ``LINGER_S`` seconds, before the connection closes (see DRAIN_BYTES)."""
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            left, deadline = DRAIN_BYTES, time.monotonic() + min(LINGER_S, self.timeout)
+            while left > 0 and (wait := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(wait)
+                chunk = self.rfile.read1(min(left, 2**20))
+                if not chunk:  # the client closed: it has read the 413 or given up
+                    break
+                left -= len(chunk)
+        except OSError:  # timed out, or the client reset the connection: nothing more to do for it
+            pass
 
     def handle_expect_100(self) -> bool:
         try:

@@ -246,7 +246,7 @@ def test_missing_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith("rmeval: error:") and "not found" in err and len(err.splitlines()) == 1
 
 
-# -- long texts ------------------------------------------------------------------------------------------------
+# -- long texts, an early 413 ---------------------------------------------------------------------
 
 def long_text(material: dict[str, Any], n: int, seed: int = 0) -> str:
     """``n`` characters of the simulated responses' words and the multi-byte sentences, shuffled."""
@@ -334,3 +334,39 @@ def test_a_20_mb_body_does_not_hold_the_server(server: dict[str, Any], material:
     assert max(seen) < 100_000  # never more than a piece of the 20 MB tokenised
     assert out["rewards"][0] == float(whole.score([(conv, head)])[0])  # its start decides, as before
     assert small_s < 15 and big_s < 30, (small_s, big_s)  # loose: a shared machine; the old code took 33+ s
+
+
+def raw_answer(port: int, data: bytes, wait: float = 5.0) -> tuple[int, dict[str, str], bytes, float]:
+    """Status, headers and body of what the server answers to ``data`` sent on a raw connection, read
+    to the end of the answer, and the seconds until it came."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        t0 = time.monotonic()
+        s.sendall(data)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+        while len(body) < int(headers.get("content-length", 0)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return int(lines[0].split(" ", 2)[1]), headers, body, time.monotonic() - t0
+
+
+def test_content_length_over_the_limit_is_answered_at_once(patient_server: int, server: dict[str, Any],
+                                                           material: dict[str, Any]) -> None:
+    """A 10 GB Content-Length: the 413 comes from the header, not after reading (or waiting 30 s for)
+    the body; a client that sends its whole (over-limit) body before reading still gets the 413."""
+    head = b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n"
+    code, headers, body, seconds = raw_answer(patient_server, head + b'{"query": [', wait=10.0)
+    assert code == 413 and seconds < 5, seconds
+    assert headers["content-type"] == "application/json" and "over the limit" in json.loads(body)["error"]
+    code, out = post(server["url"], b'{"query": ["' + b"x" * 2_000_000 + b'"]}')  # urllib: body first, then the answer
+    assert code == 413 and "over the limit" in out["error"]
+    assert post(server["url"], request_of(material["tok"], material["convs"][2], "still here"))[0] == 200
