@@ -34,10 +34,11 @@ own tokens, so a reward does not depend on which requests shared its batch.
 
 Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``) and forward pass
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
-Bad requests get a 4xx with a one-line message and the server keeps serving: a body that is not a
-JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
-``max_body_bytes`` (413, answered from the header, before the body), a body that stops arriving
-for ``request_timeout`` seconds (408).
+Bad requests get a 4xx with a one-line JSON message and the server keeps serving: a body that is
+not a JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
+``max_body_bytes`` (413, answered from the header, before the body), a body that stops arriving for
+``request_timeout`` seconds (408), a request line or header ``http.server`` cannot read (400, 414,
+431, 501, as JSON too). Every one counts in ``bad_requests`` (``/health``).
 
 Long texts. A text far over ``max_length`` tokens is cut by characters, at a word break, before it
 is tokenised (``rmcore.formatting.encode_example(cut_long=True)``), with the ids the whole text
@@ -241,11 +242,9 @@ class RewardService:
         self._thread.start()
 
     def rewards(self, payload: Any) -> list[float]:
-        try:
-            items = parse_request(payload, self.end_markers)
-        except RequestError:
-            self._count(bad_requests=1)
-            raise
+        """The rewards of one /get_reward body; RequestError for a bad one (the HTTP handler counts it
+        in ``bad_requests`` with every other reject)."""
+        items = parse_request(payload, self.end_markers)
         if not items:
             return []
         pending = _Pending(items)
@@ -264,6 +263,10 @@ class RewardService:
                 "model": getattr(self.scorer, "model_id", None), **describe(self.scorer.model),
                 "max_length": getattr(self.scorer, "max_length", None), "waiting": self._queue.qsize(),
                 **counts}
+
+    def count_bad_request(self) -> None:
+        """One more reject in ``bad_requests``: the HTTP handler's, for every request it refuses."""
+        self._count(bad_requests=1)
 
     def close(self) -> None:
         self._queue.put(None)
@@ -340,7 +343,8 @@ class RewardService:
 
 class _RewardHandler(BaseHTTPRequestHandler):
     """POST /get_reward and GET /health of a ``RewardService``; ``make_server`` subclasses it with the
-    service, the body limit and the request timeout."""
+    service, the body limit and the request timeout. Every answer is JSON, and every reject (4xx, and
+    ``http.server``'s own refusals) counts in the service's ``bad_requests``."""
 
     protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
     service: RewardService
@@ -352,35 +356,35 @@ class _RewardHandler(BaseHTTPRequestHandler):
         if path == "/health":
             self._send(200, self.service.health())
         elif path == "/get_reward":
-            self._send(405, {"error": "POST a JSON object to /get_reward"})
+            self._reject(405, "POST a JSON object to /get_reward")
         else:
-            self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
+            self._reject(404, f"unknown path {self.path}; POST /get_reward, GET /health")
 
     def do_POST(self) -> None:  # noqa: N802
         if self.path.rstrip("/") != "/get_reward":
-            self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
+            self._reject(404, f"unknown path {self.path}; POST /get_reward, GET /health")
             return
         try:
             payload = json.loads(self._body())
         except RequestError as e:
-            self._send(e.status, {"error": str(e)})
+            self._reject(e.status, str(e))
             if e.status == 413:
                 self._drain()
             return
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            self._send(400, {"error": f"request body is not JSON: {e}"})
+            self._reject(400, f"request body is not JSON: {e}")
             return
         except TimeoutError:
-            self._send(408, {"error": f"request body not received within {self.timeout:g} s"})
+            self._reject(408, f"request body not received within {self.timeout:g} s")
             return
         try:
             rewards = self.service.rewards(payload)
-        except RequestError as e:
-            self._send(e.status, {"error": str(e)})
+        except RequestError as e:  # 4xx: the request's fault; 500, 503: the server's, not counted as bad
+            (self._reject if e.status < 500 else self._fail)(e.status, str(e))
             return
         except Exception as e:  # never drop the connection without an answer
             log.exception("reward request failed")
-            self._send(500, {"error": f"{type(e).__name__}: {e}"})
+            self._fail(500, f"{type(e).__name__}: {e}")
             return
         self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
 
@@ -425,12 +429,29 @@ class _RewardHandler(BaseHTTPRequestHandler):
         try:
             n = self._length()
         except RequestError as e:
-            self._send(e.status, {"error": str(e)})
+            self._reject(e.status, str(e))
             return False
         if n > self.max_body_bytes:
-            self._send(413, {"error": f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes"})
+            self._reject(413, f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes")
             return False
         return super().handle_expect_100()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """``http.server``'s own refusals (a request line it cannot read, an unknown method, a line or
+        header too long): JSON like every other answer, not its HTML page."""
+        if self.request_version == "HTTP/0.9":  # its default before the request line is read: no status line
+            self.request_version = self.protocol_version
+        self.close_connection = True
+        self._reject(code, message or self.responses.get(code, ("bad request",))[0])
+
+    def _reject(self, code: int, message: str) -> None:
+        """A bad request: counted in ``bad_requests``, answered ``{"error": message}``."""
+        self.service.count_bad_request()
+        self._send(code, {"error": message})
+
+    def _fail(self, code: int, message: str) -> None:
+        """The server's own failure (a scoring error, overload): answered, not counted as a bad request."""
+        self._send(code, {"error": message})
 
     def _send(self, code: int, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode()
@@ -442,7 +463,8 @@ class _RewardHandler(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")
                 self.close_connection = True
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":  # an answer to HEAD has the headers only
+                self.wfile.write(data)
         except OSError:  # the client went away; nothing to answer
             self.close_connection = True
 

@@ -246,7 +246,7 @@ def test_missing_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith("rmeval: error:") and "not found" in err and len(err.splitlines()) == 1
 
 
-# -- long texts, an early 413 ---------------------------------------------------------------------
+# -- long texts, an early 413, every reject counted and answered in JSON ------------------------------
 
 def long_text(material: dict[str, Any], n: int, seed: int = 0) -> str:
     """``n`` characters of the simulated responses' words and the multi-byte sentences, shuffled."""
@@ -370,3 +370,37 @@ def test_content_length_over_the_limit_is_answered_at_once(patient_server: int, 
     code, out = post(server["url"], b'{"query": ["' + b"x" * 2_000_000 + b'"]}')  # urllib: body first, then the answer
     assert code == 413 and "over the limit" in out["error"]
     assert post(server["url"], request_of(material["tok"], material["convs"][2], "still here"))[0] == 200
+
+
+GARBAGE = [(b"\x00\x01garbage\r\n\r\n", 400, "Bad request syntax"),
+           (b"PUT /get_reward HTTP/1.1\r\nHost: x\r\n\r\n", 501, "Unsupported method"),
+           (b"GET /health HTTP/7.0\r\nHost: x\r\n\r\n", 505, "Invalid HTTP version")]
+
+
+@pytest.mark.parametrize("data,status,message", GARBAGE, ids=["garbage request line", "PUT", "HTTP/7.0"])
+def test_what_http_server_refuses_is_answered_in_json(server: dict[str, Any], data: bytes, status: int,
+                                                      message: str) -> None:
+    code, headers, body, _ = raw_answer(server["port"], data)
+    assert code == status and headers["content-type"] == "application/json"
+    assert message in json.loads(body)["error"]
+
+
+def test_every_reject_counts_in_bad_requests(server: dict[str, Any], material: dict[str, Any]) -> None:
+    port, url = server["port"], server["url"]
+
+    def bad_requests() -> int:
+        with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            return json.loads(r.read())["bad_requests"]
+
+    before = bad_requests()
+    answers = [post(url, b"{query: [")[0],  # not JSON
+               post(url, {"query": "a", "prompts": ["a"]})[0],  # a field of the wrong type
+               raw_answer(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"GET /get_reward HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")[0],  # 1 s
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n")[0],
+               raw_answer(port, GARBAGE[0][0])[0], raw_answer(port, GARBAGE[1][0])[0]]
+    assert answers == [400, 400, 404, 405, 408, 411, 413, 400, 501]
+    assert post(url, request_of(material["tok"], material["convs"][3], "good"))[0] == 200  # not counted
+    assert bad_requests() - before == len(answers)
