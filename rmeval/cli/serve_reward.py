@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sr.add_argument("--checkpoint", required=True, help="one-label sequence classifier (an rmtrain checkpoint)")
     sr.add_argument("--host", default="127.0.0.1", help="bind address (default: this machine only)")
     sr.add_argument("--port", type=int, default=5000)
-    sr.add_argument("--max-length", type=int, default=2048, help="tokens per text; the prompt is cut from the left")
+    sr.add_argument("--max-length", type=int, default=None,
+                    help="tokens per text (default: the model's own limit); the prompt is cut from the left")
     sr.add_argument("--device", default="auto", help="auto (cuda:LOCAL_RANK where CUDA is, else cpu), cpu, cuda, cuda:N")
     sr.add_argument("--dtype", default="auto", choices=list(DTYPES), help="auto: bfloat16 on a GPU, float32 on the CPU")
     sr.add_argument("--attn-implementation", default=None, help="e.g. sdpa, flash_attention_2 (default: transformers')")

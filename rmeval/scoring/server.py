@@ -488,10 +488,10 @@ def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 500
     return _RewardServer((host, port), handler)
 
 
-def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = 2048,
+def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = None,
                        batch_size: int = 32) -> Any:
     """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
-    bfloat16 where there is one, else the CPU in float32)."""
+    bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the model's own limit."""
     from rmcore.device import dtype_name, resolve_device, resolve_dtype
     from rmcore.modeling import ModelSettings, load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
@@ -517,7 +517,7 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
     return scorer
 
 
-def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = 2048,
+def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = None,
                  placement: Placement | None = None, max_batch_tokens: int = 32768, max_batch_items: int = 256,
                  wait_ms: float = 0.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
     """Serve until interrupted."""

@@ -10,6 +10,7 @@ prompt tokens cut from the left, prompt + response ids decoded with special toke
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -246,7 +247,7 @@ def test_missing_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith("rmeval: error:") and "not found" in err and len(err.splitlines()) == 1
 
 
-# -- long texts, an early 413, every reject counted and answered in JSON ------------------------------
+# -- long texts, an early 413, every reject counted and in JSON, the model's own max length -----------
 
 def long_text(material: dict[str, Any], n: int, seed: int = 0) -> str:
     """``n`` characters of the simulated responses' words and the multi-byte sentences, shuffled."""
@@ -404,3 +405,18 @@ def test_every_reject_counts_in_bad_requests(server: dict[str, Any], material: d
     assert answers == [400, 400, 404, 405, 408, 411, 413, 400, 501]
     assert post(url, request_of(material["tok"], material["convs"][3], "good"))[0] == 200  # not counted
     assert bad_requests() - before == len(answers)
+
+
+def test_max_length_defaults_to_the_models_own_limit(material: dict[str, Any], capsys: pytest.CaptureFixture,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from rmcore.device import Placement
+    from rmeval.cli import main
+    from rmeval.scoring.server import load_reward_scorer
+
+    with caplog.at_level(logging.WARNING, logger="rmcore.modeling"):
+        scorer = load_reward_scorer(str(material["ckpt"]), Placement(device="cpu"))
+    # the tiny model's position embeddings, taken as they are: not 2048 clamped to them with a warning
+    assert scorer.max_length == 1024 and "exceeds the model's limit" not in caplog.text
+    with pytest.raises(SystemExit):
+        main(["serve-reward", "--help"])
+    assert "default: the model's own limit" in " ".join(capsys.readouterr().out.split())
