@@ -117,7 +117,7 @@ def test_todays_defaults_spot_checked():
     assert (v.generator, v.n, v.threshold, v.subtype, v.placement) == ("simulated", 4, 0.5, None, Placement())
     sv = _read("serve-reward").server
     assert (sv.host, sv.port, sv.max_length, sv.max_batch_tokens, sv.max_batch_items, sv.batch_wait_ms,
-            sv.max_body_bytes, sv.request_timeout) == ("127.0.0.1", 5000, 2048, 32768, 256, 0.0, 32 * 2**20, 60.0)
+            sv.max_body_bytes, sv.request_timeout) == ("127.0.0.1", 5000, None, 32768, 256, 0.0, 32 * 2**20, 60.0)
     e = _read("judges elicit")
     assert (e.max_length, e.batch_size, e.concurrency, e.chunk_items, e.api_key_env, e.executor, e.n_shards) == (
         4096, 32, 8, 2, "OPENAI_API_KEY", "none", 1)
