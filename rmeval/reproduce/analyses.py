@@ -98,7 +98,7 @@ def run_human(ctx: Any, row: Any) -> dict[str, str]:
     from rmeval.audit.human import HumanSettings, human_audit
 
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
-    entry = ctx.recipe.data[row.data]
+    entry = ctx.entry(row.data)
     hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.n_boot, "seed": s.seed,
                                       "attribute": getattr(s, "attribute", None)}, "human")
     out = ctx.row_dir(row.name) / row.data
@@ -110,8 +110,8 @@ def run_audit(ctx: Any, m: Any) -> dict[str, str]:
     from rmeval.audit.pipeline import audit, audit_checkpoint
 
     docs = {}
-    for key in ctx.recipe.model_data(m):
-        entry, out = ctx.recipe.data[key], ctx.row_dir(m.name) / key
+    for key in ctx.model_data(m):
+        entry, out = ctx.entry(key), ctx.row_dir(m.name) / key
         inputs = ctx.condition_inputs(key)
         s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in, conditions=list(entry.conditions), progress=False,
                               **inputs)
@@ -130,7 +130,7 @@ def run_pairwise(ctx: Any, m: Any) -> dict[str, str]:
     from rmeval.audit.pairwise import pairwise_checkpoint
 
     docs = {}
-    for key in ctx.recipe.model_data(m):
+    for key in ctx.model_data(m):
         out = ctx.row_dir(m.name) / key
         s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in, progress=False)
         scorer = ctx.scorer_settings(m)
@@ -148,7 +148,7 @@ def run_suitability(ctx: Any, m: Any) -> dict[str, str]:
 
     docs = {}
     seed = ctx.recipe.seed
-    for key in ctx.recipe.model_data(m):
+    for key in ctx.model_data(m):
         out = ctx.row_dir(m.name) / key
         s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
         rs = ctx.rating_set(key)
@@ -189,10 +189,27 @@ def suitability_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
         write_suitability(results, ctx.out / "panel" / key, title=f"Suitability panel ({key}, {len(results)} models)")
         record = dict(record)
         _fails(results)
-        record["radar"] = subset_summary({key: {n: r["perturbations"] for n, r in results.items()}}, s.alpha)[key]
+        for r in results.values():
+            r["by_code"] = by_code(r["perturbations"])
+        radar = subset_summary({key: {n: r["perturbations"] for n, r in results.items()}}, s.alpha)[key]
+        record["radar"] = by_code(radar)
         record["n_models"] = len(results)
         panel[key] = record
     return panel
+
+
+SOURCE_ORDER = ("auditor", "rmbench", "file", "lm", "")  # which version of a code a table shows first
+
+
+def by_code(per_spec: dict[str, Any]) -> dict[str, Any]:
+    """Records keyed by perturbation code (EF, ..., SLC) whatever their source (``SP@rmbench``,
+    ``ST@auditor``): the paper's columns; where a code has several, Reward Auditor's released files
+    first, then RM-Bench's style levels, a rewrite file, a model rewriter, the rule."""
+    out: dict[str, Any] = {}
+    for spec in sorted(per_spec, key=lambda s: SOURCE_ORDER.index(s.partition("@")[2])
+                       if s.partition("@")[2] in SOURCE_ORDER else len(SOURCE_ORDER)):
+        out.setdefault(spec.partition("@")[0], per_spec[spec])
+    return out
 
 
 def _fails(results: dict[str, Any]) -> None:
@@ -201,7 +218,8 @@ def _fails(results: dict[str, Any]) -> None:
     for r in results.values():
         by = {g: any(v.get("unsuitable") for v in r["perturbations"].values() if v.get("group") == g)
               for g in ("controlled", "stylized")}
-        r["fails"] = {**{g: int(v) for g, v in by.items()}, "both": int(all(by.values()))}
+        r["fails"] = {**{g: int(v) for g, v in by.items()}, "both": int(all(by.values())),
+                      "n_unsuitable": sum(bool(v.get("unsuitable")) for v in r["perturbations"].values())}
 
 
 def policy_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:

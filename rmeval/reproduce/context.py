@@ -38,6 +38,16 @@ class Context:
         return self.out / "rows" / name
 
     # -- data ---------------------------------------------------------------------------------------
+    def data_keys(self) -> list[str]:
+        """The recipe's data sets; a stand-in run leaves out those whose stand-in is null."""
+        if not self.stand_in:
+            return list(self.recipe.data)
+        return [k for k in self.recipe.data if self.recipe.stand_in.data.get(k, "") is not None]
+
+    def model_data(self, m: Any) -> list[str]:
+        keys = self.data_keys()
+        return [k for k in self.recipe.model_data(m) if k in keys]
+
     def entry(self, key: str) -> Any:
         """The data entry, with a stand-in run's replacements (``stand_in.entries``)."""
         from rmeval.reproduce.recipe import DataEntry

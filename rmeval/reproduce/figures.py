@@ -35,6 +35,10 @@ class Cell:
     missing: str | None = None
 
     @property
+    def applies(self) -> bool:
+        return self.ours is not None or self.missing is not None or self.published is not None
+
+    @property
     def difference(self) -> float | None:
         if self.published is None or self.ours is None or self.published.value is None:
             return None
@@ -130,18 +134,34 @@ def figure_rows(recipe: Any, figure: Any) -> list[str]:
 def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> Statement:
     rows = figure_rows(recipe, figure)
     st = Statement(figure, rows=rows)
-    got = {r: cells[(r, figure.column)].ours for r in rows if (r, figure.column) in cells}
-    waiting = [r for r in rows if got.get(r) is None]
-    if waiting:
-        st.missing = f"waits for {', '.join(waiting)}"
+    if figure.also_columns:  # over every cell of several columns that has our figure
+        keys = [(r, c) for c in [figure.column, *figure.also_columns] for r in rows]
+        vals = [cells[k].ours.estimate for k in keys if k in cells and cells[k].ours is not None]
+        if figure.expect_rows and len(vals) < figure.expect_rows:
+            st.missing = (f"{len(vals)} of the {figure.expect_rows} cells the paper's statement covers have our "
+                          "figure")
+            return st
+    else:
+        got = {r: cells[(r, figure.column)].ours for r in rows if (r, figure.column) in cells}
+        waiting = [r for r in rows if got.get(r) is None]
+        if waiting:
+            st.missing = f"waits for {', '.join(waiting)}"
+            return st
+        if figure.expect_rows and len(rows) < figure.expect_rows:
+            st.missing = (f"the paper's statement covers {figure.expect_rows} rows; the recipe names {len(rows)} "
+                          "(the other row labels were lost in the paper's text extraction)")
+            return st
+        vals = [got[r].estimate for r in rows]
+    if not vals:
+        st.missing = "no cell has our figure"
         return st
-    if figure.expect_rows and len(rows) < figure.expect_rows:
-        st.missing = (f"the paper's statement covers {figure.expect_rows} rows; the recipe names {len(rows)} "
-                      "(the other row labels were lost in the paper's text extraction)")
-        return st
-    vals = [got[r].estimate for r in rows]
-    agg = figure.aggregate or "range"
     import numpy as np
 
-    st.ours = [min(vals), max(vals)] if agg == "range" else [float(np.sum(vals) if agg == "sum" else np.median(vals))]
+    agg = figure.aggregate or "range"
+    if agg == "range":
+        st.ours = [min(vals), max(vals)]
+    else:
+        fn = {"sum": np.sum, "median": np.median, "max_abs": lambda v: np.max(np.abs(v)),
+              "median_abs": lambda v: np.median(np.abs(v))}[agg]
+        st.ours = [float(fn(np.asarray(vals, float)))]
     return st

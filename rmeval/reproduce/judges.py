@@ -27,6 +27,7 @@ class JudgeTableSettings:
     top_k: list[int] = field(default_factory=lambda: [6, 12])
     n_splits: int = 20
     null_repeats: int = 20
+    min_shared: int = 20  # jointly resolved attributes of a no-conflict case (the paper's 20)
     chunk_items: int = 2
     seed: int = 0
 
@@ -42,7 +43,7 @@ def _items_table(ctx: Any, s: JudgeTableSettings) -> Path:
     if path.is_file():
         return path
     frames = []
-    for k, key in enumerate(ctx.recipe.data):
+    for k, key in enumerate(ctx.data_keys()):
         rs = ctx.rating_set(key)
         if s.rm_bench_pairing and str(rs.name).startswith("rm_bench"):
             i, j = (int(x) for x in s.rm_bench_pairing.split(":"))
@@ -108,11 +109,15 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for row, jr in rw["judges"].items():
         if row in docs:
             docs[row]["reweight"] = jr
-    panel: dict[str, Any] = {"reweight": rw["summary"], "sources": _source_means(rw["judges"]),
-                             "n_judges": len(present)}
+    summary = dict(rw["summary"])
+    if summary.get("n_judges"):
+        summary["share_improved"] = summary["n_judges_improved"] / summary["n_judges"]
+    panel: dict[str, Any] = {"reweight": summary, "sources": _source_means(rw["judges"]), "n_judges": len(present)}
     if len(present) >= 2:
         settings = AnalysisSettings(seed=s.seed, n_splits=s.n_splits, null_repeats=s.null_repeats,
-                                    attributes_file=s.attributes_file)
+                                    attributes_file=s.attributes_file, min_shared=s.min_shared)
         res = analyze_judgments(judgments, panel_dir / "analysis", items=items, settings=settings, **ctx.wandb)
         panel["agreement"] = {k: v for k, v in res["agreement"].items() if k != "per_attribute"}
+        if "no_conflict" in res:
+            panel["no_conflict"] = {k: v for k, v in res["no_conflict"].items() if k != "thresholds"}
     return panel

@@ -17,6 +17,7 @@ pairwise run R; a suitability suite about 2 + 2 x (perturbations) texts per item
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -135,7 +136,7 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
                                                 else 1)
     mem = weights * c.overhead + 1.0
     gpus = 0 if m.endpoint else max(1, math.ceil(mem / c.gpu_memory_gb))
-    texts = {k: _texts(ctx, k, sizes[k]) for k in ctx.recipe.model_data(m)}
+    texts = {k: _texts(ctx, k, sizes[k]) for k in ctx.model_data(m)}
     tokens = sum(t * (sizes[k].get("mean_tokens") or DEFAULT_TOKENS) for k, t in texts.items() if t)
     flops = 2 * params * 1e9 * tokens * (2 if m.kind == "dpo_implicit" and str(m.reference).lower() != "none" else 1)
     hours = flops / (c.gpu_tflops * 1e12) / 3600
@@ -169,7 +170,7 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
 
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="reproduce-plan-"))
     ctx = Context(recipe, out, stand_in=stand_in)
-    sizes = {k: data_sizes(ctx, k) for k in recipe.data}
+    sizes = {k: data_sizes(ctx, k) for k in ctx.data_keys()}
     rows = [{"row": h.name, "model": f"human ratings ({h.data})", "kind": "human", "texts": {h.data: 0},
              "texts_total": 0, "gpus": 0, "gpu_hours": 0.0, "slurm": {"gpus": 0, "mem_gb": 16, "timeout_min": 60}}
             for h in recipe.human]
@@ -179,7 +180,38 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
     hours = sum(r["gpu_hours"] for r in rows)
     return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
             "rows": rows, "gpu_hours": round(hours, 2), "compute": vars(recipe.compute),
-            "downloads": sorted({m.hub_id for m in recipe.models if not m.local and not m.endpoint})}
+            "downloads": sorted({m.hub_id for m in recipe.models if not m.local and not m.endpoint}),
+            "steps": [] if stand_in else preparation_steps(ctx)}
+
+
+def preparation_steps(ctx: Any) -> list[str]:
+    """What must exist before the rows run and is not written by this command: prompt variants, the
+    reference pool, the study's own checkpoints, served judges, the PPO table's policies."""
+    r, steps = ctx.recipe, []
+    for key in ctx.data_keys():
+        e = ctx.entry(key)
+        for task in ("related", "paraphrase"):
+            v = getattr(e, task)
+            if v is not None and task in e.conditions and v.file and not Path(v.file).is_file() and not v.generator:
+                sub = f" --subtype {v.subtype}" if v.subtype else ""
+                steps.append(f"rmeval variants --data '{json.dumps(e.spec)}' --task {task}{sub} --n {v.n} "
+                             f"--generator hf:MODEL --out {v.file}")
+        p = e.reference_pool
+        if p is not None and p.file and not Path(p.file).is_file():
+            steps.append(f"rmeval pool --config {p.config} --out {Path(p.file).parent}")
+    for m in r.models:
+        if m.local and not Path(os.path.expanduser(m.hub_id)).exists():
+            steps.append(f"train {m.name} ({m.note or 'the study own checkpoint'}) -> {m.hub_id}")
+        if m.endpoint:
+            steps.append(f"serve {m.hub_id} at {m.endpoint} (e.g. vllm serve {m.hub_id} --tensor-parallel-size "
+                         f"{max(1, math.ceil(m.params_b * 2 * 1.2 / r.compute.gpu_memory_gb))})")
+    if r.policy is not None:
+        for m in r.models:
+            steps.append(f"rmtrain policy --config {r.policy.recipe} --reward-model {m.name} --environment clean")
+            steps.append(f"rmtrain policy --config {r.policy.recipe} --reward-model {m.name} --environment perturbed")
+        steps.append(f"rmtrain policy-eval --config {r.policy.recipe} --out {r.policy.winrates}  "
+                     f"(reward_models in {r.policy.recipe} named as the rows here; judge {r.policy.judge})")
+    return steps
 
 
 def plan_markdown(plan: dict[str, Any]) -> str:
@@ -200,5 +232,7 @@ def plan_markdown(plan: dict[str, Any]) -> str:
     lines += ["", f"GPU hours in all: {plan['gpu_hours']} (at {c['gpu_tflops']} TFLOP/s effective per GPU, "
               f"{c['gpu_memory_gb']} GB GPUs; loading and downloading not counted).",
               "Would download: " + (", ".join(plan["downloads"]) or "nothing"), ""]
+    if plan.get("steps"):
+        lines += ["Before the rows run (not done by this command):", "", *[f"- `{s}`" for s in plan["steps"]], ""]
     return "\n".join(lines)
 

@@ -38,7 +38,7 @@ STUDIES = {
 }
 ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
-AGGREGATES = ("range", "sum", "median")
+AGGREGATES = ("range", "sum", "median", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 
 
@@ -157,6 +157,8 @@ class Column:
     data: str | None = None
     human_key: str | None = None
     minus: str | None = None
+    card: str | None = None  # subtract the row's model-card value ``model_cards[row][card]``
+    rows: list[str] | None = None  # the rows it applies to (names, or "models"); None: every row
     scale: float = 1.0
     digits: int = 2
     note: str = ""
@@ -166,7 +168,8 @@ class Column:
 class Figure:
     """A published figure: one cell (``row``, ``value``, ``interval`` where the paper gives one) or
     a statement over several rows (``rows``, ``range`` [lo, hi] of the rows' values, or their
-    ``sum`` / ``median`` as ``value``; ``expect_rows``: how many rows the paper's statement covers)."""
+    ``sum`` / ``median`` / ``max_abs`` / ``median_abs`` as ``value``; ``expect_rows``: how many rows
+    the paper's statement covers)."""
 
     table: str
     column: str
@@ -176,8 +179,9 @@ class Figure:
     value: float | None = None
     interval: list[float] | None = None
     range: list[float] | None = None
-    aggregate: str | None = None  # range | sum | median (rows only)
-    expect_rows: int | None = None
+    aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
+    also_columns: list[str] | None = None  # a statement over the cells of several columns
+    expect_rows: int | None = None  # with also_columns: how many cells the paper's statement covers
     note: str = ""
 
 
@@ -227,6 +231,7 @@ class Recipe:
     stand_in: StandIn = field(default_factory=StandIn)
     compute: Compute = field(default_factory=Compute)
     not_reproducible: list[str] = field(default_factory=list)
+    model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
     seed: int = 0  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
     path: str = ""
@@ -247,6 +252,12 @@ class Recipe:
 
     def row_names(self) -> list[str]:
         return [r.name for r in self.human] + [m.name for m in self.models] + [r.name for r in self.panel_rows]
+
+    def applies(self, column: Column, row: str) -> bool:
+        """Whether ``column`` has a cell in ``row`` (``Column.rows``)."""
+        if column.rows is None:
+            return True
+        return row in column.rows or ("models" in column.rows and row in {m.name for m in self.models})
 
     def row_label(self, name: str) -> str:
         for r in (*self.human, *self.models, *self.panel_rows):
@@ -314,10 +325,17 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: column {c.name}: unknown data {c.data!r} (data: {', '.join(r.data)})")
         if not c.key and not c.human_key:
             raise ConfigError(f"{where}: column {c.name}: needs a key")
+        unknown = sorted(set(c.rows or []) - set(rows) - {"models"})
+        if unknown:
+            raise ConfigError(f"{where}: column {c.name}: unknown rows {unknown}")
     for f in r.published:
         _validate_figure(f, rows, {c.name for c in r.columns}, where)
+        col = next(c for c in r.columns if c.name == f.column)
+        if f.row is not None and not r.applies(col, f.row):
+            raise ConfigError(f"{where}: published figure ({f.table}, {f.row}, {f.column}): the column has no cell "
+                              "in that row (its rows)")
     for key in r.stand_in.data:
-        if key not in r.data:
+        if key not in r.data:  # (a null stand-in leaves a data set out of a stand-in run)
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
@@ -355,8 +373,11 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
 
 def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) -> None:
     at = f"{where}: published figure ({f.table}, {f.row or f.rows}, {f.column})"
-    if f.column not in columns:
-        raise ConfigError(f"{at}: unknown column {f.column!r}")
+    for c in [f.column, *(f.also_columns or [])]:
+        if c not in columns:
+            raise ConfigError(f"{at}: unknown column {c!r}")
+    if f.also_columns and f.rows is None:
+        raise ConfigError(f"{at}: also_columns makes a statement over rows: give rows")
     if (f.row is None) == (f.rows is None):
         raise ConfigError(f"{at}: give exactly one of row and rows")
     for name in [f.row] if f.row is not None else (f.rows or []):

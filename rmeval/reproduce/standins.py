@@ -21,7 +21,9 @@ mapping: a small file in the released schema written under ``OUT/stand_in_data/`
 simulator (``rmcore.data.simulated``) and read back by the real loader: ``helpsteer2``,
 ``helpsteer`` (HelpSteer's four responses per prompt), ``rewardbench``, ``rewardbench2``, and
 ``rm_bench`` (a folder of RM-Bench files: the first rows of each local file, simulated rows in its
-schema for a subset not on disk). Stand-in figures mean nothing; the table says so.
+schema for a subset not on disk); HelpSteer2 with ``preferences: true`` also writes its preference
+file. A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
+Stand-in figures mean nothing; the table says so.
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def _simulated(opts: dict[str, Any], responses: int) -> Any:
     from rmcore.data.simulated import simulate_rating_set
 
     known = ("n_prompts", "multi_turn_fraction", "human_share", "seed")
-    extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir"})
+    extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir", "preferences"})
     if extra:
         raise ConfigError(f"synthetic data: unknown option(s) {extra}; allowed: {sorted(known)}")
     return simulate_rating_set(responses_per_prompt=responses, **{k: opts[k] for k in known if k in opts})
@@ -160,8 +162,19 @@ def _helpsteer(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[
     split = opts.get("split", "validation")
     rs = _simulated(opts, 2 if schema == "helpsteer2" else 4)
     path = root / f"{key}.{schema}.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in helpsteer_rows_from(rs)))
-    return {"name": schema, "path": str(path), "split": split}
+    rows = helpsteer_rows_from(rs)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {"name": schema, "path": str(path), "split": split}
+    if schema == "helpsteer2" and opts.get("preferences"):  # the released preference file's schema
+        prefs = []
+        for a, b in zip(rows[::2], rows[1::2]):
+            diff = int(b["helpfulness"]) - int(a["helpfulness"])  # > 0: response_2 better
+            prefs.append({"split": split, "prompt": a["prompt"], "response_1": a["response"], "response_2": b["response"],
+                          "preference_strength": max(-3, min(3, diff)) or 1, "preference_statement": ""})
+        pref = root / f"{key}.preference.jsonl"
+        pref.write_text("".join(json.dumps(r) + "\n" for r in prefs))
+        spec["preference_path"] = str(pref)
+    return spec
 
 
 def _ordered(rs: Any) -> list[tuple[Any, list[Any]]]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmeval.reproduce.figures import Cell, Statement, cell_value, statement
+from rmeval.reproduce.figures import Cell, Statement, Value, cell_value, statement
 
 STAND_IN_BANNER = ("> **STAND-IN RUN.** Every model below is a tiny untrained local stand-in of the same kind "
                    "and the data are small local files in the released schemas: the *ours* cells exercise the "
@@ -35,20 +35,32 @@ def build_cells(recipe: Any, docs: dict[str, dict[str, Any] | None], panel: dict
         doc = panel if row in panel_rows else docs.get(row)
         for col in recipe.columns:
             c = Cell(row, col.name)
+            if not recipe.applies(col, row):
+                cells[(row, col.name)] = c
+                continue
             if row in panel_rows:
                 doc = None if not panel else (panel.get(col.data) if col.data else panel)
                 c.ours = None if doc is None else cell_value(row, {"_": doc}, replace(col, data=None))
             else:
                 c.ours = cell_value(row, doc, col, human=row in human)
-            if c.ours is None:
+            if col.card and c.ours is not None:
+                card = recipe.model_cards.get(row, {}).get(col.card)
+                c.ours = None if card is None else shift(c.ours, -float(card))
+                if card is None:
+                    c.missing = f"no model-card score in the recipe (model_cards.{row}.{col.card})"
+            if c.ours is None and c.missing is None:
                 c.missing = reasons.get(row) or ("not yet computed" if doc is None or not doc
-                                                 else f"no figure at {col.key!r}")
+                                                 else f"no figure at {col.key!r} (absent, or undefined here)")
             cells[(row, col.name)] = c
     for f in recipe.published:
         if f.row is not None:
             cells[(f.row, f.column)].published = f
     statements = [statement(recipe, f, cells) for f in recipe.published if f.rows is not None]
     return cells, statements
+
+
+def shift(v: Value, by: float) -> Value:
+    return Value(v.estimate + by, None if v.lo is None else v.lo + by, None if v.hi is None else v.hi + by)
 
 
 def _num(x: float | None, digits: int) -> str:
