@@ -27,69 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import build_config
-from rmcore.errors import ConfigError
+from rmeval.reproduce.settings import analysis_settings, strict_settings
 
 RowDocs = dict[str, dict[str, Any]]  # row -> data key -> document
-
-
-def settings_class(analysis: str) -> type:
-    if analysis == "audit":
-        from rmeval.audit.pipeline import AuditSettings
-
-        return AuditSettings
-    if analysis == "pairwise":
-        from rmeval.audit.pairwise import PairwiseSettings
-
-        return PairwiseSettings
-    if analysis in ("suitability", "policy"):
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
-        return SuitabilityAuditSettings
-    from rmeval.reproduce.judges import JudgeTableSettings
-
-    return JudgeTableSettings
-
-
-def analysis_settings(recipe: Any, *, stand_in: bool = False, **fixed: Any) -> Any:
-    """The analysis's settings dataclass from the recipe's ``settings`` (and, in a stand-in run,
-    ``stand_in.settings`` over them), strictly; ``fixed`` are set by the runner (per data set)."""
-    values = {**recipe.settings, **(recipe.stand_in.settings if stand_in else {}), **fixed}
-    return strict_settings(settings_class(recipe.reproduce.analysis), values, f"{recipe.path}: settings")
-
-
-def strict_settings(cls: type, values: dict[str, Any], where: str) -> Any:
-    """``cls`` from ``values`` by ``rmcore.config.build_config`` (unknown keys are errors); a class
-    whose annotations name types imported only for type checking has its keys checked the same way
-    and its values taken as given."""
-    import dataclasses
-
-    try:
-        return build_config(cls, values, where)
-    except NameError:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}") from None
-        return cls(**values)
-
-
-def check_settings(recipe: Any) -> None:
-    """The settings (and the stand-in's) load into the analysis's dataclass; an audit names its
-    conditions per data set (every registered condition would need inputs such as an embedder)."""
-    for stand_in in (False, True):
-        s = analysis_settings(recipe, stand_in=stand_in)
-        if hasattr(s, "validate") and recipe.reproduce.analysis in ("suitability", "policy"):
-            s.validate()
-    if recipe.reproduce.analysis == "audit":
-        from rmeval.conditions import check_condition_names
-
-        for key, entry in recipe.data.items():
-            if not entry.conditions:
-                raise ConfigError(f"{recipe.path}: data.{key}: an audit table names its conditions")
-            check_condition_names(entry.conditions)
-        if "conditions" in recipe.settings:
-            raise ConfigError(f"{recipe.path}: settings.conditions: name the conditions per data set (data.KEY.conditions)")
 
 
 # -- rows ---------------------------------------------------------------------------------------------

@@ -15,6 +15,16 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+def worker_args(recipe: str, out: str | os.PathLike, row: str, *, stand_in: bool, wandb_mode: str | None) -> list[str]:
+    """The command line of one task (``python -m`` prepended): ``rmeval.reproduce.worker``."""
+    args = ["rmeval.reproduce.worker", str(recipe), str(out), row]
+    if stand_in:
+        args.append("--stand-in")
+    if wandb_mode:
+        args += ["--wandb-mode", wandb_mode]
+    return args
+
+
 def run_array(ctx: Any, rows: list[str], outcome: Any, *, cluster: str | None = None, partition: str | None = None,
               cpus_per_task: int = 8, array_parallelism: int = 16, setup: list[str] | None = None) -> None:
     import json
@@ -23,13 +33,11 @@ def run_array(ctx: Any, rows: list[str], outcome: Any, *, cluster: str | None = 
 
     from rmcore.jobs import make_executor
     from rmeval.reproduce.plan import plan_recipe
-    from rmeval.reproduce.runner import done_path
-    from rmeval.reproduce.worker import worker_args
 
     plan = {r["row"]: r for r in plan_recipe(ctx.recipe, ctx.out, stand_in=ctx.stand_in)["rows"]}
     todo = []
     for row in rows:
-        if done_path(ctx, row).is_file():
+        if ctx.done_path(row).is_file():
             outcome.cached.append(row)
         else:
             todo.append(row)
@@ -61,4 +69,4 @@ def run_array(ctx: Any, rows: list[str], outcome: Any, *, cluster: str | None = 
             outcome.failed[row] = f"job {job.job_id} failed: {lines[-1] if lines else type(e).__name__}"
             continue
         outcome.ran.append(row)
-        outcome.seconds[row] = json.loads(done_path(ctx, row).read_text())["seconds"]
+        outcome.seconds[row] = json.loads(ctx.done_path(row).read_text())["seconds"]

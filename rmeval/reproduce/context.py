@@ -37,6 +37,10 @@ class Context:
     def row_dir(self, name: str) -> Path:
         return self.out / "rows" / name
 
+    def done_path(self, row: str) -> Path:
+        """The record of a finished row: a row with one is never scored again."""
+        return self.row_dir(row) / "done.json"
+
     # -- data ---------------------------------------------------------------------------------------
     def data_keys(self) -> list[str]:
         """The recipe's data sets; a stand-in run leaves out those whose stand-in is null."""

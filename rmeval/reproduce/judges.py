@@ -7,32 +7,13 @@ agreement where judges' overall verdicts differ, the hidden consensus)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 
-@dataclass
-class JudgeTableSettings:
-    """A JudgeProfile table's settings (the recipe's ``settings``)."""
-
-    attributes: list[str] = field(default_factory=list)  # attribute names ('core': the 20 core); empty: all 87
-    attributes_file: str | None = None  # a custom inventory (rmeval judges elicit --attributes)
-    max_items_per_source: int | None = None
-    rm_bench_pairing: str | None = "0:2"  # chosen:rejected style levels kept from RM-Bench (the paper's)
-    budgets: list[int] = field(default_factory=lambda: [32, 64, 128, 256])  # labels per source
-    n_repeats: int = 10
-    top_k: list[int] = field(default_factory=lambda: [6, 12])
-    n_splits: int = 20
-    null_repeats: int = 20
-    min_shared: int = 20  # jointly resolved attributes of a no-conflict case (the paper's 20)
-    chunk_items: int = 2
-    seed: int = 0
-
-
-def _items_table(ctx: Any, s: JudgeTableSettings) -> Path:
+def _items_table(ctx: Any, s: Any) -> Path:
     """OUT/data/items.jsonl: every data set's preference pairs, one source per data key (built once)."""
     import pandas as pd
 
@@ -56,7 +37,7 @@ def _items_table(ctx: Any, s: JudgeTableSettings) -> Path:
 def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     """One judge's attribute and overall verdicts in both orders (OUT/rows/<judge>/)."""
     from rmeval.judges.pipeline import ElicitConfig, run_elicit
-    from rmeval.reproduce.analyses import analysis_settings
+    from rmeval.reproduce.settings import analysis_settings
 
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     items = _items_table(ctx, s)
@@ -94,7 +75,7 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from rmeval.judges.analysis import AnalysisSettings
     from rmeval.judges.pipeline import analyze_judgments, reweight_judgments
     from rmeval.judges.tables import load_judgments
-    from rmeval.reproduce.analyses import analysis_settings
+    from rmeval.reproduce.settings import analysis_settings
 
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     present = {row: d["elicit"]["judgments"] for row, d in docs.items() if "elicit" in d}

@@ -78,7 +78,7 @@ def condition_texts(cond: str, n: dict[str, Any], *, n_donors: int, n_related: i
 
 def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
     """Texts one model scores on data set ``key``."""
-    from rmeval.reproduce.analyses import analysis_settings
+    from rmeval.reproduce.settings import analysis_settings
 
     analysis = ctx.recipe.reproduce.analysis
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
@@ -166,7 +166,6 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
     import tempfile
 
     from rmeval.reproduce.context import Context
-    from rmeval.reproduce.runner import done_path
 
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="reproduce-plan-"))
     ctx = Context(recipe, out, stand_in=stand_in)
@@ -176,7 +175,7 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
             for h in recipe.human]
     rows += [model_plan(ctx, m, sizes) for m in recipe.models]
     for r in rows:
-        r["status"] = "done" if done_path(ctx, r["row"]).is_file() else "to run"
+        r["status"] = "done" if ctx.done_path(r["row"]).is_file() else "to run"
     hours = sum(r["gpu_hours"] for r in rows)
     return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
             "rows": rows, "gpu_hours": round(hours, 2), "compute": vars(recipe.compute),

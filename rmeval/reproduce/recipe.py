@@ -339,7 +339,7 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
-    from rmeval.reproduce.analyses import check_settings
+    from rmeval.reproduce.settings import check_settings
 
     check_settings(r)
 

@@ -36,16 +36,12 @@ class Outcome:
     total_seconds: float = 0.0
 
 
-def done_path(ctx: Any, row: str) -> Path:
-    return ctx.row_dir(row) / "done.json"
-
-
 def run_row(ctx: Any, row: str) -> dict[str, Any]:
     """Compute one row (a human reference or a model) unless it is done; its done record."""
     from rmcore.io import atomic_write_json
     from rmeval.reproduce.analyses import ANALYSIS_STEPS, run_human
 
-    path = done_path(ctx, row)
+    path = ctx.done_path(row)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
     t0 = time.perf_counter()
@@ -111,7 +107,7 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     for row, why in outcome.failed.items():
         reasons[row] = f"failed: {why}"
     for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
-        path = done_path(ctx, row)
+        path = ctx.done_path(row)
         model = next((f"{m.hub_id}" + (f"@{m.revision}" if m.revision else "") for m in recipe.models
                       if m.name == row), "")
         if path.is_file():

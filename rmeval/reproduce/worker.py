@@ -13,16 +13,6 @@ import sys
 from pathlib import Path
 
 
-def worker_args(recipe: str, out: str | Path, row: str, *, stand_in: bool, wandb_mode: str | None) -> list[str]:
-    """The command line of one task (``python -m`` prepended by the caller)."""
-    args = ["rmeval.reproduce.worker", str(recipe), str(out), row]
-    if stand_in:
-        args.append("--stand-in")
-    if wandb_mode:
-        args += ["--wandb-mode", wandb_mode]
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rmeval.reproduce.worker")
     p.add_argument("recipe")
