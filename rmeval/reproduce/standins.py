@@ -10,7 +10,8 @@ encodes) with the minimal chat template of ``rmcore.tiny``:
 - a remote-code multi-head model (``remote_code``, or a named model loaded by it such as
   ``armorm``): the gated multi-objective model of ``rmcore.tiny_rewards``;
 - a value-head model (``value_head``, ``ultrarm``, ``starling-rm-34b``): a backbone and a linear
-  head saved beside it (``rmcore.tiny_rewards``);
+  head saved beside it (``rmcore.tiny_rewards``); a reward read at one token's logit of a causal LM
+  (``lm_logit``, ``nemotron-70b-reward``): a tiny causal LM;
 - a generative judge (its expected digit; a pairwise verdict in a suitability audit; a JudgeProfile
   judge): a tiny Llama causal LM whose tokenizer spells 1-5 and A-C as single tokens;
 - a DPO pair: two tiny causal LMs, the policy and its reference (none when the recipe says none).
@@ -103,6 +104,9 @@ def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
             n = max(3, int(model.head) + 1) if model.head is not None and str(model.head).isdigit() else 3
             save_gated_remote_code(path, tok, num_objectives=n, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
             info.update(trust_remote_code=True, what=f"tiny gated multi-objective remote-code model ({n} heads)")
+        elif kind == "lm_logit":
+            _causal_lm(path, tok, seed)
+            info["what"] = "tiny Llama causal LM read at one token's logit (lm_logit)"
         elif kind == "value_head":
             from rmcore.tiny_rewards import save_value_head
 

@@ -30,6 +30,8 @@ MODELS = [
     ModelSpec(name="gated", hub_id="o/gated", loader="remote_code", params_b=8, trust_remote_code=True),
     ModelSpec(name="starling", hub_id="Nexusflow/Starling-RM-34B", loader="starling-rm-34b", params_b=34),
     ModelSpec(name="vh", hub_id="o/vh", loader="value_head", params_b=8),
+    ModelSpec(name="nemotron", hub_id="nvidia/Llama-3.1-Nemotron-70B-Reward-HF", loader="nemotron-70b-reward",
+              params_b=70),
     ModelSpec(name="judge", hub_id="o/judge", kind="generative_judge", params_b=70),
     ModelSpec(name="dpo", hub_id="o/dpo", kind="dpo_implicit", reference="o/ref", params_b=7),
     ModelSpec(name="dpo-noref", hub_id="o/dpo2", kind="dpo_implicit", reference="none", params_b=7),
@@ -57,7 +59,7 @@ def test_each_kind_has_a_tiny_stand_in_the_real_loader_scores(tmp_path, model, o
     if model.kind == "generative_judge":
         assert ((1 <= scores) & (scores <= 5)).all()  # the expected digit
     if model.kind == "seq_classifier":
-        assert scorer.describe()["loader"] in ("classifier", "remote_code", "value_head")
+        assert scorer.describe()["loader"] in ("classifier", "remote_code", "value_head", "lm_logit")
     again = ctx.stand_in_info(model)  # built once
     assert again == info
 
