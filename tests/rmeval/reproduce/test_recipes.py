@@ -96,3 +96,14 @@ def test_rmtrain_check_reports_a_bad_reproduction_recipe_in_one_line(tmp_path, c
     assert rmtrain_main(["check", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "revison" in err[0] and "models[0]" in err[0]
+
+
+def test_the_command_flags_come_from_its_settings_dataclass():
+    import argparse
+
+    from rmcore.settings import flag_names, parser_flags
+    from rmeval.cli import build_parser
+    from rmeval.cli.reproduce import ReproduceCommand
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["reproduce"]
+    assert parser_flags(sub) == flag_names(ReproduceCommand)
