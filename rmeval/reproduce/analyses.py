@@ -56,10 +56,10 @@ def run_audit(ctx: Any, m: Any) -> dict[str, str]:
         s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in, conditions=list(entry.conditions), progress=False,
                               **inputs)
         rs = ctx.rating_set(key)
-        scorer = ctx.scorer_settings(m)
-        if ctx.endpoint(m):
+        if ctx.endpoint(m):  # a served judge: its server holds the model
             audit(ctx.endpoint_scorer(m), rs, s, out, label=m.name, title=f"Audit of {m.name}", data=str(entry.spec))
         else:
+            scorer = ctx.scorer_settings(m)
             audit_checkpoint(scorer.model, rs, scorer, s, out, name=m.name, data=json.dumps(ctx.spec(key)),
                              **ctx.wandb)
         docs[key] = str(out / "audit.json")
