@@ -28,7 +28,8 @@ def _lookups() -> list[tuple[Any, str]]:
         (lambda: make_scorer("seq_clasifier"), "unknown scorer 'seq_clasifier'; known: dpo_implicit, "
                                                "generative_judge, seq_classifier (did you mean 'seq_classifier'?)"),
         (lambda: choose_loader("ckpt", {}, "armorn"), "--loader armorn: unknown; known: armorm, classifier, "
-                                                      "remote_code, starling-rm-34b, ultrarm, value_head "
+                                                      "lm_logit, nemotron-70b-reward, remote_code, "
+                                                      "starling-rm-34b, ultrarm, value_head "
                                                       "(did you mean 'armorm'?)"),
         (lambda: load_rating_set("simulatd"), "unknown rating set 'simulatd'; known: generic, helpsteer, helpsteer2, "
                                               "hh_rlhf, reward_auditor, rewardbench, rewardbench2, rm_bench, shp, "
@@ -66,7 +67,7 @@ def test_the_six_are_registries() -> None:
     assert [r.kind for r in regs] == ["arm", "scorer", "reward-model loader", "rating set", "condition",
                                       "controlled perturbation"]
     assert ARMS.names() == ["bradley_terry", "bt_margin", "gap_only", "regression", "shuffled_mean", "binarized"]
-    assert LOADER_KINDS.names() == ["value_head", "remote_code", "classifier"]  # the automatic choice's order
+    assert LOADER_KINDS.names() == ["value_head", "remote_code", "classifier", "lm_logit"]  # the automatic choice's order
     assert PROMPT_PERTURBATIONS.names() == ["EF", "PH", "IU", "IW", "CN"]
 
 
@@ -89,7 +90,7 @@ def test_a_second_registration_is_refused_unless_replace() -> None:
     register_scorer("seq_classifier", SCORERS["seq_classifier"], replace=True)
     register_reward_loader("classifier", LOADER_KINDS["classifier"], replace=True)
     register_loader("simulated", replace=True)(LOADERS["simulated"])
-    assert list(ARMS)[3] == "regression" and list(LOADER_KINDS)[-1] == "classifier"
+    assert list(ARMS)[3] == "regression" and list(LOADER_KINDS)[2] == "classifier"
 
 
 def test_a_registered_perturbation_is_a_controlled_code_everywhere() -> None:

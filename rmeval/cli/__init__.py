@@ -17,6 +17,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval variants --data SPEC --task paraphrase|related --out FILE [--generator simulated|hf:M|openai:M]
                     [--subtype different|contains|sub_question] [--validity-judge hf:M|openai:M]
     rmeval serve-reward --checkpoint DIR [--host 127.0.0.1] [--port 5000]
+    rmeval reproduce RECIPE [--out OUT] [--dry-run] [--stand-in] [--only ROW ...] [--executor local|slurm]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -47,6 +48,7 @@ from rmeval.cli import (
     leaderboard,
     pairwise,
     pool,
+    reproduce,
     serve_reward,
     stats,
     suitability,
@@ -58,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (audit, stats, features, pairwise, human, suitability, variants, judges, serve_reward, pool,
-                    leaderboard):
+                    leaderboard, reproduce):
         command.add_parser(sub)
     return parser
 

@@ -28,6 +28,12 @@ def check_recipe(path: str) -> str:
     from rmtrain.config import load_sweep, load_train_config
 
     raw = load_recipe(path)
+    if "reproduce" in raw:  # rmeval reproduce: a published table
+        from rmeval.reproduce.recipe import build_recipe
+
+        r = build_recipe(raw, path)
+        return (f"ok (reproduction of {r.reproduce.table}, {r.reproduce.analysis}, {len(r.models)} models, "
+                f"{len(r.published)} published figures)")
     if "experiment" in raw:  # rmeval pool / leaderboard, rmtrain filter-experiment
         from rmtrain.filtering import check_experiment_recipe
 

@@ -16,6 +16,8 @@ Auditor's loaders key custom code by model):
   (``regression_head``: UltraRM; ``v_head``: Starling-RM-34B, TRL value-head models;
   ``value_head``: OpenRLHF), read at the last real token; OpenRLHF's saved reward normalisation
   (``normalize_reward``, ``mean``, ``std`` in config.json) is applied.
+- ``lm_logit``: a causal LM whose reward is one token's logit after the conversation
+  (Nemotron-70B-Reward: token 0); never chosen from a config, only by name.
 
 ``KNOWN_MODELS`` names released models whose loader or chat template cannot be read off the
 checkpoint (matched by Hub id or by a local directory of the same name, or chosen with ``--loader
@@ -71,6 +73,8 @@ KNOWN_MODELS = {m.name: m for m in (
                note="Llama backbone + regression_head, User:/Assistant: layout"),
     KnownModel("starling-rm-34b", ("Nexusflow/Starling-RM-34B",), "value_head",
                note="Yi backbone (transformer.*) + v_head"),
+    KnownModel("nemotron-70b-reward", ("nvidia/Llama-3.1-Nemotron-70B-Reward-HF",), "lm_logit",
+               note="causal LM; the reward is the logit of token 0 after the conversation"),
 )}
 
 
@@ -113,6 +117,7 @@ LOADER_KINDS: Registry[str | RewardLoader] = Registry("reward-model loader", {
     "value_head": "rmeval.scoring.loaders.value_head",
     "remote_code": "rmeval.scoring.loaders.remote_code",
     "classifier": "rmeval.scoring.loaders.classifier",
+    "lm_logit": "rmeval.scoring.loaders.lm_logit",  # never matched from a config: named only
 }, sort_known=True)
 
 
