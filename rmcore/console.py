@@ -1,8 +1,9 @@
 """What a person sees while runs train: one progress bar per run, the expected library messages
 silenced, unexpected ones kept.
 
-- `RunProgress`: a tqdm bar per run (description: the run's name; postfix: the latest loss), in
-  place of transformers' PrinterCallback, which prints every raw log dictionary.
+- `RunProgress`: a progress bar per run (description: the run's name; postfix: the latest loss;
+  ``rmcore.progress``: tqdm on a terminal, periodic lines elsewhere), in place of transformers'
+  PrinterCallback, which prints every raw log dictionary to stdout.
 - `load_quietly`: ``from_pretrained`` without transformers' load report when the only weights it
   initialised are the fresh score head a reward model always starts with ("MISSING ... Consider
   training on your downstream task" is then expected); any other missing, unexpected or mismatched
@@ -18,6 +19,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rmcore.progress import Progress
+
 log = logging.getLogger(__name__)
 
 # the loggers transformers writes its load report and training chatter to
@@ -25,18 +28,15 @@ _LOAD_REPORT_LOGGERS = ("transformers.modeling_utils", "transformers.utils.loadi
 
 
 class RunProgress(TrainerCallback):
-    """One tqdm bar per training run (rank 0 only), the latest loss as its postfix."""
+    """One progress bar per training run (rank 0 only), the latest loss as its postfix."""
 
     def __init__(self, name: str, leave: bool = True) -> None:
         self.name, self.leave = name, leave
-        self.bar: Any = None
+        self.bar: Progress | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=state.max_steps, desc=self.name, leave=self.leave, dynamic_ncols=True,
-                            initial=state.global_step, unit="step")
+            self.bar = Progress(self.name, state.max_steps, unit="step", leave=self.leave, initial=state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.bar is not None:
@@ -44,7 +44,7 @@ class RunProgress(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if self.bar is not None and logs and "loss" in logs:
-            self.bar.set_postfix(loss=f"{float(logs['loss']):.4g}", refresh=False)
+            self.bar.set_postfix(loss=f"{float(logs['loss']):.4g}")
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.bar is not None:

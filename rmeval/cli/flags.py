@@ -77,8 +77,8 @@ def add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drop-special-tokens", default=None, metavar="bos,eos",
                    help="score without the begin- and/or end-of-sequence markers (seq_classifier)")
     p.add_argument("--cache", default=None, help="score cache file (default OUT/score_cache.sqlite)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (they go to stderr, "
-                   "and only when it is a terminal)")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr (a bar on a terminal, "
+                   "else a line every 30 s)")
     add_placement(p)
 
 

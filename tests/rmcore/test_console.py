@@ -71,4 +71,7 @@ def test_one_progress_bar_per_run(tiny_lm, tmp_path, capsys):
     assert bar.bar.n == 4
     bar.on_train_end(None, state, None)
     out = capsys.readouterr()
-    assert "bt seed2" in out.err and "4/4" in out.err and "learning_rate" not in out.out + out.err
+    # stderr is not a terminal here: the run's closing line, with its latest loss; stdout stays empty
+    assert "bt seed2: 4 of 4 steps (100%)" in out.err and "loss=0.125" in out.err
+    assert out.out == "" and "learning_rate" not in out.err
+
