@@ -1,9 +1,12 @@
 """What a person sees while runs train: one progress bar per run, the expected library messages
-silenced, unexpected ones kept.
+silenced, unexpected ones kept, and stdout left to the commands' results.
 
 - `RunProgress`: a progress bar per run (description: the run's name; postfix: the latest loss;
   ``rmcore.progress``: tqdm on a terminal, periodic lines elsewhere), in place of transformers'
   PrinterCallback, which prints every raw log dictionary to stdout.
+- `results_on_stdout`: stdout carries a command's results only (JSON a script can parse): DeepSpeed's
+  logger, which writes its own stream handler to stdout ("Setting accelerator to CPU" at import),
+  is sent to stderr.
 - `load_quietly`: ``from_pretrained`` without transformers' load report when the only weights it
   initialised are the fresh score head a reward model always starts with ("MISSING ... Consider
   training on your downstream task" is then expected); any other missing, unexpected or mismatched
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -104,12 +108,50 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
     return model
 
 
+# DeepSpeed's logger (deepspeed.utils.logging): its LoggerFactory gives it a StreamHandler on stdout
+# and propagate=False, and it logs at import ("Setting accelerator to CPU"), before any caller of
+# ours could touch the handler.
+_DEEPSPEED_LOGGER = "DeepSpeed"
+
+
+def _to_stderr(logger: logging.Logger) -> None:
+    """Point the logger's stream handlers that write to stdout at stderr."""
+    for h in logger.handlers:
+        if isinstance(h, logging.StreamHandler) and h.stream in (sys.stdout, sys.__stdout__):
+            h.setStream(sys.stderr)
+
+
+class _StdoutToStderr(logging.Filter):
+    """A logger filter that moves the logger's stdout handlers to stderr before each record is
+    handled: a filter is kept when a library adds its handlers later, and runs before them."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger = logger
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _to_stderr(self.logger)
+        return True
+
+
+def results_on_stdout() -> None:
+    """Keep stdout for results: DeepSpeed's log lines go to stderr, whether deepspeed is imported
+    already or later (the filter is in place before its import logs anything). Idempotent."""
+    logger = logging.getLogger(_DEEPSPEED_LOGGER)
+    _to_stderr(logger)
+    if not any(isinstance(f, _StdoutToStderr) for f in logger.filters):
+        logger.addFilter(_StdoutToStderr(logger))
+
+
 def quiet_libraries() -> None:
     """A console a person reads: the libraries' own progress bars (weights loading, shard writing,
     dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
     single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
-    (logged whenever a model class carries a TP plan) says nothing there."""
+    (logged whenever a model class carries a TP plan) says nothing there. Library log lines that
+    would go to stdout go to stderr (``results_on_stdout``)."""
     import os
+
+    results_on_stdout()  # first: the imports below may (in other versions) import deepspeed
 
     import datasets
     import transformers
