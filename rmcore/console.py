@@ -114,11 +114,23 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
 _DEEPSPEED_LOGGER = "DeepSpeed"
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write: a handler keeps the stream it was given, and stderr may
+    be swapped after (pytest's capture; a caller's redirect), so the handler holds this instead."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _to_stderr(logger: logging.Logger) -> None:
-    """Point the logger's stream handlers that write to stdout at stderr."""
+    """Point the logger's stream handlers (its files aside) at stderr: DeepSpeed's logger has only
+    the one its LoggerFactory made on stdout."""
     for h in logger.handlers:
-        if isinstance(h, logging.StreamHandler) and h.stream in (sys.stdout, sys.__stdout__):
-            h.setStream(sys.stderr)
+        if type(h) is logging.StreamHandler and not isinstance(h.stream, _CurrentStderr):
+            h.setStream(_CurrentStderr())  # type: ignore[arg-type]
 
 
 class _StdoutToStderr(logging.Filter):

@@ -85,17 +85,18 @@ def test_deepspeed_log_lines_go_to_stderr(capsys):
     from rmcore.console import results_on_stdout
 
     logger = logging.getLogger("DeepSpeed")
-    before = logging.StreamHandler(stream=sys.stdout)
-    logger.addHandler(before)
+    # the logger as a fresh process has it (deepspeed may have been imported by an earlier test)
+    saved = logger.handlers[:], logger.filters[:], logger.propagate
+    logger.handlers, logger.filters, logger.propagate = [], [], False
     try:
+        before = logging.StreamHandler(stream=sys.stdout)
+        logger.addHandler(before)
         results_on_stdout()
         results_on_stdout()  # idempotent: one filter
-        later = logging.StreamHandler(stream=sys.stdout)  # what LoggerFactory does at import
-        logger.addHandler(later)
+        logger.addHandler(logging.StreamHandler(stream=sys.stdout))  # what LoggerFactory does at import
         logger.warning("Setting accelerator to CPU.")
         out = capsys.readouterr()
         assert out.out == "" and out.err.count("Setting accelerator to CPU.") == 2
         assert sum(type(f).__name__ == "_StdoutToStderr" for f in logger.filters) == 1
     finally:
-        logger.removeHandler(before)
-        logger.removeHandler(later)
+        logger.handlers, logger.filters, logger.propagate = saved
