@@ -39,6 +39,8 @@ class RunProgress(TrainerCallback):
         self.bar: Progress | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:  # an earlier train() of this trainer that raised: its bar ends here
+            self.bar.close()
         if state.is_world_process_zero:
             self.bar = Progress(self.name, state.max_steps, unit="step", leave=self.leave, initial=state.global_step)
 

@@ -83,16 +83,20 @@ class Progress:
             text = f"{self.desc}: {self.n:,} of {self.total:,} {unit}{pct}, {secs}"
         return text + (f", {self.postfix}" if self.postfix else "")
 
-    def emit(self, done: bool = False) -> None:
-        """Write ``line`` to the stream (what the timer thread does every ``every`` seconds)."""
+    def emit(self, done: bool = False) -> bool:
+        """Write ``line`` to the stream (what the timer thread does every ``every`` seconds); False
+        when the stream is closed."""
         try:
             print(self.line(done), file=self.stream, flush=True)
         except (OSError, ValueError):  # stderr closed under us: progress is not worth a crash
-            pass
+            return False
+        return True
 
     def _tick(self) -> None:
-        while not self._stop.wait(self.every):
-            self.emit()
+        # also ends when the stream is gone: a step that raised without closing (a training run
+        # interrupted inside the trainer, which calls no callback then) leaves no writer behind
+        while not self._stop.wait(self.every) and self.emit():
+            pass
 
     def close(self) -> None:
         """End the bar, or stop the timer and write the closing line (once)."""

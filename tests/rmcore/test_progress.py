@@ -73,3 +73,13 @@ def test_terminal_gets_a_bar_and_disabled_shows_nothing():
     with Progress("scoring", 4, stream=quiet, enabled=False) as p:
         p.update(4)
     assert p.mode == "off" and quiet.getvalue() == ""
+
+
+def test_timer_ends_when_its_stream_is_gone():
+    # a step that raised without closing (a trainer interrupted mid-run) leaves no writer behind
+    stream = io.StringIO()
+    p = Progress("scoring", 10, unit="text", stream=stream, every=0.01)
+    stream.close()
+    p._thread.join(timeout=30)
+    assert not p._thread.is_alive()
+    p.close()  # and closing after is harmless
