@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
+from rmcore.progress import Progress
 from rmcore.settings import nested, option
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
@@ -90,7 +92,7 @@ class AuditSettings:
     cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
     # progress bars while scoring (stderr, only on a terminal)
     progress: bool = option(True, flag="--no-progress", action="store_false",
-                            help="no progress bars (they go to stderr, and only when it is a terminal)")
+                            help="no progress on stderr (a bar on a terminal, else a line every 30 s)")
 
     def resolved_conditions(self) -> list[str]:
         return resolve_conditions(self.conditions, related_file=self.related_file,
@@ -226,7 +228,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
           tracker: Tracker | None = None, label: str = "", title: str = "matchrm audit",
           checkpoint: str | os.PathLike | None = None, data: str | None = None, cache: bool = True,
           preference_set: RatingSet | None = None, shard: Shard | None = None,
-          meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
+          meta: dict[str, Any] | None = None, started: float | None = None) -> dict[str, Any] | None:
     """Audit the model behind ``scorer`` on ``rating_set`` into ``out`` and return the audit record.
 
     ``shard``: this process's share of an audit launched as several processes (``accelerate
@@ -239,21 +241,29 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     afresh, with no score cache and no reuse of an earlier scores table: an in-memory model has no
     identity that outlives its process. ``preference_set``: the suitability step's preference set
     when already loaded (else ``settings.suitability.data``, else ``rating_set``).
-    ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
-    With a ``tracker`` everything is logged to it (the caller finishes it).
+    ``label`` heads the progress lines; ``title`` the report; ``meta`` joins the record's meta.
+    With a ``tracker`` everything is logged to it (the caller finishes it). ``started``: when the
+    run began (``time.perf_counter()``; the caller's, e.g. before its model loaded; default now):
+    the record's ``meta.seconds`` runs from there to the report written, ``seconds_scoring`` from
+    there to the last text scored, ``seconds_statistics`` is the statistics' own time.
 
     The steps: score (``_score_step``) -> tables and statistics (``_tables_step``) -> the extra
     sections (``_extras_step``) -> report and W&B (``_report_step``)."""
+    started = time.perf_counter() if started is None else started
     out = Path(out)
     scored = _score_step(scorer, rating_set, settings, out, cache=cache, label=label, title=title,
                          checkpoint=checkpoint, data=data, preference_set=preference_set, shard=shard)
     if scored is None:  # another process's share: the main process does the rest
         return None
-    result = _tables_step(scored, rating_set, settings, out, cache=cache)
+    seconds_scoring = time.perf_counter() - started
+    result = _tables_step(scored, rating_set, settings, out, cache=cache, label=label)
     judge_images = _extras_step(result, scored, scorer, rating_set, settings, out, checkpoint=checkpoint,
                                 data=data, meta=meta)
+    # compute_audit's own meta.seconds times the statistics alone; the record's covers the whole run
+    result["meta"]["seconds_statistics"] = result["meta"].pop("seconds", None)
+    result["meta"]["seconds_scoring"] = round(seconds_scoring, 3)
     _report_step(result, out, title=title, tracker=tracker, judge_images=judge_images,
-                 suitability=scored.suitability, checkpoint=checkpoint)
+                 suitability=scored.suitability, checkpoint=checkpoint, started=started)
     return result
 
 
@@ -313,7 +323,7 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
 
 
 def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings, out: Path, *,
-                 cache: bool) -> dict[str, Any]:
+                 cache: bool, label: str = "") -> dict[str, Any]:
     """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
     (``rmeval.stats.audit``), with the truncation counts and the reference pool's."""
     from rmcore.io import atomic_write_table
@@ -329,11 +339,15 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
     if prefs is not None:
         atomic_write_table(out / "preferences.parquet", prefs)
     # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
-    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
-    result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
-                           attribute=pick_attribute(rating_set.attributes, settings.attribute)
-                           if rating_set.attributes or settings.attribute else None,
-                           reference_scores=pool_scores, **tables)
+    # (only these take long enough to need a progress line)
+    with Progress(f"features {label}".strip(), enabled=settings.progress and settings.features is not None):
+        tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
+    # the statistics report no count of their own: a line every half minute while they run
+    with Progress(f"statistics {label}".strip(), enabled=settings.progress):
+        result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
+                               attribute=pick_attribute(rating_set.attributes, settings.attribute)
+                               if rating_set.attributes or settings.attribute else None,
+                               reference_scores=pool_scores, **tables)
     result["truncation"] = truncation_summary(scores)
     if pool_scores is not None:
         atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
@@ -393,12 +407,13 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
 
 def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Tracker | None,
                  judge_images: dict[str, Path], suitability: tuple[dict[str, dict[str, Any]], dict[str, Path]] | None,
-                 checkpoint: str | os.PathLike | None) -> None:
-    """Write the report (``rmeval.audit.report``) and, with a tracker, log the audit, the judge profile's
-    images, the suitability figures and the checkpoint to it."""
+                 checkpoint: str | os.PathLike | None, started: float) -> None:
+    """Write the report (``rmeval.audit.report``; ``meta.seconds`` from ``started`` to the report
+    written) and, with a tracker, log the audit, the judge profile's images, the suitability figures
+    and the checkpoint to it."""
     from rmeval.audit.report import log_audit, write_report
 
-    paths = write_report(result, out, title=title)
+    paths = write_report(result, out, title=title, started=started)
     if tracker is not None:
         # the suitability figures go to W&B once, with their table and plot (log_suitability)
         log_audit(tracker, {k: v for k, v in result.items() if k != "suitability"}, paths)
@@ -436,6 +451,7 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
     from rmeval.scoring import load_scorer
     from rmeval.tracking import evaluation_tracker
 
+    started = time.perf_counter()  # meta.seconds counts the model's loading too
     label = display_name(name, checkpoint)
     model = load_scorer(replace(scorer, model=str(checkpoint)))
     if shard is not None and not shard.main:
@@ -446,17 +462,25 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
                                  checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
-                     checkpoint=checkpoint, data=data, shard=shard, meta=meta)
+                     checkpoint=checkpoint, data=data, shard=shard, meta=meta, started=started)
     finally:
         tracker.finish()
 
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
-    """One line per audited checkpoint: how many scores, how many truncated."""
+    """One line per audited checkpoint, titled as its report is (``display_name``: the run's arm and
+    seed, else ``name``): how many scores, how many texts were cut to fit."""
     from rmeval.scoring.run import truncation_note
 
-    n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
-    return f"{name}: {n} scores ({truncation_note(result['truncation']['total'])}) -> {out}"
+    total = result["truncation"]["total"]
+    return f"{result_title(name, result)}: {total['n']:,} scores ({truncation_note(total)}) -> {out}"
+
+
+def result_title(name: str, result: dict[str, Any]) -> str:
+    """What a record's report is titled by: the arm and seed of the checkpoint in its meta
+    (``rmcore.checkpoints.display_name``), else ``name``."""
+    checkpoint = result.get("meta", {}).get("checkpoint")
+    return display_name(name, checkpoint) if checkpoint else name
 
 
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
@@ -478,6 +502,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     from rmeval.tables import load_preferences, load_ratings, load_scores
     from rmeval.tracking import evaluation_tracker
 
+    started = time.perf_counter()
     attribute = settings.attribute
     if attribute is None:
         table = read_table(ratings, "ratings table")
@@ -510,7 +535,8 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
                                                         n_boot=settings.stats.n_boot, seed=settings.stats.seed)
-    paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
+    result["meta"]["seconds_statistics"] = result["meta"].pop("seconds", None)
+    paths = write_report(result, out, title=f"Audit of {Path(scores).name}", started=started)
     tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
                                  project=wandb_project, mode=wandb_mode)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -499,15 +500,25 @@ def _save_figure(fig: Any, path: Path) -> Path:
     return atomic_save_figure(fig, path)
 
 
-def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:
+def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit", *,
+                 started: float | None = None) -> dict[str, Path]:
     """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png, OUT/variance_explained.png
-    (plots where data exist)."""
+    (plots where data exist). audit.json is written last, so that its ``meta.seconds`` (with
+    ``started``, a ``time.perf_counter()`` reading: the seconds from then) covers the report too, and
+    a folder with audit.json holds the whole report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {
-        "json": atomic_write_json(out / "audit.json", audit),
-        "markdown": atomic_write_text(out / "audit.md", render_markdown(audit, title)),
-    }
+    paths: dict[str, Path] = {"markdown": atomic_write_text(out / "audit.md", render_markdown(audit, title))}
+    paths.update(_plots(audit, out))
+    if started is not None:
+        audit.setdefault("meta", {})["seconds"] = round(time.perf_counter() - started, 3)
+    paths["json"] = atomic_write_json(out / "audit.json", audit)
+    return paths
+
+
+def _plots(audit: dict[str, Any], out: Path) -> dict[str, Path]:
+    """The report's figures, where their sections have data."""
+    paths: dict[str, Path] = {}
     sh = audit.get("share", {})
     names = [n for n in SHARE_NAMES if n in sh and n != "human"]
     vs = audit.get("share_vs_human", {})

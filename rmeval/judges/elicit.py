@@ -293,7 +293,7 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.jsonl`` through the score cache in
     ``out/cache/``. Answers already in any cache file of this judge are not asked again. ``name``
     overrides the judge's name in the table (a rubric-prompted variant of the same model)."""
-    from tqdm.auto import tqdm
+    from rmcore.progress import Progress
 
     out = Path(out)
     t0 = time.perf_counter()
@@ -310,8 +310,8 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     values: dict[str, float] = {}
     calls_all = build_calls(sub, questions)
     stats.n_cells = len(calls_all)
-    bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
-               unit="call", smoothing=0.1)
+    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
+    bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", len(calls_all), unit="call", enabled=progress)
     per_item = 2 * len(questions)
 
     def ask(todo: list[Call]) -> list[tuple[Any, ...]]:

@@ -2,11 +2,14 @@
 
 Scores table: one row per scored text -- ``prompt_id`` (the response's own prompt),
 ``response_id``, ``condition``, ``variant``, ``donor_prompt_id`` (None unless a donor's
-conversation was used), ``score``. Identical (conversation, response) texts -- common across
+conversation was used), ``score``, and whether the text's prompt and response were cut to fit
+(``prompt_truncated``, ``response_truncated``: a rerun that resumes from the table keeps its
+truncation counts). Identical (conversation, response) texts -- common across
 conditions, e.g. a donor that is also a nearest neighbour -- are scored once. Resumable twice
 over: rows already in ``out_path`` are not rescored, and with a ``cache_path`` every scored chunk is
 committed to the score cache, so an interrupted run loses at most one chunk.
-Truncation counts per condition are returned in ``df.attrs["truncation"]``; with a transplant
+Truncation counts per condition (over every row, resumed ones included) are returned in
+``df.attrs["truncation"]``; with a transplant
 condition, ``df.attrs["donor_exclusions"]`` counts donors left out as near-duplicates.
 
 Several processes (``accelerate launch``/``torchrun``: ``RANK``, ``WORLD_SIZE``; a ``Shard``) share
@@ -37,6 +40,7 @@ import pandas as pd
 
 from rmcore.data.schema import RatingSet
 from rmcore.io import atomic_write_table, atomic_write_text, read_table
+from rmcore.progress import Progress
 from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -46,7 +50,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS_CHUNK = 512  # texts per progress-bar step (the score cache commits chunks of the same size)
 KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
-SCORE_COLUMNS = KEY_COLUMNS + ["score"]
+FLAG_COLUMNS = ["prompt_truncated", "response_truncated"]
+SCORE_COLUMNS = KEY_COLUMNS + ["score"] + FLAG_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,11 @@ def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str, digest:
         log.warning("%s was scored on other data; rescoring (the score cache keeps texts already seen)", out_path)
         return None
     prev = read_table(out_path, allow_empty=True)  # an earlier run may have had nothing to score
+    if len(prev) and not set(FLAG_COLUMNS) <= set(prev.columns):
+        # written before the table kept truncation flags: its rows would resume with counts unknown;
+        # rescore instead (the score cache answers every text it has seen, flags included)
+        log.info("%s has no truncation flags; rescoring through the score cache", out_path)
+        return None
     return prev if len(prev) else None
 
 
@@ -185,15 +195,17 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
                      **opts: Any) -> pd.DataFrame | None:
     """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
     every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...).
-    ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``.
+    ``progress``: the scoring's progress on stderr, headed ``label`` (``rmcore.progress``: a bar on a
+    terminal, a line every half minute elsewhere).
     ``shard``: this process's share of a run over several processes (needs ``out_path``, beside
     which the parts go); the main process returns the whole table, the others None."""
     items = build_items(rating_set, conditions, **opts)
-    done: dict[tuple, float] = {}
+    done: dict[tuple, tuple[float, bool, bool]] = {}  # key -> (score, prompt cut, response cut)
     digest = data_digest(rating_set)
     prev = _previous_rows(out_path, scorer.fingerprint, digest)
     if prev is not None:
-        done = {_row_key(r): float(r.score) for r in prev.itertuples(index=False)}
+        done = {_row_key(r): (float(r.score), bool(r.prompt_truncated), bool(r.response_truncated))
+                for r in prev.itertuples(index=False)}
         log.info("%s: %d rows already scored", out_path, len(done))
     todo = [it for it in items if it.key not in done]
 
@@ -267,16 +279,15 @@ def _score_unique(scorer: Scorer, conditions: list[str], uniq_items: list[Any], 
     """Scores and truncation flags (prompt, response) of the distinct texts marked ``mine`` (zeros elsewhere)."""
     uniq_scores = np.zeros(len(uniq_items))
     flags = np.zeros((len(uniq_items), 2), bool)
-    # Scored condition by condition, in chunks, so a long audit shows where it is (tqdm on stderr,
-    # off when stderr is not a terminal or progress=False); scores do not depend on the batching.
-    from tqdm.auto import tqdm
-
-    for cond in conditions:
-        idx = [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]]
-        if not idx:
-            continue
-        desc = f"{label} {cond}" if label else cond
-        with tqdm(total=len(idx), desc=desc, unit="text", disable=None if progress else True, leave=False) as bar:
+    # Scored condition by condition, in chunks, so a long audit shows where it is: one count over
+    # every text to score, the condition beside it (rmcore.progress: a bar on a terminal, periodic
+    # lines on any other stderr); scores do not depend on the batching.
+    by_cond = {cond: [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]] for cond in conditions}
+    total = sum(len(idx) for idx in by_cond.values())
+    with Progress(f"scoring {label}" if label else "scoring", total, unit="text", enabled=progress and total > 0) as bar:
+        for cond, idx in by_cond.items():
+            if idx:
+                bar.set_postfix(condition=cond)
             for i in range(0, len(idx), PROGRESS_CHUNK):
                 chunk = idx[i:i + PROGRESS_CHUNK]
                 uniq_scores[chunk] = scorer.score([uniq_items[u] for u in chunk])
@@ -297,24 +308,23 @@ def _merge_parts(out_path: str | os.PathLike, token: str, shard: Shard, uniq_sco
 
 
 def _scores_table(rating_set: RatingSet, conditions: list[str], items: list[ConditionItem],
-                  todo: list[ConditionItem], text_idx: list[int], done: dict[tuple, float], uniq_scores: np.ndarray,
-                  flags: np.ndarray) -> pd.DataFrame:
+                  todo: list[ConditionItem], text_idx: list[int], done: dict[tuple, tuple[float, bool, bool]],
+                  uniq_scores: np.ndarray, flags: np.ndarray) -> pd.DataFrame:
     """The scores table of ``items`` (resumed rows from ``done``, new ones from their distinct text), with
-    the truncation counts per condition, donor exclusions and the number of distinct texts in its attrs."""
+    the truncation counts per condition (every row; ``n_resumed`` of them from an earlier run's table),
+    donor exclusions and the number of distinct texts in its attrs."""
     trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
                                         for c in conditions}
-    new_scores = {}
-    for it, u in zip(todo, text_idx):
-        new_scores[it.key] = float(uniq_scores[u])
-        t = trunc[it.condition]
-        t["n"] += 1
-        t["prompt_truncated"] += int(flags[u, 0])
-        t["response_truncated"] += int(flags[u, 1])
+    new = {it.key: (float(uniq_scores[u]), bool(flags[u, 0]), bool(flags[u, 1])) for it, u in zip(todo, text_idx)}
     rows = []
     for it in items:
-        if it.key in done:
-            trunc[it.condition]["n_resumed"] += 1
-        rows.append(dict(zip(KEY_COLUMNS, it.key), score=done.get(it.key, new_scores.get(it.key))))
+        score, p_cut, r_cut = done[it.key] if it.key in done else new[it.key]
+        t = trunc[it.condition]
+        t["n"] += 1
+        t["n_resumed"] += int(it.key in done)
+        t["prompt_truncated"] += int(p_cut)
+        t["response_truncated"] += int(r_cut)
+        rows.append(dict(zip(KEY_COLUMNS, it.key), score=score, prompt_truncated=p_cut, response_truncated=r_cut))
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     df["variant"] = df["variant"].astype(int)
     df["donor_prompt_id"] = df["donor_prompt_id"].astype(object).where(df["donor_prompt_id"].notna(), None)
@@ -351,10 +361,8 @@ def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def truncation_note(total: dict[str, int]) -> str:
-    """``truncation_summary``'s totals in words. The flags are per scored text (one conversation with
-    one response), not per prompt, and rows resumed from an earlier run's table carry none."""
-    note = (f"{total['prompt_truncated']} of {total['n']} scored texts had the prompt truncated, "
-            f"{total['response_truncated']} the response")
-    if total.get("n_resumed"):
-        note += f"; {total['n_resumed']} resumed from an earlier run, not counted"
-    return note
+    """``truncation_summary``'s totals in words: "53 of 9,320 texts had their prompt cut; 0 responses
+    cut". The flags are per scored text (one conversation with one response, a row of the scores
+    table), not per prompt; rows resumed from an earlier run's table count with the flags it kept."""
+    return (f"{total['prompt_truncated']:,} of {total['n']:,} texts had their prompt cut; "
+            f"{total['response_truncated']:,} {'response' if total['response_truncated'] == 1 else 'responses'} cut")

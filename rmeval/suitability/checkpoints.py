@@ -35,7 +35,8 @@ __all__ = ["SuitabilityAuditSettings", "audit_checkpoints", "audit_suitability",
 
 
 def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) -> str:
-    """One line per model: Cohen's d, stars and verdict of each perturbation, and the risk."""
+    """One line per model, titled as its report is (a checkpoint's arm and seed, ``display_name``,
+    else ``name``): Cohen's d, stars and verdict of each perturbation, and the risk."""
     def part(code: str, r: dict[str, Any]) -> str:
         if not math.isfinite(r["p_value"]):
             return f"{code} not tested"
@@ -43,7 +44,9 @@ def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) ->
 
     parts = [part(s, r) for s, r in res["perturbations"].items()]
     risk = res.get("suitability_risk")
-    return (f"{name}: suitability on {res['meta'].get('n_items')} items: " + "; ".join(parts)
+    checkpoint = res["meta"].get("checkpoint")
+    title = display_name(name, checkpoint) if checkpoint else name
+    return (f"{title}: suitability on {res['meta'].get('n_items')} items: " + "; ".join(parts)
             + (f"; risk {risk:.2f}" if risk is not None else "") + f" -> {dest}")
 
 

@@ -32,9 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: TrainCommand) -> int:
+    from rmcore.checkpoints import run_title
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 
     summary = train_run(load_train_config(s.config, overrides(s)), force=s.force)
-    print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}, indent=2))
+    # titled like the run's reports and the other commands' summary lines ("bt_margin seed 1")
+    title = run_title(summary["arm"], summary["seed"])
+    print(json.dumps({"title": title, **{k: summary[k] for k in SUMMARY_KEYS}}, indent=2))
     return 0

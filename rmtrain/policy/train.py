@@ -166,6 +166,7 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     from peft import LoraConfig, TaskType
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
+    from rmcore.console import use_progress_bar
     from rmtrain.policy.reward import ScorerReward
 
     t, pol = cfg.training, cfg.policy
@@ -189,6 +190,9 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     trainer = trainer_cls(model=model, reward_funcs=reward, args=args, train_dataset=data,
                           processing_class=tokenizer, peft_config=lora,
                           callbacks=[_log_to_tracker(cfg, tracker, reward, history)])
+    # disable_tqdm makes transformers print every log dict to stdout (PrinterCallback); stdout is for
+    # the command's summary, so one progress bar on stderr instead (the metrics go to the tracker)
+    use_progress_bar(trainer, f"{t.algorithm} {cfg.environment} policy")
     try:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     except BaseException:  # interrupted: the checkpoints stay, and a rerun resumes from the last
