@@ -60,6 +60,7 @@ def test_one_progress_bar_per_run(tiny_lm, tmp_path, capsys):
     use_progress_bar(trainer, "regression seed1")
     kinds = [type(c) for c in trainer.callback_handler.callbacks]
     assert PrinterCallback not in kinds and ProgressCallback not in kinds and kinds.count(RunProgress) == 1
+    capsys.readouterr()  # what importing the Trainer printed (transformers' W&B notice under WANDB_MODE=offline)
 
     bar = RunProgress("bt seed2")
     state = SimpleNamespace(is_world_process_zero=True, max_steps=4, global_step=0)

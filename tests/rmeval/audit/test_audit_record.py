@@ -14,6 +14,7 @@ from rmcore.data.simulated import simulate_rating_set
 from rmeval.audit.pairwise import pairwise_line
 from rmeval.audit.pipeline import AuditSettings, audit, audit_line
 from rmeval.scoring.base import Scorer
+from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.checkpoints import suitability_line
 
 SLEEP = 0.2  # seconds per scoring call: a floor under the run's time, whatever the machine
@@ -41,7 +42,8 @@ class SleepyScorer(Scorer):
 def test_meta_seconds_covers_the_scoring(tmp_path):
     rs = simulate_rating_set(n_prompts=8, responses_per_prompt=3, seed=0)
     scorer = SleepyScorer()
-    settings = AuditSettings(conditions=["original", "generic"], n_boot=20, n_boot_regression=20, progress=False)
+    settings = AuditSettings(conditions=["original", "generic"], stats=StatsSettings(n_boot=20, n_boot_regression=20),
+                             progress=False)
     res = audit(scorer, rs, settings, tmp_path)
     meta = res["meta"]
     assert scorer.calls == 2  # one chunk per condition
