@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rmeval.audit import FinalAuditSettings
+from rmeval.audit.pipeline import FinalAuditSettings
 from rmtrain.config import TrainConfig
 from rmtrain.prepare import PreparedData, load_run_data, prompt_texts, split_prompts
 
@@ -29,7 +29,7 @@ AUDIT_FIGURES = {
 
 def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     """rmeval's AuditCallback on the run's held-out prompts (the recipe's `audit` section)."""
-    from rmeval.callback import AuditCallback
+    from rmeval.audit.callback import AuditCallback
 
     # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited;
     # the scorer lowers max_length to what the model can read
@@ -64,7 +64,7 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
         keep = [pid for pid, t in prompt_texts(cand).items() if t not in seen]
         counts = {"n_candidate_prompts": len(cand), "n_dropped_seen_in_training": len(cand) - len(keep)}
         rs = cand.subset(keep)
-    rs = rs.sample(settings.max_prompts, settings.seed)  # the same seeded sample for every run of the sweep
+    rs = rs.sample(settings.max_prompts, settings.audit.stats.seed)  # the same seeded sample for every run of the sweep
     counts["n_audit_prompts"] = len(rs)
     return rs, counts
 
@@ -75,7 +75,7 @@ def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
     user would, placed as ``settings`` say), written to `out`; the audited prompts' counts go into
     audit.json's ``meta.prompts``. Returns the sweep figures (``audit_record_figures``); None in a
     process that only scored its share (``shard``: one of several processes of one audit)."""
-    from rmeval.audit import audit_checkpoint, audit_line
+    from rmeval.audit.pipeline import audit_checkpoint, audit_line
     from rmeval.scoring import ScorerSettings
 
     rs, counts = audit_rating_set(cfg, settings)

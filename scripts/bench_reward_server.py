@@ -103,7 +103,7 @@ class ModelAlone:
 
     def __init__(self, args: argparse.Namespace, items: list[Any]) -> None:
         from rmcore.device import Placement
-        from rmeval.reward_server import load_reward_scorer
+        from rmeval.scoring.server import load_reward_scorer
 
         self.scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
                                          max_length=args.max_length)

@@ -56,10 +56,10 @@ def audit_decoder(args: argparse.Namespace) -> None:
     from bench_util import build_qwen3, matmul_gflops, rating_set_texts
 
     from rmcore.data.registry import load_rating_set
+    from rmeval.backends.generators import SimulatedGenerator
     from rmeval.conditions import CONDITIONS
-    from rmeval.generators import SimulatedGenerator
     from rmeval.scoring.base import render_item
-    from rmeval.scoring_run import build_items
+    from rmeval.scoring.run import build_items
 
     rs = load_rating_set({"name": "simulated", "n_prompts": args.n_prompts, "responses_per_prompt": 4, "seed": 0})
     conds = list(CONDITIONS)
@@ -95,7 +95,7 @@ def audit_scoring(model: str, dtype: str, *, device: str = "auto", n_prompts: in
 
     from rmcore.data.registry import load_rating_set
     from rmcore.device import Placement
-    from rmeval.scoring_run import score_conditions
+    from rmeval.scoring.run import score_conditions
 
     rs = load_rating_set({"name": "simulated", "n_prompts": n_prompts, "responses_per_prompt": 4, "seed": 0})
     sc = SeqClassifierScorer(model, max_length=max_length, batch_size=batch_size, max_tokens=max_tokens,

@@ -1,4 +1,4 @@
-"""Time of ``rmeval stats`` (the audit's statistics from tables, ``rmeval.audit.audit_tables``) and of
+"""Time of ``rmeval stats`` (the audit's statistics from tables, ``rmeval.audit.pipeline.audit_tables``) and of
 its ``variance_explained`` section, part by part, on an audit directory and on larger audits
 synthesised from it.
 
@@ -156,11 +156,12 @@ def patched(timer: Timer, jobs: int) -> Iterator[None]:
 def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[str] | None, jobs: int
               ) -> tuple[Timer, dict[str, Any]]:
     """``rmeval stats`` on ``folder`` (W&B off), timed as a whole and by part."""
-    from rmeval.audit import AuditSettings, audit_tables
-    from rmeval.features import FeatureSettings
+    from rmeval.audit.features import FeatureSettings
+    from rmeval.audit.pipeline import AuditSettings, audit_tables
+    from rmeval.stats.settings import StatsSettings
 
     timer = Timer()
-    settings = AuditSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0,
+    settings = AuditSettings(stats=StatsSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0),
                              features=FeatureSettings(learners=learners) if learners else None)
     with tempfile.TemporaryDirectory() as out, patched(timer, jobs):
         t0, c0 = time.perf_counter(), cpu_seconds()

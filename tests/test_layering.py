@@ -1,5 +1,6 @@
 """The package graph is a straight line, rmcore <- rmeval <- rmtrain, and no module imports
-itself back through others. Every import counts, lazy ones inside functions included, so the
+itself back through others, nor any folder inside a package (``rmeval/scoring/``, ``rmtrain/arms/``;
+a loose module counts as its own folder) through a module outside it. Every import counts, lazy ones inside functions included, so the
 check reads the source (an AST walk) rather than sys.modules."""
 
 from __future__ import annotations
@@ -109,19 +110,57 @@ def test_no_import_circle():
     assert _cycles(_graph()) == []
 
 
+def _folder(mod: str, is_dir=lambda parts: (ROOT / parts[0] / parts[1]).is_dir()) -> str:
+    """The folder a module lies in, one level inside its package (``rmeval.scoring.run`` ->
+    ``rmeval.scoring``); a module loose in the package is its own folder."""
+    parts = mod.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and is_dir(parts) else mod
+
+
+def _folder_graph(graph: dict[str, set[str]], folder=_folder) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        out.setdefault(folder(mod), set()).update(folder(d) for d in deps if folder(d) != folder(mod))
+    return out
+
+
+def test_no_import_circle_between_folders():
+    """A module of a folder that imports a module outside it which imports the folder back is a
+    circle at folder level even where no module-level circle exists."""
+    assert _cycles(_folder_graph(_graph())) == []
+
+
+def test_the_folder_check_sees_a_module_that_imports_its_folder_back():
+    """The old case: ``rmeval/scoring/judge.py`` imported the loose ``rmeval/scoring_run.py``, which
+    imports ``rmeval/scoring/base.py``: no module circle, a folder circle."""
+    graph = {"rmeval.scoring.judge": {"rmeval.scoring_run"}, "rmeval.scoring_run": {"rmeval.scoring.base"},
+             "rmeval.scoring.base": set()}
+    def folder(m: str) -> str:
+        return _folder(m, is_dir=lambda parts: parts[1] == "scoring")
+    assert _cycles(graph) == []
+    assert _cycles(_folder_graph(graph, folder)) == [["rmeval.scoring", "rmeval.scoring_run"]]
+
+
+def test_rmeval_keeps_at_most_four_modules_loose_at_its_top():
+    """rmeval is grouped by capability (README, Architecture): the few modules at its top level are
+    shared leaves (tables, conditions, tracking)."""
+    loose = sorted(p.name for p in (ROOT / "rmeval").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 4, loose
+
+
 def test_the_checks_see_a_lazy_import_and_a_circle(tmp_path):
     """The AST scan catches an import inside a function body, which a sys.modules check cannot,
     and the cycle search finds a circle of three."""
     f = tmp_path / "probe.py"
-    f.write_text("def f():\n    from rmeval.audit import audit\n    from ..stats import share\n")
-    assert {"rmeval.audit", "rmeval.stats.share"} <= _imports(f, "rmeval.scoring.probe")
+    f.write_text("def f():\n    from rmeval.audit.pipeline import audit\n    from ..stats import share\n")
+    assert {"rmeval.audit.pipeline", "rmeval.stats.share"} <= _imports(f, "rmeval.scoring.probe")
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_importing_the_foundations_and_the_training_library_loads_no_layer_above():
     mods = ["rmcore.data.registry", "rmcore.modeling", "rmcore.prefix_scoring", "rmcore.checkpoints",
-            "rmeval.audit", "rmeval.scoring"]
+            "rmeval.audit.pipeline", "rmeval.scoring"]
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rmtrain'))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

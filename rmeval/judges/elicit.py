@@ -7,7 +7,7 @@ for every attribute, so a local model computes its KV cache once and runs only t
 per attribute (``LocalPairJudge(prefix_reuse=True)``), and an endpoint such as vLLM reuses it
 through its own prefix cache.
 
-A judge (a backend of the pairwise-judge protocol, ``rmeval.judging``) answers, per call, the letter it
+A judge (a backend of the pairwise-judge protocol, ``rmeval.backends``) answers, per call, the letter it
 names: +1 the first-shown response ("A"), -1 the second
 ("B"), 0 no resolved direction, NaN a malformed answer (counted; it becomes direction 0, never a
 direction). The runner maps letters back: in order BA the first-shown response is the original B.
@@ -37,9 +37,9 @@ import torch
 
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_table, read_table
-from rmeval.judging import JudgeBackend, Question, Tokens
-from rmeval.judging.endpoint import EndpointBackend
-from rmeval.judging.local import LocalBackend
+from rmeval.backends import JudgeBackend, Question, Tokens
+from rmeval.backends.endpoint import EndpointBackend
+from rmeval.backends.local import LocalBackend
 from rmeval.scoring.base import fingerprint_of, model_identity
 from rmeval.scoring.cache import ScoreCache, cache_key
 
@@ -94,12 +94,12 @@ def build_calls(items: pd.DataFrame, questions: dict[str, str]) -> list[Call]:
 
 
 class CallQuestion(Question):
-    """Elicitation calls as a question of the pairwise-judge protocol (``rmeval.judging``): the item
+    """Elicitation calls as a question of the pairwise-judge protocol (``rmeval.backends``): the item
     then the question, one user turn. For a local model the item (head of the chat template + the
     item) and the question (+ the template's tail) are tokenised apart, so every question on an item
     shares its token ids and its KV cache (``Tokens.group``: the item in this order); a call longer
     than ``max_length`` keeps the end of the item, next to the question (``n_truncated`` counts
-    them). An endpoint's reply is read by ``rmeval.judging.read_letter``."""
+    them). An endpoint's reply is read by ``rmeval.backends.read_letter``."""
 
     letters = ("A", "B")
 
@@ -166,7 +166,7 @@ class PairJudge(ABC):
 
 
 class LocalPairJudge(PairJudge):
-    """A local Hugging Face causal LM (``rmeval.judging.local``), read from next-token
+    """A local Hugging Face causal LM (``rmeval.backends.local``), read from next-token
     probabilities: the mass of every single-token spelling of "A" against that of "B". With
     ``prefix_reuse`` the item's KV cache is computed once and shared by all questions on it;
     otherwise every call is one full forward (same token ids, so the same directions up to float
@@ -227,7 +227,7 @@ class LocalPairJudge(PairJudge):
 
 
 class EndpointPairJudge(PairJudge):
-    """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...; ``rmeval.judging.endpoint``).
+    """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...; ``rmeval.backends.endpoint``).
     Greedy, a few tokens; a malformed reply is counted and left unresolved."""
 
     kind = "openai"
@@ -293,7 +293,7 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.jsonl`` through the score cache in
     ``out/cache/``. Answers already in any cache file of this judge are not asked again. ``name``
     overrides the judge's name in the table (a rubric-prompted variant of the same model)."""
-    from tqdm.auto import tqdm
+    from rmcore.progress import Progress
 
     out = Path(out)
     t0 = time.perf_counter()
@@ -310,8 +310,8 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     values: dict[str, float] = {}
     calls_all = build_calls(sub, questions)
     stats.n_cells = len(calls_all)
-    bar = tqdm(total=len(calls_all), desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
-               unit="call", smoothing=0.1)
+    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
+    bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", len(calls_all), unit="call", enabled=progress)
     per_item = 2 * len(questions)
 
     def ask(todo: list[Call]) -> list[tuple[Any, ...]]:

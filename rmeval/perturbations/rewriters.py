@@ -5,7 +5,7 @@ A rewriter turns response texts into their stylized version for a code in ``STYL
 or returned an empty text); the suite counts those, it never drops them silently.
 
 - ``RuleRewriter``: ``ST`` and ``SP`` by rule (``rmeval.perturbations.stylized``), no model;
-- ``LMRewriter``: any generator backend with ``complete`` (``rmeval.generators.HFGenerator``, a local
+- ``LMRewriter``: any generator backend with ``complete`` (``rmeval.backends.generators.HFGenerator``, a local
   Hugging Face causal LM; ``OpenAIGenerator``, an OpenAI-compatible endpoint) prompted with
   ``STYLE_INSTRUCTIONS[code]``;
 - ``FileRewriter``: rewrites written beforehand, jsonl rows
@@ -203,7 +203,7 @@ def make_rewriter(spec: str, *, seed: int = 0, language: str = DEFAULT_LANGUAGE,
                   max_new_tokens: int = 1024, cache_path: str | os.PathLike | None = None) -> Rewriter:
     """``rule`` | ``file:PATH`` | ``hf:MODEL`` | ``openai:MODEL`` (with ``base_url``); model-backed
     rewriters are cached in ``cache_path`` when given."""
-    from rmeval.generators import make_generator
+    from rmeval.backends.generators import make_generator
 
     kind, _, arg = spec.partition(":")
     if kind == "rule":

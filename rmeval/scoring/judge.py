@@ -38,7 +38,7 @@ from rmcore.data.schema import Message
 from rmcore.device import Placement, describe
 from rmcore.formatting import ROLE_NAMES
 from rmcore.modeling import resolve_max_length
-from rmeval.judging.local import LocalBackend, single_token_ids
+from rmeval.backends.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmeval.scoring.cache import cache_key
 from rmeval.stats.judge_diagnostics import DIGIT_COLUMNS  # the per-row table's schema
@@ -118,7 +118,7 @@ class GenerativeJudgeScorer(Scorer):
         (rmcore.prefix_scoring); same scores. ``placement`` (else ``device``/``dtype``, ``auto``
         when None): where a model loaded from a path runs (rmcore.device)."""
         super().__init__()
-        # the local judge backend (rmeval.judging.local): model loading, tokenisation, batched logits
+        # the local judge backend (rmeval.backends.local): model loading, tokenisation, batched logits
         self.backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, max_tokens=max_tokens,
                                     device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                     placement=placement)
@@ -211,9 +211,9 @@ def judge_digit_table(scorer: GenerativeJudgeScorer, rating_set: Any, conditions
                       **opts: Any) -> pd.DataFrame:
     """The judge's per-row diagnostics beside an audit's scores: the scores table's key columns
     (prompt_id, response_id, condition, variant, donor_prompt_id) and ``DIGIT_COLUMNS``, one row
-    per text of ``conditions`` built with ``opts`` (the items ``rmeval.scoring_run`` scored). Call
+    per text of ``conditions`` built with ``opts`` (the items ``rmeval.scoring.run`` scored). Call
     it before the scorer is closed."""
-    from rmeval.scoring_run import KEY_COLUMNS, build_items
+    from rmeval.scoring.run import KEY_COLUMNS, build_items
 
     items = build_items(rating_set, conditions, **opts)
     rows = scorer.digit_rows([it.item for it in items])

@@ -1,6 +1,6 @@
 """Pairwise verdict of a generative judge: how strongly it names response A over response B.
 
-A ``Question`` of the pairwise-judge protocol (``rmeval.judging``) asked of the local backend of a
+A ``Question`` of the pairwise-judge protocol (``rmeval.backends``) asked of the local backend of a
 ``GenerativeJudgeScorer`` (its model, tokenizer, chat-template handling and left-padded
 next-token logits). Two styles:
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from rmcore.data.schema import Message
 from rmcore.errors import ConfigError
-from rmeval.judging import Question, Tokens, read_bracket_verdict
+from rmeval.backends import Question, Tokens, read_bracket_verdict
 from rmeval.scoring.base import Scorer, fingerprint_of
 from rmeval.scoring.judge import GenerativeJudgeScorer, conversation_text, fit_judge_prompt
 

@@ -1,6 +1,6 @@
 """What explains the prompt-level variance of a reward (the study's appendix "Feature probes and
 variance decomposition", Tables 12-13). Pure numpy/scipy/scikit-learn on tables: the texts were
-turned into features beforehand (``rmeval.features``).
+turned into features beforehand (``rmeval.audit.features``).
 
 Variance components (``rmcore.variance``): sigma_b^2 (between prompts) and sigma_w^2 (within) of
 the one-way random-effects model; the share is sigma_b^2 / (sigma_b^2 + sigma_w^2). For a reward

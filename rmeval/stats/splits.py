@@ -8,9 +8,9 @@ prompts turned a 150/150 split into 200/100):
 
 * ``length``: A = the prompts whose word count (every turn of the conversation) is above the
   median of the analysed prompts' word counts, B = the rest (the human side's rule,
-  ``rmeval.human``). On a subset (single-turn prompts) the median is the subset's.
+  ``rmeval.audit.human``). On a subset (single-turn prompts) the median is the subset's.
 * ``topic_1``, ``topic_2``: two balanced topic splits. The first user turns are clustered by a
-  20-cluster TF-IDF k-means (``rmeval.features.prompt_table`` writes each prompt's cluster); the
+  20-cluster TF-IDF k-means (``rmeval.audit.features.prompt_table`` writes each prompt's cluster); the
   clusters (all of the table's, so the order does not depend on which are analysed) are taken in a
   seeded random order and each goes to the half that has fewer analysed prompts so far, so the
   halves differ by at most one cluster's size and no topic is cut in two.

@@ -3,7 +3,7 @@
 Both policies (base model + LoRA adapter from ``rmtrain policy``) answer the same held-out clean
 prompts (``environment/heldout.jsonl`` of the clean run, ``evaluation.n_prompts`` of them, 100 by
 default as in the study), greedily so a rerun gives the same texts; responses are cached per policy
-in ``<policy dir>/eval_responses.jsonl``. A pairwise judge (``rmeval.winrate``) compares them in
+in ``<policy dir>/eval_responses.jsonl``. A pairwise judge (``rmeval.experiments.winrate``) compares them in
 both orders; ``OUT/winrate.json`` holds the win rate with its bootstrap interval and the counts,
 ``OUT/judgments.jsonl`` every verdict. Across reward models (``evaluate_all``), each one's win
 rate is set against its suitability risk and accuracy change: ``spearman.json``, ``spearman.md``
@@ -20,7 +20,7 @@ from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmeval.winrate import (
+from rmeval.experiments.winrate import (
     PairwiseJudge,
     make_judge,
     read_suitability,
@@ -178,7 +178,7 @@ def judge_from_config(cfg: PolicyConfig) -> PairwiseJudge:
     if kind == "hf" and name:  # a local judge goes where the evaluation runs
         from rmcore.device import dtype_name, resolve_device, resolve_dtype
         from rmcore.modeling import resolve_model_path
-        from rmeval.winrate import HFPairwiseJudge
+        from rmeval.experiments.winrate import HFPairwiseJudge
         from rmtrain.policy.train import check_policy_model
 
         check_policy_model(name, "evaluation.judge")

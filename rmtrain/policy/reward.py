@@ -22,7 +22,7 @@ class ScorerReward:
     def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32, device: str = "auto",
                  dtype: str = "auto") -> None:
         from rmcore.device import Placement, describe
-        from rmeval.reward_server import load_reward_scorer
+        from rmeval.scoring.server import load_reward_scorer
 
         self.scorer = load_reward_scorer(str(checkpoint), Placement(device=device, dtype=dtype), max_length=max_length,
                                          batch_size=batch_size)

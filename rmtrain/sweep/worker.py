@@ -105,7 +105,7 @@ def audit_one(out: str | os.PathLike, run_id: str) -> bool:
     several processes share the scoring). True when it finished; a failure is logged and left to
     the driver, which finds no audit.json."""
     from rmcore.io import atomic_write_json
-    from rmeval.scoring_run import Shard
+    from rmeval.scoring.run import Shard
     from rmtrain.runs import final_audit
     from rmtrain.sweep.extra_audits import run_extra_audits
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from rmcore.data.registry import load_data
+from rmeval.scoring.run import KEY_COLUMNS, Shard, assign_shards, score_conditions
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
-from rmeval.scoring_run import KEY_COLUMNS, Shard, assign_shards, score_conditions
 
 SPEC = "simulated:n_prompts=6,responses_per_prompt=2,seed=2"
 CONDITIONS = ["original", "generic", "random"]

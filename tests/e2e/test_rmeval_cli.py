@@ -325,11 +325,35 @@ def test_audit_named_by_arm_and_seed_with_progress(tmp_path, demo_ckpt, monkeypa
     assert (out / "audit.md").read_text().splitlines()[0] == "# Audit of bt_margin seed 1"
     audit = json.loads((out / "audit.json").read_text())
     assert audit["donor_exclusions"] == {"n_pairs": 0, "n_prompts": 0}  # simulated prompts are all distinct
-    bars = fake.getvalue()
-    assert "bt_margin seed 1 original" in bars and "bt_margin seed 1 generic" in bars
+    bars = fake.getvalue()  # one bar over every text, the condition beside it
+    assert "scoring bt_margin seed 1" in bars and "condition=original" in bars and "condition=generic" in bars
     fake.seek(0)
     fake.truncate()
     rc = main(["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=8,seed=1",
                "--out", str(tmp_path / "b"), "--conditions", "original", "--max-length", "32", "--n-boot",
                "20", "--n-boot-regression", "20", "--wandb-mode", "disabled", "--no-progress"])
     assert rc == 0 and "original" not in fake.getvalue()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_ckpt, monkeypatch, capsys):
+    """stderr not a terminal (a log file): the scoring and the statistics still say where they are.
+    A finished audit rerun into the same --out scores nothing and prints the same line, its cut
+    counts kept, titled by arm and seed as the report is; meta.seconds covers the whole run."""
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    out = tmp_path / "a"
+    argv = ["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=6,seed=1", "--out", str(out),
+            "--conditions", "original", "generic", "--max-length", "24", "--n-boot", "20", "--n-boot-regression",
+            "20", "--wandb-mode", "disabled"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    lines = log.getvalue().splitlines()
+    assert any(ln.startswith("scoring bt_margin seed 1: 48 of 48 texts (100%), ") for ln in lines)
+    assert any(ln.startswith("statistics bt_margin seed 1: done in ") for ln in lines)
+    assert first.startswith("bt_margin seed 1: 48 scores (") and " texts had their prompt cut; " in first
+    assert not first.startswith("bt_margin seed 1: 48 scores (0 of")  # 24 tokens cut some prompts
+    meta = json.loads((out / "audit.json").read_text())["meta"]
+    assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == first

@@ -8,8 +8,8 @@ import yaml
 
 from rmcore.config import training_recipe_writing
 from rmcore.errors import ConfigError
-from rmeval.leaderboard import load_leaderboard_config
-from rmeval.pool import load_pool_config
+from rmeval.experiments.leaderboard import load_leaderboard_config
+from rmeval.experiments.pool import load_pool_config
 from rmtrain.cli.check import check_recipe
 from rmtrain.config import load_train_config
 from rmtrain.filtering import load_filtering_config

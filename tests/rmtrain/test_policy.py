@@ -219,8 +219,8 @@ def test_reward_server_http_equals_rmeval_scoring(models: dict) -> None:
     through a real HTTP request gives the scores rmeval gives the same texts."""
     from transformers import AutoTokenizer
 
-    from rmeval.reward_server import RewardService, make_server
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
+    from rmeval.scoring.server import RewardService, make_server
 
     scorer = SeqClassifierScorer(str(models["rm_graded"]), max_length=256)
     server = make_server(RewardService(scorer), "127.0.0.1", 0)
@@ -419,7 +419,7 @@ def test_policy_eval_win_rate_and_spearman(models: dict, tmp_path: Path) -> None
 
 
 def test_spearman_against_hand_ranks() -> None:
-    from rmeval.winrate import spearman_table
+    from rmeval.experiments.winrate import spearman_table
 
     rows = [{"name": f"m{i}", "suitability_risk": r, "accuracy_change": a, "win_rate": w}
             for i, (r, a, w) in enumerate([(0.0, 0.02, 0.55), (0.4, -0.01, 0.50), (1.2, 0.03, 0.41),
@@ -434,7 +434,7 @@ def test_spearman_against_hand_ranks() -> None:
 
 
 def test_win_rate_counts_orders_and_ties() -> None:
-    from rmeval.winrate import parse_verdict, win_rate
+    from rmeval.experiments.winrate import parse_verdict, win_rate
 
     first = ["A", "A", "B", "C", None, "A"]
     second = ["B", "A", "A", "B", "B", "C"]
@@ -448,7 +448,7 @@ def test_win_rate_counts_orders_and_ties() -> None:
 def test_bad_inputs(models: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from rmeval.reward_server import check_reward_checkpoint
+    from rmeval.scoring.server import check_reward_checkpoint
     from rmtrain.cli import main
     from rmtrain.policy.train import train_policy
 

@@ -71,7 +71,7 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
 @pytest.mark.usefixtures("one_torch_thread")
 def test_audit_under_zero3_is_refused_before_training(tmp_path, monkeypatch):
     import rmtrain.train as rt
-    from rmeval.callback import check_audit_supported
+    from rmeval.audit.callback import check_audit_supported
 
     with pytest.raises(ConfigError, match="ZeRO-3"):
         check_audit_supported(3)

@@ -123,7 +123,7 @@ def test_no_rewardbench_section_without_its_subsets():
 
 
 def test_rewardbench_missing_section_reports_both_means_by_hand():
-    from rmeval.pairwise import pairwise_markdown
+    from rmeval.audit.pairwise import pairwise_markdown
 
     # no Chat Hard subset; every pair its own prompt; 1 right, 0 wrong
     plan = [("alpacaeval-easy", 1), ("alpacaeval-easy", 0), ("mt-bench-easy", 1), ("donotanswer", 1),
@@ -148,7 +148,7 @@ def test_rewardbench_missing_section_reports_both_means_by_hand():
 
 
 def test_rewardbench_all_sections_present_no_missing_line():
-    from rmeval.pairwise import pairwise_markdown
+    from rmeval.audit.pairwise import pairwise_markdown
 
     subsets = ["alpacaeval-easy", "mt-bench-hard", "donotanswer", "hep-go"]
     prefs = pd.DataFrame([{"prompt_id": f"p{i}", "chosen_id": "c", "rejected_id": "r", "subset": s}

@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from rmcore.data.registry import load_data
-from rmeval.features import prompt_table, topic_clusters
+from rmeval.audit.features import prompt_table, topic_clusters
 from rmeval.stats.bootstrap import PromptSetResamples
 from rmeval.stats.splits import balanced_halves, prompt_splits
 from tests.support import hand_icc

@@ -1,0 +1,237 @@
+"""Head-to-head judgments of two responses to one prompt, in both presentation orders: the
+helpfulness judge of the leaderboard and filtering experiments.
+
+The judge sees the conversation and two responses labelled A and B and is asked "Which response is
+more helpful to the user? Answer with the letter A or B only." Its answer is the probability of A
+renormalised over the two letters, softmax(s_A, s_B)_A of the letters' log-scores from the
+pairwise-judge protocol (``rmeval.backends``): a local causal LM's next-token logits (every
+single-token spelling of each letter, ``hf``), an OpenAI-compatible endpoint's first-token
+log-probabilities (``openai_logprobs``: the top log-probabilities of one generated token, each
+letter's spellings summed; neither letter among them is missing and counted -- a vLLM server of a
+judge too large for one device), or an endpoint's greedy reply (``openai``: 1 for A, 0 for B, 1/2
+for an explicit tie; a reply naming neither is missing and counted). Every pair is judged
+in both orders (x as A, then y as A); ``rmeval.stats.ranking.head_to_head`` turns the two into
+P(x better) and the judge's self-agreement across orders.
+
+A local judge reads the prompt as one user turn of its chat template; a prompt longer than
+``max_length`` loses the start of its conversation first, then the ends of both responses by the
+same number of tokens (``rmeval.scoring.judge.fit_judge_prompt``), and is counted. Judgments are
+cached in SQLite (``rmcore.cache``) under (judge fingerprint, the item as text), committed chunk by
+chunk, so an interrupted run resumes and a rerun asks the judge nothing; the judge is loaded only
+when something is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rmcore.data.schema import Message
+from rmcore.errors import ConfigError
+from rmeval.backends import JudgeBackend, Question, Tokens
+
+QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
+TEMPLATE = "[Conversation]\n{conversation}\n\n[Response A]\n{a}\n\n[Response B]\n{b}\n\n" + QUESTION
+JUDGE_BACKENDS = ("hf", "openai", "openai_logprobs")
+
+Item = tuple[list[Message], str, str]  # (conversation, response shown as A, response shown as B)
+
+
+class HelpfulnessQuestion(Question):
+    """The study's A/B helpfulness question as a question of the pairwise-judge protocol."""
+
+    letters = ("A", "B")
+
+    def __init__(self, max_length: int | None = None) -> None:
+        self.max_length = max_length
+        self.n_truncated = 0
+
+    def text(self, item: Item) -> str:
+        from rmeval.scoring.judge import conversation_text
+
+        messages, a, b = item
+        return TEMPLATE.format(conversation=conversation_text(list(messages)), a=a, b=b)
+
+    def encode(self, backend: Any, items: Sequence[Item]) -> list[Tokens]:
+        from rmcore.modeling import resolve_max_length
+        from rmeval.scoring.judge import conversation_text, fit_judge_prompt
+
+        limit = resolve_max_length(self.max_length, backend.model, backend.tokenizer)
+
+        def render(conv: str, responses: list[str]) -> str:
+            return backend.user_turn(TEMPLATE.format(conversation=conv, a=responses[0], b=responses[1]))
+
+        out = []
+        for messages, a, b in items:
+            ids, p_cut, r_cut = fit_judge_prompt(backend.tokenizer, limit, backend.ids, render,
+                                                 conversation_text(list(messages)), [a, b])
+            self.n_truncated += int(p_cut or r_cut)
+            out.append(Tokens(ids))
+        return out
+
+
+class LogprobEndpointBackend(JudgeBackend):
+    """A judge behind an OpenAI-compatible endpoint read from the log-probabilities of its first
+    reply token (``logprobs``, ``top_logprobs``; vLLM's server and OpenAI's API return them): each
+    letter's score is the log-sum-exp over the listed tokens that spell it (spaces and the BPE /
+    SentencePiece space markers stripped). A reply whose listed tokens spell neither letter is a
+    row of NaN (counted in ``n_malformed``)."""
+
+    kind = "openai_logprobs"
+
+    def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", top_logprobs: int = 20,
+                 timeout: float = 120.0, max_retries: int = 5, concurrency: int = 8) -> None:
+        from rmeval.backends.generators import openai_client
+
+        super().__init__()
+        self.model, self.top_logprobs, self.concurrency = model, top_logprobs, concurrency
+        self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
+        self.n_malformed = 0
+
+    def scores(self, text: str, letters: Sequence[str]) -> list[float]:
+        resp = self.client.chat.completions.create(model=self.model, temperature=0.0, max_tokens=1, logprobs=True,
+                                                   top_logprobs=self.top_logprobs,
+                                                   messages=[{"role": "user", "content": text}])
+        try:
+            top = resp.choices[0].logprobs.content[0].top_logprobs
+        except (AttributeError, IndexError, TypeError):
+            top = []
+        per: dict[str, list[float]] = {c: [] for c in letters}
+        for t in top:
+            spelled = t.token.replace("Ġ", "").replace("▁", "").strip()
+            if spelled in per:
+                per[spelled].append(float(t.logprob))
+        if not any(per.values()):
+            return [math.nan] * len(letters)
+        return [float(np.logaddexp.reduce(v)) if v else -math.inf for v in per.values()]
+
+    def letter_scores(self, question: Question, items: Sequence[Any]) -> Any:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import torch
+
+        texts = [question.text(it) for it in items]
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            rows = list(pool.map(lambda x: self.scores(x, question.letters), texts))
+        self.n_calls += len(items)
+        out = torch.tensor(rows, dtype=torch.float32).reshape(len(items), len(question.letters))
+        self.n_malformed += int(out.isnan().all(dim=-1).sum())
+        return out
+
+
+@dataclass
+class JudgeSpec:
+    """A helpfulness judge: a local causal LM (``hf``: path, Hub id, or ``tiny:SEED`` for toy runs)
+    or a model behind an OpenAI-compatible endpoint (``openai_logprobs``: probabilities from the
+    first token's log-probabilities; ``openai``: the letter of a greedy reply)."""
+
+    model: str
+    backend: str = "hf"  # hf | openai_logprobs | openai
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    device: str = "auto"
+    dtype: str = "auto"
+    max_length: int | None = 4096  # tokens of a judge prompt (None: the model's own limit)
+    batch_size: int = 4
+    concurrency: int = 8  # openai: requests at a time
+    trust_remote_code: bool = False
+
+    def validate(self) -> None:
+        if self.backend not in JUDGE_BACKENDS:
+            raise ConfigError(f"judge {self.model}: backend must be one of {', '.join(JUDGE_BACKENDS)}, "
+                              f"got '{self.backend}'")
+        if self.backend != "hf" and not self.base_url:
+            raise ConfigError(f"judge {self.model}: backend {self.backend} needs base_url")
+        if self.model.startswith("tiny:") and self.backend != "hf":
+            raise ConfigError(f"judge {self.model}: a toy judge (tiny:SEED) runs on backend hf")
+
+
+class HelpfulnessJudge:
+    """p(A) of items under one judge, cached in ``cache`` (SQLite). ``texts`` and ``build_dir``
+    serve a ``tiny:SEED`` judge (``rmeval.experiments.responses.resolve_model``)."""
+
+    def __init__(self, spec: JudgeSpec, *, cache: str | os.PathLike, texts: Sequence[str] | None = None,
+                 build_dir: str | os.PathLike | None = None, chunk_size: int = 64) -> None:
+        from rmcore.cache import SqliteCache
+        from rmeval.experiments.responses import resolve_model
+
+        spec.validate()
+        self.spec, self.chunk_size = spec, chunk_size
+        self.model = spec.model if spec.backend != "hf" else resolve_model(spec.model, texts=texts,
+                                                                             build_dir=build_dir)
+        self.question = HelpfulnessQuestion(spec.max_length)
+        self.store = SqliteCache(cache, "judgments", ("p_a REAL",))
+        self.backend: Any = None
+        self.n_asked = self.n_cached = 0
+
+    @property
+    def fingerprint(self) -> str:
+        from rmeval.scoring.base import model_identity
+
+        return json.dumps({"backend": self.spec.backend, "model": model_identity(self.model),
+                           "base_url": self.spec.base_url, "max_length": self.spec.max_length,
+                           "template": TEMPLATE}, sort_keys=True)
+
+    @property
+    def n_truncated(self) -> int:
+        return self.question.n_truncated
+
+    def _load(self) -> Any:
+        if self.backend is None:
+            if self.spec.backend == "openai_logprobs":
+                self.backend = LogprobEndpointBackend(self.model, base_url=str(self.spec.base_url),
+                                                      api_key_env=self.spec.api_key_env,
+                                                      concurrency=self.spec.concurrency)
+            elif self.spec.backend == "openai":
+                from rmeval.backends.endpoint import EndpointBackend
+
+                self.backend = EndpointBackend(self.model, base_url=str(self.spec.base_url),
+                                               api_key_env=self.spec.api_key_env, concurrency=self.spec.concurrency,
+                                               seed=0)
+            else:
+                from rmcore.device import dtype_name, resolve_device, resolve_dtype
+                from rmeval.backends.local import LocalBackend
+
+                device = resolve_device(self.spec.device)
+                self.backend = LocalBackend(self.model, batch_size=self.spec.batch_size, device=str(device),
+                                            dtype=dtype_name(resolve_dtype(self.spec.dtype, device)),
+                                            trust_remote_code=self.spec.trust_remote_code)
+        return self.backend
+
+    def p_a(self, items: Sequence[Item]) -> np.ndarray:
+        """p(A) per item, renormalised over A and B (NaN: the endpoint named neither)."""
+        import torch
+
+        from rmcore.cache import content_key
+
+        fp = self.fingerprint
+        keys = [content_key(fp, json.dumps([list(m), a, b], ensure_ascii=False)) for m, a, b in items]
+
+        def compute(chunk: list[Item]) -> list[tuple[float | None]]:
+            scores = self._load().letter_scores(self.question, chunk)
+            p = torch.softmax(scores.float(), dim=-1)[:, 0].tolist()
+            return [(None if math.isnan(v) else float(v),) for v in p]  # unreadable: stored as NULL
+
+        rows, fresh = self.store.fill(keys, list(items), compute, chunk_size=self.chunk_size)
+        self.n_asked += len({k for k in keys if k in fresh})
+        self.n_cached += sum(1 for k in keys if k not in fresh)
+        return np.array([np.nan if rows.get(k, (None,))[0] is None else rows[k][0] for k in keys], dtype=float)
+
+    def both_orders(self, messages: Sequence[list[Message]], x: Sequence[str],
+                    y: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(p_xy, p_yx): p(A) with x shown as A, and with y shown as A."""
+        items = [(m, a, b) for m, a, b in zip(messages, x, y)] + [(m, b, a) for m, a, b in zip(messages, x, y)]
+        p = self.p_a(items)
+        return p[: len(messages)], p[len(messages):]
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+        self.store.close()

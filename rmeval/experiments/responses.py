@@ -1,0 +1,293 @@
+"""Policy responses to a rating set's prompts, on matchrm's generator backends, cached and resumable.
+
+A policy is a model on a backend:
+
+- ``hf``: a local path, a Hub id or a PEFT adapter directory, run by ``rmeval.backends.generators.HFGenerator``
+  (batched ``generate``, left padding); an input longer than the model's positions less the token
+  cap keeps its end and is counted;
+- ``openai``: any OpenAI-compatible chat endpoint (OpenAI, a ``vllm serve`` or TGI server...) through
+  ``rmeval.backends.generators.OpenAIGenerator``;
+- ``vllm``: vLLM in the process, where it is installed (``VLLMGenerator``), fed the same token ids
+  as the ``hf`` backend.
+
+Every prompt's conversation (multi-turn kept) goes through the model's own chat template, with the
+policy's ``chat_template_kwargs`` (e.g. ``enable_thinking: false`` for Qwen3); a tokenizer without
+one gets the plain layout (``rmcore.formatting.plain_prompt``). A policy answers each prompt with
+``n`` samples (``temperature``, ``top_p``, at most ``max_new_tokens`` new tokens) or greedily
+(temperature 0, one response). Responses are kept as generated, without filtering; each carries its
+new-token count and whether it stopped at the cap.
+
+Caching and resumption: every response is stored in a SQLite cache (``rmcore.cache``) under the key
+(policy fingerprint, sampling settings, conversation, sample index); the fingerprint of a local
+model holds its files' sizes and times, so a retrained model is a new key. Prompts are generated in
+fixed chunks of the prompt list, each seeded from the seed and its prompts' ids and committed
+whole, so a rerun skips the stored chunks: an interrupted generation resumes where it stopped and
+gives what an uninterrupted one would (same hardware and library versions). Nothing is loaded when
+every response is cached.
+
+Toy policies: a model ``tiny:SEED`` is a tiny causal LM built by ``rmcore.tiny`` (Qwen2 shape,
+byte-level BPE tokenizer trained on the prompts' and responses' texts, chat template, weights from
+SEED), saved once under the given build directory: CPU demos and tests, whose texts mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rmcore.data.schema import Message, PromptRecord
+from rmcore.errors import ConfigError
+from rmeval.backends.generators import Completion, HFGenerator
+
+BACKENDS = ("hf", "openai", "vllm")
+RESPONSE_COLUMNS = ("text TEXT", "n_tokens INTEGER", "capped INTEGER")
+TINY = "tiny:"
+
+
+@dataclass
+class PolicySpec:
+    """One policy: a name (its label in every table) and a model on a backend."""
+
+    name: str
+    model: str  # path, Hub id, PEFT adapter directory, endpoint model name, or tiny:SEED
+    backend: str = "hf"  # hf | openai | vllm
+    base_url: str | None = None  # openai: the endpoint (http://host:8000/v1 for a vLLM server)
+    api_key_env: str = "OPENAI_API_KEY"
+    device: str = "auto"  # hf: rmcore.device's rule
+    dtype: str = "auto"  # hf / vllm: auto = bfloat16 on a recent GPU, float32 on the CPU
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trust_remote_code: bool = False
+    tensor_parallel_size: int = 1  # vllm
+    gpu_memory_utilization: float = 0.9  # vllm
+    max_model_len: int | None = None  # vllm
+
+    def validate(self) -> None:
+        if not self.name or not self.model:
+            raise ConfigError("a policy needs a name and a model")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"policy {self.name}: backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
+        if self.backend == "openai" and not self.base_url:
+            raise ConfigError(f"policy {self.name}: backend openai needs base_url")
+        if self.model.startswith(TINY) and (self.backend != "hf" or not self.model[len(TINY):].isdigit()):
+            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) on backend hf")
+
+
+@dataclass
+class SamplingSettings:
+    """How each policy answers: ``n`` samples per prompt, or greedily with temperature 0."""
+
+    n: int = 1
+    temperature: float = 0.0  # 0: greedy decoding (then n must be 1)
+    top_p: float = 1.0
+    max_new_tokens: int = 2048
+    seed: int = 0
+    batch_size: int = 8  # prompts per generate call (hf)
+    chunk_prompts: int = 64  # prompts per committed chunk of the cache
+
+    def validate(self) -> None:
+        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1 or self.chunk_prompts < 1:
+            raise ConfigError("sampling: n, max_new_tokens, batch_size and chunk_prompts must be positive")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ConfigError("sampling: temperature must be >= 0 and top_p in (0, 1]")
+        if self.temperature == 0 and self.n != 1:
+            raise ConfigError(f"sampling: greedy decoding (temperature 0) gives one response per prompt, not n={self.n}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def key(self) -> str:
+        return json.dumps({"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
+                           "max_new_tokens": self.max_new_tokens, "seed": self.seed}, sort_keys=True)
+
+
+def corpus(prompts: Sequence[PromptRecord]) -> list[str]:
+    """The texts a toy model's tokenizer is trained on: every turn and every response."""
+    return [m["content"] for p in prompts for m in p.messages] + [r.text for p in prompts for r in p.responses]
+
+
+def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: str | os.PathLike | None = None) -> str:
+    """``model`` as a loadable name: ``tiny:SEED`` is built once under ``build_dir/tiny-SEED`` from
+    ``texts`` (see the module doc); ``pkg:`` models resolve to their package's path; anything else
+    is returned as it is."""
+    from rmcore.modeling import resolve_model_path
+
+    if not model.startswith(TINY):
+        return resolve_model_path(model)
+    seed = int(model[len(TINY):])
+    if build_dir is None or not texts:
+        raise ConfigError(f"model {model}: a toy model needs texts and a directory to be built in")
+    path = Path(build_dir) / f"tiny-{seed}"
+    if not (path / "config.json").is_file():
+        import shutil
+        import tempfile
+
+        from rmcore.tiny import PAD, tiny_causal_lm
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+        # the shape of the policy demo's model (rmtrain.policy.tiny): wide initial embeddings, so the
+        # untrained model is not uniform over its vocabulary
+        tiny_causal_lm(tmp, list(texts), "qwen2", vocab_size=300, pad_token=PAD, seed=seed,
+                       max_position_embeddings=1024, initializer_range=0.5)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+    return str(path)
+
+
+class VLLMGenerator(HFGenerator):
+    """A model run by vLLM in this process: the same prompt layout and token ids as the ``hf``
+    backend (the tokenizer's chat template, applied here), vLLM's batched sampling with a seed per
+    request batch. Needs the ``vllm`` package (GPU machines)."""
+
+    kind = "vllm"
+
+    def __init__(self, model: str, *, max_new_tokens: int, temperature: float, top_p: float, seed: int = 0,
+                 dtype: str = "auto", chat_template_kwargs: dict[str, Any] | None = None,
+                 trust_remote_code: bool = False, tensor_parallel_size: int = 1,
+                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None) -> None:
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise ConfigError("backend vllm needs the 'vllm' package (pip install vllm, on a GPU machine); "
+                              "without it, serve the model with `vllm serve MODEL` and use backend openai") from None
+        self.llm = LLM(model=model, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
+                       tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+                       **({"max_model_len": max_model_len} if max_model_len else {}))
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.n_truncated = 0
+
+    def sample(self, inputs: list[str | list[Message]], n: int = 1, max_new_tokens: int | None = None,
+               seed: int | None = None) -> list[list[Completion]]:
+        from vllm import SamplingParams
+
+        tok = self.tokenizer
+        special = not getattr(tok, "chat_template", None)  # a chat template already holds BOS
+        prompts = [{"prompt_token_ids": tok(self.wrap(x), add_special_tokens=special)["input_ids"]} for x in inputs]
+        greedy = self.temperature == 0
+        params = SamplingParams(n=1 if greedy else n, temperature=self.temperature, top_p=1.0 if greedy else self.top_p,
+                                max_tokens=max_new_tokens or self.max_new_tokens,
+                                seed=self.seed if seed is None else seed)
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [[Completion(o.text.strip(), len(o.token_ids), o.finish_reason == "length") for o in r.outputs]
+                for r in outs]
+
+    def close(self) -> None:
+        self.llm = None
+
+
+def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Sequence[str] | None = None,
+                   build_dir: str | os.PathLike | None = None) -> Any:
+    """The generator backend of ``policy`` with ``sampling``'s settings, its model loaded."""
+    policy.validate()
+    temperature = sampling.temperature
+    if policy.backend == "openai":
+        from rmeval.backends.generators import OpenAIGenerator
+
+        return OpenAIGenerator(policy.model, base_url=str(policy.base_url), api_key_env=policy.api_key_env,
+                               temperature=temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
+                               top_p=None if sampling.greedy else sampling.top_p,
+                               chat_template_kwargs=policy.chat_template_kwargs, timeout=600.0)
+    model = resolve_model(policy.model, texts=texts, build_dir=build_dir)
+    if policy.backend == "vllm":
+        return VLLMGenerator(model, max_new_tokens=sampling.max_new_tokens, temperature=temperature,
+                             top_p=sampling.top_p, seed=sampling.seed, dtype=policy.dtype,
+                             chat_template_kwargs=policy.chat_template_kwargs,
+                             trust_remote_code=policy.trust_remote_code,
+                             tensor_parallel_size=policy.tensor_parallel_size,
+                             gpu_memory_utilization=policy.gpu_memory_utilization, max_model_len=policy.max_model_len)
+    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    from rmeval.backends.local import load_causal_judge
+
+    device = resolve_device(policy.device)
+    lm, tok, _ = load_causal_judge(model, device=str(device), dtype=dtype_name(resolve_dtype(policy.dtype, device)),
+                                   trust_remote_code=policy.trust_remote_code)
+    return HFGenerator(lm, tokenizer=tok, max_new_tokens=sampling.max_new_tokens, temperature=temperature,
+                       top_p=sampling.top_p, do_sample=not sampling.greedy, seed=sampling.seed,
+                       batch_size=sampling.batch_size, chat_template_kwargs=policy.chat_template_kwargs)
+
+
+def policy_fingerprint(policy: PolicySpec, model: str) -> str:
+    """What identifies a policy's outputs: backend, the model's identity (a local model's files),
+    endpoint and chat-template options."""
+    from rmeval.scoring.base import model_identity
+
+    return json.dumps({"backend": policy.backend, "model": model_identity(model), "base_url": policy.base_url,
+                       "chat_template_kwargs": policy.chat_template_kwargs}, sort_keys=True)
+
+
+def _chunk_seed(seed: int, prompt_ids: Sequence[str]) -> int:
+    return zlib.crc32(("\x1f".join([str(seed), *prompt_ids])).encode())
+
+
+def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, sampling: SamplingSettings, *,
+                       cache: str | os.PathLike, build_dir: str | os.PathLike | None = None,
+                       texts: Sequence[str] | None = None, progress: bool = False) -> pd.DataFrame:
+    """One row per (prompt, sample): prompt_id, policy, sample, response, n_tokens, capped, n_words,
+    in prompt order; ``attrs``: n_cached, n_generated, n_truncated (inputs cut to fit the model)."""
+    from rmcore.cache import SqliteCache, content_key
+
+    sampling.validate()
+    policy.validate()
+    texts = list(texts) if texts is not None else corpus(prompts)
+    model = resolve_model(policy.model, texts=texts, build_dir=build_dir) if policy.backend != "openai" else policy.model
+    fp = policy_fingerprint(policy, model)
+    n = sampling.n
+    store = SqliteCache(cache, "responses", RESPONSE_COLUMNS)
+
+    def keys_of(p: PromptRecord) -> list[str]:
+        conv = json.dumps(p.messages, ensure_ascii=False, sort_keys=True)
+        return [content_key(fp, sampling.key(), conv, str(i)) for i in range(n)]
+
+    generator = None
+    n_cached = n_generated = 0
+    rows: list[dict[str, Any]] = []
+    chunks = [list(prompts[i:i + sampling.chunk_prompts]) for i in range(0, len(prompts), sampling.chunk_prompts)]
+    from rmcore.progress import Progress
+
+    bar = Progress(f"generate {policy.name}", len(prompts), unit="prompt", enabled=progress)
+    try:
+        for chunk in chunks:
+            keys = [keys_of(p) for p in chunk]
+            found = store.get_many([k for ks in keys for k in ks])
+            if not all(k in found for ks in keys for k in ks):
+                if generator is None:
+                    generator = load_generator(policy, sampling, texts=texts, build_dir=build_dir)
+                outs = generator.sample([p.messages for p in chunk], n, sampling.max_new_tokens,
+                                        seed=_chunk_seed(sampling.seed, [p.prompt_id for p in chunk]))
+                new = []
+                for ks, comps in zip(keys, outs):
+                    if len(comps) != n:
+                        raise ConfigError(f"policy {policy.name}: the backend returned {len(comps)} responses "
+                                          f"for a prompt, not {n}")
+                    # a key stored before (a chunk of another composition) keeps its response
+                    new += [(k, c.text, c.n_tokens, int(c.capped)) for k, c in zip(ks, comps) if k not in found]
+                store.put_many(new)  # the chunk is committed whole: a rerun resumes after it
+                found.update({r[0]: tuple(r[1:]) for r in new})
+                n_generated += len(new)
+            else:
+                n_cached += len(keys) * n
+            for p, ks in zip(chunk, keys):
+                for i, k in enumerate(ks):
+                    text, n_tok, capped = found[k]
+                    rows.append({"prompt_id": p.prompt_id, "policy": policy.name, "sample": i, "response": text,
+                                 "n_tokens": n_tok, "capped": bool(capped), "n_words": len(text.split())})
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+        store.close()
+    n_truncated = int(getattr(generator, "n_truncated", 0))
+    if generator is not None and hasattr(generator, "close"):
+        generator.close()
+    out = pd.DataFrame(rows, columns=["prompt_id", "policy", "sample", "response", "n_tokens", "capped", "n_words"])
+    out.attrs.update(n_cached=n_cached, n_generated=n_generated, n_truncated=n_truncated)
+    return out
