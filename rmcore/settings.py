@@ -338,6 +338,8 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
         group = _group(p, flag.group)
         action = group.add_argument(*names, **kw)
         if opt.deprecated:
+            if opt.required:  # argparse would still ask for the new name when only the old one is given
+                raise ValueError(f"{names[0]}: a required flag cannot keep an old name")
             group.add_argument(*opt.deprecated, dest=flag.dest, action=_OldName, new=action)
 
 
