@@ -20,19 +20,10 @@ from rmeval.cli import build_parser as rmeval_parser
 from rmeval.cli import main as rmeval_main
 from rmtrain.cli import build_parser as rmtrain_parser
 from rmtrain.cli import main as rmtrain_main
-from tests.support import ROOT
+from tests.support import ROOT, subcommands
 
-
-def _commands(p: argparse.ArgumentParser, path: tuple[str, ...]):
-    for a in p._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            for name, sp in a.choices.items():
-                if sp.get_default("func") is not None:
-                    yield " ".join((*path, name)), sp
-                yield from _commands(sp, (*path, name))
-
-
-COMMANDS = {**dict(_commands(rmeval_parser(), ("rmeval",))), **dict(_commands(rmtrain_parser(), ("rmtrain",)))}
+COMMANDS = {**dict(subcommands(rmeval_parser(), ("rmeval",), has="func")),
+            **dict(subcommands(rmtrain_parser(), ("rmtrain",), has="func"))}
 
 # flag -> the concept it names (one flag per concept across both tools)
 VOCABULARY = {
