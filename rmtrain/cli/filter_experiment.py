@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.settings import AppendEach, add_options, option
 
 
 @dataclass(kw_only=True)
@@ -18,8 +18,8 @@ class FilterExperimentCommand:
     out: str | None = option(None, help="output directory (default: the recipe's output_dir)")
     data: str | None = option(None, help="data SPEC in place of the recipe's data")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    overrides: list[str] = option(default_factory=list, flag="--set", nargs="+", metavar="KEY=VALUE",
-                                  help="override recipe values, e.g. sampling.n=2")
+    overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
+                                  help="override a recipe value, e.g. sampling.n=2 (repeat --set for each key)")
     wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
                                     help="default: online with an API key, else offline")
     wandb_project: str = option("matchrm", help="W&B project")

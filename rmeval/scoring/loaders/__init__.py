@@ -162,7 +162,7 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
         check_path(path, "reward model", kind="any", hub_ok=True)
     except PathNotFoundError:
         raise PathNotFoundError(f"reward model {name}: not found; not a local checkpoint, nor a Hub id owner/name "
-                                f"(`rmtrain train --config RECIPE --output-dir {name}` trains one there)") from None
+                                f"(`rmtrain train --config RECIPE --out {name}` trains one there)") from None
 
 
 def read_config(path: str) -> dict[str, Any]:
