@@ -18,7 +18,7 @@ class TrainCommand(RecipeCommand):
     """``rmtrain train``'s settings: the recipe's flags and the recipe keys a run is named by."""
 
     arm: str | None = option(None, recipe_key="arm", help="the arm to train (default: the recipe's arm)")
-    seed: int | None = option(None, recipe_key="seed", help="training seed (default: the recipe's seed)")
+    seed: int | None = option(None, recipe_key="seed", ge=0, help="training seed (default: the recipe's seed)")
     model: str | None = option(None, recipe_key="model.name_or_path",
                                help="Hub id or local path of the base model")
     output_dir: str | None = option(None, recipe_key="output_dir",
