@@ -140,6 +140,7 @@ def test_a_value_out_of_range_is_refused_before_work_starts(tmp_path, capsys, pr
 # -- every numeric field declares its range ---------------------------------------------------------
 
 def _recipe_classes() -> list[type]:
+    from rmcore.data.simulated import SimulationConfig
     from rmeval.experiments.comparisons import JudgeSpec
     from rmeval.experiments.leaderboard import LeaderboardConfig
     from rmeval.experiments.pool import PoolConfig
@@ -155,7 +156,7 @@ def _recipe_classes() -> list[type]:
     arms = [ARMS.lookup(name).config_class for name in ARMS.names()]
     return [TrainConfig, SweepSettings, PolicyConfig, FilteringConfig, FilterVariant, PoolConfig, LeaderboardConfig,
             PolicySpec, SamplingSettings, JudgeSpec, Recipe, ModelSpec, DataEntry, Column, Figure, JudgeTableSettings,
-            *arms]
+            SimulationConfig, *arms]
 
 
 def _reachable() -> list[type]:
@@ -388,3 +389,17 @@ def test_an_empty_model_safetensors_is_one_line_naming_it(tmp_path, capsys) -> N
     assert rc == 2 and err == (f"rmeval: error: file {ckpt / 'model.safetensors'}: not a readable safetensors file "
                                "(empty); save or download the checkpoint again\n")
     assert not (out / "scores.parquet").exists() and not (out / "score_cache.sqlite").exists()
+
+
+@pytest.mark.parametrize("knob,message", [
+    ("n_prompts=-5", "simulated.n_prompts: -5 is out of range; allowed: an integer >= 2"),
+    ("human_share=nan", "simulated.human_share: nan is out of range; allowed: a finite number in [0, 1]"),
+    ("human_share=0.95,rater_noise_sd=0.9", "simulated: human_share=0.95 with rater_noise_sd=0.9 leaves no "
+                                            "within-prompt quality variance"),
+])
+def test_a_simulated_data_spec_out_of_range_is_one_line(tmp_path, capsys, knob, message) -> None:
+    out = tmp_path / "O"
+    rc = rmeval_main(["human", "--data", f"simulated:{knob}", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"rmeval: error: {message}") and err.count("\n") == 1, err
+    assert not out.exists()
