@@ -30,6 +30,7 @@ from rmcore.device import Placement, input_device
 from rmcore.errors import ConfigError
 from rmcore.formatting import Encoded, pad_batch
 from rmcore.packed_encoder import packed_encoder_forward
+from rmcore.settings import bounded
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,9 @@ PAD_TOKEN = "<|pad|>"
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    r: int = bounded(16, ge=1)
+    alpha: int = bounded(32, ge=1)
+    dropout: float = bounded(0.05, ge=0, lt=1)
     target_modules: list[str] | str = "all-linear"
 
 
@@ -217,9 +218,11 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     from transformers import AutoModelForSequenceClassification
 
     from rmcore.console import load_quietly
+    from rmcore.io import check_safetensors
 
     if not isinstance(settings, ModelSettings):
         settings = ModelSettings(str(settings))
+    check_safetensors(resolve_model_path(settings.name_or_path))  # an empty or cut file: one line naming it
     tok = load_tokenizer(settings.name_or_path, settings.trust_remote_code)
     kwargs: dict[str, Any] = {"num_labels": 1, "dtype": torch_dtype(settings.dtype),
                               "trust_remote_code": settings.trust_remote_code}

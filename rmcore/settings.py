@@ -32,6 +32,18 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   turns the judge profile on). ``keys`` limits an embedded block's recipe keys to some of its fields.
 - A flag that is not given reads back as the field's default: ``parse`` sees only what was typed.
 
+Every numeric field (``int``, ``float``, optional or not, lists and mappings of them) declares the
+values it takes on the field itself: ``ge``/``gt``/``le``/``lt`` bounds, ``also`` (values allowed
+outside them, ``max_steps: -1``) or ``finite=True`` alone (any finite number), given to
+:func:`option` for a flag or to :func:`bounded` for a field set by a recipe or by code (a ``Range``
+in the field's metadata, readable for any dataclass field). A number must be finite as well: NaN
+and inf are refused wherever a range is declared. :func:`check_ranges` walks a settings object
+(held settings, lists, mapping values; a None is allowed wherever the type allows it) and raises
+:class:`rmcore.errors.ConfigError` with one line naming the flag (``--n-boot``) or the recipe key
+(``F.training.learning_rate``), the value and the range; :func:`from_args` applies it to every
+command's settings and :func:`rmcore.config.build_config` to every recipe block, so a bad value
+stops a command before any model, data or output folder is touched.
+
 :func:`flag_names` lists what a dataclass generates, which a test compares with each command's
 parser: every field has a flag, every flag a field."""
 
@@ -39,16 +51,76 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import numbers
 import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field
 from typing import Any, TypeVar, get_type_hints
 
+from rmcore.errors import ConfigError
+
 T = TypeVar("T")
 
 _KEY = "matchrm.option"
 _NESTED = "matchrm.nested"
+_RANGE = "matchrm.range"
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric field takes: finite, within the bounds given, or one of ``also``."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    also: tuple[float, ...] = ()  # values allowed outside the bounds (a special meaning: max_steps -1)
+
+    def allows(self, v: float) -> bool:
+        if v in self.also:
+            return True
+        return (math.isfinite(v) and (self.ge is None or v >= self.ge) and (self.gt is None or v > self.gt)
+                and (self.le is None or v <= self.le) and (self.lt is None or v < self.lt))
+
+    def describe(self, integer: bool) -> str:
+        """``an integer >= 1``, ``a finite number in (0, 1]``, ``an integer >= 1, or -1``."""
+        kind = "an integer" if integer else "a finite number"
+        lo, lo_v = ("[", self.ge) if self.ge is not None else ("(", self.gt) if self.gt is not None else ("", None)
+        hi, hi_v = ("]", self.le) if self.le is not None else (")", self.lt) if self.lt is not None else ("", None)
+        if lo and hi:
+            text = f"{kind} in {lo}{lo_v:g}, {hi_v:g}{hi}"
+        elif lo:
+            text = f"{kind} {'>=' if lo == '[' else '>'} {lo_v:g}"
+        elif hi:
+            text = f"{kind} {'<=' if hi == ']' else '<'} {hi_v:g}"
+        else:
+            text = kind
+        return text + "".join(f", or {a:g}" for a in self.also)
+
+
+def _range_meta(bounds: dict[str, Any]) -> dict[str, Range]:
+    """The metadata of a field declaring ``bounds`` (``finite=True`` alone: any finite number)."""
+    if not bounds:
+        return {}
+    return {_RANGE: Range(**{k: tuple(v) if k == "also" else v for k, v in bounds.items() if k != "finite"})}
+
+
+def bounded(default: Any = MISSING, *, default_factory: Any = MISSING, metadata: dict[str, Any] | None = None,
+            **bounds: Any) -> Any:
+    """A dataclass field that is not a flag (set by a recipe or by code), with its range: ``ge``,
+    ``gt``, ``le``, ``lt``, ``also`` (see :class:`Range`), or ``finite=True`` alone; ``metadata``
+    adds to the field's."""
+    meta = {**(metadata or {}), **_range_meta(bounds)}
+    if default_factory is not MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def field_range(f: Field) -> Range | None:
+    """The range field ``f`` declares (:func:`option` or :func:`bounded`); None when it declares none."""
+    return f.metadata.get(_RANGE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,16 +145,15 @@ def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING,
            aliases: tuple[str, ...] = (), metavar: str | None = None, choices: Any = None,
            nargs: str | int | None = None, parse: Callable[[Any], Any] | None = None, required: bool = False,
            action: str | type[argparse.Action] | None = None, positional: bool = False,
-           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = ()) -> Any:
-    """A dataclass field that is also a command-line flag (the field's doc is its ``help``)."""
+           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = (), **bounds: Any) -> Any:
+    """A dataclass field that is also a command-line flag (the field's doc is its ``help``); a
+    numeric one declares its range in ``bounds`` (``ge=1``; see :class:`Range`)."""
     keys = (recipe_key,) if isinstance(recipe_key, str) else tuple(recipe_key or ())
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
                          required=required, action=action, positional=positional, recipe_keys=keys,
                          deprecated=tuple(deprecated))}
-    if default_factory is not MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+    return bounded(default, default_factory=default_factory, metadata=meta, **bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +267,11 @@ class _Flag:
     opt: Option
     default: Any
     group: str | None
+
+    @property
+    def name(self) -> str:
+        """The flag's first spelling."""
+        return self.opt.flag or "--" + self.field.name.replace("_", "-")
 
 
 def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, prefix: str = "",
@@ -345,8 +421,16 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
 
 def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
               **given: Any) -> T:
-    """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given); ``given``
-    sets fields that are not flags of this command (or overrides them)."""
+    """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given), every
+    numeric value checked against its field's range (:func:`check_ranges`); ``given`` sets fields
+    that are not flags of this command (or overrides them)."""
+    settings = _read(cls, args, prefix=prefix, only=only, **given)
+    check_ranges(settings)
+    return settings
+
+
+def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
+          **given: Any) -> T:
     kwargs: dict[str, Any] = {}
     for f, hint in _fields(cls):
         if f.name in given:
@@ -362,7 +446,7 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
             inner = f"{prefix}{f.name}."
             if n.when and all(getattr(args, inner + w, None) is None for w in n.when):
                 continue  # none of the flags that turn it on: the field's default (None)
-            kwargs[f.name] = from_args(sub, args, prefix=inner, only=_narrow(n.only, deeper))
+            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper))
             continue
         opt: Option | None = f.metadata.get(_KEY)
         dest = prefix + f.name
@@ -375,11 +459,68 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
     return cls(**kwargs)
 
 
+def _numbers(value: Any, item: bool = False) -> list[float]:
+    """The numbers a field's value holds (itself, a list's items, a mapping's values)."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, numbers.Real):  # numpy's numbers too
+        return [value]
+    if isinstance(value, str) and item:  # YAML 1.1 reads 1e-5 in a list as text (a scalar is coerced)
+        try:
+            return [float(value)]
+        except ValueError:
+            return []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [x for v in items for x in _numbers(v, True)]
+
+
+def _ranged(obj: Any, dest: str = "", key: str = "") -> Iterator[tuple[str, str, Any, Range, Any]]:
+    """(dest, recipe key, annotation, range, value) of every field of ``obj`` and of the settings
+    it holds that declares a range and is not None; an embedded block's keys are its holder's."""
+    for f, hint in _fields(type(obj)):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _ranged(value, f"{dest}{f.name}.", key if is_embedded(f) else f"{key}{f.name}.")
+        elif (rng := field_range(f)) is not None and value is not None:
+            yield dest + f.name, key + f.name, hint, rng, value
+
+
+def number_type(hint: Any) -> type | None:
+    """``int`` or ``float`` when a field of this annotation holds numbers (optional, a list or a
+    mapping of them: such a field declares its range), else None."""
+    t, _ = _scalar(hint)
+    if typing.get_origin(t) is dict:
+        t, _ = _scalar((typing.get_args(t) or (None, None))[-1])
+    return t if t in (int, float) else None
+
+
+def check_ranges(settings: Any, *, where: str | None = None) -> None:
+    """Raise :class:`ConfigError` (one line) for a number of ``settings`` outside its field's range,
+    naming the recipe key (``where.key``) when ``where`` is given, else the flag of a command's
+    settings (a field that is not a flag by its dotted path; a flag is reported first)."""
+    flags = {} if where is not None else {f.dest: f.name for f in _flags(type(settings))}
+    found: list[tuple[bool, str]] = []
+    for dest, key, hint, rng, value in _ranged(settings):
+        bad = next((v for v in _numbers(value) if not rng.allows(v)), None)
+        if bad is None:
+            continue
+        name = f"{where}.{key}" if where is not None else flags.get(dest, dest)
+        shown = f"{bad} (in {value})" if isinstance(value, (list, tuple, dict)) else bad
+        found.append((dest in flags, f"{name}: {shown} is out of range; allowed: "
+                                     f"{rng.describe(number_type(hint) is int)}"))
+    if found:
+        raise ConfigError(max(found, key=lambda x: x[0])[1])  # max: the first flag, else the first
+
+
+def flag_ranges(cls: type) -> dict[str, tuple[Range, type]]:
+    """{flag: (its range, ``int`` or ``float``)} for every flag of ``cls`` that declares a range."""
+    return {f.name: (rng, number_type(f.hint) or float) for f in _flags(cls) if (rng := field_range(f.field))}
+
+
 def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
     """Every flag (first spelling) that :func:`add_options` generates for ``cls`` (positional
     arguments are not flags: see :func:`option_dests`)."""
-    return {flag.opt.flag or "--" + flag.field.name.replace("_", "-") for flag in _flags(cls, exclude=exclude)
-            if not flag.opt.positional}
+    return {flag.name for flag in _flags(cls, exclude=exclude) if not flag.opt.positional}
 
 
 def comma_list(text: str) -> list[str]:

@@ -50,6 +50,7 @@ import pandas as pd
 
 from rmcore.errors import ConfigError
 from rmcore.modeling import LoraSettings
+from rmcore.settings import bounded
 
 ARMS = ("random", "raw", "centred")
 COMPARISONS = (("raw", "centred"), ("raw", "base"), ("centred", "base"))
@@ -58,24 +59,24 @@ METRICS_FILE = "metrics.json"
 
 @dataclass
 class FilterSettings:
-    keep_fraction: float = 0.3  # share of the training pairs each filter keeps
+    keep_fraction: float = bounded(0.3, gt=0, lt=1)  # share of the training pairs each filter keeps
 
 
 @dataclass
 class DPOSettings:
     """trl DPOTrainer settings shared by every arm of a variant."""
 
-    beta: float = 0.1
-    num_epochs: float = 2.0
-    pairs_per_step: int = 32  # per optimiser step, over devices and gradient accumulation
-    per_device_batch_size: int = 4
-    learning_rates: list[float] = field(default_factory=lambda: [5e-7, 1e-6, 2e-6])  # grid on the random arm
-    max_length: int = 2048  # tokens of prompt and response (trl truncates beyond)
-    warmup_ratio: float = 0.1  # of the training steps
+    beta: float = bounded(0.1, gt=0)
+    num_epochs: float = bounded(2.0, gt=0)
+    pairs_per_step: int = bounded(32, ge=1)  # per optimiser step, over devices and gradient accumulation
+    per_device_batch_size: int = bounded(4, ge=1)
+    learning_rates: list[float] = bounded(default_factory=lambda: [5e-7, 1e-6, 2e-6], gt=0)  # grid on the random arm
+    max_length: int = bounded(2048, ge=1)  # tokens of prompt and response (trl truncates beyond)
+    warmup_ratio: float = bounded(0.1, ge=0, lt=1)  # of the training steps
     gradient_checkpointing: bool = False
     device: str = "auto"  # rmcore.device's rule
     dtype: str = "auto"  # bfloat16 on a recent GPU, float32 on the CPU
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
 
 
 @dataclass
@@ -86,15 +87,15 @@ class VariantSettings:
     name: str
     judge: str
     lora: LoraSettings | None = None
-    learning_rates: list[float] | None = None
+    learning_rates: list[float] | None = bounded(None, gt=0)
 
 
 @dataclass
 class FilterEvalSettings:
     data: Any = None  # prompts the policies answer for the judge (None: the held-out prompts)
-    n_prompts: int | None = None  # a seeded sample of them
-    max_new_tokens: int = 2048
-    batch_size: int = 8
+    n_prompts: int | None = bounded(None, ge=1)  # a seeded sample of them
+    max_new_tokens: int = bounded(2048, ge=1)
+    batch_size: int = bounded(8, ge=1)
 
 
 @dataclass
@@ -109,13 +110,13 @@ class FilteringConfig:
     filter: FilterSettings = field(default_factory=FilterSettings)
     dpo: DPOSettings = field(default_factory=DPOSettings)
     evaluation: FilterEvalSettings = field(default_factory=FilterEvalSettings)
-    heldout_fraction: float = 0.1
-    max_prompts: int | None = None  # a seeded sample of the data's prompts
-    max_train_pairs: int | None = None
+    heldout_fraction: float = bounded(0.1, gt=0, lt=1)
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of the data's prompts
+    max_train_pairs: int | None = bounded(None, ge=1)
     attribute: str | None = None  # the rating that orders pairs when the data has no released labels
-    split_seed: int = 0
-    seed: int = 0
-    n_boot: int = 2000
+    split_seed: int = bounded(0, ge=0)
+    seed: int = bounded(0, ge=0)
+    n_boot: int = bounded(2000, ge=1)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # the policies' chat template options
     output_dir: str = "outputs/filtering"
     toy: bool = False

@@ -60,10 +60,10 @@ class FeatureSettings:
     learners: list[str] = option(default_factory=lambda: list(LEARNERS), parse=comma_list,
                                  help="response probes' learners, comma-separated "
                                       "(ridge,kernel_ridge,boosted_trees,mlp; default all)")
-    n_topics: int = option(N_TOPICS, help="k-means clusters of the first turns (topic splits)")
-    batch_size: int = option(32, help="texts per forward of the encoders")
+    n_topics: int = option(N_TOPICS, ge=2, help="k-means clusters of the first turns (topic splits)")
+    batch_size: int = option(32, ge=1, help="texts per forward of the encoders")
     # tokens per text (the embedder's own limit is the ceiling)
-    max_length: int = option(512, help="tokens per text (the model's limit is the ceiling)")
+    max_length: int = option(512, ge=8, help="tokens per text (the model's limit is the ceiling)")
     device: str = option("auto", help="auto|cpu|cuda|cuda:N")
     dtype: str = option("auto", help="auto|float32|bfloat16|float16 (the base model)")
 

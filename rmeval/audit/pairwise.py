@@ -31,8 +31,8 @@ STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the mat
 class PairwiseSettings:
     """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
 
-    n_boot: int = option(2000, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
-    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
+    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
+    seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
     # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
     ties: str = option("half", choices=["half", "wrong"],
                        help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")

@@ -26,7 +26,7 @@ from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
 from rmcore.progress import Progress
-from rmcore.settings import nested, option
+from rmcore.settings import bounded, nested, option
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
 from rmeval.stats.settings import StatsSettings
@@ -62,8 +62,8 @@ class JudgeProfileSettings:
     attributes: list[str] = option(default_factory=lambda: ["core"], flag="--attribute-names",
                                    deprecated=("--attributes",), metavar="NAMES", parse=_names,
                                    help="attributes for --judge-items (comma-separated)")
-    max_length: int | None = None  # tokens per text: the scorer's (--max-length)
-    batch_size: int = 32  # the scorer's (--batch-size)
+    max_length: int | None = bounded(None, ge=1)  # tokens per text: the scorer's (--max-length)
+    batch_size: int = bounded(32, ge=1)  # the scorer's (--batch-size)
 
 
 @dataclass
@@ -76,7 +76,7 @@ class AuditSettings:
     # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
     stats: StatsSettings = nested(StatsSettings, embed=True)
     attribute: str | None = option(None, help="rated attribute (default helpfulness, else the first)")  # pick_attribute
-    n_donors: int = option(4, help="donor prompts per transplant condition")
+    n_donors: int = option(4, ge=1, help="donor prompts per transplant condition")
     related_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of related tasks")
     paraphrase_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of paraphrases")
     embedder: str | None = option(None, help="sentence encoder for the embedding condition")
@@ -173,7 +173,7 @@ class TrainingAuditSettings:
     enabled: bool = False
     # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
     audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
-    max_prompts: int = 64
+    max_prompts: int = bounded(64, ge=1)
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
@@ -196,16 +196,16 @@ class FinalAuditSettings:
     # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
     audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
                                                                   "related_file", "seed", "features"))
-    max_prompts: int | None = 200  # seeded sample, the same for every run
-    batch_size: int = 32
-    max_length: int | None = None  # None: training.max_length
-    max_tokens: int | None = None  # cap on padded tokens per batch
+    max_prompts: int | None = bounded(200, ge=1)  # seeded sample, the same for every run
+    batch_size: int = bounded(32, ge=1)
+    max_length: int | None = bounded(None, ge=1)  # None: training.max_length
+    max_tokens: int | None = bounded(None, ge=1)  # cap on padded tokens per batch
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
     attn_implementation: str | None = None  # None: the model section's
     device_map: str | None = None
-    num_processes: int = 1  # processes (GPUs) sharing one checkpoint's scoring, in its own job
+    num_processes: int = bounded(1, ge=1)  # processes (GPUs) sharing one checkpoint's scoring, in its own job
 
     def placement(self, trust_remote_code: bool = False, attn_implementation: str | None = None) -> Placement:
         """Where each final audit's model runs: these keys, the model's remote-code and kernel settings."""

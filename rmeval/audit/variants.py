@@ -35,7 +35,7 @@ import numpy as np
 from rmcore.data.schema import RatingSet
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import nested, option
+from rmcore.settings import bounded, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
@@ -67,20 +67,20 @@ class VariantSettings:
                                               "--base-url) | file:PATH (variants written before, to judge again)")
     # the generator's OpenAI-compatible endpoint
     base_url: str | None = option(None, help="OpenAI-compatible endpoint base URL of the generator")
-    n: int = option(4, help="variants per prompt")
+    n: int = option(4, ge=1, help="variants per prompt")
     # related tasks: different (default) | contains | sub_question
     subtype: str | None = option(None, choices=RELATED_SUBTYPES,
                                  help="related tasks: different (default: another request on the topic), contains (a "
                                       "request that contains the original), sub_question (one part of the original)")
-    seed: int = option(0, help="seed of the prompt sample and the generator")
+    seed: int = option(0, ge=0, help="seed of the prompt sample and the generator")
     # paraphrases: hf:MODEL | openai:MODEL
     validity_judge: str | None = option(
         None, help="paraphrases: hf:MODEL | openai:MODEL (with --judge-base-url) asked whether each keeps the "
                    "original's meaning; invalid ones are marked and left out by the paraphrase condition")
     judge_base_url: str | None = option(None, help="OpenAI-compatible endpoint of the validity judge")
-    judge_max_length: int | None = None  # tokens of a local judge's prompt (None: the model's limit)
+    judge_max_length: int | None = bounded(None, ge=1)  # tokens of a local judge's prompt (None: the model's limit)
     # p_valid at or above it: valid
-    threshold: float = option(0.5, help="p(Yes) at or above which a paraphrase is valid")
+    threshold: float = option(0.5, gt=0, lt=1, help="p(Yes) at or above which a paraphrase is valid")
     # where local (hf:) generator and judge run
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
 

@@ -18,7 +18,7 @@ class ExperimentCommand:
     config: str = option("", required=True, help="the experiment's recipe (YAML)")
     out: str | None = option(None, help="output directory (default: the recipe's output_dir)")
     data: str | None = option(None, help="data SPEC in place of the recipe's data")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
                                   help="override a recipe value, e.g. sampling.n=2 (repeat --set for each key)")
     wandb: WandbFlags = nested(WandbFlags)

@@ -20,8 +20,8 @@ class FeaturesCommand:
 
     data: str = option("", required=True, help=DATA_HELP)
     out: str = option("", required=True, help="output directory")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    seed: int = option(0, help="prompt sample and k-means seed")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
+    seed: int = option(0, ge=0, help="prompt sample and k-means seed")
     features: FeatureSettings = nested(FeatureSettings, only=MODEL_FLAGS)
 
 

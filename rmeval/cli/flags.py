@@ -62,7 +62,7 @@ class ScoringCommand:
     checkpoint: str = option("", required=True, help="checkpoint dir, dir of checkpoints, or Hub id")
     data: str = option("", required=True, help=DATA_HELP)
     out: str = option("", required=True, help="output directory")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
     wandb: WandbFlags = nested(WandbFlags)
 

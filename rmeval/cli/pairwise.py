@@ -16,7 +16,7 @@ class PairwiseCommand(ScoringCommand):
     accuracy's (``PairwiseSettings``)."""
 
     pairwise: PairwiseSettings = nested(PairwiseSettings)
-    num_processes: int = option(1, metavar="N", help=NUM_PROCESSES_HELP)
+    num_processes: int = option(1, metavar="N", ge=1, help=NUM_PROCESSES_HELP)
     argv: list[str] = field(default_factory=list)  # the command line, run again by --num-processes
 
 

@@ -29,8 +29,8 @@ class ReproduceCommand:
                            help="local: one row after another here; slurm: one submitit job array (one row per "
                                 "task); submitit-local: the same tasks as local processes")
     partition: str | None = option(None, help="SLURM partition of the job array")
-    cpus_per_task: int = option(8, help="CPUs per array task")
-    array_parallelism: int = option(16, help="array tasks running at once")
+    cpus_per_task: int = option(8, ge=1, help="CPUs per array task")
+    array_parallelism: int = option(16, ge=1, help="array tasks running at once")
     wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
                                     help="default: online with an API key, else offline")
     wandb_project: str = option("matchrm", help="W&B project")

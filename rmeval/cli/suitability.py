@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,6 @@ from rmcore.errors import ConfigError
 from rmcore.settings import nested, option
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
-from rmeval.scoring import ScorerSettings
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
@@ -32,7 +30,7 @@ class SuitabilityCommand(ScoringCommand):
     """``rmeval suitability``'s settings: the checkpoints, data and scorer (``ScoringCommand``), the
     suitability audit's perturbations, rewriting and inference, and the flags shared with rmeval audit."""
 
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts, drawn before the preference "
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts, drawn before the preference "
                                                 "items are built (--max-items then keeps the first N items)")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=MODEL_FLAGS)
     common: AuditSettings = nested(AuditSettings, only=(*SHARED_WITH_AUDIT, "cache", "progress"))
@@ -53,17 +51,6 @@ class SuitabilityStatsCommand:
     wandb: WandbFlags = nested(WandbFlags)
 
 
-def check_model_flags(scorer: ScorerSettings, max_prompts: int | None) -> None:
-    """The scorer's numeric flags in range (one-line errors, before any model loads)."""
-    for flag, v in (("max_prompts", max_prompts), ("batch_size", scorer.batch_size),
-                    ("max_length", scorer.max_length), ("max_tokens", scorer.max_tokens)):
-        if v is not None and v < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
-    beta = scorer.beta
-    if beta is not None and not (math.isfinite(beta) and beta > 0):
-        raise ConfigError(f"--beta must be a finite number > 0, got {beta}")
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     add_command(sub, "suitability", SuitabilityCommand, run,
                 help="confidence drop under perturbations: inference and risk report")
@@ -77,8 +64,7 @@ def run(s: SuitabilityCommand) -> int:
     from rmeval.scoring.loaders import known_hub_ids
     from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
-    seed = s.common.stats.seed
-    check_model_flags(s.scorer, s.max_prompts)
+    seed = s.common.stats.seed  # the numeric flags were checked against their ranges as they were read
     s.suitability.inference(seed)  # validates every setting now: bad flags fail before anything loads
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:

@@ -19,7 +19,7 @@ class VariantsCommand:
 
     data: str = option("", required=True, help="data SPEC")
     out: str = option("", required=True, help="output jsonl (the summary goes to OUT.summary.json)")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     variants: VariantSettings = nested(VariantSettings)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from rmcore.data.schema import Message
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
 from rmeval.backends import JudgeBackend, Question, Tokens
 
 QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
@@ -137,9 +138,9 @@ class JudgeSpec:
     api_key_env: str = "OPENAI_API_KEY"
     device: str = "auto"
     dtype: str = "auto"
-    max_length: int | None = 4096  # tokens of a judge prompt (None: the model's own limit)
-    batch_size: int = 4
-    concurrency: int = 8  # openai: requests at a time
+    max_length: int | None = bounded(4096, ge=1)  # tokens of a judge prompt (None: the model's own limit)
+    batch_size: int = bounded(4, ge=1)
+    concurrency: int = bounded(8, ge=1)  # openai: requests at a time
     trust_remote_code: bool = False
 
     def validate(self) -> None:

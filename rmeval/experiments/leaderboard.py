@@ -46,6 +46,7 @@ import pandas as pd
 
 from rmcore.data.schema import PromptRecord, RatingSet
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
 from rmeval.experiments.responses import SamplingSettings
 
 MIX_NAMES = ("long", "short", "topic_a", "topic_b")
@@ -54,8 +55,8 @@ CENTRES = ("anchor", "policies")
 
 @dataclass
 class MixSettings:
-    n_clusters: int = 20  # k-means clusters of the first turns' TF-IDF vectors
-    seed: int = 0
+    n_clusters: int = bounded(20, ge=1)  # k-means clusters of the first turns' TF-IDF vectors
+    seed: int = bounded(0, ge=0)
 
 
 @dataclass
@@ -69,14 +70,15 @@ class LeaderboardConfig:
     judges: dict[str, Any]  # name -> JudgeSpec mapping; the first is the primary judge
     generation: SamplingSettings = field(default_factory=SamplingSettings)  # greedy, 2,048 new tokens
     single_turn_only: bool = True
-    max_prompts: int | None = None  # a seeded sample of the (single-turn) prompts
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of the (single-turn) prompts
     mixes: MixSettings = field(default_factory=MixSettings)
-    n_assignments: int = 20
-    assignment_seed: int = 0
+    n_assignments: int = bounded(20, ge=1)
+    assignment_seed: int = bounded(0, ge=0)
     centre_on: str = "anchor"  # anchor | policies
-    judge_human_pairs: int | None = 300  # labelled pairs judged against the human order (0: none; None: all)
-    n_boot: int = 2000
-    seed: int = 0
+    # labelled pairs judged against the human order (0: none; None: all)
+    judge_human_pairs: int | None = bounded(300, ge=0)
+    n_boot: int = bounded(2000, ge=1)
+    seed: int = bounded(0, ge=0)
     output_dir: str = "outputs/leaderboard"
     toy: bool = False
     progress: bool = True

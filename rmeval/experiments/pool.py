@@ -32,6 +32,7 @@ import pandas as pd
 
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
+from rmcore.settings import bounded
 from rmeval.experiments.responses import SamplingSettings
 
 POOL_COLUMNS = ["prompt_id", "response_id", "policy", "sample", "response", "n_tokens", "capped", "n_words"]
@@ -41,10 +42,10 @@ POOL_COLUMNS = ["prompt_id", "response_id", "policy", "sample", "response", "n_t
 class PoolSampling(SamplingSettings):
     """The study's pool sampling: six responses per policy at temperature 0.7, top-p 0.9."""
 
-    n: int = 6
-    temperature: float = 0.7
-    top_p: float = 0.9
-    max_new_tokens: int = 2048
+    n: int = bounded(6, ge=1)
+    temperature: float = bounded(0.7, ge=0)
+    top_p: float = bounded(0.9, gt=0, le=1)
+    max_new_tokens: int = bounded(2048, ge=1)
 
 
 @dataclass
@@ -55,8 +56,8 @@ class PoolConfig:
     policies: list[dict[str, Any]]  # rmeval.experiments.responses.PolicySpec mappings
     sampling: PoolSampling = field(default_factory=PoolSampling)
     reward_models: dict[str, Any] = field(default_factory=dict)  # name -> checkpoint or ScorerSettings mapping
-    max_prompts: int | None = None  # a seeded sample of prompts
-    seed: int = 0  # the prompt sample and the seeded score head of an untrained toy scorer
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of prompts
+    seed: int = bounded(0, ge=0)  # the prompt sample and the seeded score head of an untrained toy scorer
     output_dir: str = "outputs/pool"
     toy: bool = False  # say in every output that the figures mean nothing
     progress: bool = True

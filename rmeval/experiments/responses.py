@@ -44,6 +44,7 @@ import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
 from rmeval.backends.generators import Completion, HFGenerator
 
 BACKENDS = ("hf", "openai", "vllm")
@@ -64,9 +65,9 @@ class PolicySpec:
     dtype: str = "auto"  # hf / vllm: auto = bfloat16 on a recent GPU, float32 on the CPU
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_remote_code: bool = False
-    tensor_parallel_size: int = 1  # vllm
-    gpu_memory_utilization: float = 0.9  # vllm
-    max_model_len: int | None = None  # vllm
+    tensor_parallel_size: int = bounded(1, ge=1)  # vllm
+    gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)  # vllm
+    max_model_len: int | None = bounded(None, ge=1)  # vllm
 
     def validate(self) -> None:
         if not self.name or not self.model:
@@ -83,13 +84,13 @@ class PolicySpec:
 class SamplingSettings:
     """How each policy answers: ``n`` samples per prompt, or greedily with temperature 0."""
 
-    n: int = 1
-    temperature: float = 0.0  # 0: greedy decoding (then n must be 1)
-    top_p: float = 1.0
-    max_new_tokens: int = 2048
-    seed: int = 0
-    batch_size: int = 8  # prompts per generate call (hf)
-    chunk_prompts: int = 64  # prompts per committed chunk of the cache
+    n: int = bounded(1, ge=1)
+    temperature: float = bounded(0.0, ge=0)  # 0: greedy decoding (then n must be 1)
+    top_p: float = bounded(1.0, gt=0, le=1)
+    max_new_tokens: int = bounded(2048, ge=1)
+    seed: int = bounded(0, ge=0)
+    batch_size: int = bounded(8, ge=1)  # prompts per generate call (hf)
+    chunk_prompts: int = bounded(64, ge=1)  # prompts per committed chunk of the cache
 
     def validate(self) -> None:
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1 or self.chunk_prompts < 1:

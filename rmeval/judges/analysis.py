@@ -34,7 +34,7 @@ import pandas as pd
 
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
-from rmcore.settings import comma_list, option
+from rmcore.settings import check_ranges, comma_list, option
 
 from .inventory import CORE_ATTRIBUTES
 from .panel import (
@@ -70,26 +70,25 @@ class AnalysisSettings:
 
     attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
                                           help="comma-separated subset of the attributes (default: all)")
-    seed: int = option(0, help="seed of the half splits, the null and the swaps")
-    n_splits: int = option(20, help="random half splits for split-half reliability")
-    null_repeats: int = option(20, help="repetitions of the identical-preference null (0: skip it)")
+    seed: int = option(0, ge=0, help="seed of the half splits, the null and the swaps")
+    n_splits: int = option(20, ge=0, help="random half splits for split-half reliability")
+    null_repeats: int = option(20, ge=0, help="repetitions of the identical-preference null (0: skip it)")
     donor: str | None = option(None, help="donor judge of the component swaps (default: highest stable rate)")
     min_shared: int = option(20, flag="--min-shared-attributes",
-                             help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
-    min_n_source: int = option(50, help="usable comparisons a reader needs in a source to enter a label "
+                             ge=1, help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
+    min_n_source: int = option(50, ge=0, help="usable comparisons a reader needs in a source to enter a label "
                                         "association")
-    min_n_pooled: int = option(200, help="the same over all sources pooled")
+    min_n_pooled: int = option(200, ge=0, help="the same over all sources pooled")
     attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
                                          help="attribute YAML used at elicitation, if custom (families)")
     controls: bool = True
 
     def __post_init__(self) -> None:
-        for name, flag, low in (("n_splits", "--n-splits", 0), ("null_repeats", "--null-repeats", 0),
-                                ("min_shared", "--min-shared-attributes", 1), ("min_n_source", "--min-n-source", 0),
-                                ("min_n_pooled", "--min-n-pooled", 0)):
+        for name in ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ConfigError(f"{flag} must be an integer >= {low}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def agreement(panel: Panel) -> dict[str, Any]:

@@ -15,7 +15,6 @@ paper's rule), ``accuracy_stable`` the stable verdict with an unresolved one cou
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import pandas as pd
 import torch
 
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, option
+from rmcore.settings import bounded, check_ranges, comma_list, option
 
 from .elicit import (
     OVERALL_QUESTION,
@@ -159,30 +158,23 @@ class BaselineSettings:
     # the attribute YAML used at elicitation, if custom
     attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
                                          help="attribute YAML used at elicitation, if custom")
-    rubric_k: int = option(6, help="attributes the rubric prompt names")
+    rubric_k: int = option(6, ge=1, help="attributes the rubric prompt names")
     # training labels per source for LoRA SFT (None: all)
-    lora_budget: int | None = option(256, help="training labels per source for LoRA SFT")
-    lora_steps: int = option(200, help="LoRA SFT steps")
-    lora_lr: float = option(2e-4, help="LoRA SFT learning rate")
-    lora_batch_size: int = option(8, help="LoRA SFT batch size")
-    max_length: int = option(4096, help="tokens per prompt of the baselines")
-    batch_size: int = option(32, help="texts per forward of the baselines")
+    lora_budget: int | None = option(256, ge=2, help="training labels per source for LoRA SFT")
+    lora_steps: int = option(200, ge=1, help="LoRA SFT steps")
+    lora_lr: float = option(2e-4, gt=0, help="LoRA SFT learning rate")
+    lora_batch_size: int = option(8, ge=1, help="LoRA SFT batch size")
+    max_length: int = option(4096, ge=8, help="tokens per prompt of the baselines")
+    batch_size: int = option(32, ge=1, help="texts per forward of the baselines")
     device: str | None = option(None, help="device of the baselines' model (default: auto)")
-    seed: int = 0  # the reweighting's (--seed)
+    seed: int = bounded(0, ge=0)  # the reweighting's (--seed)
 
     def __post_init__(self) -> None:
         if not set(self.kinds) <= {"rubric", "lora"}:
             raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
         if not self.model or not self.judge:
             raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
-        for flag, value, low in (("--rubric-k", self.rubric_k, 1), ("--lora-steps", self.lora_steps, 1),
-                                 ("--lora-batch-size", self.lora_batch_size, 1), ("--batch-size", self.batch_size, 1),
-                                 ("--max-length", self.max_length, 8),
-                                 ("--lora-budget", 2 if self.lora_budget is None else self.lora_budget, 2)):
-            if value < low:
-                raise ConfigError(f"{flag} must be at least {low}, got {value}")
-        if not (math.isfinite(self.lora_lr) and self.lora_lr > 0):
-            raise ConfigError(f"--lora-lr must be a positive number, got {self.lora_lr}")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,

@@ -29,8 +29,8 @@ class ExecutorSettings:
 
     slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),
                                          metavar="PARTITION", help="SLURM partition of the shards' jobs")
-    timeout_min: int | None = option(None, help="minutes a shard's job may run")
-    gpus_per_node: int | None = option(None, help="GPUs of each shard's job")
+    timeout_min: int | None = option(None, ge=1, help="minutes a shard's job may run")
+    gpus_per_node: int | None = option(None, ge=0, help="GPUs of each shard's job")
 
     def params(self) -> dict[str, Any]:
         """The parameters given (a timeout or partition that is empty or 0 is not)."""
@@ -54,7 +54,7 @@ class ElicitConfig:
                                           "response_b[, label]")
     data: list[str] = option(default_factory=list, action="append",
                              help="preference-set SPEC, one source each (repeatable)")
-    max_items_per_source: int | None = option(None, help="first N items of each --data source")
+    max_items_per_source: int | None = option(None, ge=1, help="first N items of each --data source")
     model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
     endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
     endpoint_model: str | None = option(None, help="the served model's name (--endpoint)")
@@ -65,23 +65,23 @@ class ElicitConfig:
     attribute_names: list[str] = option(default_factory=list, parse=comma_list,
                                         help="comma-separated subset; 'core' = the 20 core attributes")
     overall: bool = option(True, flag="--no-overall", action="store_false", help="skip the overall verdict")
-    n_shards: int = option(1, help="shards of the items (one job each with --executor)")
-    shard: int | None = option(None, help="run only this shard (no merge)")
+    n_shards: int = option(1, ge=1, help="shards of the items (one job each with --executor)")
+    shard: int | None = option(None, ge=0, help="run only this shard (no merge)")
     executor: str = option("none", choices=["none", "local", "slurm", "debug"],
                            help="submitit executor for the shards (slurm: one job array)")
     executor_params: ExecutorSettings = nested(ExecutorSettings)
-    batch_size: int = option(32, help="texts per forward (local)")
-    max_length: int = option(4096, help="tokens per prompt (local)")
+    batch_size: int = option(32, ge=1, help="texts per forward (local)")
+    max_length: int = option(4096, ge=1, help="tokens per prompt (local)")
     # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
     # CPU), kernel, remote code, device map: where a local --model judge runs
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
     prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false",
                                 help="one full forward per call (slower)")
-    margin: float = option(0.0, help="unresolved when |p(A)-0.5| <= margin (local)")
-    concurrency: int = option(8, help="parallel requests (endpoint)")
-    chunk_items: int = option(2, help="items per committed chunk")
+    margin: float = option(0.0, ge=0, lt=0.5, help="unresolved when |p(A)-0.5| <= margin (local)")
+    concurrency: int = option(8, ge=1, help="parallel requests (endpoint)")
+    chunk_items: int = option(2, ge=1, help="items per committed chunk")
     progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
-    seed: int = option(0, help="A/B assignment of --data pairs")
+    seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
 
     def judge_spec(self) -> dict[str, Any]:
         if bool(self.model) == bool(self.endpoint):
@@ -230,11 +230,11 @@ class ReweightSettings:
     """How attribute weights are refitted to reference labels (``rmeval judges reweight``)."""
 
     budgets: tuple[int, ...] = option((32, 64, 128, 256), parse=_ints, metavar="N,N,...",
-                                      help="labels per source the weights are refitted on (comma-separated)")
-    n_repeats: int = option(10, help="random label draws per budget")
+                                      ge=2, help="labels per source the weights are refitted on (comma-separated)")
+    n_repeats: int = option(10, ge=1, help="random label draws per budget")
     top_k: tuple[int, ...] = option((6, 12), parse=_ints, metavar="K,K,...",
-                                    help="attributes kept in the sparse refits (comma-separated)")
-    seed: int = option(0, help="seed of the label draws (and the baselines)")
+                                    ge=1, help="attributes kept in the sparse refits (comma-separated)")
+    seed: int = option(0, ge=0, help="seed of the label draws (and the baselines)")
 
     def validate(self) -> None:
         if any(b < 2 for b in self.budgets) or any(k < 1 for k in self.top_k) or self.n_repeats < 1:

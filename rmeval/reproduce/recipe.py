@@ -30,6 +30,7 @@ from typing import Any
 
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
 
 STUDIES = {
     "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
@@ -56,11 +57,11 @@ class Study:
 class DataSize:
     """A data set's size as the paper states it (counted from the data instead when it is on disk)."""
 
-    prompts: int | None = None
-    responses: int | None = None
-    multi_turn_prompts: int | None = None
-    items: int | None = None  # preference pairs (suitability, judges)
-    mean_tokens: int | None = None  # mean tokens per scored text (an assumption unless counted)
+    prompts: int | None = bounded(None, ge=0)
+    responses: int | None = bounded(None, ge=0)
+    multi_turn_prompts: int | None = bounded(None, ge=0)
+    items: int | None = bounded(None, ge=0)  # preference pairs (suitability, judges)
+    mean_tokens: int | None = bounded(None, ge=0)  # mean tokens per scored text (an assumption unless counted)
     source: str = ""
 
 
@@ -71,7 +72,7 @@ class Variants:
 
     file: str | None = None
     generator: str | None = None
-    n: int = 3
+    n: int = bounded(3, ge=1)
     subtype: str | None = None
 
 
@@ -83,8 +84,8 @@ class PoolSource:
     file: str | None = None
     config: str | None = None
     policies: list[str] = field(default_factory=list)
-    n: int = 3
-    max_new_tokens: int = 16
+    n: int = bounded(3, ge=1)
+    max_new_tokens: int = bounded(16, ge=1)
 
 
 @dataclass
@@ -92,7 +93,7 @@ class DataEntry:
     spec: Any  # a data SPEC string or mapping
     conditions: list[str] = field(default_factory=list)
     size: DataSize | None = None
-    max_prompts: int | None = None
+    max_prompts: int | None = bounded(None, ge=1)
     related: Variants | None = None
     paraphrase: Variants | None = None
     reference_pool: PoolSource | None = None
@@ -112,11 +113,11 @@ class ModelSpec:
     head: str | None = None  # --reward-head: an index or a label; None: the model's one output
     head_name: str | None = None  # what the head is (e.g. helpfulness)
     reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
-    params_b: float = 0.0  # billions of parameters (the dry run's size when no config is on disk)
+    params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk)
     dtype: str = "bfloat16"
-    max_length: int | None = 4096
-    batch_size: int = 8
-    max_tokens: int | None = None
+    max_length: int | None = bounded(4096, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    max_tokens: int | None = bounded(None, ge=1)
     trust_remote_code: bool = False
     device_map: str | None = None  # auto: one model over every visible GPU
     endpoint: str | None = None  # an OpenAI-compatible base_url (a served judge)
@@ -159,8 +160,8 @@ class Column:
     minus: str | None = None
     card: str | None = None  # subtract the row's model-card value ``model_cards[row][card]``
     rows: list[str] | None = None  # the rows it applies to (names, or "models"); None: every row
-    scale: float = 1.0
-    digits: int = 2
+    scale: float = bounded(1.0, finite=True)
+    digits: int = bounded(2, ge=0, le=12)
     note: str = ""
 
 
@@ -176,12 +177,12 @@ class Figure:
     source: str
     row: str | None = None
     rows: list[str] | None = None
-    value: float | None = None
-    interval: list[float] | None = None
-    range: list[float] | None = None
+    value: float | None = bounded(None, finite=True)
+    interval: list[float] | None = bounded(None, finite=True)
+    range: list[float] | None = bounded(None, finite=True)
     aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
     also_columns: list[str] | None = None  # a statement over the cells of several columns
-    expect_rows: int | None = None  # with also_columns: how many cells the paper's statement covers
+    expect_rows: int | None = bounded(None, ge=1)  # with also_columns: how many cells the paper's statement covers
     note: str = ""
 
 
@@ -193,7 +194,7 @@ class PolicyBlock:
     recipe: str
     winrates: str
     judge: str = ""
-    n_prompts: int = 100
+    n_prompts: int = bounded(100, ge=1)
 
 
 @dataclass
@@ -211,9 +212,9 @@ class StandIn:
 class Compute:
     """The dry run's assumptions: GPU memory and effective throughput per GPU."""
 
-    gpu_memory_gb: float = 80.0
-    gpu_tflops: float = 150.0  # effective bf16 throughput of one GPU at inference (an assumption)
-    overhead: float = 1.25  # memory beyond the weights: activations, KV, CUDA context
+    gpu_memory_gb: float = bounded(80.0, gt=0)
+    gpu_tflops: float = bounded(150.0, gt=0)  # effective bf16 throughput of one GPU at inference (an assumption)
+    overhead: float = bounded(1.25, ge=1)  # memory beyond the weights: activations, KV, CUDA context
 
 
 @dataclass
@@ -232,7 +233,7 @@ class Recipe:
     compute: Compute = field(default_factory=Compute)
     not_reproducible: list[str] = field(default_factory=list)
     model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
-    seed: int = 0  # data samples, suitability permutations, judge items
+    seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
     path: str = ""
 

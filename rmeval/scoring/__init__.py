@@ -29,11 +29,11 @@ class ScorerSettings:
                        help="a sequence classifier's reward, a generative judge's verdict, or a DPO policy's implicit "
                             "reward")
     reference: str | None = option(None, help="DPO reference model (dpo_implicit)")  # dpo_implicit only
-    beta: float = option(0.1, help="DPO beta (dpo_implicit)")  # dpo_implicit only
-    batch_size: int = option(32, help="texts per forward")
+    beta: float = option(0.1, gt=0, help="DPO beta (dpo_implicit)")  # dpo_implicit only
+    batch_size: int = option(32, ge=1, help="texts per forward")
     # None: the model's own limit (also the ceiling)
-    max_length: int | None = option(None, help="tokens per text (default and ceiling: the model's own limit)")
-    max_tokens: int | None = option(None, help="cap on padded tokens per batch")
+    max_length: int | None = option(None, ge=1, help="tokens per text (default and ceiling: the model's own limit)")
+    max_tokens: int | None = option(None, ge=1, help="cap on padded tokens per batch")
     # device, dtype, kernel, remote code, device map
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
     # which output of a multi-output reward model (seq_classifier only)

@@ -523,20 +523,20 @@ class ServerSettings:
     """How ``serve_reward`` serves a checkpoint (the flags of ``rmeval serve-reward``)."""
 
     host: str = option("127.0.0.1", help="bind address (default: this machine only)")
-    port: int = option(5000, help="port to listen on")
-    max_length: int | None = option(None, help="tokens per text (default: the model's own limit); the "
+    port: int = option(5000, ge=0, le=65535, help="port to listen on")
+    max_length: int | None = option(None, ge=1, help="tokens per text (default: the model's own limit); the "
                                                  "prompt is cut from the left")
     # device (auto: cuda:LOCAL_RANK where CUDA is, else cpu), dtype (auto: bfloat16 on a GPU, float32 on
     # the CPU), kernel, the checkpoint's own modelling code, one model over every visible GPU
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
-    max_batch_tokens: int = option(32768, help="tokens scored in one forward, over the requests waiting "
+    max_batch_tokens: int = option(32768, ge=1, help="tokens scored in one forward, over the requests waiting "
                                                "(default 32768)")
-    max_batch_items: int = option(256, help="texts scored in one forward (default 256)")
-    batch_wait_ms: float = option(0.0, help="how long the first waiting request waits for others to join its "
+    max_batch_items: int = option(256, ge=1, help="texts scored in one forward (default 256)")
+    batch_wait_ms: float = option(0.0, ge=0, help="how long the first waiting request waits for others to join its "
                                             "forward (default 0: a forward takes what is waiting; requests that "
                                             "arrive during it join the next)")
-    max_body_bytes: int = option(MAX_BODY_BYTES, help="larger request bodies get a 413")
-    request_timeout: float = option(60.0, help="seconds a client may take to send its request before a 408 "
+    max_body_bytes: int = option(MAX_BODY_BYTES, ge=1, help="larger request bodies get a 413")
+    request_timeout: float = option(60.0, gt=0, help="seconds a client may take to send its request before a 408 "
                                                "(default 60)")
 
 

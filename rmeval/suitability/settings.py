@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.errors import ConfigError
-from rmcore.settings import option
+from rmcore.settings import bounded, option
 
 if TYPE_CHECKING:
     from rmcore.data.schema import RatingSet
@@ -68,16 +68,16 @@ class SuitabilityAuditSettings:
     # a preference-set spec; None: the audit's own rating set
     data: str | dict[str, Any] | None = option(None, flag="--suitability-data",
                                                help="preference set for --suitability (default --data)")
-    max_prompts: int | None = None  # seeded sample of `data`'s prompts (a command's --max-prompts)
-    max_items: int | None = option(None, help="keep the first N preference items (one chosen/rejected pair per "
+    max_prompts: int | None = bounded(None, ge=1)  # seeded sample of `data`'s prompts (a command's --max-prompts)
+    max_items: int | None = option(None, ge=1, help="keep the first N preference items (one chosen/rejected pair per "
                                               "prompt, in the data's order), after --max-prompts has sampled "
                                               "the prompts")
-    base_level: int = option(0, choices=[0, 1, 2], help="RM-Bench style level of the base pairs")
-    n_permutations: int = option(10_000, help="sign-flip permutations B")
-    q: float = option(0.05, help="FDR level of the group-aware BH")
-    eta: float = option(0.5, help="Storey threshold for each group's null share")
+    base_level: int = option(0, choices=[0, 1, 2], ge=0, le=2, help="RM-Bench style level of the base pairs")
+    n_permutations: int = option(10_000, ge=1, help="sign-flip permutations B")
+    q: float = option(0.05, gt=0, lt=1, help="FDR level of the group-aware BH")
+    eta: float = option(0.5, gt=0, lt=1, help="Storey threshold for each group's null share")
     # None: the panel rule for several models, else 0
-    margin: float | None = option(None, help="effect-size margin m >= 0 (default: panel rule max{d : p >= alpha} "
+    margin: float | None = option(None, ge=0, help="effect-size margin m >= 0 (default: panel rule max{d : p >= alpha} "
                                              "for several models, else 0)")
     # storey | fixed | equal (plain BH); None: fixed with null_share, else storey
     weighting: str | None = option(None, choices=["storey", "fixed", "equal"],
@@ -85,8 +85,8 @@ class SuitabilityAuditSettings:
                                         "equal (1: plain BH)")
     null_share: dict[str, float] | None = option(
         None, nargs="+", metavar="GROUP=Q", parse=parse_null_shares,
-        help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 (groups not named: 1)")
-    alpha: float = option(0.05, help="level of the panel rule and of the per-subset radar")
+        gt=0, le=1, help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 (groups not named: 1)")
+    alpha: float = option(0.05, gt=0, lt=1, help="level of the panel rule and of the per-subset radar")
     metric: str = option("log_confidence", choices=["log_confidence", "confidence"],
                          help="M tested: log sigma(r_c - r_r) (Reward Auditor's code) or sigma(r_c - r_r)")
     robustness: bool = option(True, flag="--no-robustness", action="store_false",
@@ -100,7 +100,7 @@ class SuitabilityAuditSettings:
     judge_style: str = option("verdict", choices=["verdict", "explain"],
                               help="generative judge: a one-letter verdict, or Reward Auditor's prompt (an "
                                    "explanation, then [[A]]/[[B]]/[[C]])")
-    judge_explain_tokens: int = option(256, help="most tokens of the judge's explanation (--judge-style explain)")
+    judge_explain_tokens: int = option(256, ge=1, help="most tokens of the judge's explanation (--judge-style explain)")
     # CODE -> GROUP for codes outside the ten (suitability-stats)
     groups: dict[str, str] | None = option(None, nargs="+", metavar="CODE=GROUP", parse=parse_groups,
                                            help="groups of codes outside the ten (controlled / stylized or your own)")

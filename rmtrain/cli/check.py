@@ -46,6 +46,7 @@ def check_recipe(path: str) -> str:
     if "sweep" in raw:
         from rmtrain.sweep import expand
 
+        load_train_config(path)  # the recipe as `rmtrain train` reads it (its seed, arm: the sweep sets its own)
         m = expand(load_sweep(path))
         return f"ok ({len(m.seeds)} runs, {len(m.search)} search runs)"
     load_train_config(path)

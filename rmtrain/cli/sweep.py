@@ -20,7 +20,7 @@ class SweepCommand(RecipeCommand):
     executor: str = option("local", choices=["local", "slurm", "submitit-local"],
                            help="local: this machine; slurm: submitit job arrays (sweep.slurm in the recipe); "
                                 "submitit-local: the same job arrays through submitit's local executor")
-    max_parallel: int | None = option(None, help="local executor: runs at once (default sweep.max_parallel)")
+    max_parallel: int | None = option(None, ge=1, help="local executor: runs at once (default sweep.max_parallel)")
     force: bool = option(False, help="rerun every run of the sweep, finished ones too (default: resume)")
 
 

@@ -23,7 +23,7 @@ class TrainCommand(RecipeCommand):
     arm: str | None = option(None, recipe_key="arm",
                              help=f"the arm to train: {', '.join(BUILTIN_ARMS)} or one registered in code, see "
                                   "docs/extending.md (default: the recipe's arm)")
-    seed: int | None = option(None, recipe_key="seed", help="training seed (default: the recipe's seed)")
+    seed: int | None = option(None, recipe_key="seed", ge=0, help="training seed (default: the recipe's seed)")
     model: str | None = option(None, recipe_key="model.name_or_path",
                                help="Hub id or local path of the base model")
     output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",

@@ -145,15 +145,17 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     """A reward model that is neither an existing local path nor a Hub id (``owner/name``) is one
     line naming it and what writes it, not the Hub's repo-id error: a path that a training recipe
     in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
-    recipe. ``pkg:`` models are checked by their package."""
+    recipe. ``pkg:`` models are checked by their package. A local checkpoint's safetensors files
+    must be whole (``rmcore.io.check_safetensors``)."""
     from rmcore.config import training_recipe_writing
     from rmcore.errors import PathNotFoundError
-    from rmcore.io import check_path
+    from rmcore.io import check_path, check_safetensors
     from rmcore.modeling import resolve_model_path
 
     name = str(name_or_path)
     path = resolve_model_path(name)
     if Path(os.path.expanduser(path)).exists():
+        check_safetensors(path)
         return
     recipe = training_recipe_writing(name)
     if recipe:

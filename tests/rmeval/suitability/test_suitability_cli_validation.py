@@ -26,16 +26,17 @@ def pairs(tmp_path):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--margin", "nan"], "margin must be a finite number"),
-    (["--margin", "inf"], "margin must be a finite number"),
-    (["--margin", "-0.2"], "margin must be >= 0"),
-    (["--q", "1.5"], r"q must be in \(0, 1\)"),
-    (["--eta", "nan"], "eta must be a finite number"),
-    (["--alpha", "0"], r"alpha must be in \(0, 1\)"),
-    (["--n-permutations", "0"], "n_permutations must be a whole number >= 1"),
-    (["--seed", "-1"], "seed must be a whole number >= 0"),
-    (["--null-share", "controlled=0"], r"null share of group 'controlled' must be in \(0, 1\]"),
-    (["--null-share", "controlled=nan"], "null share of group 'controlled' must be a finite number"),
+    (["--margin", "nan"], r"--margin: nan is out of range; allowed: a finite number >= 0$"),
+    (["--margin", "inf"], r"--margin: inf is out of range; allowed: a finite number >= 0$"),
+    (["--margin", "-0.2"], r"--margin: -0.2 is out of range; allowed: a finite number >= 0$"),
+    (["--q", "1.5"], r"--q: 1.5 is out of range; allowed: a finite number in \(0, 1\)$"),
+    (["--eta", "nan"], r"--eta: nan is out of range; allowed: a finite number in \(0, 1\)$"),
+    (["--alpha", "0"], r"--alpha: 0.0 is out of range; allowed: a finite number in \(0, 1\)$"),
+    (["--n-permutations", "0"], r"--n-permutations: 0 is out of range; allowed: an integer >= 1$"),
+    (["--seed", "-1"], r"--seed: -1 is out of range; allowed: an integer >= 0$"),
+    (["--null-share", "controlled=0"],
+     r"--null-share: 0.0 \(in \{'controlled': 0.0\}\) is out of range; allowed: a finite number in \(0, 1\]$"),
+    (["--null-share", "controlled=nan"], r"--null-share: nan \(in \{'controlled': nan\}\) is out of range"),
     (["--null-share", "controlled"], "--null-share entries look like GROUP=Q"),
     (["--null-share", "stylised=0.5"], "names group"),
     (["--weighting", "fixed"], "weighting fixed needs the null shares"),
@@ -46,17 +47,17 @@ def test_stats_flags_are_checked(pairs, tmp_path, capsys, flags, message):
     rc = main(["suitability-stats", "--pairs", str(pairs), "--out", str(out), "--wandb-mode", "disabled", *flags])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("rmeval: error: ") and len(err.strip().splitlines()) == 1
-    assert re.search(message, err), err
+    assert re.search(message, err.strip()), err
     assert not out.exists() or not any(out.iterdir())
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--max-items", "-3"], "max_items must be a whole number >= 1"),
-    (["--max-prompts", "0"], "--max-prompts must be >= 1"),
-    (["--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--beta", "nan"], "--beta must be a finite number > 0"),
-    (["--judge-explain-tokens", "0"], "judge_explain_tokens must be a whole number >= 1"),
-    (["--margin", "nan"], "margin must be a finite number"),
+    (["--max-items", "-3"], "--max-items: -3 is out of range; allowed: an integer >= 1"),
+    (["--max-prompts", "0"], "--max-prompts: 0 is out of range; allowed: an integer >= 1"),
+    (["--batch-size", "0"], "--batch-size: 0 is out of range; allowed: an integer >= 1"),
+    (["--beta", "nan"], "--beta: nan is out of range; allowed: a finite number > 0"),
+    (["--judge-explain-tokens", "0"], "--judge-explain-tokens: 0 is out of range; allowed: an integer >= 1"),
+    (["--margin", "nan"], "--margin: nan is out of range; allowed: a finite number >= 0"),
 ])
 def test_model_flags_are_checked_before_anything_loads(tmp_path, capsys, flags, message):
     out = tmp_path / "out"
