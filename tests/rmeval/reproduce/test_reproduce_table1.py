@@ -107,7 +107,7 @@ def test_a_partial_run_lists_the_missing_cells(tmp_path, capsys, one_torch_threa
     assert "2 rows computed" in capsys.readouterr().out
     md = (out / "table.md").read_text()
     assert "## Missing cells" in md
-    assert "URM-LLaMa-3.1-8B (helpfulness head) × share_generic: not yet computed" in md
+    assert "URM-LLaMa-3.1-8B × share_generic: not yet computed" in md
     assert "waits for skywork-v2-qwen3-8b" in md  # the six-model range needs all six
     figs = _figures(out)
     assert figs[("tulu-3-8b-rm", "margin_random")]["ours"] != ""
