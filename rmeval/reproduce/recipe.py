@@ -12,11 +12,14 @@ naming the key, the file and the allowed keys):
 - ``models``: one row each: the Hub id (and the revision where the paper gives one), the scorer
   kind, the loader and head that read the reward, the dtype, the parameter count (what the dry run
   sizes GPUs by when the config is not on disk), the batch and token limits, the device map or an
-  OpenAI-compatible endpoint; ``unsupported`` says why matchrm cannot score a model yet.
+  OpenAI-compatible endpoint. A model of the paper that has no public Hub id, or that matchrm
+  cannot load, stays in the table as a row with ``not_reproducible: WHY`` (no Hub id needed): its
+  cells show the published figures beside "not reproducible: WHY", so the layout is the paper's.
 - ``human`` (ratings-only reference rows) and ``panel_rows`` (rows computed over the whole panel).
 - ``columns``: the table's columns, each a dotted key into the row's result document.
 - ``published``: the figures transcribed from the paper (``Figure``), with table, row, column,
-  value and interval, or a range stated over several rows.
+  value and interval (and the paper's significance mark, e.g. ``***``), or a range stated over
+  several rows.
 - ``settings``: the analysis's settings (validated into its settings dataclass), ``stand_in``:
   the local data and settings of a ``--stand-in`` run, ``compute``: the dry run's GPU assumptions.
 """
@@ -105,7 +108,7 @@ class ModelSpec:
     """One released model (or the study's own checkpoint, ``local``) and how it is read."""
 
     name: str
-    hub_id: str
+    hub_id: str = ""  # owner/name; may be empty only for a not_reproducible row (no public Hub id)
     label: str = ""
     revision: str | None = None
     kind: str = "seq_classifier"
@@ -113,7 +116,7 @@ class ModelSpec:
     head: str | None = None  # --reward-head: an index or a label; None: the model's one output
     head_name: str | None = None  # what the head is (e.g. helpfulness)
     reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
-    params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk)
+    params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk; 0: unknown)
     dtype: str = "bfloat16"
     max_length: int | None = bounded(4096, ge=1)
     batch_size: int = bounded(8, ge=1)
@@ -123,7 +126,7 @@ class ModelSpec:
     endpoint: str | None = None  # an OpenAI-compatible base_url (a served judge)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
     local: bool = False  # the study's own checkpoint: a path that a recipe trains, not a Hub id
-    unsupported: str | None = None  # why matchrm cannot score it yet (its cells stay missing)
+    not_reproducible: str | None = None  # why the row cannot be reproduced (its cells say so)
     note: str = ""
 
 
@@ -160,6 +163,7 @@ class Column:
     minus: str | None = None
     card: str | None = None  # subtract the row's model-card value ``model_cards[row][card]``
     rows: list[str] | None = None  # the rows it applies to (names, or "models"); None: every row
+    mark_key: str | None = None  # dotted key of our cell's significance mark (e.g. by_code.EF.stars)
     scale: float = bounded(1.0, finite=True)
     digits: int = bounded(2, ge=0, le=12)
     note: str = ""
@@ -179,6 +183,7 @@ class Figure:
     rows: list[str] | None = None
     value: float | None = bounded(None, finite=True)
     interval: list[float] | None = bounded(None, finite=True)
+    mark: str = ""  # the paper's significance mark beside the value (*, **, ***)
     range: list[float] | None = bounded(None, finite=True)
     aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
     also_columns: list[str] | None = None  # a statement over the cells of several columns
@@ -359,7 +364,7 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
         raise ConfigError(f"{at}: a DPO model needs its reference ('none': pi_ref = 1)")
     if m.dtype not in DTYPE_BYTES:
         raise ConfigError(f"{at}: dtype must be one of {', '.join(DTYPE_BYTES)}, got {m.dtype!r}")
-    if m.params_b <= 0:
+    if m.params_b <= 0 and not m.not_reproducible:  # (a row nothing runs may not know its size)
         raise ConfigError(f"{at}: params_b (billions of parameters) must be > 0")
     if m.device_map not in (None, "auto"):
         raise ConfigError(f"{at}: device_map must be auto or absent, got {m.device_map!r}")
@@ -368,7 +373,9 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
     for d in r.model_data(m):
         if d not in r.data:
             raise ConfigError(f"{at}: unknown data {d!r} (data: {', '.join(r.data)})")
-    if not m.local and "/" not in m.hub_id:
+    if not m.hub_id and not m.not_reproducible:
+        raise ConfigError(f"{at}: needs a hub_id (or not_reproducible: why, for a model without a public one)")
+    if m.hub_id and not m.local and "/" not in m.hub_id:
         raise ConfigError(f"{at}: hub_id must be owner/name (or set local: true for the study's own checkpoint)")
 
 
@@ -394,6 +401,8 @@ def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) 
             raise ConfigError(f"{at}: a range figure needs range: [lo, hi]")
         if agg != "range" and f.value is None:
             raise ConfigError(f"{at}: a {agg} figure needs a value")
+    if f.mark and (f.row is None or set(f.mark) != {"*"} or len(f.mark) > 3):
+        raise ConfigError(f"{at}: mark is a one-cell figure's significance stars (*, ** or ***), got {f.mark!r}")
     if f.interval is not None and (len(f.interval) != 2 or f.interval[0] > f.interval[1]):
         raise ConfigError(f"{at}: interval must be [lo, hi]")
     if not f.source:

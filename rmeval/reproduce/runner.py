@@ -6,7 +6,8 @@ shape), then the panel step and the table.
 Resumable at two levels: a finished row (``rows/<row>/done.json``) is never scored again, and a row
 interrupted mid-way resumes from its score cache. A row that fails is reported and the others go
 on; its cells are listed as missing in the table, as are those of models matchrm cannot score
-(``unsupported``) and of rows not run yet (``--only``)."""
+(``not_reproducible``: "not reproducible: why" beside the published figures) and of rows not run
+yet (``--only``)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def run_row(ctx: Any, row: str) -> dict[str, Any]:
         how = "ratings only (rmeval human)"
     else:
         m = ctx.recipe.model(row)
-        if m.unsupported:
-            raise ConfigError(f"{row}: matchrm cannot score it: {m.unsupported}")
+        if m.not_reproducible:
+            raise ConfigError(f"{row}: not reproducible: {m.not_reproducible}")
         docs = ANALYSIS_STEPS[ctx.recipe.reproduce.analysis][0](ctx, m)
         how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m)
     record = {"row": row, "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
@@ -69,7 +70,7 @@ def _how(m: Any) -> str:
 
 
 def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
-    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.unsupported]
+    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.not_reproducible]
     if only:
         unknown = sorted(set(only) - set(recipe.row_names()))
         if unknown:
@@ -102,14 +103,14 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     info: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
     for m in recipe.models:
-        if m.unsupported:
-            reasons[m.name] = f"matchrm cannot score it: {m.unsupported}"
+        if m.not_reproducible:
+            reasons[m.name] = f"not reproducible: {m.not_reproducible}"
     for row, why in outcome.failed.items():
         reasons[row] = f"failed: {why}"
     for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
         path = ctx.done_path(row)
-        model = next((f"{m.hub_id}" + (f"@{m.revision}" if m.revision else "") for m in recipe.models
-                      if m.name == row), "")
+        model = next(((m.hub_id or "no public Hub id") + (f"@{m.revision}" if m.revision else "")
+                      for m in recipe.models if m.name == row), "")
         if path.is_file():
             rec = json.loads(path.read_text())
             docs[row] = read_docs(rec["documents"], ctx.out)
@@ -123,6 +124,8 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
         from rmcore.io import atomic_write_json
 
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
+        for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)
+            reasons[f"{row}|{col}"] = why
     cells, statements = build_cells(recipe, docs, panel, reasons)
     outcome.table = write_table(recipe, cells, statements, ctx.out, stand_in=ctx.stand_in, rows_info=info)
     outcome.missing = [f"{c.row} × {c.column}" for c in cells.values() if c.ours is None and c.published is not None]

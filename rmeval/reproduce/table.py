@@ -16,12 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmeval.reproduce.figures import Cell, Statement, Value, cell_value, statement
+from rmeval.reproduce.figures import Cell, Statement, Value, cell_mark, cell_value, statement
 
 STAND_IN_BANNER = ("> **STAND-IN RUN.** Every model below is a tiny untrained local stand-in of the same kind "
                    "and the data are small local files in the released schemas: the *ours* cells exercise the "
                    "pipeline end to end and mean nothing. Only the *published* cells are the paper's.")
 MARK = "†"
+NOT_REPRODUCIBLE = "not reproducible"
 
 
 def build_cells(recipe: Any, docs: dict[str, dict[str, Any] | None], panel: dict[str, Any] | None,
@@ -43,14 +44,16 @@ def build_cells(recipe: Any, docs: dict[str, dict[str, Any] | None], panel: dict
                 c.ours = None if doc is None else cell_value(row, {"_": doc}, replace(col, data=None))
             else:
                 c.ours = cell_value(row, doc, col, human=row in human)
+                c.ours_mark = cell_mark(row, doc, col) if c.ours is not None else ""
             if col.card and c.ours is not None:
                 card = recipe.model_cards.get(row, {}).get(col.card)
                 c.ours = None if card is None else shift(c.ours, -float(card))
                 if card is None:
                     c.missing = f"no model-card score in the recipe (model_cards.{row}.{col.card})"
             if c.ours is None and c.missing is None:
-                c.missing = reasons.get(row) or ("not yet computed" if doc is None or not doc
-                                                 else f"no figure at {col.key!r} (absent, or undefined here)")
+                c.missing = (reasons.get(f"{row}|{col.name}") or reasons.get(row)
+                             or ("not yet computed" if doc is None or not doc
+                                 else f"no figure at {col.key!r} (absent, or undefined here)"))
             cells[(row, col.name)] = c
     for f in recipe.published:
         if f.row is not None:
@@ -70,7 +73,7 @@ def _num(x: float | None, digits: int) -> str:
 def _published(f: Any, digits: int) -> str:
     if f is None:
         return "—"
-    text = _num(f.value, digits)
+    text = _num(f.value, digits) + (f.mark or "")
     if f.interval:
         text += f" [{_num(f.interval[0], digits)}, {_num(f.interval[1], digits)}]"
     return text
@@ -78,8 +81,10 @@ def _published(f: Any, digits: int) -> str:
 
 def _ours(c: Cell, digits: int) -> str:
     if c.ours is None:
+        if c.missing and c.missing.startswith(NOT_REPRODUCIBLE):
+            return c.missing if c.published is not None else NOT_REPRODUCIBLE
         return "missing" if c.published is not None else "—"
-    text = _num(c.ours.estimate, digits)
+    text = _num(c.ours.estimate, digits) + c.ours_mark
     if c.ours.lo is not None:
         text += f" [{_num(c.ours.lo, digits)}, {_num(c.ours.hi, digits)}]"
     return text
@@ -174,13 +179,14 @@ def csv_text(header: list[str], rows: list[list[Any]]) -> str:
 
 def figures_rows(recipe: Any, cells: dict[tuple[str, str], Cell]) -> tuple[list[str], list[list[Any]]]:
     header = ["row", "column", "published", "published_lo", "published_hi", "ours", "ours_lo", "ours_hi",
-              "difference", "outside_interval", "missing", "source"]
+              "difference", "outside_interval", "missing", "source", "published_mark", "ours_mark"]
     rows = []
     for (row, col), c in cells.items():
         f, o = c.published, c.ours
         iv = (f.interval if f is not None and f.interval else [None, None])
         rows.append([row, col, None if f is None else f.value, *iv, *(([o.estimate, o.lo, o.hi]) if o else [None] * 3),
-                     c.difference, c.outside, c.missing or "", "" if f is None else f.source])
+                     c.difference, c.outside, c.missing or "", "" if f is None else f.source,
+                     "" if f is None else f.mark, c.ours_mark])
     return header, rows
 
 
