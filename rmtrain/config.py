@@ -27,6 +27,7 @@ from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
 )
+from rmtrain.arms import ARMS
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 HF_ARGUMENTS = "matchrm.training_arguments"
@@ -115,8 +116,6 @@ class TrainConfig:
         return recipe_dict(self)
 
     def validate(self) -> None:
-        from rmtrain.arms import ARMS
-
         if self.arm not in ARMS:
             raise ARMS.unknown(self.arm)
         if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):

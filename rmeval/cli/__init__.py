@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    # transformers: --help stays cheap
     from rmcore.console import quiet_libraries
 
     quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay

@@ -7,6 +7,8 @@ import argparse
 
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.cli.flags import add_command
+from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,9 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
+    # transformers: --help stays cheap
     from rmcore.console import quiet_libraries
-    from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
-    from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
     cfg = load_leaderboard_config(s.config, s.recipe_overrides())

@@ -6,6 +6,8 @@ import argparse
 
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.cli.flags import add_command
+from rmeval.experiments.pool import build_pool, load_pool_config
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,9 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
+    # transformers: --help stays cheap
     from rmcore.console import quiet_libraries
-    from rmeval.experiments.pool import build_pool, load_pool_config
-    from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
     cfg = load_pool_config(s.config, s.recipe_overrides())

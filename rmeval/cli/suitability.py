@@ -12,11 +12,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
 from rmcore.settings import nested, option
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
 from rmeval.scoring import ScorerSettings
+from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute
@@ -69,10 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SuitabilityCommand) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
     seed = s.common.stats.seed
     check_model_flags(s.scorer, s.max_prompts)
@@ -94,8 +95,6 @@ def run(s: SuitabilityCommand) -> int:
 
 
 def run_stats(s: SuitabilityStatsCommand) -> int:
-    from rmeval.suitability.checkpoints import suitability_from_pairs
-
     settings = s.suitability.inference(s.common.stats.seed)
     results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
                                             **s.wandb.target())

@@ -36,7 +36,17 @@ from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
 from rmcore.settings import comma_list, option
 
-from .inventory import CORE_ATTRIBUTES
+from .agreement_controls import (
+    attribute_importance,
+    controls_markdown,
+    difficulty_strata,
+    label_associations,
+    matched_items,
+    no_conflict,
+    single_read_control,
+    three_category_kappa,
+)
+from .inventory import CORE_ATTRIBUTES, load_inventory
 from .panel import (
     Panel,
     _logreg,
@@ -47,6 +57,7 @@ from .panel import (
     one_blas_thread,
     pair_agreement,
 )
+from .priority_controls import priority_controls, priority_markdown
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
@@ -206,8 +217,6 @@ def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str
 
 
 def _families(attributes_file: str | None) -> dict[str, str]:
-    from .inventory import load_inventory
-
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
@@ -217,17 +226,6 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
     ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
     controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
     ``label_associations``. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
-    from .agreement_controls import (
-        attribute_importance,
-        difficulty_strata,
-        label_associations,
-        matched_items,
-        no_conflict,
-        single_read_control,
-        three_category_kappa,
-    )
-    from .priority_controls import priority_controls
-
     st = replace(settings or AnalysisSettings(), **overrides)
     panel = build_panel(judgments, st.attributes)
     judges: dict[str, Any] = {}
@@ -264,9 +262,6 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
 
 
 def analysis_markdown(res: dict[str, Any]) -> str:
-    from .agreement_controls import controls_markdown
-    from .priority_controls import priority_markdown
-
     def f(x: float | None) -> str:
         return num(x, missing="n/a")
 

@@ -38,8 +38,10 @@ from .elicit import (
     item_prefix,
     rubric_question,
 )
-from .inventory import OVERALL, Attribute
-from .reweight import single_read_accuracy, verdict_accuracy
+from .inventory import OVERALL, Attribute, load_inventory
+from .panel import build_panel
+from .reweight import single_read_accuracy, source_split, verdict_accuracy
+from .tables import load_judgments
 
 
 def stable_verdicts(table: pd.DataFrame) -> pd.Series:
@@ -189,11 +191,6 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
     """Rubric prompting and LoRA SFT of ``settings.model``, per source, on that source's split and
     training labels (the reweighting's own split); each source's figures go to
     ``res["judges"][judge]["sources"][source]["baselines"]``, their files under ``out``."""
-    from .inventory import load_inventory
-    from .panel import build_panel
-    from .reweight import source_split
-    from .tables import load_judgments
-
     if settings.judge not in res["judges"]:
         raise ConfigError(f"--baseline-judge '{settings.judge}' is not a judge in {judgments}")
     panel = build_panel(load_judgments(judgments), res["meta"]["attributes"])

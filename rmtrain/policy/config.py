@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.config import config_from_dict, load_recipe
+from rmcore.device import DTYPES, check_device_name
 from rmcore.errors import ConfigError
+from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
-from rmtrain.config import WandbSettings
+from rmtrain.config import WandbSettings, _short
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
@@ -301,8 +303,6 @@ class PolicyConfig:
 
 
 def _check_placement(value: str, where: str) -> None:
-    from rmcore.device import DTYPES, check_device_name
-
     if where.endswith("dtype"):
         if value not in DTYPES:
             raise ConfigError(f"{where} must be one of {', '.join(DTYPES)}, got '{value}'")
@@ -318,8 +318,6 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     ``summary.csv`` (final runs) when the sweep has finished, else its ledger's finished seed runs."""
     import json
     from pathlib import Path
-
-    from rmcore.io import read_table
 
     root = Path(src.sweep)
     rows: list[dict[str, Any]] = []
@@ -348,8 +346,6 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
 
 
 def _short_model(name: str) -> str:
-    from rmtrain.config import _short
-
     return _short(name)
 
 
