@@ -13,7 +13,7 @@ from rmcore.device import DTYPES, check_device_name
 from rmcore.errors import ConfigError
 from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
-from rmtrain.config import WandbSettings, _short
+from rmtrain.config import WandbSettings, short_model_name
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
@@ -346,7 +346,7 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
 
 
 def _short_model(name: str) -> str:
-    return _short(name)
+    return short_model_name(name)
 
 
 def policy_config_from_dict(raw: dict[str, Any], where: str = "config",

@@ -17,7 +17,7 @@ from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmeval.conditions import CONDITIONS, NEEDS
-from rmtrain.config import Sweep, _short
+from rmtrain.config import Sweep, short_model_name
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
 from rmtrain.sweep.extra_audits import audit_released
 from rmtrain.sweep.ledger import Ledger, is_alive, now
@@ -256,7 +256,7 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
                               figures=src["figures"], audit_dir=src.get("audit_dir"), reused_from=src["run_id"],
                               fingerprint=src.get("fingerprint"), finished_at=src.get("finished_at"), error=None)
                 continue
-            spec.output_dir = str(Path(s.output_root).resolve() / _short(spec.model) / spec.arm / f"seed{spec.seed}")
+            spec.output_dir = str(Path(s.output_root).resolve() / short_model_name(spec.model) / spec.arm / f"seed{spec.seed}")
             ledger.update(spec.run_id, setting=spec.setting, output_dir=spec.output_dir)
         if force or not ledger.is_done(spec.run_id):
             todo.append(spec.run_id)
