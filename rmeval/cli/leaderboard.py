@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from rmcore.quiet import quiet_libraries
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.cli.flags import add_command
 from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
@@ -17,9 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
-    # transformers: --help stays cheap
-    from rmcore.console import quiet_libraries
-
     quiet_libraries()
     cfg = load_leaderboard_config(s.config, s.recipe_overrides())
     out = s.out or cfg.output_dir

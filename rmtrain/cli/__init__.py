@@ -20,6 +20,7 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
+from rmcore.quiet import quiet_libraries
 from rmcore.settings import from_args
 from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
@@ -34,9 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # transformers: --help stays cheap
-    from rmcore.console import quiet_libraries
-
     quiet_libraries()
     args = build_parser().parse_args(argv)
     try:

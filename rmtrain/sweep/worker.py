@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io import atomic_write_json
+from rmcore.quiet import quiet_libraries
 from rmeval.scoring.run import Shard
 from rmtrain.config import Sweep, load_sweep
 from rmtrain.sweep.extra_audits import audit_released, run_extra_audits
@@ -140,9 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     if (args.run_id is None) != args.released:
         ap.error("give a RUN_ID or --released")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # transformers: this module loads without it
-    from rmcore.console import quiet_libraries
-
     quiet_libraries()
     terminate_on_sigterm()
     if args.released:
