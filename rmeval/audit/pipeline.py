@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
 from rmcore.markdown import num, table
@@ -45,7 +46,6 @@ from rmeval.tracking import evaluation_tracker
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     import pandas as pd
 
-    from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
@@ -215,8 +215,6 @@ class FinalAuditSettings:
 
     def placement(self, trust_remote_code: bool = False, attn_implementation: str | None = None) -> Placement:
         """Where each final audit's model runs: these keys, the model's remote-code and kernel settings."""
-        from rmcore.device import Placement
-
         p = Placement(device=self.device, dtype=self.dtype, trust_remote_code=trust_remote_code,
                       attn_implementation=self.attn_implementation or attn_implementation, device_map=self.device_map)
         p.validate()

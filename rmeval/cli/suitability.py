@@ -15,6 +15,7 @@ from pathlib import Path
 from rmcore.checkpoints import find_checkpoints
 from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import nested, option
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
@@ -95,6 +96,7 @@ def run(s: SuitabilityCommand) -> int:
 
 
 def run_stats(s: SuitabilityStatsCommand) -> int:
+    check_path(s.pairs, "--pairs")  # first: a missing table is named before the settings' check loads torch
     settings = s.suitability.inference(s.common.stats.seed)
     results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
                                             **s.wandb.target())

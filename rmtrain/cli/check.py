@@ -25,10 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def check_recipe(path: str) -> str:
     """What the recipe holds, once it has loaded and validated like the command that runs it."""
+    raw = load_recipe(path)  # first: a missing or malformed recipe is said before torch loads
     # torch: --help stays cheap
     from rmtrain.config import load_sweep, load_train_config
 
-    raw = load_recipe(path)
     if "reproduce" in raw:  # rmeval reproduce: a published table
         # scipy: --help stays cheap
         from rmeval.reproduce.recipe import build_recipe
