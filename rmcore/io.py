@@ -178,7 +178,7 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8")
 
 
-def _py_row(row: dict[str, Any]) -> dict[str, Any]:
+def py_row(row: dict[str, Any]) -> dict[str, Any]:
     """numpy scalars/arrays from pandas -> plain Python, so all formats look alike downstream."""
     out = {}
     for k, v in row.items():
@@ -246,7 +246,7 @@ def read_records(path: str | os.PathLike) -> list[Record]:
         return _read_json_rows(path)
     if name.endswith((".parquet", ".csv")):
         df = _read_frame(path)
-        return [(n, _py_row(r)) for n, r in zip(df.attrs["source_rows"], df.to_dict(orient="records"))]
+        return [(n, py_row(r)) for n, r in zip(df.attrs["source_rows"], df.to_dict(orient="records"))]
     raise _suffix_error(path)
 
 

@@ -27,8 +27,9 @@ import torch
 
 from rmcore.batching import length_sorted_batches
 from rmcore.device import Placement, input_device
-from rmcore.errors import ConfigError
+from rmcore.errors import ConfigError, PathNotFoundError
 from rmcore.formatting import Encoded, pad_batch
+from rmcore.io import looks_like_hub_id, looks_local
 from rmcore.packed_encoder import packed_encoder_forward
 from rmcore.settings import bounded
 
@@ -152,9 +153,6 @@ def check_model_name(name: str | os.PathLike, what: str = "--checkpoint", known:
     """Fail at once, with "not found" and the names known here, for a model that is neither a local
     path, a ``pkg:`` model, nor a Hub repository that exists (asked once, no retries: a typo must not
     cost 30 s of retried downloads). A Hub id in the local cache is not looked up."""
-    from rmcore.errors import PathNotFoundError
-    from rmcore.io import looks_like_hub_id, looks_local
-
     text = str(name)
     if text.startswith("pkg:") or Path(os.path.expanduser(text)).exists():
         return
@@ -217,6 +215,7 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     """(model, tokenizer) for a local path or Hub id, with one output label."""
     from transformers import AutoModelForSequenceClassification
 
+    # transformers: this module loads without it
     from rmcore.console import load_quietly
     from rmcore.io import check_safetensors
 

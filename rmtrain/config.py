@@ -28,6 +28,7 @@ from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
 )
+from rmtrain.arms import ARMS, make_arm
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 HF_ARGUMENTS = "matchrm.training_arguments"
@@ -119,8 +120,6 @@ class TrainConfig:
         return recipe_dict(self)
 
     def validate(self) -> None:
-        from rmtrain.arms import ARMS, make_arm
-
         if self.arm not in ARMS:
             raise ARMS.unknown(self.arm)
         make_arm(self.arm, self.arm_options)  # its options: known fields, numbers in range
@@ -224,7 +223,7 @@ class Sweep:
         ov = dict(self.overrides)
         ov.update(extra or {})
         ov.update({"arm": arm, "seed": seed, "model.name_or_path": model,
-                   "output_dir": output_dir or str(Path(self.settings.output_root) / _short(model) / arm / f"seed{seed}")})
+                   "output_dir": output_dir or str(Path(self.settings.output_root) / short_model_name(model) / arm / f"seed{seed}")})
         base = dict(self.base)
         if isinstance(base.get("model"), str):
             base["model"] = {"name_or_path": base["model"]}
@@ -233,7 +232,7 @@ class Sweep:
 
     def search_dir(self, model: str, arm: str, combo: dict[str, Any]) -> str:
         tag = "_".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()) or "default"
-        return str(Path(self.settings.output_root) / _short(model) / arm / "search" / tag)
+        return str(Path(self.settings.output_root) / short_model_name(model) / arm / "search" / tag)
 
     def runs(self) -> list[TrainConfig]:
         """The final runs, one per (model, arm, seed), at the base settings (no search)."""
@@ -299,7 +298,7 @@ def _check_extra_audits(sw: Sweep) -> None:
             raise ConfigError(f"{where}.released_scorers.{label}: a Hub id or path, or a mapping with 'model'")
 
 
-def _short(model_name: str) -> str:
+def short_model_name(model_name: str) -> str:
     """Directory name for a model: 'Qwen/Qwen3-0.6B' -> 'Qwen3-0.6B', 'pkg:gt_x' -> 'gt_x'."""
     name = model_name.split(":", 1)[1] if model_name.startswith("pkg:") else model_name
     p = Path(name)

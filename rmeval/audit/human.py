@@ -38,6 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
+from rmcore.data.registry import load_data
 from rmcore.data.schema import pick_attribute
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
@@ -208,8 +210,6 @@ class HumanSettings:
 def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> dict[str, Any]:
     """Every ratings-only statistic of the rating set ``spec`` (a data SPEC), written to
     OUT/human.json and OUT/human.md; returns the document."""
-    from rmcore.data.registry import load_data
-
     rs = load_data(spec, settings.max_prompts, settings.seed)
     if not rs.attributes:
         raise ConfigError(f"--data {spec}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
@@ -217,8 +217,6 @@ def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> d
                           "shp, simulated or a generic file with rating columns")
     annotations, skipped = None, None
     if settings.annotations:
-        from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
-
         annotations, skipped = load_helpsteer2_annotations(settings.annotations, rs)
         if annotations.empty:
             raise DataError(f"{settings.annotations}: no annotation matches a response of {spec} "

@@ -11,9 +11,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_data
+from rmcore.io import check_path
 from rmcore.settings import nested, option
-from rmeval.audit.pipeline import AuditSettings
+from rmeval.audit.pipeline import AuditSettings, audit_checkpoint, audit_line, write_summary
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
+from rmeval.scoring.run import Shard
+from rmeval.suitability.checkpoints import suitability_line
 
 
 @dataclass
@@ -42,13 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: AuditCommand) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
-    from rmcore.io import check_path
-    from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.scoring.run import Shard
-    from rmeval.suitability.checkpoints import suitability_line
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
-from rmeval.audit.features import FeatureSettings
+from rmeval.audit.features import FeatureSettings, write_features
 from rmeval.cli.flags import DATA_HELP, add_command
 
 # every setting of the probes' models but the learners (the statistics' part, rmeval stats)
@@ -31,9 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: FeaturesCommand) -> int:
-    from rmcore.data.registry import load_data
-    from rmeval.audit.features import write_features
-
     s.features.validate()
     rating_set = load_data(s.data, s.max_prompts, s.seed)
     tables = write_features(rating_set, s.features, s.out, seed=s.seed)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
+from rmcore.jobs import launch_command
 from rmcore.settings import add_options, from_args, nested, option
 from rmeval.scoring import ScorerSettings
 
@@ -78,8 +80,6 @@ def wandb_target(settings: Any) -> dict[str, Any]:
 
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:
     """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
-    from rmcore.io import check_path
-
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, path = item.partition("=")
@@ -105,7 +105,6 @@ def relaunch(num_processes: int, argv: list[str]) -> int | None:
         raise ConfigError(f"--num-processes must be >= 1, got {n}")
     if n == 1 or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         return None
-    from rmcore.jobs import launch_command
 
     argv = list(argv)
     for i, a in enumerate(argv):  # the launched processes must not launch again

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.settings import nested, option
-from rmeval.audit.human import HumanSettings
+from rmeval.audit.human import HumanSettings, human_audit
 from rmeval.cli.flags import add_command
 
 
@@ -26,8 +26,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: HumanCommand) -> int:
     """OUT/human.json and OUT/human.md."""
     from pathlib import Path
-
-    from rmeval.audit.human import human_audit
 
     res = human_audit(s.data, s.human, s.out)
     main = res["meta"]["main_attribute"]

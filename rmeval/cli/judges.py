@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.markdown import num
 from rmcore.settings import nested, option
 from rmeval.cli.flags import WandbFlags, add_command
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
-from rmeval.judges.pipeline import ElicitConfig, ReweightSettings
+from rmeval.judges.pipeline import ElicitConfig, ReweightSettings, analyze_judgments, reweight_judgments
+from rmeval.judges.pipeline import run_elicit as elicit_judgments
+from rmeval.judges.reweight import gain_line
 
 
 @dataclass
@@ -63,10 +66,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_elicit(cfg: ElicitConfig) -> int:
-    from rmeval.judges.pipeline import run_elicit
-
     cfg.placement.validate()  # malformed device flags fail here; the device itself is resolved where the judge runs
-    s = run_elicit(cfg)
+    s = elicit_judgments(cfg)
     print(f"elicited {s['n_cells']} calls ({s['n_made']} asked now, {s['n_cached']} from the cache; "
           f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed) -> {s.get('judgments', cfg.out)}")
     return 0
@@ -74,9 +75,6 @@ def run_elicit(cfg: ElicitConfig) -> int:
 
 def run_analyze(s: AnalyzeCommand) -> int:
     from pathlib import Path
-
-    from rmcore.markdown import num
-    from rmeval.judges.pipeline import analyze_judgments
 
     res = analyze_judgments(s.judgments, s.out, items=s.items, settings=s.analysis, **s.wandb.target())
     ag = res["agreement"]
@@ -96,9 +94,6 @@ def run_analyze(s: AnalyzeCommand) -> int:
 
 def run_reweight(s: ReweightCommand) -> int:
     from pathlib import Path
-
-    from rmeval.judges.pipeline import reweight_judgments
-    from rmeval.judges.reweight import gain_line
 
     res = reweight_judgments(s.judgments, s.items, s.out, s.reweight, baselines=s.baselines, **s.wandb.target())
     for j, jr in res["judges"].items():

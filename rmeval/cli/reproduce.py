@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.settings import add_options, from_args, option
+from rmeval.reproduce.plan import plan_markdown, plan_recipe
+from rmeval.reproduce.recipe import load_reproduction
+from rmeval.reproduce.runner import run_recipe
 
 
 @dataclass
@@ -49,11 +53,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ReproduceCommand) -> int:
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmeval.reproduce.plan import plan_markdown, plan_recipe
-    from rmeval.reproduce.recipe import load_reproduction
-    from rmeval.reproduce.runner import run_recipe
-
     recipe = load_reproduction(s.recipe)
     out = s.output(recipe)
     if s.dry_run:

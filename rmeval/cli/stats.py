@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.settings import nested, option
-from rmeval.audit.pipeline import AuditSettings
+from rmeval.audit.pipeline import AuditSettings, audit_tables
 from rmeval.cli.flags import WandbFlags, add_command, named_paths
 
 
@@ -37,8 +37,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: StatsCommand) -> int:
-    from rmeval.audit.pipeline import audit_tables
-
     if s.audit.features is not None:
         s.audit.features.validate()
     _, paths = audit_tables(s.scores, s.ratings, s.audit, s.out, preferences=s.preferences,

@@ -11,10 +11,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import nested, option
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
+from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
@@ -59,10 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SuitabilityCommand) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
     seed = s.common.stats.seed  # the numeric flags were checked against their ranges as they were read
     s.suitability.inference(seed)  # validates every setting now: bad flags fail before anything loads
@@ -83,8 +85,7 @@ def run(s: SuitabilityCommand) -> int:
 
 
 def run_stats(s: SuitabilityStatsCommand) -> int:
-    from rmeval.suitability.checkpoints import suitability_from_pairs
-
+    check_path(s.pairs, "--pairs")  # first: a missing table is named before the settings' check loads torch
     settings = s.suitability.inference(s.common.stats.seed)
     results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
                                             **s.wandb.target())

@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
-from rmeval.audit.variants import VariantSettings
+from rmeval.audit.variants import VariantSettings, summary_line, write_prompt_variants
 from rmeval.cli.flags import add_command
 
 
@@ -28,9 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: VariantsCommand) -> int:
-    from rmcore.data.registry import load_data
-    from rmeval.audit.variants import summary_line, write_prompt_variants
-
     settings = s.variants
     settings.placement.validate()  # a bad --device fails before the data is read
     settings.check()  # before the data are read

@@ -42,10 +42,15 @@ from typing import Any
 
 import pandas as pd
 
+from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message, PromptRecord
+from rmcore.device import dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
+from rmcore.progress import Progress
 from rmcore.settings import bounded
-from rmeval.backends.generators import Completion, HFGenerator
+from rmcore.tiny import PAD, tiny_causal_lm
+from rmeval.backends.generators import Completion, HFGenerator, OpenAIGenerator
+from rmeval.scoring.base import model_identity
 
 BACKENDS = ("hf", "openai", "vllm")
 RESPONSE_COLUMNS = ("text TEXT", "n_tokens INTEGER", "capped INTEGER")
@@ -118,6 +123,7 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     """``model`` as a loadable name: ``tiny:SEED`` is built once under ``build_dir/tiny-SEED`` from
     ``texts`` (see the module doc); ``pkg:`` models resolve to their package's path; anything else
     is returned as it is."""
+    # torch: this module loads without it
     from rmcore.modeling import resolve_model_path
 
     if not model.startswith(TINY):
@@ -129,8 +135,6 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     if not (path / "config.json").is_file():
         import shutil
         import tempfile
-
-        from rmcore.tiny import PAD, tiny_causal_lm
 
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
@@ -192,8 +196,6 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
     policy.validate()
     temperature = sampling.temperature
     if policy.backend == "openai":
-        from rmeval.backends.generators import OpenAIGenerator
-
         return OpenAIGenerator(policy.model, base_url=str(policy.base_url), api_key_env=policy.api_key_env,
                                temperature=temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
                                top_p=None if sampling.greedy else sampling.top_p,
@@ -206,7 +208,7 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
                              trust_remote_code=policy.trust_remote_code,
                              tensor_parallel_size=policy.tensor_parallel_size,
                              gpu_memory_utilization=policy.gpu_memory_utilization, max_model_len=policy.max_model_len)
-    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    # torch: this module loads without it
     from rmeval.backends.local import load_causal_judge
 
     device = resolve_device(policy.device)
@@ -220,8 +222,6 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
 def policy_fingerprint(policy: PolicySpec, model: str) -> str:
     """What identifies a policy's outputs: backend, the model's identity (a local model's files),
     endpoint and chat-template options."""
-    from rmeval.scoring.base import model_identity
-
     return json.dumps({"backend": policy.backend, "model": model_identity(model), "base_url": policy.base_url,
                        "chat_template_kwargs": policy.chat_template_kwargs}, sort_keys=True)
 
@@ -235,8 +235,6 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
                        texts: Sequence[str] | None = None, progress: bool = False) -> pd.DataFrame:
     """One row per (prompt, sample): prompt_id, policy, sample, response, n_tokens, capped, n_words,
     in prompt order; ``attrs``: n_cached, n_generated, n_truncated (inputs cut to fit the model)."""
-    from rmcore.cache import SqliteCache, content_key
-
     sampling.validate()
     policy.validate()
     texts = list(texts) if texts is not None else corpus(prompts)
@@ -253,7 +251,6 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
     n_cached = n_generated = 0
     rows: list[dict[str, Any]] = []
     chunks = [list(prompts[i:i + sampling.chunk_prompts]) for i in range(0, len(prompts), sampling.chunk_prompts)]
-    from rmcore.progress import Progress
 
     bar = Progress(f"generate {policy.name}", len(prompts), unit="prompt", enabled=progress)
     try:

@@ -36,17 +36,28 @@ from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
 from rmcore.settings import check_ranges, comma_list, option
 
-from .inventory import CORE_ATTRIBUTES
+from .agreement_controls import (
+    attribute_importance,
+    controls_markdown,
+    difficulty_strata,
+    label_associations,
+    matched_items,
+    no_conflict,
+    single_read_control,
+    three_category_kappa,
+)
+from .inventory import CORE_ATTRIBUTES, load_inventory
 from .panel import (
     Panel,
-    _logreg,
-    _mean,
-    _rate,
     build_panel,
     fit_weights,
+    logistic_regression,
+    mean_or_none,
     one_blas_thread,
     pair_agreement,
+    rate_or_none,
 )
+from .priority_controls import priority_controls, priority_markdown
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
@@ -97,11 +108,11 @@ def agreement(panel: Panel) -> dict[str, Any]:
     for key in ("overall", "attribute", "same_winner", "opposite_winner"):
         num = sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs)
         den = sum(p[key]["n"] for p in pairs)
-        out[key] = _mean([p[key]["agreement"] for p in pairs])
-        out[f"{key}_pooled"] = _rate(num, den)
-        out[f"{key}_kappa"] = _mean([p[key]["kappa"] for p in pairs])
+        out[key] = mean_or_none([p[key]["agreement"] for p in pairs])
+        out[f"{key}_pooled"] = rate_or_none(num, den)
+        out[f"{key}_kappa"] = mean_or_none([p[key]["kappa"] for p in pairs])
         if key != "overall":
-            out[f"{key}_coverage"] = _mean([p[key]["coverage"] for p in pairs])
+            out[f"{key}_coverage"] = mean_or_none([p[key]["coverage"] for p in pairs])
     out["n_pairs"] = len(pairs)
     # per attribute, pooled over judge pairs (cells where both resolve a stable direction)
     per: dict[str, Any] = {}
@@ -114,7 +125,7 @@ def agreement(panel: Panel) -> dict[str, Any]:
             agree += int(np.sum(s[j, m, a] == s[k, m, a]))
             n += int(m.sum())
             cells += int(c.sum())
-        per[name] = {"agreement": _rate(agree, n), "n": n, "coverage": _rate(n, cells)}
+        per[name] = {"agreement": rate_or_none(agree, n), "n": n, "coverage": rate_or_none(n, cells)}
     out["per_attribute"] = per
     out["pairs"] = pairs
     return out
@@ -126,12 +137,12 @@ def judge_consistency(panel: Panel, j: int) -> dict[str, Any]:
     cons = panel.consistent[j, :, :-1]
     fr, fro = panel.first_reads[j], panel.first_reads_overall[j]
     return {
-        "order_consistency": _rate(cons.sum(), both.sum()),
-        "stable_rate": _rate(cons.sum(), present.sum()),
-        "overall_order_consistency": _rate(panel.consistent[j, :, -1].sum(), panel.both_resolved[j, :, -1].sum()),
-        "overall_stable_rate": _rate(panel.consistent[j, :, -1].sum(), panel.present[j, :, -1].sum()),
-        "position_bias": {"first_rate": _rate(fr[0], fr[1]), "n_reads": int(fr[1]),
-                          "overall_first_rate": _rate(fro[0], fro[1]), "overall_n_reads": int(fro[1])},
+        "order_consistency": rate_or_none(cons.sum(), both.sum()),
+        "stable_rate": rate_or_none(cons.sum(), present.sum()),
+        "overall_order_consistency": rate_or_none(panel.consistent[j, :, -1].sum(), panel.both_resolved[j, :, -1].sum()),
+        "overall_stable_rate": rate_or_none(panel.consistent[j, :, -1].sum(), panel.present[j, :, -1].sum()),
+        "position_bias": {"first_rate": rate_or_none(fr[0], fr[1]), "n_reads": int(fr[1]),
+                          "overall_first_rate": rate_or_none(fro[0], fro[1]), "overall_n_reads": int(fro[1])},
     }
 
 
@@ -144,7 +155,7 @@ def cv_accuracy(x: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0) 
     if len(counts) < 2 or counts.min() < folds:
         return None
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    return float(np.mean(cross_val_score(_logreg(seed), x, y, cv=cv, scoring="accuracy")))
+    return float(np.mean(cross_val_score(logistic_regression(seed), x, y, cv=cv, scoring="accuracy")))
 
 
 def split_half(x: np.ndarray, y: np.ndarray, *, n_splits: int = 20, seed: int = 0) -> dict[str, Any]:
@@ -202,12 +213,10 @@ def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str
         if np.std(u) > 0 and np.std(w) > 0:
             pr.append(float(pearsonr(u, w)[0]))
             sr.append(float(spearmanr(u, w)[0]))
-    return {"pearson": _mean(pr), "spearman": _mean(sr), "n_pairs": len(pr)}
+    return {"pearson": mean_or_none(pr), "spearman": mean_or_none(sr), "n_pairs": len(pr)}
 
 
 def _families(attributes_file: str | None) -> dict[str, str]:
-    from .inventory import load_inventory
-
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
@@ -217,17 +226,6 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
     ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
     controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
     ``label_associations``. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
-    from .agreement_controls import (
-        attribute_importance,
-        difficulty_strata,
-        label_associations,
-        matched_items,
-        no_conflict,
-        single_read_control,
-        three_category_kappa,
-    )
-    from .priority_controls import priority_controls
-
     st = replace(settings or AnalysisSettings(), **overrides)
     panel = build_panel(judgments, st.attributes)
     judges: dict[str, Any] = {}
@@ -264,9 +262,6 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
 
 
 def analysis_markdown(res: dict[str, Any]) -> str:
-    from .agreement_controls import controls_markdown
-    from .priority_controls import priority_markdown
-
     def f(x: float | None) -> str:
         return num(x, missing="n/a")
 

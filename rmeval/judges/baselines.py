@@ -11,6 +11,9 @@
 Both are read like the unadapted judge's base accuracy (``rmeval.judges.reweight``): ``accuracy``
 is the verdict read in order AB with an unparsed or unresolved verdict counted as an error (the
 paper's rule), ``accuracy_stable`` the stable verdict with an unresolved one counted as one half.
+
+torch and the elicitation (``rmeval.judges.elicit``, which loads torch) are imported where they are
+used: ``rmeval judges reweight`` reads ``BaselineSettings`` here to build its flags.
 """
 
 from __future__ import annotations
@@ -19,26 +22,21 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded, check_ranges, comma_list, option
 
-from .elicit import (
-    OVERALL_QUESTION,
-    Call,
-    LocalPairJudge,
-    PairJudge,
-    elicit_shard,
-    item_prefix,
-    rubric_question,
-)
-from .inventory import OVERALL, Attribute
-from .reweight import single_read_accuracy, verdict_accuracy
+from .inventory import OVERALL, Attribute, load_inventory
+from .panel import build_panel
+from .reweight import single_read_accuracy, source_split, verdict_accuracy
+from .tables import load_judgments
+
+if TYPE_CHECKING:
+    from .elicit import LocalPairJudge, PairJudge
 
 
 def stable_verdicts(table: pd.DataFrame) -> pd.Series:
@@ -64,6 +62,9 @@ def _accuracy(table: pd.DataFrame, items: pd.DataFrame) -> dict[str, float]:
 def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[Attribute], out: str | os.PathLike,
                     *, progress: bool = False) -> dict[str, Any]:
     """Held-out accuracy of the judge prompted with ``criteria`` as its rubric."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import elicit_shard, rubric_question
+
     name = f"{judge.name}+rubric{len(criteria)}"
     stats = elicit_shard(test_items, judge, {OVERALL: rubric_question(criteria)}, out, name=name, progress=progress)
     table = pd.read_json(stats.table, lines=True, dtype=False)
@@ -73,6 +74,9 @@ def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[A
 
 def _sft_examples(judge: LocalPairJudge, items: pd.DataFrame) -> list[tuple[list[int], int]]:
     """(token ids, target: 0 for letter A, 1 for B) for every item in both orders."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import OVERALL_QUESTION, Call, item_prefix
+
     out = []
     for row in items.itertuples(index=False):
         for order in ("AB", "BA"):
@@ -87,7 +91,11 @@ def lora_sft(model: str | os.PathLike, train_items: pd.DataFrame, out: str | os.
              seed: int = 0, device: str | None = None, dtype: str = "float32") -> dict[str, Any]:
     """Fine-tune a LoRA adapter of the causal judge ``model`` on the labels of ``train_items``
     (A/B only); saves the adapter and tokenizer to ``out`` (a loadable judge checkpoint)."""
+    import torch
     from peft import LoraConfig, get_peft_model
+
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import LocalPairJudge
 
     t0 = time.perf_counter()
     train_items = train_items[train_items["label"].isin(["A", "B"])]
@@ -130,6 +138,9 @@ def lora_sft(model: str | os.PathLike, train_items: pd.DataFrame, out: str | os.
 def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_items: pd.DataFrame,
                       out: str | os.PathLike, *, progress: bool = False, **kwargs: Any) -> dict[str, Any]:
     """Train the LoRA judge on ``train_items`` and score its stable verdict on ``test_items``."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import OVERALL_QUESTION, LocalPairJudge, elicit_shard
+
     out = Path(out)
     info = lora_sft(model, train_items, out / "adapter", **kwargs)
     judge = LocalPairJudge(out / "adapter", max_length=kwargs.get("max_length", 4096),
@@ -182,10 +193,8 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
     """Rubric prompting and LoRA SFT of ``settings.model``, per source, on that source's split and
     training labels (the reweighting's own split); each source's figures go to
     ``res["judges"][judge]["sources"][source]["baselines"]``, their files under ``out``."""
-    from .inventory import load_inventory
-    from .panel import build_panel
-    from .reweight import source_split
-    from .tables import load_judgments
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import LocalPairJudge
 
     if settings.judge not in res["judges"]:
         raise ConfigError(f"--baseline-judge '{settings.judge}' is not a judge in {judgments}")

@@ -102,11 +102,12 @@ def build_panel(judgments: pd.DataFrame, attributes: list[str] | None = None) ->
                  reads[0], seen[0])
 
 
-def _rate(num: float, den: float) -> float | None:
+def rate_or_none(num: float, den: float) -> float | None:
+    """num / den, or None when there is nothing to divide by (den 0)."""
     return float(num / den) if den else None
 
 
-def _kappa(x: np.ndarray, y: np.ndarray) -> float | None:
+def cohen_kappa(x: np.ndarray, y: np.ndarray) -> float | None:
     """Cohen's kappa (po - pe) / (1 - pe) with pe from the two raters' marginals."""
     if len(x) == 0:
         return None
@@ -125,8 +126,8 @@ def pair_agreement(panel: Panel, j: int, k: int, protocol: str = "stable") -> di
     vj, vk = s[j, :, -1], s[k, :, -1]
     both_v = p[j, :, -1] & p[k, :, -1] & (vj != 0) & (vk != 0)
     out: dict[str, Any] = {"judges": [panel.judges[j], panel.judges[k]]}
-    out["overall"] = {"agreement": _rate(np.sum(vj[both_v] == vk[both_v]), both_v.sum()), "n": int(both_v.sum()),
-                      "kappa": _kappa(vj[both_v], vk[both_v])}
+    out["overall"] = {"agreement": rate_or_none(np.sum(vj[both_v] == vk[both_v]), both_v.sum()), "n": int(both_v.sum()),
+                      "kappa": cohen_kappa(vj[both_v], vk[both_v])}
     aj, ak = s[j, :, :-1], s[k, :, :-1]
     cells = p[j, :, :-1] & p[k, :, :-1]
     joint = cells & (aj != 0) & (ak != 0)
@@ -134,12 +135,13 @@ def pair_agreement(panel: Panel, j: int, k: int, protocol: str = "stable") -> di
     opp = (both_v & (vj != vk))[:, None]
     for name, m in (("attribute", joint), ("same_winner", joint & same), ("opposite_winner", joint & opp)):
         den = cells if name == "attribute" else cells & (same if name == "same_winner" else opp)
-        out[name] = {"agreement": _rate(np.sum(aj[m] == ak[m]), m.sum()), "n": int(m.sum()),
-                     "coverage": _rate(m.sum(), den.sum()), "kappa": _kappa(aj[m], ak[m])}
+        out[name] = {"agreement": rate_or_none(np.sum(aj[m] == ak[m]), m.sum()), "n": int(m.sum()),
+                     "coverage": rate_or_none(m.sum(), den.sum()), "kappa": cohen_kappa(aj[m], ak[m])}
     return out
 
 
-def _mean(values: list[float | None]) -> float | None:
+def mean_or_none(values: list[float | None]) -> float | None:
+    """The mean of the values that are not None; None when there are none."""
     v = [x for x in values if x is not None]
     return float(np.mean(v)) if v else None
 
@@ -152,7 +154,8 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _logreg(seed: int = 0):
+def logistic_regression(seed: int = 0) -> Any:
+    """The logistic fit every analysis shares: L2 with C = 1, an intercept, seeded (sklearn)."""
     from sklearn.linear_model import LogisticRegression
 
     return LogisticRegression(C=1.0, l1_ratio=0.0, fit_intercept=True, max_iter=2000, random_state=seed)
@@ -161,5 +164,5 @@ def _logreg(seed: int = 0):
 def fit_weights(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float] | None:
     if len(np.unique(y)) < 2:
         return None
-    m = _logreg(seed).fit(x, y)
+    m = logistic_regression(seed).fit(x, y)
     return m.coef_[0].astype(float), float(m.intercept_[0])

@@ -13,6 +13,10 @@ from typing import Any
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
 from rmcore.settings import comma_list, nested, option
+from rmcore.tracking import flatten
+
+from .inventory import load_inventory
+from .shards import make_executor, run_shards
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -103,9 +107,11 @@ def prepare_items(cfg: ElicitConfig) -> Path:
     spec one source; the same seed gives the same file, so a restarted run sees the same items)."""
     import pandas as pd
 
+    # scipy, pandas: --help stays cheap
     from rmcore.data.registry import load_data, parse_data_spec
     from rmcore.io import atomic_write_table
 
+    # torch, pandas: --help stays cheap
     from .elicit import items_from_rating_set
     from .tables import load_items
 
@@ -128,11 +134,11 @@ def prepare_items(cfg: ElicitConfig) -> Path:
 
 
 def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json
 
+    # torch: --help stays cheap
     from .elicit import ElicitJob, merge_shards, questions_for
-    from .inventory import load_inventory
-    from .shards import make_executor, run_shards
 
     items_path = prepare_items(cfg)
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
@@ -155,8 +161,6 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
 
 
 def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
-    from rmcore.tracking import flatten
-
     scalars = {k: v for k, v in flatten(doc, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     tracker.log(scalars)
     for key, path in images.items():
@@ -165,6 +169,7 @@ def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]
 
 def _log_run(name: str, out: Path, config: dict[str, Any], prefix: str, doc: dict[str, Any], images: dict[str, Path],
              wandb_project: str, wandb_mode: str | None) -> None:
+    # pandas: --help stays cheap
     from rmeval.tracking import evaluation_tracker
 
     tracker = evaluation_tracker(name, out, config, project=wandb_project, mode=wandb_mode, job_type="judges")
@@ -195,8 +200,10 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run.
     ``settings``: rmeval.judges.analysis.AnalysisSettings; ``items`` (optional): the items table,
     whose reference labels add the difficulty strata and the label associations."""
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json, atomic_write_text
 
+    # pandas: --help stays cheap
     from .analysis import AnalysisSettings, analysis_markdown, analyze
     from .plots import agreement_heatmap, weight_profiles
     from .tables import load_items, load_judgments
@@ -248,8 +255,10 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run, as ``settings`` say
     (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric
     and LoRA baselines too."""
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json, atomic_write_text
 
+    # pandas: --help stays cheap
     from .plots import weight_profiles
     from .reweight import reweight, reweight_markdown
     from .tables import load_items, load_judgments
@@ -262,6 +271,7 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:
+        # pandas: --help stays cheap
         from .baselines import run_baselines
 
         run_baselines(baselines, res, item_table, judgments, out / "baselines")

@@ -30,7 +30,7 @@ import pandas as pd
 
 from rmcore.markdown import percent, table
 
-from .panel import Panel, _logreg, build_panel, one_blas_thread
+from .panel import Panel, build_panel, logistic_regression, one_blas_thread
 
 BUDGETS = (32, 64, 128, 256)
 TOP_K = (6, 12)
@@ -58,7 +58,7 @@ def _fit_score(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.nd
                seed: int) -> tuple[float, np.ndarray] | None:
     if len(np.unique(y_tr)) < 2:
         return None
-    m = _logreg(seed).fit(x_tr, y_tr)
+    m = logistic_regression(seed).fit(x_tr, y_tr)
     return float(np.mean(m.predict(x_te) == y_te)), m.coef_[0]
 
 

@@ -12,12 +12,25 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.device import Placement
+from rmcore.io import atomic_write_table
+from rmeval.judges.analysis import AnalysisSettings
+from rmeval.judges.pipeline import (
+    ElicitConfig,
+    ReweightSettings,
+    analyze_judgments,
+    reweight_judgments,
+    run_elicit,
+)
+from rmeval.judges.tables import load_judgments
+from rmeval.reproduce.settings import analysis_settings
+
 
 def _items_table(ctx: Any, s: Any) -> Path:
     """OUT/data/items.jsonl: every data set's preference pairs, one source per data key (built once)."""
     import pandas as pd
 
-    from rmcore.io import atomic_write_table
+    # torch: this module loads without it
     from rmeval.judges.elicit import items_from_rating_set
 
     path = ctx.out / "data" / "items.jsonl"
@@ -36,10 +49,6 @@ def _items_table(ctx: Any, s: Any) -> Path:
 
 def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     """One judge's attribute and overall verdicts in both orders (OUT/rows/<judge>/)."""
-    from rmcore.device import Placement
-    from rmeval.judges.pipeline import ElicitConfig, run_elicit
-    from rmeval.reproduce.settings import analysis_settings
-
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     items = _items_table(ctx, s)
     out = ctx.row_dir(m.name)
@@ -70,12 +79,6 @@ def _source_means(judges: dict[str, Any]) -> dict[str, Any]:
 def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Reweighting and agreement over the judges present; each judge's row gains its ``reweight``."""
     import pandas as pd
-
-    from rmcore.io import atomic_write_table
-    from rmeval.judges.analysis import AnalysisSettings
-    from rmeval.judges.pipeline import ReweightSettings, analyze_judgments, reweight_judgments
-    from rmeval.judges.tables import load_judgments
-    from rmeval.reproduce.settings import analysis_settings
 
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     present = {row: d["elicit"]["judgments"] for row, d in docs.items() if "elicit" in d}

@@ -23,6 +23,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.data.registry import parse_data_spec
+from rmcore.markdown import table
+from rmeval.reproduce.context import Context
+from rmeval.reproduce.recipe import DTYPE_BYTES
+from rmeval.reproduce.settings import analysis_settings
+
 DEFAULT_TOKENS = 512  # tokens per text when neither the data nor the recipe says
 N_ATTRIBUTES = 87
 CORE_ATTRIBUTES = 20
@@ -30,8 +36,6 @@ CORE_ATTRIBUTES = 20
 
 def is_local(spec: Any) -> bool:
     """Whether a data SPEC reads only local files (so counting it downloads nothing)."""
-    from rmcore.data.registry import parse_data_spec
-
     s = parse_data_spec(spec) if isinstance(spec, str) else dict(spec)
     if s.get("name") == "simulated":
         return True
@@ -78,8 +82,6 @@ def condition_texts(cond: str, n: dict[str, Any], *, n_donors: int, n_related: i
 
 def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
     """Texts one model scores on data set ``key``."""
-    from rmeval.reproduce.settings import analysis_settings
-
     analysis = ctx.recipe.reproduce.analysis
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     e = ctx.entry(key)
@@ -134,8 +136,6 @@ def not_reproducible_plan(m: Any) -> dict[str, Any]:
 
 
 def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from rmeval.reproduce.recipe import DTYPE_BYTES
-
     if m.not_reproducible:
         return not_reproducible_plan(m)
     c = ctx.recipe.compute
@@ -172,8 +172,6 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
 def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: bool = False) -> dict[str, Any]:
     """The plan: per data set its sizes, per row its resources and texts, and the totals."""
     import tempfile
-
-    from rmeval.reproduce.context import Context
 
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="reproduce-plan-"))
     ctx = Context(recipe, out, stand_in=stand_in)
@@ -229,8 +227,6 @@ def preparation_steps(ctx: Any) -> list[str]:
 
 
 def plan_markdown(plan: dict[str, Any]) -> str:
-    from rmcore.markdown import table
-
     lines = [f"# Dry run: {plan['table']} ({plan['recipe']})", ""]
     lines += table(["data", "prompts", "responses", "items", "mean tokens", "source"],
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]

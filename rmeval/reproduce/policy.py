@@ -29,6 +29,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_json, atomic_write_text
+from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
+from rmeval.experiments.winrate import (
+    HFPairwiseJudge,
+    read_panel_suitability,
+    spearman_markdown,
+    spearman_table,
+    win_rate,
+)
+from rmeval.reproduce.standins import stand_in_seed
+
 STANDIN_PROMPTS = 6
 POLICY_RECIPE = "policy_recipe.yaml"
 
@@ -108,10 +119,7 @@ def launch_plan(recipe: Any, out: str | os.PathLike, *, write: bool = True) -> d
 
 
 def _stand_in_winrate(ctx: Any, name: str, key: str) -> dict[str, Any]:
-    from rmcore.io import atomic_write_json
-    from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
-    from rmeval.experiments.winrate import HFPairwiseJudge, win_rate
-    from rmeval.reproduce.standins import stand_in_seed
+    # torch: this module loads without it
     from rmeval.scoring.judge import conversation_text
 
     path = ctx.out / "stand_in_policy" / name / "winrate.json"
@@ -144,9 +152,6 @@ def _winrate(ctx: Any, name: str, key: str) -> dict[str, Any] | None:
 
 def policy_table(ctx: Any, docs: dict[str, dict[str, Any]], spanel: dict[str, Any]) -> dict[str, Any]:
     """The suitability panel, each reward model's win rate and the Spearman table across them."""
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmeval.experiments.winrate import read_panel_suitability, spearman_markdown, spearman_table
-
     key = next(iter(ctx.recipe.data))
     panel: dict[str, Any] = {**spanel, "missing_winrates": [], "cell_reasons": []}
     if key not in spanel:

@@ -34,6 +34,7 @@ from typing import Any
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
+from rmeval.reproduce.settings import check_settings
 
 STUDIES = {
     "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
@@ -345,12 +346,12 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
-    from rmeval.reproduce.settings import check_settings
 
     check_settings(r)
 
 
 def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
+    # torch: this module loads without it
     from rmeval.scoring.loaders import KNOWN_MODELS, LOADER_KINDS
 
     at = f"{where}: model {m.name}"

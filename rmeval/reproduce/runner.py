@@ -22,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json
+from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
+from rmeval.reproduce.array import run_array
+from rmeval.reproduce.context import Context, check_run_kind
+from rmeval.reproduce.table import build_cells, write_table
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +44,6 @@ class Outcome:
 
 def run_row(ctx: Any, row: str) -> dict[str, Any]:
     """Compute one row (a human reference or a model) unless it is done; its done record."""
-    from rmcore.io import atomic_write_json
-    from rmeval.reproduce.analyses import ANALYSIS_STEPS, run_human
-
     path = ctx.done_path(row)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
@@ -95,9 +97,6 @@ def run_local(ctx: Any, rows: list[str], outcome: Outcome) -> None:
 
 def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     """Every finished row's documents, the panel step over them, and the table."""
-    from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs
-    from rmeval.reproduce.table import build_cells, write_table
-
     recipe = ctx.recipe
     docs: dict[str, Any] = {}
     info: dict[str, dict[str, Any]] = {}
@@ -121,8 +120,6 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     panel_step = ANALYSIS_STEPS[recipe.reproduce.analysis][1]
     panel = panel_step(ctx, docs) if panel_step is not None and docs else None
     if panel is not None:
-        from rmcore.io import atomic_write_json
-
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
         for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)
             reasons[f"{row}|{col}"] = why
@@ -136,8 +133,6 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
                executor: str = "local", wandb_mode: str | None = None, wandb_project: str = "matchrm",
                slurm: dict[str, Any] | None = None) -> Outcome:
     """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths."""
-    from rmeval.reproduce.context import Context, check_run_kind
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_run_kind(out, recipe, stand_in)
@@ -149,8 +144,6 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
         if executor == "local":
             run_local(ctx, rows, outcome)
         elif executor in ("slurm", "submitit-local"):
-            from rmeval.reproduce.array import run_array
-
             run_array(ctx, rows, outcome, cluster="local" if executor == "submitit-local" else None, **(slurm or {}))
         else:
             raise ConfigError(f"--executor must be local, slurm or submitit-local, got {executor!r}")

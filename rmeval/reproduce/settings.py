@@ -11,6 +11,10 @@ from typing import Any
 from rmcore.config import build_config
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
+from rmeval.audit.pairwise import PairwiseSettings
+from rmeval.audit.pipeline import AuditSettings
+from rmeval.conditions import check_condition_names
+from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 
 @dataclass
@@ -33,16 +37,10 @@ class JudgeTableSettings:
 
 def settings_class(analysis: str) -> type:
     if analysis == "audit":
-        from rmeval.audit.pipeline import AuditSettings
-
         return AuditSettings
     if analysis == "pairwise":
-        from rmeval.audit.pairwise import PairwiseSettings
-
         return PairwiseSettings
     if analysis in ("suitability", "policy"):
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
         return SuitabilityAuditSettings
     return JudgeTableSettings
 
@@ -78,8 +76,6 @@ def check_settings(recipe: Any) -> None:
         if hasattr(s, "validate") and recipe.reproduce.analysis in ("suitability", "policy"):
             s.validate()
     if recipe.reproduce.analysis == "audit":
-        from rmeval.conditions import check_condition_names
-
         for key, entry in recipe.data.items():
             if not entry.conditions:
                 raise ConfigError(f"{recipe.path}: data.{key}: an audit table names its conditions")

@@ -16,7 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_text
+from rmcore.markdown import table
 from rmeval.reproduce.figures import Cell, Statement, Value, cell_mark, cell_value, statement
+from rmeval.reproduce.recipe import STUDIES
 
 STAND_IN_BANNER = ("> **STAND-IN RUN.** Every model below is a tiny untrained local stand-in of the same kind "
                    "and the data are small local files in the released schemas: the *ours* cells exercise the "
@@ -114,8 +117,6 @@ def table_rows(recipe: Any, cells: dict[tuple[str, str], Cell]) -> tuple[list[st
 
 
 def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
-    from rmcore.markdown import table
-
     if not statements:
         return []
     digits = {c.name: c.digits for c in recipe.columns}
@@ -135,9 +136,6 @@ def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
 
 def markdown(recipe: Any, cells: dict[tuple[str, str], Cell], statements: list[Statement], *, stand_in: bool,
              rows_info: dict[str, dict[str, Any]]) -> str:
-    from rmcore.markdown import table
-    from rmeval.reproduce.recipe import STUDIES
-
     r = recipe.reproduce
     lines = [f"# {r.table}: {r.title}", "", f"*{STUDIES[r.study]}*; recipe `{recipe.path}` (analysis: {r.analysis}).", ""]
     if stand_in:
@@ -192,8 +190,6 @@ def figures_rows(recipe: Any, cells: dict[tuple[str, str], Cell]) -> tuple[list[
 
 def write_table(recipe: Any, cells: dict[tuple[str, str], Cell], statements: list[Statement],
                 out: str | os.PathLike, *, stand_in: bool, rows_info: dict[str, dict[str, Any]]) -> dict[str, Path]:
-    from rmcore.io import atomic_write_text
-
     out = Path(out)
     header, rows = table_rows(recipe, cells)
     fh, fr = figures_rows(recipe, cells)

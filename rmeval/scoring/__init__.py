@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import comma_list, nested, option
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
 
@@ -59,6 +60,7 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "
                           "reads a causal LM")
     if settings.drop_special:
+        # torch: --help stays cheap
         from rmcore.formatting import MARKERS
 
         bad = sorted(set(settings.drop_special) - set(MARKERS))
@@ -75,7 +77,6 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         if not settings.reference:
             raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model, or 'none' for "
                               "pi_ref = 1)")
-        from rmcore.io import check_path
 
         if settings.reference.lower() != "none":
             check_path(settings.reference, "--reference", kind="dir", hub_ok=True)

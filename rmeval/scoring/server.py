@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rmcore.device import PLACEMENT_GROUP, Placement
+from rmcore.device import PLACEMENT_GROUP, Placement, describe, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import nested, option
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     """A reward model must be a sequence classifier with one label; say what to do otherwise."""
     from transformers import AutoConfig
 
-    from rmcore.io import check_path
+    # torch: --help stays cheap
     from rmcore.modeling import resolve_model_path
     from rmeval.scoring.loaders import check_reward_path
 
@@ -256,8 +257,6 @@ class RewardService:
             raise RequestError(f"no reward within {self.result_timeout:.0f} s: the server is overloaded", 503) from None
 
     def health(self) -> dict[str, Any]:
-        from rmcore.device import describe
-
         with self._counts_lock:
             counts = dict(self.counts)
         return {"status": "ok" if self._thread.is_alive() else "scoring thread stopped",
@@ -493,7 +492,7 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
                        batch_size: int = 32) -> Any:
     """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
     bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the model's own limit."""
-    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    # torch: --help stays cheap
     from rmcore.modeling import ModelSettings, load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
 

@@ -29,9 +29,11 @@ import pandas as pd
 from scipy.special import expit, log_expit
 
 from rmcore.errors import ConfigError
+from rmcore.progress import Progress
 from rmeval.perturbations.suite import Pair, PerturbedSet
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
+from rmeval.scoring.run import PROGRESS_CHUNK
 from rmeval.suitability.tables import PAIR_COLUMNS
 
 
@@ -43,6 +45,7 @@ def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = Non
     cached = scorer if isinstance(scorer, CachedScorer) else None
     inner = cached.inner if cached is not None else scorer
     if inner.kind == "generative_judge":
+        # torch: this module loads without it
         from rmeval.scoring.pairwise_judge import PairwiseJudgeScorer
 
         inner = PairwiseJudgeScorer(inner, style=judge_style, max_new_tokens=judge_explain_tokens)
@@ -70,9 +73,6 @@ def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
 def _score_unique(scorer: Scorer, items: list[Any], progress: str | None = None) -> np.ndarray:
     """Scores of ``items``, each distinct text scored once; with ``progress`` (its description) in
     chunks, the count shown on stderr (``rmcore.progress``; scores do not depend on the chunks)."""
-    from rmcore.progress import Progress
-    from rmeval.scoring.run import PROGRESS_CHUNK
-
     uniq: dict[str, int] = {}
     idx = [uniq.setdefault(scorer.render(it), len(uniq)) for it in items]
     todo: list[Any] = [None] * len(uniq)

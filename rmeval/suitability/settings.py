@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded, option
+from rmeval.perturbations.rewriters import make_rewriter
 
 if TYPE_CHECKING:
     from rmcore.data.schema import RatingSet
@@ -112,6 +113,7 @@ class SuitabilityAuditSettings:
     language: str = option("Chinese", help="target language of LC and SLC")
 
     def inference(self, seed: int) -> SuitabilitySettings:
+        # scipy, pandas: --help stays cheap
         from rmeval.suitability.run import SuitabilitySettings
 
         s = SuitabilitySettings(n_permutations=self.n_permutations, seed=seed, q=self.q, eta=self.eta,
@@ -124,6 +126,7 @@ class SuitabilityAuditSettings:
 
     def validate(self) -> None:
         """Every setting outside the inference's in range (one-line ConfigErrors)."""
+        # torch: --help stays cheap
         from rmeval.scoring.pairwise_judge import STYLES
 
         for name, lo in (("max_items", 1), ("max_prompts", 1), ("judge_explain_tokens", 1)):
@@ -134,6 +137,7 @@ class SuitabilityAuditSettings:
             raise ConfigError(f"base_level must be an RM-Bench style level 0, 1 or 2, got {self.base_level!r}")
         if self.judge_style not in STYLES:
             raise ConfigError(f"judge_style must be one of {', '.join(STYLES)}, got '{self.judge_style}'")
+        # pandas: --help stays cheap
         from rmeval.perturbations.suite import GROUPS
 
         known = set(GROUPS.values()) | set((self.groups or {}).values())
@@ -143,6 +147,7 @@ class SuitabilityAuditSettings:
                               f"{', '.join(sorted(known))}")
 
     def specs(self, rating_set: RatingSet) -> list[str]:
+        # pandas: --help stays cheap
         from rmeval.perturbations.suite import default_specs
 
         if self.perturbations:
@@ -150,8 +155,6 @@ class SuitabilityAuditSettings:
         return default_specs(rating_set, with_lm=bool(self.rewriter))
 
     def rewriters(self, out: str | os.PathLike, seed: int) -> dict[str, Any]:
-        from rmeval.perturbations.rewriters import make_rewriter
-
         rewriters: dict[str, Any] = {}
         if self.rewriter:
             cache = Path(self.rewrite_cache) if self.rewrite_cache else Path(out) / "rewrite_cache.sqlite"
@@ -163,6 +166,7 @@ class SuitabilityAuditSettings:
 
     def rating_set(self, default: RatingSet, seed: int) -> RatingSet:
         """The preference set perturbed: ``data`` (sampled like the audit's), else ``default``."""
+        # scipy, pandas: --help stays cheap
         from rmcore.data.registry import load_data
 
         return load_data(self.data, self.max_prompts, seed) if self.data else default

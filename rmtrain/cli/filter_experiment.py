@@ -7,6 +7,7 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.settings import AppendEach, add_options, option
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 @dataclass(kw_only=True)
@@ -33,9 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: FilterExperimentCommand) -> int:
+    # scipy: --help stays cheap
     from rmeval.cli.experiments import recipe_overrides
     from rmeval.cli.flags import wandb_target
-    from rmeval.experiments.recipe import TOY_NOTICE
+
+    # torch: --help stays cheap
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
     # rmeval's helpers read the same attributes from these settings as from its parsed flags

@@ -11,6 +11,7 @@ from typing import Any
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
 from rmcore.settings import add_options, option
+from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 TRAIN_KEYS = ("algorithm", "environment", "reward_model", "steps", "reward_mean_first", "reward_mean_last",
@@ -84,6 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: PolicyCommand) -> int:
     from pathlib import Path
 
+    # torch: --help stays cheap
     from rmtrain.policy.config import load_policy_config
     from rmtrain.policy.evaluate import policy_dir
     from rmtrain.policy.train import train_policy
@@ -95,6 +97,7 @@ def run(s: PolicyCommand) -> int:
     cfg.reward_model = cfg.reward_model_path(name)
     cfg.output_dir = s.output_dir or str(policy_dir(cfg, Path(name).name, cfg.environment))
     if s.collect:
+        # torch: --help stays cheap
         from rmtrain.policy.openrlhf import collect_ppo
 
         summary = collect_ppo(cfg.output_dir)
@@ -108,6 +111,7 @@ def run(s: PolicyCommand) -> int:
 
 
 def run_eval(s: PolicyEvalCommand) -> int:
+    # torch: --help stays cheap
     from rmtrain.policy.config import load_policy_config
     from rmtrain.policy.evaluate import evaluate_all, evaluate_pair, judge_from_config
 
@@ -120,7 +124,5 @@ def run_eval(s: PolicyEvalCommand) -> int:
         res = evaluate_pair(cfg, s.clean, s.perturbed, s.out, judge_from_config(cfg))
         print(json.dumps({k: res[k] for k in PAIR_KEYS}, indent=2))
     else:
-        from rmeval.experiments.winrate import spearman_markdown
-
         print(spearman_markdown(evaluate_all(cfg, s.out)))
     return 0

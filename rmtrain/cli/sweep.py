@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SweepCommand) -> int:
+    # torch: --help stays cheap
     from rmtrain.config import load_sweep
     from rmtrain.sweep import run_sweep
 

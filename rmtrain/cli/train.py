@@ -7,6 +7,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from rmcore.checkpoints import run_title
 from rmcore.settings import add_options, option
 from rmtrain.cli.flags import RecipeCommand, overrides
 
@@ -38,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: TrainCommand) -> int:
-    from rmcore.checkpoints import run_title
+    # torch, transformers: --help stays cheap
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.config import config_from_dict, load_recipe
+from rmcore.device import DTYPES, check_device_name
 from rmcore.errors import ConfigError
+from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
 from rmcore.settings import bounded
-from rmtrain.config import WandbSettings
+from rmtrain.config import WandbSettings, short_model_name
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
@@ -305,8 +307,6 @@ class PolicyConfig:
 
 
 def _check_placement(value: str, where: str) -> None:
-    from rmcore.device import DTYPES, check_device_name
-
     if where.endswith("dtype"):
         if value not in DTYPES:
             raise ConfigError(f"{where} must be one of {', '.join(DTYPES)}, got '{value}'")
@@ -322,8 +322,6 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     ``summary.csv`` (final runs) when the sweep has finished, else its ledger's finished seed runs."""
     import json
     from pathlib import Path
-
-    from rmcore.io import read_table
 
     root = Path(src.sweep)
     rows: list[dict[str, Any]] = []
@@ -352,9 +350,7 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
 
 
 def _short_model(name: str) -> str:
-    from rmtrain.config import _short
-
-    return _short(name)
+    return short_model_name(name)
 
 
 def policy_config_from_dict(raw: dict[str, Any], where: str = "config",

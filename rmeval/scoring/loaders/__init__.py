@@ -44,8 +44,11 @@ from typing import Any, Protocol
 
 import torch
 
-from rmcore.device import Placement, describe
-from rmcore.errors import ConfigError
+from rmcore.config import training_recipe_writing
+from rmcore.device import Placement, describe, input_device
+from rmcore.errors import ConfigError, PathNotFoundError
+from rmcore.io import check_path
+from rmcore.modeling import resolve_model_path
 from rmcore.registry import Registry, did_you_mean
 
 # UltraLM/UltraRM's layout as reward-bench evaluates UltraRM (its "openbmb" conversation template):
@@ -147,9 +150,7 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
     recipe. ``pkg:`` models are checked by their package. A local checkpoint's safetensors files
     must be whole (``rmcore.io.check_safetensors``)."""
-    from rmcore.config import training_recipe_writing
-    from rmcore.errors import PathNotFoundError
-    from rmcore.io import check_path, check_safetensors
+    from rmcore.io import check_safetensors
     from rmcore.modeling import resolve_model_path
 
     name = str(name_or_path)
@@ -245,8 +246,6 @@ def load_reward(name_or_path: str | os.PathLike, placement: Placement | None = N
     """The reward model at ``name_or_path`` (local path, Hub id or ``pkg:`` model), loaded by its
     loader (see the module docstring) and placed as ``placement`` says; one short probe forward
     checks that the reward can be read, so a wrong ``--reward-head`` fails before any scoring."""
-    from rmcore.modeling import resolve_model_path
-
     placement = placement or Placement()
     placement.validate()
     check_reward_path(name_or_path)
@@ -264,8 +263,6 @@ def load_reward(name_or_path: str | os.PathLike, placement: Placement | None = N
 
 @torch.inference_mode()
 def _probe(rm: RewardModel, name: str) -> None:
-    from rmcore.device import input_device
-
     ids = rm.tokenizer("Hello", add_special_tokens=True)["input_ids"] or [rm.tokenizer.pad_token_id or 0]
     dev = input_device(rm.model)
     out = rm.model(input_ids=torch.tensor([ids], device=dev), attention_mask=torch.ones((1, len(ids)), dtype=torch.long,
