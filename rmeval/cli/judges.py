@@ -73,12 +73,16 @@ def run_elicit(cfg: ElicitConfig) -> int:
 
 
 def run_analyze(s: AnalyzeCommand) -> int:
+    import sys
     from pathlib import Path
 
     from rmcore.markdown import num
     from rmeval.judges.pipeline import analyze_judgments
+    from rmeval.judges.plots import plots_not_drawn
 
     res = analyze_judgments(s.judgments, s.out, items=s.items, settings=s.analysis, **s.wandb.target())
+    for note in plots_not_drawn(res):
+        print(note, file=sys.stderr)
     ag = res["agreement"]
 
     def f(x: float | None) -> str:
