@@ -7,7 +7,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, from_args, nested, option
+from rmcore.settings import add_options, from_args, nested, option, output_folder
 from rmeval.cli.flags import WandbFlags
 
 
@@ -16,7 +16,8 @@ class ExperimentCommand:
     """An experiment run from its recipe: the recipe, where it writes, what of it the flags override."""
 
     config: str = option("", required=True, help="the experiment's recipe (YAML)")
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir)")
+    out: str | None = option(None, parse=output_folder("--out"),
+                             help="output directory (default: the recipe's output_dir)")
     data: str | None = option(None, help="data SPEC in place of the recipe's data")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
     overrides: list[str] = option(default_factory=list, flag="--set", metavar="KEY=VALUE",

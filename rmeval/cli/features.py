@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.audit.features import FeatureSettings
 from rmeval.cli.flags import DATA_HELP, add_command
 
@@ -19,7 +19,7 @@ class FeaturesCommand:
     """``rmeval features``' settings: the data set, the output, and the probes' models (``FeatureSettings``)."""
 
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
     seed: int = option(0, help="prompt sample and k-means seed")
     features: FeatureSettings = nested(FeatureSettings, only=MODEL_FLAGS)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, from_args, nested, option
+from rmcore.settings import add_options, from_args, nested, option, output_folder
 from rmeval.scoring import ScorerSettings
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class ScoringCommand:
 
     checkpoint: str = option("", required=True, help="checkpoint dir, dir of checkpoints, or Hub id")
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
     wandb: WandbFlags = nested(WandbFlags)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.cli.flags import WandbFlags, add_command
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
@@ -27,7 +27,7 @@ class AnalyzeCommand:
     """``rmeval judges analyze``'s settings: the judgments, the output, and what is computed."""
 
     judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table with reference labels: adds the difficulty strata and the "
                                           "attribute-label associations")
     analysis: AnalysisSettings = nested(AnalysisSettings)
@@ -41,7 +41,7 @@ class ReweightCommand:
 
     judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
     items: str = option("", required=True, help="items table with reference labels")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     reweight: ReweightSettings = nested(ReweightSettings)
     baselines: BaselineSettings | None = nested(BaselineSettings, when="kinds")
     wandb: WandbFlags = nested(WandbFlags)

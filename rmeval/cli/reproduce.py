@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.settings import add_options, from_args, option
+from rmcore.settings import add_options, from_args, option, output_folder
 
 
 @dataclass
@@ -17,7 +17,7 @@ class ReproduceCommand:
     """``rmeval reproduce``'s settings; ``recipe`` is the positional argument."""
 
     recipe: str = ""
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir/<recipe name>, "
+    out: str | None = option(None, parse=output_folder("--out"), help="output directory (default: the recipe's output_dir/<recipe name>, "
                                         "with -stand-in for a stand-in run)")
     dry_run: bool = option(False, help="print each row's loader, head, GPU memory, texts and GPU hours; "
                                        "download and score nothing")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmcore.errors import ConfigError
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
 from rmeval.scoring import ScorerSettings
@@ -44,7 +44,7 @@ class SuitabilityStatsCommand:
 
     pairs: str = option("", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
                                                 "m_perturbed [, model, changed]")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
     common: AuditSettings = nested(AuditSettings, only=SHARED_WITH_AUDIT)
     wandb: WandbFlags = nested(WandbFlags)

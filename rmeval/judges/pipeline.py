@@ -12,7 +12,7 @@ from typing import Any
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, nested, option
+from rmcore.settings import comma_list, nested, option, output_folder
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -48,7 +48,7 @@ class ElicitConfig:
     """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
     judge, the attributes asked, the shards and how the judge runs."""
 
-    out: str = option(required=True, help="output directory")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
                                           "response_b[, label]")
     data: list[str] = option(default_factory=list, action="append",

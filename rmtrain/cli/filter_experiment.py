@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 
 
 @dataclass(kw_only=True)
@@ -15,7 +15,8 @@ class FilterExperimentCommand:
     pool``, ``rmeval leaderboard``; rmeval.cli.experiments), whose helpers read them back."""
 
     config: str = option(required=True, help="the experiment's recipe (YAML)")
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir)")
+    out: str | None = option(None, parse=output_folder("--out"),
+                             help="output directory (default: the recipe's output_dir)")
     data: str | None = option(None, help="data SPEC in place of the recipe's data")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
     overrides: list[str] = option(default_factory=list, flag="--set", nargs="+", metavar="KEY=VALUE",

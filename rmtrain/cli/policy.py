@@ -10,7 +10,7 @@ from typing import Any
 
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 TRAIN_KEYS = ("algorithm", "environment", "reward_model", "steps", "reward_mean_first", "reward_mean_last",
@@ -41,7 +41,8 @@ class PolicyCommand(RecipeCommand):
                                     "checkpoint dir")
     environment: str = option(required=True, recipe_key="environment", help="clean | perturbed")
     # not a recipe override: the policy's directory is set from the reward model's name (run)
-    output_dir: str | None = option(None, help="default: output_root/<reward model name>/<environment>")
+    output_dir: str | None = option(None, parse=output_folder("--output-dir"),
+                                    help="default: output_root/<reward model name>/<environment>")
     launch: bool = option(False, help="ppo: start the reward server, run OpenRLHF, write policy_summary.json")
     collect: bool = option(False,
                            help="ppo: write policy_summary.json from the OpenRLHF run's train.log and adapter")
@@ -61,7 +62,7 @@ class PolicyEvalCommand(RecipeCommand):
                                help="hf:PATH | openai:MODEL (default: evaluation.judge)")
     judge_base_url: str | None = option(None, recipe_key="evaluation.judge_base_url",
                                         help="OpenAI-compatible endpoint base URL")
-    out: str = option(required=True, help="output directory of the evaluation")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory of the evaluation")
     device: str | None = _device("the policies' generation and an hf: judge", "evaluation.device")
     dtype: str | None = _dtype("the policies' generation and an hf: judge", "evaluation.dtype")
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd")
@@ -21,7 +21,7 @@ class TrainCommand(RecipeCommand):
     seed: int | None = option(None, recipe_key="seed", help="training seed (default: the recipe's seed)")
     model: str | None = option(None, recipe_key="model.name_or_path",
                                help="Hub id or local path of the base model")
-    output_dir: str | None = option(None, recipe_key="output_dir",
+    output_dir: str | None = option(None, recipe_key="output_dir", parse=output_folder("--output-dir"),
                                     help="run directory (default: the recipe's output_dir)")
 
 
