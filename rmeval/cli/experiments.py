@@ -3,11 +3,10 @@ filter-experiment``): the recipe, the output directory, and overrides of the rec
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, from_args, nested, option, output_folder
+from rmcore.settings import nested, option, output_folder
 from rmeval.cli.flags import WandbFlags
 
 
@@ -32,16 +31,3 @@ class ExperimentCommand:
         if self.max_prompts is not None:
             extra.append(f"max_prompts={self.max_prompts}")
         return extra
-
-
-def add_experiment_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of ``ExperimentCommand`` (for a command registered by hand: ``rmtrain filter-experiment``)."""
-    add_options(p, ExperimentCommand)
-
-
-def recipe_overrides(settings: ExperimentCommand | argparse.Namespace) -> list[str]:
-    """``ExperimentCommand.recipe_overrides`` of the settings, or of a namespace parsed with
-    ``add_experiment_flags``."""
-    if isinstance(settings, argparse.Namespace):
-        settings = from_args(ExperimentCommand, settings)
-    return settings.recipe_overrides()

@@ -67,15 +67,6 @@ class ScoringCommand:
     wandb: WandbFlags = nested(WandbFlags)
 
 
-def wandb_target(settings: Any) -> dict[str, Any]:
-    """``--wandb-project`` and ``--wandb-mode`` as the keywords the library takes: of a command's
-    settings (its ``wandb``), or of a namespace parsed with ``rmeval.cli.experiments.add_experiment_flags``
-    (``rmtrain filter-experiment``)."""
-    if isinstance(settings, argparse.Namespace):
-        settings = from_args(WandbFlags, settings, prefix="wandb.")
-    return (settings if isinstance(settings, WandbFlags) else settings.wandb).target()
-
-
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:
     """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
     from rmcore.io import check_path
