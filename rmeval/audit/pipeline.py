@@ -437,7 +437,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
                              seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
-                             checkpoint=checkpoint, data=data)
+                             checkpoint=checkpoint, data=data, progress=settings.progress)
 
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,

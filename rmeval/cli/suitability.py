@@ -19,8 +19,8 @@ from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
 from rmeval.scoring import ScorerSettings
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
-# The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute
-# and the score cache are read; the resamples and --no-progress are accepted and unused (no bootstrap
+# The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute,
+# the score cache and --no-progress are read; the resamples are accepted and unused (no bootstrap
 # here), so a command line written for rmeval audit runs here too.
 SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
 MODEL_FLAGS = tuple(f.name for f in dataclasses.fields(SuitabilityAuditSettings) if f.name not in ("data", "groups"))
@@ -85,7 +85,7 @@ def run(s: SuitabilityCommand) -> int:
     s.scorer.placement.validate()
     results, joint = audit_checkpoints(checkpoints, rating_set, s.scorer, s.suitability, s.out, seed=seed,
                                        attribute=s.common.attribute, data=s.data, cache=s.common.cache,
-                                       **s.wandb.target())
+                                       progress=s.common.progress, **s.wandb.target())
     for name, res in results.items():
         print(suitability_line(name, res, dest(s.out, name, joint is None)))
     if joint is not None:
