@@ -83,6 +83,33 @@ def test_a_mistyped_model_is_not_found_at_once(tmp_path, capsys, monkeypatch):
     assert "not found" in _one_line(capsys)
 
 
+@pytest.mark.parametrize("env,why", [
+    ({"HF_HUB_OFFLINE": "1"}, "not a local path, and not in the Hugging Face cache with the Hub offline"),
+    ({"HF_ENDPOINT": "http://127.0.0.1:9"},  # nothing listens on port 9 (discard): refused at once
+     "not a local path, not in the Hugging Face cache, and the Hub at http://127.0.0.1:9 cannot be reached"),
+])
+def test_a_hub_id_that_cannot_be_reached_is_our_line_alone(tmp_path, env, why):
+    """The whole stderr of the process (what huggingface_hub logs or prints included) is one line of
+    ours, for a reward model and an embedder (a --checkpoint: test_a_mistyped_model_is_not_found_at_once);
+    nothing is written."""
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    name = "someone/no-such-reward-model"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))}
+    base.update(env, PYTHONPATH=str(ROOT), WANDB_MODE="disabled", HF_HOME=str(tmp_path / "hf"))
+    for argv, what in ((["serve-reward", "--checkpoint", name], f"reward model {name}"),
+                       (["features", "--data", SPEC, "--out", str(tmp_path / "f"), "--embedders", name], "embedder")):
+        proc = subprocess.run([sys.executable, "-m", "rmeval.cli", *argv], cwd=tmp_path, env=base,
+                              capture_output=True, text=True, timeout=300)
+        err = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and err == [f"rmeval: error: file {name}: {what}: not found ({why})"], err
+        assert proc.stdout == ""
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # no output, nothing downloaded
+
+
 def _placement(parser, argv):
     """The Placement in the settings the command reads from ``argv``."""
     import dataclasses
