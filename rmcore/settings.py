@@ -18,6 +18,11 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   so a settings object can *hold* another instead of copying its fields.
 - A field without ``option`` metadata is not a flag (set by code or by a recipe only).
 - ``positional=True`` makes the field a positional argument (named by the field) instead of a flag.
+- ``deprecated=`` names old spellings of a renamed flag: they still parse onto the same field,
+  are left out of ``--help`` and print one line to stderr once per process (``rmeval: --output-dir
+  is now --out (the old name still works)``), so every command renames a flag the same way.
+  :class:`AppendEach` is the repeatable ``--set K=V --set K2=V2`` flag, which still reads the old
+  form ``--set K=V K2=V2`` with such a line.
 - ``recipe_key=`` declares the flag an override of a recipe key (``"model.name_or_path"``, or a
   tuple of keys it sets together): :func:`flag_overrides` maps the flags given onto those keys.
 - The holder says how the held settings appear (``nested``): in an argument ``group`` of the help,
@@ -62,21 +67,23 @@ class Option:
     nargs: str | int | None = None
     parse: Callable[[Any], Any] | None = None
     required: bool = False
-    action: str | None = None  # an argparse action other than the one the type implies
+    action: str | type[argparse.Action] | None = None  # an argparse action other than the one the type implies
     positional: bool = False
     recipe_keys: tuple[str, ...] = ()  # the recipe keys this flag overrides (flag_overrides)
+    deprecated: tuple[str, ...] = ()  # old spellings: hidden, warn once, same field
 
 
 def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING, flag: str | None = None,
            aliases: tuple[str, ...] = (), metavar: str | None = None, choices: Any = None,
            nargs: str | int | None = None, parse: Callable[[Any], Any] | None = None, required: bool = False,
-           action: str | None = None, positional: bool = False,
-           recipe_key: str | tuple[str, ...] | None = None) -> Any:
+           action: str | type[argparse.Action] | None = None, positional: bool = False,
+           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = ()) -> Any:
     """A dataclass field that is also a command-line flag (the field's doc is its ``help``)."""
     keys = (recipe_key,) if isinstance(recipe_key, str) else tuple(recipe_key or ())
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
-                         required=required, action=action, positional=positional, recipe_keys=keys)}
+                         required=required, action=action, positional=positional, recipe_keys=keys,
+                         deprecated=tuple(deprecated))}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -217,6 +224,7 @@ def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, pr
         over = dict((options or {}).get(f.name, {}))
         if prefix and "flag" not in over:
             over["flag"] = "--" + prefix + (opt.flag or "--" + f.name.replace("_", "-"))[2:]
+            over.setdefault("deprecated", tuple("--" + prefix + d[2:] for d in opt.deprecated))
         opt = dataclasses.replace(opt, **over) if over else opt
         # a flag inside an optional block, or one parsed, is None when not given (read back as the default)
         default = None if optional or opt.parse is not None else _default(f)
@@ -238,12 +246,68 @@ def _lookup(defaults: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, cur
 
 
+_WARNED: set[str] = set()  # the notices already printed by this process (each is printed once)
+
+
+def warn_once(parser: argparse.ArgumentParser, notice: str, key: str | None = None) -> None:
+    """``notice`` on stderr as one line prefixed by the tool's name (``rmeval: ...``), once per
+    process for each ``key`` (default: the notice itself)."""
+    import sys
+
+    if (key or notice) not in _WARNED:
+        _WARNED.add(key or notice)
+        print(f"{parser.prog.split()[0]}: {notice}", file=sys.stderr)
+
+
+class _OldName(argparse.Action):
+    """An old spelling of a renamed flag (``Option.deprecated``): hidden from ``--help``; it says
+    once that the flag is renamed, then does what the new spelling does, onto the same field."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: argparse.Action, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=new.nargs, const=new.const, default=argparse.SUPPRESS,
+                         type=new.type, choices=new.choices, help=argparse.SUPPRESS, metavar=new.metavar)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        warn_once(parser, f"{option_string} is now {self.new.option_strings[0]} (the old name still works)")
+        self.new(parser, namespace, values, option_string)
+
+
+class AppendEach(argparse.Action):
+    """A repeatable flag taking one value each time (``--set K=V --set K2=V2``), the values kept in
+    order. Several values after one flag (``--set K=V K2=V2``, the old form of some commands) are
+    still read, with a one-line notice; ``--help`` shows the one-value form."""
+
+    def __init__(self, option_strings: list[str], dest: str, nargs: str | int | None = "+", **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=nargs, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if len(values) > 1:
+            flag = option_string or self.option_strings[0]
+            warn_once(parser, f"{flag} {' '.join(values)} is now {' '.join(f'{flag} {v}' for v in values)} "
+                              "(the old form still works)", key=f"{flag} several")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
+
+
+class _Formatter(argparse.HelpFormatter):
+    """``--help`` and usage lines: an :class:`AppendEach` flag shown with its one value."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if isinstance(action, AppendEach):
+            return self._metavar_formatter(action, default_metavar)(1)[0]
+        return super()._format_args(action, default_metavar)
+
+
 def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *, prefix: str = "",
                 defaults: dict[str, Any] | None = None, exclude: tuple[str, ...] = ()) -> None:
     """Add the flags of settings dataclass ``cls`` to ``p``; ``defaults`` replace field defaults (a
     command whose default differs from the library's; nested as the fields are), ``exclude`` leaves
     fields out by name."""
     defaults = defaults or {}
+    if isinstance(p, argparse.ArgumentParser) and p.formatter_class is argparse.HelpFormatter:
+        p.formatter_class = _Formatter
     for flag in _flags(cls, dest=prefix, exclude=exclude):
         f, opt = flag.field, flag.opt
         t, many = _scalar(flag.hint)
@@ -275,7 +339,12 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
                 kw["nargs"] = opt.nargs
             elif many and opt.parse is None:  # a parsed flag is one word unless its nargs says otherwise
                 kw["nargs"] = "+"
-        _group(p, flag.group).add_argument(*names, **kw)
+        group = _group(p, flag.group)
+        action = group.add_argument(*names, **kw)
+        if opt.deprecated:
+            if opt.required:  # argparse would still ask for the new name when only the old one is given
+                raise ValueError(f"{names[0]}: a required flag cannot keep an old name")
+            group.add_argument(*opt.deprecated, dest=flag.dest, action=_OldName, new=action)
 
 
 def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
@@ -369,5 +438,12 @@ def parser_dests(p: argparse.ArgumentParser) -> set[str]:
 
 
 def parser_flags(p: argparse.ArgumentParser) -> set[str]:
-    """Every long flag of a parser (its first spelling), ``--help`` left out."""
-    return {a.option_strings[0] for a in p._actions if a.option_strings and a.option_strings[0] != "-h"}
+    """Every long flag of a parser (its first spelling), ``--help`` and the hidden old spellings
+    (``Option.deprecated``) left out."""
+    return {a.option_strings[0] for a in p._actions
+            if a.option_strings and a.option_strings[0] != "-h" and not isinstance(a, _OldName)}
+
+
+def renamed_flags(p: argparse.ArgumentParser) -> dict[str, str]:
+    """The hidden old spellings of a parser's flags -> the flag each is now (``Option.deprecated``)."""
+    return {old: a.new.option_strings[0] for a in p._actions if isinstance(a, _OldName) for old in a.option_strings}

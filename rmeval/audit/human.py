@@ -193,9 +193,11 @@ class HumanSettings:
                                                 "for reliabilities")
     raters_per_rating: float = option(1.0, help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's "
                                                 "released label)")
-    reliabilities: dict[str, float] = option(default_factory=dict, flag="--reliability", nargs="+",
+    reliabilities: dict[str, float] = option(default_factory=dict, flag="--human-reliability",
+                                             deprecated=("--reliability",), nargs="+",
                                              parse=parse_reliabilities,
-                                             help="borrowed reliabilities NAME=R for the corrected share")
+                                             help="borrowed rater reliabilities NAME=R for the reliability-corrected "
+                                                  "human share")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
     n_boot: int = option(2000, help="bootstrap resamples over prompts")
     seed: int = option(0, help="seed of the prompt sample and the bootstrap")
@@ -209,7 +211,7 @@ class HumanSettings:
             raise ConfigError(f"--max-prompts must be at least 2, got {self.max_prompts}")
         for label, r in self.reliabilities.items():
             if not (math.isfinite(r) and 0 < r <= 1):
-                raise ConfigError(f"--reliability {label}={r}: a reliability must be in (0, 1]")
+                raise ConfigError(f"--human-reliability {label}={r}: a reliability must be in (0, 1]")
 
 
 def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> dict[str, Any]:

@@ -58,7 +58,9 @@ class JudgeProfileSettings:
 
     items: str = option(metavar="FILE", help="items table: also profile the checkpoint as a pairwise judge "
                                              "(rmeval judges)")
-    attributes: list[str] = option(default_factory=lambda: ["core"], metavar="NAMES", parse=_names,
+    # --judge-attribute-names in rmeval audit (its prefix), formerly --judge-attributes
+    attributes: list[str] = option(default_factory=lambda: ["core"], flag="--attribute-names",
+                                   deprecated=("--attributes",), metavar="NAMES", parse=_names,
                                    help="attributes for --judge-items (comma-separated)")
     max_length: int | None = None  # tokens per text: the scorer's (--max-length)
     batch_size: int = 32  # the scorer's (--batch-size)

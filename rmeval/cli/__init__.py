@@ -9,7 +9,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval features --data SPEC --out DIR [--embedders MODEL ...] [--base-model MODEL]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.cli.judges)
-    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
+    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--human-reliability NAME=R ...]
     rmeval suitability --checkpoint DIR --data SPEC --out OUT [--perturbations EF PH ... SP@rmbench]
                        [--rewriter hf:MODEL|openai:MODEL|file:PATH] [--n-permutations 10000] [--q 0.05]
                        [--eta 0.5] [--margin M]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option, output_folder
+from rmcore.settings import AppendEach, nested, option, output_folder
 from rmeval.cli.flags import WandbFlags
 
 
@@ -19,8 +19,8 @@ class ExperimentCommand:
                              help="output directory (default: the recipe's output_dir)")
     data: str | None = option(None, help="data SPEC in place of the recipe's data")
     max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    overrides: list[str] = option(default_factory=list, flag="--set", metavar="KEY=VALUE",
-                                  help="override recipe values, e.g. sampling.n=2")
+    overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
+                                  help="override a recipe value, e.g. sampling.n=2 (repeat --set for each key)")
     wandb: WandbFlags = nested(WandbFlags)
 
     def recipe_overrides(self) -> list[str]:

@@ -19,9 +19,10 @@ from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
 from rmeval.scoring import ScorerSettings
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
-# The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute,
-# the score cache and --no-progress are read; the resamples are accepted and unused (no bootstrap
-# here), so a command line written for rmeval audit runs here too.
+# The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
+# attribute, the score cache and --no-progress are read; the resamples are accepted and unused (no
+# bootstrap here), so a command line written for rmeval audit runs here too. suitability-stats takes
+# the seed alone (its pairs need no rated attribute, and it has no audit command line to share).
 SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
 MODEL_FLAGS = tuple(f.name for f in dataclasses.fields(SuitabilityAuditSettings) if f.name not in ("data", "groups"))
 
@@ -31,6 +32,8 @@ class SuitabilityCommand(ScoringCommand):
     """``rmeval suitability``'s settings: the checkpoints, data and scorer (``ScoringCommand``), the
     suitability audit's perturbations, rewriting and inference, and the flags shared with rmeval audit."""
 
+    max_prompts: int | None = option(None, help="seeded sample of this many prompts, drawn before the preference "
+                                                "items are built (--max-items then keeps the first N items)")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=MODEL_FLAGS)
     common: AuditSettings = nested(AuditSettings, only=(*SHARED_WITH_AUDIT, "cache", "progress"))
 
@@ -46,7 +49,7 @@ class SuitabilityStatsCommand:
                                                 "m_perturbed [, model, changed]")
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
-    common: AuditSettings = nested(AuditSettings, only=SHARED_WITH_AUDIT)
+    common: AuditSettings = nested(AuditSettings, only=("stats.seed",))
     wandb: WandbFlags = nested(WandbFlags)
 
 

@@ -79,7 +79,8 @@ class AnalysisSettings:
     min_n_source: int = option(50, help="usable comparisons a reader needs in a source to enter a label "
                                         "association")
     min_n_pooled: int = option(200, help="the same over all sources pooled")
-    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom (families)")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom (families)")
     controls: bool = True
 
     def __post_init__(self) -> None:

@@ -157,7 +157,8 @@ class BaselineSettings:
     kinds: tuple[str, ...] = option(("rubric", "lora"), flag="--baselines", parse=_kinds,
                                     help="rubric,lora: baselines with --baseline-model")
     # the attribute YAML used at elicitation, if custom
-    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom")
     rubric_k: int = option(6, help="attributes the rubric prompt names")
     # training labels per source for LoRA SFT (None: all)
     lora_budget: int | None = option(256, help="training labels per source for LoRA SFT")
@@ -217,7 +218,7 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
             top = r["top_k"].get(str(k), r["top_k"]["all"])["attributes"][:k]
             missing = [a for a in top if a not in inv]
             if missing:
-                raise ConfigError(f"rubric criteria {missing} are not in the attribute inventory (--attributes-file)")
+                raise ConfigError(f"rubric criteria {missing} are not in the attribute inventory (--attributes)")
             base["rubric"] = rubric_accuracy(judge, test, [inv[a] for a in top], out / source / "rubric")
         if "lora" in settings.kinds:
             base["lora_sft"] = lora_sft_accuracy(settings.model, train, test, out / source / "lora",

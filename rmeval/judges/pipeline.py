@@ -27,7 +27,8 @@ class ExecutorSettings:
     """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
     submitit's defaults."""
 
-    slurm_partition: str | None = option(None, help="SLURM partition of the shards' jobs")
+    slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),
+                                         metavar="PARTITION", help="SLURM partition of the shards' jobs")
     timeout_min: int | None = option(None, help="minutes a shard's job may run")
     gpus_per_node: int | None = option(None, help="GPUs of each shard's job")
 

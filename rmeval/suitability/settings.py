@@ -69,7 +69,9 @@ class SuitabilityAuditSettings:
     data: str | dict[str, Any] | None = option(None, flag="--suitability-data",
                                                help="preference set for --suitability (default --data)")
     max_prompts: int | None = None  # seeded sample of `data`'s prompts (a command's --max-prompts)
-    max_items: int | None = option(None, help="first N preference items")
+    max_items: int | None = option(None, help="keep the first N preference items (one chosen/rejected pair per "
+                                              "prompt, in the data's order), after --max-prompts has sampled "
+                                              "the prompts")
     base_level: int = option(0, choices=[0, 1, 2], help="RM-Bench style level of the base pairs")
     n_permutations: int = option(10_000, help="sign-flip permutations B")
     q: float = option(0.05, help="FDR level of the group-aware BH")

@@ -1,11 +1,11 @@
 """`rmtrain`: thin command line over rmtrain's Python API.
 
-    rmtrain train --config RECIPE [--arm A] [--seed S] [--model M] [--output-dir DIR] [--set KEY=VALUE ...]
+    rmtrain train --config RECIPE [--arm A] [--seed S] [--model M] [--out DIR] [--set KEY=VALUE]...
     rmtrain sweep --config RECIPE [--executor local|slurm|submitit-local] [--dry-run]
     rmtrain policy --config RECIPE --reward-model RM --environment clean|perturbed [--launch]
     rmtrain policy-eval --config RECIPE --out OUT [--clean DIR --perturbed DIR]
     rmtrain check RECIPE ...
-    rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE ...]
+    rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE]...
 
 One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)`` and its
 settings dataclass (``TrainCommand``, ``SweepCommand`` ...; ``rmcore.settings``): the flags are

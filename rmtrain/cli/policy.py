@@ -41,13 +41,16 @@ class PolicyCommand(RecipeCommand):
                                     "checkpoint dir")
     environment: str = option(required=True, recipe_key="environment", help="clean | perturbed")
     # not a recipe override: the policy's directory is set from the reward model's name (run)
-    output_dir: str | None = option(None, parse=output_folder("--output-dir"),
-                                    help="default: output_root/<reward model name>/<environment>")
+    output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
+                                    parse=output_folder("--out"),
+                                    help="policy directory (default: output_root/<reward model name>/<environment>)")
     launch: bool = option(False, help="ppo: start the reward server, run OpenRLHF, write policy_summary.json")
     collect: bool = option(False,
                            help="ppo: write policy_summary.json from the OpenRLHF run's train.log and adapter")
     device: str | None = _device("the reward model", "training.reward_device", "openrlhf.reward_device")
     dtype: str | None = _dtype("the reward model", "training.reward_dtype", "openrlhf.reward_dtype")
+    force: bool = option(False, help="retrain from the start even if policy_summary.json or an interrupted "
+                                     "run's checkpoints exist")
 
 
 @dataclass(kw_only=True)
@@ -65,6 +68,9 @@ class PolicyEvalCommand(RecipeCommand):
     out: str = option(required=True, parse=output_folder("--out"), help="output directory of the evaluation")
     device: str | None = _device("the policies' generation and an hf: judge", "evaluation.device")
     dtype: str | None = _dtype("the policies' generation and an hf: judge", "evaluation.dtype")
+    force: bool = option(False, help="no effect here (accepted like the other rmtrain commands' --force): the "
+                                     "policies' cached responses and, without --clean, each reward model's "
+                                     "winrate.json are reused; delete them to recompute")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +101,7 @@ def run(s: PolicyCommand) -> int:
         summary = collect_ppo(cfg.output_dir)
     else:
         collect = ["rmtrain", "policy", "--config", s.config, "--reward-model", name, "--environment",
-                   s.environment, "--output-dir", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
+                   s.environment, "--out", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
                    "--collect"]
         summary = train_policy(cfg, force=s.force, launch=s.launch, collect_command=collect)
     print(json.dumps({k: summary[k] for k in TRAIN_KEYS if k in summary}, indent=2))

@@ -210,7 +210,7 @@ class SweepRuns:
     """Reward models from a sweep's final runs: one per arm at ``seed``, found in the sweep's
     ``summary.csv`` (else its ledger), named by arm."""
 
-    sweep: str  # the sweep's output directory (rmtrain sweep --output-dir)
+    sweep: str  # the sweep's output directory (rmtrain sweep --out)
     arms: list[str] = field(default_factory=list)
     seed: int = 1
     model: str | None = None  # which model, when the sweep trained several
@@ -331,7 +331,7 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
             if r.get("stage") == "seed" and r.get("state") == "done":
                 rows.append({**r, "run_dir": r.get("output_dir")})
     else:
-        run = f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe else "the sweep"
+        run = f"rmtrain sweep --config {src.recipe} --out {src.sweep}" if src.recipe else "the sweep"
         raise ConfigError(f"reward_models_from: no sweep at {src.sweep} (no summary.csv, no ledger/): run {run} first")
     found = [r for r in rows if r.get("arm") == arm and int(r.get("seed", -1)) == src.seed
              and (src.model is None or src.model in (r.get("model"), _short_model(str(r.get("model")))))]
@@ -342,7 +342,7 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     if not found or not isinstance(found[0].get("run_dir"), str) or not Path(found[0]["run_dir"]).is_dir():
         raise ConfigError(f"reward_models_from: the sweep at {src.sweep} has no finished run of arm {arm} at seed "
                           f"{src.seed}" + (f" (model {src.model})" if src.model else "")
-                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe
+                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --out {src.sweep}" if src.recipe
                                           else "the sweep") + " to finish it")
     return found[0]["run_dir"]
 

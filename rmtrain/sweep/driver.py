@@ -86,7 +86,7 @@ def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
         if row and row.get("fingerprint") and spec.setting is not None and spec.output_dir is not None:
             if row["fingerprint"] != fingerprint(run_config(sweep, spec)):
                 raise ConfigError(f"{ledger.root.parent} holds a sweep whose run {spec.run_id} was trained with "
-                                  "another config; use another --output-dir")
+                                  "another config; use another --out")
 
 
 def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None = None, dry_run: bool = False,

@@ -11,6 +11,7 @@ import pytest
 from rmcore.config import build_config
 from rmcore.errors import ConfigError
 from rmcore.settings import (
+    AppendEach,
     add_options,
     flag_names,
     flag_overrides,
@@ -20,6 +21,7 @@ from rmcore.settings import (
     option_dests,
     parser_dests,
     parser_flags,
+    renamed_flags,
 )
 
 
@@ -200,3 +202,59 @@ def test_a_name_imported_for_type_checking_only_is_any() -> None:
 
     assert type_hints(Lazy) == {"x": int, "later": Any | None}
     assert flag_names(Lazy) == {"--x"} and build_config(Lazy, {"x": "2"}, "r") == Lazy(x=2)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Renamed:
+    out: str | None = option(None, deprecated=("--output-dir", "--outdir"), help="output directory")
+    force: bool = option(False, deprecated=("--overwrite",), help="start over")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML")
+    overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
+                                  help="KEY=VALUE, once per key")
+
+
+@pytest.fixture
+def fresh_notices(monkeypatch):
+    """Each test sees its notices printed (they are printed once per process)."""
+    monkeypatch.setattr("rmcore.settings._WARNED", set())
+
+
+def _renamed_parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="tool")
+    p = root.add_subparsers().add_parser("cmd")
+    add_options(p, Renamed)
+    return p
+
+
+def test_an_old_flag_name_is_hidden_reads_onto_the_field_and_warns_once(capsys, fresh_notices) -> None:
+    p = _renamed_parser()
+    assert parser_flags(p) == flag_names(Renamed) == {"--out", "--force", "--attributes", "--set"}
+    assert renamed_flags(p) == {"--output-dir": "--out", "--outdir": "--out", "--overwrite": "--force",
+                                "--attributes-file": "--attributes"}
+    shown = p.format_help() + p.format_usage()
+    assert "--output-dir" not in shown and "--outdir" not in shown and "--attributes-file" not in shown
+    assert "--overwrite" not in shown
+    new = from_args(Renamed, p.parse_args(["--out", "o", "--force", "--attributes", "a.yaml"]))
+    assert capsys.readouterr().err == ""
+    for _ in range(2):  # the second time: no notice
+        old = from_args(Renamed, p.parse_args(["--output-dir", "o", "--overwrite", "--attributes-file", "a.yaml"]))
+        assert old == new == Renamed(out="o", force=True, attributes_file="a.yaml")
+    assert capsys.readouterr().err.splitlines() == [
+        "tool: --output-dir is now --out (the old name still works)",
+        "tool: --overwrite is now --force (the old name still works)",
+        "tool: --attributes-file is now --attributes (the old name still works)"]
+    assert from_args(Renamed, p.parse_args([])) == Renamed()  # an old name not given sets nothing
+
+
+def test_a_repeatable_flag_takes_one_value_each_time_and_still_reads_the_old_form(capsys, fresh_notices) -> None:
+    p = _renamed_parser()
+    assert "[--set KEY=VALUE]" in p.format_usage() and "KEY=VALUE [" not in p.format_help()
+    assert from_args(Renamed, p.parse_args(["--set", "a=1", "--set", "b=2"])).overrides == ["a=1", "b=2"]
+    assert capsys.readouterr().err == ""
+    for _ in range(2):
+        s = from_args(Renamed, p.parse_args(["--set", "a=1", "b=2", "--set", "c=3", "--force"]))
+        assert (s.overrides, s.force) == (["a=1", "b=2", "c=3"], True)
+    assert capsys.readouterr().err.splitlines() == [
+        "tool: --set a=1 b=2 is now --set a=1 --set b=2 (the old form still works)"]
+    assert from_args(Renamed, p.parse_args([])).overrides == []

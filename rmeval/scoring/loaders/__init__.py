@@ -163,7 +163,7 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
         check_path(path, "reward model", kind="any", hub_ok=True)
     except PathNotFoundError:
         raise PathNotFoundError(f"reward model {name}: not found; not a local checkpoint, nor a Hub id owner/name "
-                                f"(`rmtrain train --config RECIPE --output-dir {name}` trains one there)") from None
+                                f"(`rmtrain train --config RECIPE --out {name}` trains one there)") from None
     check_model_name(path, f"reward model {name}")  # a Hub id: in the cache, or the Hub asked once
 
 
