@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.errors import DataError, PathNotFoundError
+from rmcore.errors import DataError, PathNotFoundError, invalid_json
 
 Record = tuple[int, dict[str, Any]]  # (row number, row)
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
@@ -200,9 +200,9 @@ def _read_json_rows(path: Path) -> list[Record]:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.rstrip("\r\n"))  # one line: the decoder's column is the line's
                 except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=lineno) from None
+                    raise DataError(invalid_json(e, line=lineno), file=str(path), row=lineno) from None
                 if not isinstance(row, dict):
                     raise DataError("expected a JSON object per line", file=str(path), row=lineno)
                 out.append((lineno, row))
@@ -211,7 +211,7 @@ def _read_json_rows(path: Path) -> list[Record]:
         try:
             data = json.load(f)
         except json.JSONDecodeError as e:
-            raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=e.lineno) from None
+            raise DataError(invalid_json(e), file=str(path)) from None
     if isinstance(data, dict):  # {"data": [...]} style wrappers
         lists = [v for v in data.values() if isinstance(v, list)]
         data = lists[0] if len(lists) == 1 else data

@@ -53,10 +53,12 @@ import argparse
 import dataclasses
 import math
 import numbers
+import os
 import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field
+from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from rmcore.errors import ConfigError
@@ -526,6 +528,22 @@ def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
 def comma_list(text: str) -> list[str]:
     """A comma-separated flag value (``ridge,mlp``) as a list, blanks dropped: a ``parse`` of ``option``."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def output_folder(flag: str) -> Callable[[str], str]:
+    """The ``parse`` of a flag naming an output folder (``--out``): a path that is, or lies under, an
+    existing file is a one-line ConfigError naming the flag, read with the other flags, before
+    anything is loaded or written (mkdir would fail later with a bare ``[Errno 17] File exists``)."""
+    def check(value: str) -> str:
+        path = Path(os.path.expanduser(value))
+        for part in (path, *path.parents):
+            if part.exists():
+                if not part.is_dir():
+                    raise ConfigError(f"{flag}: {value if part == path else part} is a file, not a folder")
+                break
+        return value
+
+    return check
 
 
 def option_dests(cls: type, *, prefix: str = "") -> set[str]:

@@ -193,9 +193,9 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     from transformers import AutoModel, AutoTokenizer
 
     # torch: this module loads without it
-    from rmcore.modeling import resolve_model_path
+    from rmcore.modeling import loadable_model_path
 
-    name = resolve_model_path(model or default_embedder())  # Hub id, path or pkg:<module>
+    name = loadable_model_path(model or default_embedder(), "embedder")  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)
     enc_model = AutoModel.from_pretrained(name).eval()
     limit = getattr(enc_model.config, "max_position_embeddings", None)

@@ -49,7 +49,7 @@ from rmcore.data.rewardbench import (
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
 from rmcore.data.simulated import CONFIG_FIELDS, SimulationConfig, simulate_rating_set
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.registry import Registry
 
 Loader = Callable[[dict[str, Any]], RatingSet]
@@ -194,7 +194,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
         try:
             loaded = json.loads(spec)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"--data: invalid JSON ({e.msg})") from None
+            raise ConfigError(f"--data: {invalid_json(e)}") from None
         if "name" not in loaded:
             raise ConfigError("--data: a JSON spec needs a 'name'")
         return loaded

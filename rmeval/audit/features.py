@@ -164,9 +164,9 @@ def last_token_states(conversations: list[list[Message]], model: str | os.PathLi
     from transformers import AutoModel, AutoTokenizer
 
     # torch: --help stays cheap
-    from rmcore.modeling import resolve_model_path
+    from rmcore.modeling import loadable_model_path
 
-    name = resolve_model_path(model)
+    name = loadable_model_path(model, "--probe-base-model")
     dev = resolve_device(device)
     tok = AutoTokenizer.from_pretrained(name)
     tok.truncation_side = "left"  # the last token is the one read: keep the prompt's end

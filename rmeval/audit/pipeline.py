@@ -118,6 +118,11 @@ class AuditSettings:
                 opts[key] = getattr(self, key)
         return opts
 
+    def statistics(self) -> StatsSettings:
+        """The statistics' settings with the probes' learners of ``--probe-learners`` (None without
+        the probes: all four)."""
+        return replace(self.stats, probe_learners=self.features.learners if self.features else None)
+
     def validate(self) -> None:
         """The suitability step's settings (before any scoring), ``conditions`` checked against the
         registry and resolved (comma lists split; None: every one whose inputs are at hand), the
@@ -350,7 +355,7 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
         tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
     # the statistics report no count of their own: a line every half minute while they run
     with Progress(f"statistics {label}".strip(), enabled=settings.progress):
-        result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
+        result = compute_audit(scores, ratings, settings.statistics(), preferences=prefs,
                                attribute=pick_attribute(rating_set.attributes, settings.attribute)
                                if rating_set.attributes or settings.attribute else None,
                                reference_scores=pool_scores, **tables)
@@ -444,7 +449,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
                              seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
-                             checkpoint=checkpoint, data=data)
+                             checkpoint=checkpoint, data=data, progress=settings.progress)
 
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
@@ -521,9 +526,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                         file=str(reference_scores))
     tables = read_feature_tables(features if features is not None else Path(scores).parent,
                                  explicit=features is not None)
-    # the probes' learners of --probe-learners (the audit itself leaves them at all four)
-    stats = replace(settings.stats, probe_learners=settings.features.learners if settings.features else None)
-    result = compute_audit(st, rt, stats, preferences=prefs, attribute=attribute, reference_scores=pool,
+    result = compute_audit(st, rt, settings.statistics(), preferences=prefs, attribute=attribute, reference_scores=pool,
                            compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it

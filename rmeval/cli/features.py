@@ -7,7 +7,7 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.data.registry import load_data
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.audit.features import FeatureSettings, write_features
 from rmeval.cli.flags import DATA_HELP, add_command
 
@@ -20,7 +20,7 @@ class FeaturesCommand:
     """``rmeval features``' settings: the data set, the output, and the probes' models (``FeatureSettings``)."""
 
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     seed: int = option(0, ge=0, help="prompt sample and k-means seed")
     features: FeatureSettings = nested(FeatureSettings, only=MODEL_FLAGS)

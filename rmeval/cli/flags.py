@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
 from rmcore.jobs import launch_command
-from rmcore.settings import add_options, from_args, nested, option
+from rmcore.settings import add_options, from_args, nested, option, output_folder
 from rmeval.scoring import ScorerSettings
 
 T = TypeVar("T")
@@ -63,19 +63,10 @@ class ScoringCommand:
 
     checkpoint: str = option("", required=True, help="checkpoint dir, dir of checkpoints, or Hub id")
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
     wandb: WandbFlags = nested(WandbFlags)
-
-
-def wandb_target(settings: Any) -> dict[str, Any]:
-    """``--wandb-project`` and ``--wandb-mode`` as the keywords the library takes: of a command's
-    settings (its ``wandb``), or of a namespace parsed with ``rmeval.cli.experiments.add_experiment_flags``
-    (``rmtrain filter-experiment``)."""
-    if isinstance(settings, argparse.Namespace):
-        settings = from_args(WandbFlags, settings, prefix="wandb.")
-    return (settings if isinstance(settings, WandbFlags) else settings.wandb).target()
 
 
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:

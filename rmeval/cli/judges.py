@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.markdown import num
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.cli.flags import WandbFlags, add_command
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
@@ -30,7 +30,7 @@ class AnalyzeCommand:
     """``rmeval judges analyze``'s settings: the judgments, the output, and what is computed."""
 
     judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table with reference labels: adds the difficulty strata and the "
                                           "attribute-label associations")
     analysis: AnalysisSettings = nested(AnalysisSettings)
@@ -44,7 +44,7 @@ class ReweightCommand:
 
     judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
     items: str = option("", required=True, help="items table with reference labels")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     reweight: ReweightSettings = nested(ReweightSettings)
     baselines: BaselineSettings | None = nested(BaselineSettings, when="kinds")
     wandb: WandbFlags = nested(WandbFlags)
@@ -74,9 +74,15 @@ def run_elicit(cfg: ElicitConfig) -> int:
 
 
 def run_analyze(s: AnalyzeCommand) -> int:
+    import sys
     from pathlib import Path
 
+    # matplotlib: --help stays cheap
+    from rmeval.judges.plots import plots_not_drawn
+
     res = analyze_judgments(s.judgments, s.out, items=s.items, settings=s.analysis, **s.wandb.target())
+    for note in plots_not_drawn(res):
+        print(note, file=sys.stderr)
     ag = res["agreement"]
 
     def f(x: float | None) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.settings import add_options, from_args, option
+from rmcore.settings import add_options, from_args, option, output_folder
 from rmeval.reproduce.plan import plan_markdown, plan_recipe
 from rmeval.reproduce.recipe import load_reproduction
 from rmeval.reproduce.runner import run_recipe
@@ -21,7 +21,7 @@ class ReproduceCommand:
     """``rmeval reproduce``'s settings; ``recipe`` is the positional argument."""
 
     recipe: str = ""
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir/<recipe name>, "
+    out: str | None = option(None, parse=output_folder("--out"), help="output directory (default: the recipe's output_dir/<recipe name>, "
                                         "with -stand-in for a stand-in run)")
     dry_run: bool = option(False, help="print each row's loader, head, GPU memory, texts and GPU hours; "
                                        "download and score nothing")

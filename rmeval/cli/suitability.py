@@ -15,14 +15,14 @@ from rmcore.checkpoints import find_checkpoints
 from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
-from rmcore.settings import nested, option
+from rmcore.settings import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
 from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
-# attribute and the score cache are read; the resamples and --no-progress are accepted and unused (no
+# attribute, the score cache and --no-progress are read; the resamples are accepted and unused (no
 # bootstrap here), so a command line written for rmeval audit runs here too. suitability-stats takes
 # the seed alone (its pairs need no rated attribute, and it has no audit command line to share).
 SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
@@ -49,7 +49,7 @@ class SuitabilityStatsCommand:
 
     pairs: str = option("", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
                                                 "m_perturbed [, model, changed]")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
     common: AuditSettings = nested(AuditSettings, only=("stats.seed",))
     wandb: WandbFlags = nested(WandbFlags)
@@ -76,7 +76,7 @@ def run(s: SuitabilityCommand) -> int:
     s.scorer.placement.validate()
     results, joint = audit_checkpoints(checkpoints, rating_set, s.scorer, s.suitability, s.out, seed=seed,
                                        attribute=s.common.attribute, data=s.data, cache=s.common.cache,
-                                       **s.wandb.target())
+                                       progress=s.common.progress, **s.wandb.target())
     for name, res in results.items():
         print(suitability_line(name, res, dest(s.out, name, joint is None)))
     if joint is not None:

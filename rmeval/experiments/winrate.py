@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.io import atomic_save_figure
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
@@ -230,7 +230,7 @@ def _suitability_doc(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
     try:
         return json.loads(path.read_text()), path
     except json.JSONDecodeError as e:
-        raise DataError(f"not JSON ({e.msg})", file=str(path), row=e.lineno) from None
+        raise DataError(invalid_json(e), file=str(path)) from None
 
 
 def read_suitability(path: str | os.PathLike) -> dict[str, float]:

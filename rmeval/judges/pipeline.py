@@ -12,7 +12,7 @@ from typing import Any
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, nested, option
+from rmcore.settings import comma_list, nested, option, output_folder
 from rmcore.tracking import flatten
 
 from .inventory import load_inventory
@@ -53,7 +53,7 @@ class ElicitConfig:
     """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
     judge, the attributes asked, the shards and how the judge runs."""
 
-    out: str = option(required=True, help="output directory")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
                                           "response_b[, label]")
     data: list[str] = option(default_factory=list, action="append",
@@ -140,10 +140,10 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     # torch: --help stays cheap
     from .elicit import ElicitJob, merge_shards, questions_for
 
-    items_path = prepare_items(cfg)
+    spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
     questions = questions_for(attrs, overall=cfg.overall)
-    spec = cfg.judge_spec()
+    items_path = prepare_items(cfg)
     shards = [cfg.shard] if cfg.shard is not None else list(range(cfg.n_shards))
     jobs = [ElicitJob(str(items_path), spec, questions, cfg.out, shard=i, n_shards=cfg.n_shards,
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
@@ -205,7 +205,7 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
 
     # pandas: --help stays cheap
     from .analysis import AnalysisSettings, analysis_markdown, analyze
-    from .plots import agreement_heatmap, weight_profiles
+    from .plots import analysis_plots, plots_not_drawn
     from .tables import load_items, load_judgments
 
     settings = settings or AnalysisSettings()
@@ -218,14 +218,9 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     if items is not None:
         res["meta"]["items"] = str(items)
     atomic_write_json(out / "analysis.json", res)
-    atomic_write_text(out / "analysis.md", analysis_markdown(res))
-    images: dict[str, Path] = {}
-    fitted = {k: v["weights"] for k, v in res["judges"].items() if v["weights"]}
-    if fitted:  # no fit when no judge gave a stable verdict on both classes
-        images["weight_profiles"] = weight_profiles(fitted, out / "weight_profiles.png",
-                                                    title="priority weights (own verdicts)")
-    if len(res["judges"]) > 1:
-        images["agreement_heatmap"] = agreement_heatmap(res, out / "agreement_heatmap.png")
+    notes = "".join(f"\n{note}.\n" for note in plots_not_drawn(res))
+    atomic_write_text(out / "analysis.md", analysis_markdown(res) + notes)
+    images = analysis_plots(res, out)
     _log_run("judges-analyze", out, {"judgments": str(judgments), "items": None if items is None else str(items),
                                      "seed": settings.seed, "null_repeats": settings.null_repeats},
              "judges", _headline(res), images, wandb_project, wandb_mode)

@@ -138,13 +138,14 @@ def input_changed(scorer: Scorer, originals: list[Pair], perturbed: list[Pair]) 
                      for j in range(0, n2, 2)], dtype=bool)
 
 
-def score_suite(scorer: Scorer, suite: list[PerturbedSet]) -> pd.DataFrame:
+def score_suite(scorer: Scorer, suite: list[PerturbedSet], progress: bool = True) -> pd.DataFrame:
     """The pairs table of a built suite (failed twins are absent from it; see ``suite_counts``):
-    confidence and log confidence of original and perturbed, ``changed`` (the scorer's input)."""
+    confidence and log confidence of original and perturbed, ``changed`` (the scorer's input);
+    ``progress``: the scoring's count on stderr."""
     twins = [(ps.spec, t) for ps in suite for t in ps.twins if t.perturbed is not None]
     changed = input_changed(scorer, [t.original for _, t in twins], [t.perturbed for _, t in twins])
     to_score = [t.original for _, t in twins] + [t.perturbed for (_, t), c in zip(twins, changed) if c]
-    m, log_m = pair_metrics(scorer, to_score, progress="scoring suitability pairs")
+    m, log_m = pair_metrics(scorer, to_score, progress="scoring suitability pairs" if progress else None)
     n = len(twins)
     mp, lp = m[:n].copy(), log_m[:n].copy()  # an unchanged twin: exactly its original's values
     mp[changed], lp[changed] = m[n:], log_m[n:]

@@ -10,7 +10,7 @@ from typing import Any
 
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand, overrides
 
@@ -43,6 +43,7 @@ class PolicyCommand(RecipeCommand):
     environment: str = option(required=True, recipe_key="environment", help="clean | perturbed")
     # not a recipe override: the policy's directory is set from the reward model's name (run)
     output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
+                                    parse=output_folder("--out"),
                                     help="policy directory (default: output_root/<reward model name>/<environment>)")
     launch: bool = option(False, help="ppo: start the reward server, run OpenRLHF, write policy_summary.json")
     collect: bool = option(False,
@@ -65,7 +66,7 @@ class PolicyEvalCommand(RecipeCommand):
                                help="hf:PATH | openai:MODEL (default: evaluation.judge)")
     judge_base_url: str | None = option(None, recipe_key="evaluation.judge_base_url",
                                         help="OpenAI-compatible endpoint base URL")
-    out: str = option(required=True, help="output directory of the evaluation")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory of the evaluation")
     device: str | None = _device("the policies' generation and an hf: judge", "evaluation.device")
     dtype: str | None = _dtype("the policies' generation and an hf: judge", "evaluation.dtype")
     force: bool = option(False, help="no effect here (accepted like the other rmtrain commands' --force): the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 
@@ -14,7 +14,7 @@ class SweepCommand(RecipeCommand):
     """``rmtrain sweep``'s settings."""
 
     output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
-                                    recipe_key="sweep.output_root",
+                                    recipe_key="sweep.output_root", parse=output_folder("--out"),
                                     help="sweep directory (default: the recipe's sweep.output_root)")
     dry_run: bool = option(False, help="print the run matrix and launch commands, run nothing")
     executor: str = option("local", choices=["local", "slurm", "submitit-local"],

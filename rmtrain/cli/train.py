@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from rmcore.checkpoints import run_title
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd")
@@ -28,7 +28,7 @@ class TrainCommand(RecipeCommand):
     model: str | None = option(None, recipe_key="model.name_or_path",
                                help="Hub id or local path of the base model")
     output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
-                                    recipe_key="output_dir",
+                                    recipe_key="output_dir", parse=output_folder("--out"),
                                     help="run directory (default: the recipe's output_dir)")
 
 

@@ -47,8 +47,8 @@ import torch
 from rmcore.config import training_recipe_writing
 from rmcore.device import Placement, describe, input_device
 from rmcore.errors import ConfigError, PathNotFoundError
-from rmcore.io import check_path
-from rmcore.modeling import resolve_model_path
+from rmcore.io import check_path, check_safetensors
+from rmcore.modeling import check_model_name, resolve_model_path
 from rmcore.registry import Registry, did_you_mean
 
 # UltraLM/UltraRM's layout as reward-bench evaluates UltraRM (its "openbmb" conversation template):
@@ -148,11 +148,9 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     """A reward model that is neither an existing local path nor a Hub id (``owner/name``) is one
     line naming it and what writes it, not the Hub's repo-id error: a path that a training recipe
     in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
-    recipe. ``pkg:`` models are checked by their package. A local checkpoint's safetensors files
-    must be whole (``rmcore.io.check_safetensors``)."""
-    from rmcore.io import check_safetensors
-    from rmcore.modeling import resolve_model_path
-
+    recipe. A Hub id neither in the cache nor on a Hub that answers is one line too
+    (``rmcore.modeling.check_model_name``). ``pkg:`` models are checked by their package. A local
+    checkpoint's safetensors files must be whole (``rmcore.io.check_safetensors``)."""
     name = str(name_or_path)
     path = resolve_model_path(name)
     if Path(os.path.expanduser(path)).exists():
@@ -166,6 +164,7 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     except PathNotFoundError:
         raise PathNotFoundError(f"reward model {name}: not found; not a local checkpoint, nor a Hub id owner/name "
                                 f"(`rmtrain train --config RECIPE --out {name}` trains one there)") from None
+    check_model_name(path, f"reward model {name}")  # a Hub id: in the cache, or the Hub asked once
 
 
 def read_config(path: str) -> dict[str, Any]:

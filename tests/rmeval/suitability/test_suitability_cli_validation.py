@@ -77,18 +77,38 @@ def test_help_writes_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_report_titled_by_arm_and_seed(tmp_path):
+def _tiny_run(root):
+    """A tiny llama reward model saved as run bt_margin, seed 2."""
     from rmcore.checkpoints import SUMMARY_FILE
     from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
 
     tok = train_tokenizer(["How do I bake bread? Mix flour and water. Just buy bread."], word_level=True,
                           pad_token="[PAD]", unk_token="[UNK]")
-    run = tmp_path / "runs" / "seed2"
+    run = root / "runs" / "seed2"
     save_tiny(run, tiny_model(tok, "llama", head="classifier", num_labels=1), tok)
     (run / SUMMARY_FILE).write_text(json.dumps({"arm": "bt_margin", "seed": 2}))
-    out = tmp_path / "suit"
-    assert main(["suitability", "--checkpoint", str(run), "--data", "simulated:n_prompts=6,seed=1", "--out", str(out),
+    return run
+
+
+def _suitability(run, out, *extra):
+    return main(["suitability", "--checkpoint", str(run), "--data", "simulated:n_prompts=6,seed=1", "--out", str(out),
                  "--perturbations", "EF", "IU", "--n-permutations", "200", "--no-robustness",
-                 "--wandb-mode", "disabled"]) == 0
+                 "--wandb-mode", "disabled", *extra])
+
+
+def test_report_titled_by_arm_and_seed(tmp_path):
+    run = _tiny_run(tmp_path)
+    out = tmp_path / "suit"
+    assert _suitability(run, out) == 0
     assert (out / "suitability.md").read_text().startswith("# Suitability of bt_margin seed 2\n")
     assert "structure" not in json.loads((out / "suitability.json").read_text())
+
+
+def test_no_progress_silences_the_scoring_count(tmp_path, capsys):
+    """The scoring count goes to stderr (a closing line off a terminal) unless --no-progress."""
+    run = _tiny_run(tmp_path)
+    assert _suitability(run, tmp_path / "a") == 0
+    assert "scoring suitability pairs:" in capsys.readouterr().err
+    assert _suitability(run, tmp_path / "b", "--no-progress") == 0
+    err = capsys.readouterr().err
+    assert not re.search(r"^\S[^:\n]*: [\d,]+ of [\d,]+ \w+|: done in ", err, re.M), err
