@@ -22,10 +22,10 @@ from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_p
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
-# attribute, the score cache and --no-progress are read; the resamples are accepted and unused (no
-# bootstrap here), so a command line written for rmeval audit runs here too. suitability-stats takes
-# the seed alone (its pairs need no rated attribute, and it has no audit command line to share).
-SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
+# attribute, the score cache and --no-progress; not the resamples (no bootstrap here: a flag that
+# changed nothing would mislead). suitability-stats takes the seed alone (its pairs need no rated
+# attribute).
+SHARED_WITH_AUDIT = ("attribute", "stats.seed")
 MODEL_FLAGS = tuple(f.name for f in dataclasses.fields(SuitabilityAuditSettings) if f.name not in ("data", "groups"))
 
 
