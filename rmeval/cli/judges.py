@@ -2,9 +2,9 @@
 
     rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
                           [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
-                          [--n-shards N [--shard I] [--executor none|local|slurm|debug]]
-    rmeval judges analyze --judgments FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
-    rmeval judges reweight --judgments FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
+                          [--n-shards N [--shard I] [--executor none|local|slurm|debug]] [--table judgments.jsonl]
+    rmeval judges analyze --judgments STORE|FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
+    rmeval judges reweight --judgments STORE|FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--chunk-items", type=int, default=2, help="items per committed chunk")
     e.add_argument("--no-progress", action="store_true")
     e.add_argument("--seed", type=int, default=0, help="A/B assignment of --data pairs")
+    e.add_argument("--table", default=None, help="also write the merged judgments as a long table OUT/TABLE "
+                                                 "(judgments.jsonl or .parquet) for inspection")
     e.set_defaults(func=run_elicit)
 
     a = js.add_parser("analyze", help="agreement, consistency, position bias, priority weights and the "
@@ -120,7 +122,7 @@ def run_elicit(args: argparse.Namespace) -> int:
                        trust_remote_code=args.trust_remote_code, device_map=args.device_map,
                        prefix_reuse=not args.no_prefix_reuse,
                        margin=args.margin, concurrency=args.concurrency, chunk_items=args.chunk_items,
-                       progress=not args.no_progress, seed=args.seed)
+                       progress=not args.no_progress, seed=args.seed, table=args.table)
     s = run_elicit(cfg)
     print(f"elicited {s['n_cells']} calls ({s['n_made']} asked now, {s['n_cached']} from the cache; "
           f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed) -> {s.get('judgments', args.out)}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,9 @@ from .panel import (
     pair_agreement,
 )
 
+if TYPE_CHECKING:
+    from .store import JudgmentStore
+
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
 
@@ -61,7 +64,9 @@ class AnalysisSettings:
     subset (the paper's 20); ``min_n_source`` and ``min_n_pooled`` usable comparisons a reader
     needs to enter a label association (the paper's 50 and 200); ``attributes_file``: the
     inventory used at elicitation, if custom (for attribute families); ``controls``: False skips
-    every paper control (the audit hook's quick profile)."""
+    every paper control (the audit hook's quick profile); ``jobs``: worker processes for the
+    logistic fits (default: this process's CPUs; the figures do not depend on it); ``progress``:
+    progress bars on stderr when it is a terminal."""
 
     attributes: list[str] | None = None
     seed: int = 0
@@ -73,8 +78,13 @@ class AnalysisSettings:
     min_n_pooled: int = 200
     attributes_file: str | None = None
     controls: bool = True
+    jobs: int | None = None
+    progress: bool = True
 
     def __post_init__(self) -> None:
+        if self.jobs is not None and (isinstance(self.jobs, bool) or not isinstance(self.jobs, (int, np.integer))
+                                      or self.jobs < 1):
+            raise ConfigError(f"jobs must be an integer >= 1, got {self.jobs!r}")
         for name, flag, low in (("n_splits", "--n-splits", 0), ("null_repeats", "--null-repeats", 0),
                                 ("min_shared", "--min-shared-attributes", 1), ("min_n_source", "--min-n-source", 0),
                                 ("min_n_pooled", "--min-n-pooled", 0)):
@@ -96,18 +106,11 @@ def agreement(panel: Panel) -> dict[str, Any]:
             out[f"{key}_coverage"] = _mean([p[key]["coverage"] for p in pairs])
     out["n_pairs"] = len(pairs)
     # per attribute, pooled over judge pairs (cells where both resolve a stable direction)
-    per: dict[str, Any] = {}
-    s, p = panel.stable, panel.present
-    for a, name in enumerate(panel.attributes):
-        agree = n = cells = 0
-        for j, k in itertools.combinations(range(len(panel.judges)), 2):
-            c = p[j, :, a] & p[k, :, a]
-            m = c & (s[j, :, a] != 0) & (s[k, :, a] != 0)
-            agree += int(np.sum(s[j, m, a] == s[k, m, a]))
-            n += int(m.sum())
-            cells += int(c.sum())
-        per[name] = {"agreement": _rate(agree, n), "n": n, "coverage": _rate(n, cells)}
-    out["per_attribute"] = per
+    ac = panel.attribute_counts()
+    upper = np.triu_indices(len(panel.judges), 1)
+    agree, n, cells = (x[:, upper[0], upper[1]].sum(axis=1) for x in (ac.agree(), ac.joint, ac.cells))
+    out["per_attribute"] = {name: {"agreement": _rate(agree[a], n[a]), "n": int(n[a]), "coverage": _rate(n[a], cells[a])}
+                            for a, name in enumerate(panel.attributes)}
     out["pairs"] = pairs
     return out
 
@@ -167,22 +170,53 @@ def priority_data(panel: Panel, j: int, features: np.ndarray | None = None) -> t
 
 
 def shared_features(panel: Panel) -> np.ndarray:
-    """Majority stable direction over judges per item-attribute cell, 0 when tied or absent."""
-    return np.sign(panel.stable[:, :, :-1].astype(int).sum(axis=0)).astype(float)
+    """Majority stable direction over judges per item-attribute cell, 0 when tied or absent (int8;
+    summed judge by judge, never a wide copy of the panel)."""
+    total = np.zeros(panel.stable.shape[1:], dtype=np.int16)
+    for j in range(len(panel.judges)):
+        total += panel.stable[j]
+    return np.sign(total[:, :-1]).astype(np.int8)
+
+
+def _priority_task(x_own: np.ndarray, x_shared: np.ndarray, y: np.ndarray, excluded: int, attributes: list[str],
+                   seed: int, n_splits: int) -> dict[str, Any]:
+    """One judge's priority fits (``priorities``) from its int8 features: a worker's task."""
+    out: dict[str, Any] = {}
+    with one_blas_thread():
+        for tag, feats in (("", x_own), ("shared_", x_shared)):
+            x = feats.astype(float)
+            fit = fit_weights(x, y, seed)
+            out[f"{tag}weights"] = dict(zip(attributes, fit[0].tolist())) if fit else None
+            out[f"{tag}intercept"] = fit[1] if fit else None
+            out[f"{tag}cv_accuracy"] = cv_accuracy(x, y, seed=seed)
+            if not tag:
+                out["n_items"], out["n_excluded"] = int(len(y)), excluded
+                out["split_half"] = split_half(x, y, n_splits=n_splits, seed=seed)
+    return out
+
+
+def _priority_args(panel: Panel, j: int, shared: np.ndarray, seed: int, n_splits: int) -> tuple[Any, ...]:
+    read = panel.present[j, :, -1]
+    v = panel.verdict[j]
+    keep = read & (v != 0)
+    return (panel.stable[j, keep, :-1], shared[keep], v[keep].astype(int), int((read & (v == 0)).sum()),
+            panel.attributes, seed, n_splits)
 
 
 def priorities(panel: Panel, j: int, *, seed: int = 0, n_splits: int = 20) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for tag, feats in (("", None), ("shared_", shared_features(panel))):
-        x, y, excluded = priority_data(panel, j, feats)
-        fit = fit_weights(x, y, seed)
-        out[f"{tag}weights"] = dict(zip(panel.attributes, fit[0].tolist())) if fit else None
-        out[f"{tag}intercept"] = fit[1] if fit else None
-        out[f"{tag}cv_accuracy"] = cv_accuracy(x, y, seed=seed)
-        if not tag:
-            out["n_items"], out["n_excluded"] = int(len(y)), excluded
-            out["split_half"] = split_half(x, y, n_splits=n_splits, seed=seed)
-    return out
+    """Own-perception fit (weights, intercept, 5-fold accuracy, split-half reliability) and the
+    shared-perception refit of judge j."""
+    return _priority_task(*_priority_args(panel, j, shared_features(panel), seed, n_splits))
+
+
+def all_priorities(panel: Panel, *, seed: int = 0, n_splits: int = 20, jobs: int | None = None,
+                   progress: bool = False) -> list[dict[str, Any]]:
+    """``priorities`` of every judge, in panel order, over worker processes."""
+    from .workers import run_tasks
+
+    shared = shared_features(panel)
+    tasks = [_priority_args(panel, j, shared, seed, n_splits) for j in range(len(panel.judges))]
+    return run_tasks(_priority_task, tasks, jobs=jobs, desc="priority fits", progress=progress)
 
 
 def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str) -> dict[str, float | None]:
@@ -203,12 +237,13 @@ def _families(attributes_file: str | None) -> dict[str, str]:
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
-def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
+def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None = None, *,
             settings: AnalysisSettings | None = None, **overrides: Any) -> dict[str, Any]:
     """The analysis.json document: ``judges.<judge>.{weights, cv_accuracy, ...}``,
     ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
     controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
-    ``label_associations``. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
+    ``label_associations``. ``judgments``: a judgment store (``rmeval.judges.store``) or a long
+    table. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
     from .agreement_controls import (
         attribute_importance,
         difficulty_strata,
@@ -221,11 +256,11 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
     from .priority_controls import priority_controls
 
     st = replace(settings or AnalysisSettings(), **overrides)
-    panel = build_panel(judgments, st.attributes)
-    judges: dict[str, Any] = {}
-    with one_blas_thread():
-        for j, name in enumerate(panel.judges):
-            judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=st.seed, n_splits=st.n_splits)}
+    panel = build_panel(judgments, st.attributes, progress=st.progress)
+    if st.controls and st.donor is not None and st.donor not in panel.judges:  # before minutes of fits
+        raise ConfigError(f"--donor '{st.donor}' is not a judge of the panel ({', '.join(panel.judges)})")
+    fits = all_priorities(panel, seed=st.seed, n_splits=st.n_splits, jobs=st.jobs, progress=st.progress)
+    judges = {name: {**judge_consistency(panel, j), **fits[j]} for j, name in enumerate(panel.judges)}
     res: dict[str, Any] = {
         "judges": judges,
         "agreement": agreement(panel),
@@ -247,7 +282,8 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
             res["label_associations"] = label_associations(panel, items, min_n_source=st.min_n_source,
                                                            min_n_pooled=st.min_n_pooled)
         with one_blas_thread():
-            res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed))
+            res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed,
+                                         jobs=st.jobs, progress=st.progress))
     res["meta"] = {"n_judges": len(panel.judges), "n_items": len(panel.items), "attributes": panel.attributes,
                    "seed": st.seed, "n_splits": st.n_splits, "controls": st.controls, "null_repeats": st.null_repeats,
                    "min_shared": st.min_shared, "min_n_source": st.min_n_source, "min_n_pooled": st.min_n_pooled,

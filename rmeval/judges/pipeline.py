@@ -45,6 +45,7 @@ class ElicitConfig:
     chunk_items: int = 2
     progress: bool = True
     seed: int = 0
+    table: str | None = None  # also write the merged long table OUT/<table> (jsonl or parquet) for inspection
 
     def judge_spec(self) -> dict[str, Any]:
         if bool(self.model) == bool(self.endpoint):
@@ -112,7 +113,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
         summary[key] = int(sum(s[key] for s in stats))
     if cfg.shard is None:
-        summary["judgments"] = str(merge_shards(cfg.out))
+        summary["judgments"] = str(merge_shards(cfg.out, table=cfg.table))
     atomic_write_json(Path(cfg.out) / "elicit_stats.json", summary)
     return summary
 
@@ -162,12 +163,13 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
 
     from .analysis import AnalysisSettings, analysis_markdown, analyze
     from .plots import agreement_heatmap, weight_profiles
-    from .tables import load_items, load_judgments
+    from .store import load_store
+    from .tables import load_items
 
     settings = settings or AnalysisSettings()
-    table = load_judgments(judgments)
+    store = load_store(judgments)  # a store, or a long table converted
     item_table = load_items(items) if items is not None else None
-    res = analyze(table, item_table, settings=settings)  # bad settings fail before anything is written
+    res = analyze(store, item_table, settings=settings)  # bad settings fail before anything is written
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     res["meta"]["judgments"] = str(judgments)
@@ -191,20 +193,24 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike, *,
                        budgets: tuple[int, ...] = (32, 64, 128, 256), n_repeats: int = 10,
                        top_k: tuple[int, ...] = (6, 12), seed: int = 0, baselines: Any | None = None,
-                       wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+                       jobs: int | None = None, wandb_project: str = "matchrm",
+                       wandb_mode: str | None = None) -> dict[str, Any]:
     """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run; with
-    ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric and LoRA baselines too."""
+    ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric and LoRA baselines too.
+    ``jobs``: worker processes for the fits (default: this process's CPUs)."""
     from rmcore.io import atomic_write_json, atomic_write_text
 
     from .plots import weight_profiles
     from .reweight import reweight, reweight_markdown
-    from .tables import load_items, load_judgments
+    from .store import load_store
+    from .tables import load_items
 
     if any(b < 2 for b in budgets) or any(k < 1 for k in top_k) or n_repeats < 1:
         raise ConfigError(f"--budgets must be integers >= 2, --top-k integers >= 1 and --n-repeats >= 1; got "
                           f"budgets {list(budgets)}, top-k {list(top_k)}, n-repeats {n_repeats}")
     item_table = load_items(items, need_labels=True)
-    res = reweight(item_table, load_judgments(judgments), budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed)
+    res = reweight(item_table, load_store(judgments), budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed,
+                   jobs=jobs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:

@@ -179,7 +179,7 @@ def test_kill_mid_run_and_resume(tmp_path, items, shared_data):
     assert proc.returncode == -signal.SIGKILL
     done = _cache_rows(tmp_path / "out")
     assert 0 < done < total
-    assert not list((tmp_path / "out" / "shards").glob("*.jsonl")) if (tmp_path / "out" / "shards").exists() else True
+    assert not list((tmp_path / "out" / "shards").glob("*.npz")) if (tmp_path / "out" / "shards").exists() else True
     stats = ElicitJob(**job)()  # the restart (in this process: a second interpreter start costs ~10 s)
     assert stats["n_cached"] == done and stats["n_made"] == total - done  # nothing asked twice
     j = load_judgments(merge_shards(tmp_path / "out"))
@@ -227,7 +227,7 @@ def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
     # "both have merit" is a malformed answer for a letter question... only because it names no letter
     # and is not a tie word at the start: counted, direction 0
     assert stats.n_malformed == len(sub) * 2 and judge.n_malformed == len(sub) * 2
-    j = pd.read_json(stats.table, lines=True)
+    j = load_judgments(stats.table)
     assert (j.loc[j["attribute"] == "verbosity", "direction"] == 0).all()
     spec = j[j["attribute"] == "specificity"].set_index(["item_id", "order"])["direction"]
     assert (spec.xs("AB", level="order") == 1).all() and (spec.xs("BA", level="order") == -1).all()
