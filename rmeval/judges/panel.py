@@ -228,7 +228,11 @@ def _mean(values: list[float | None]) -> float | None:
 
 def one_blas_thread():
     """Small logistic fits run fastest on one BLAS thread; several threads spin-wait on each other
-    (10x slower on a busy 2-core machine)."""
+    (10x slower on a busy 2-core machine). scikit-learn's lbfgs runs in scipy, whose BLAS is a
+    library of its own: it is loaded first, since a limit applies only to the libraries loaded when
+    it is set (a fit importing scipy inside the limit ran on two threads, 11x the CPU time)."""
+    import scipy.optimize  # noqa: F401 - loads scipy's BLAS
+    import sklearn.linear_model  # noqa: F401
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
