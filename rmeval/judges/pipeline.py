@@ -190,6 +190,21 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     return res
 
 
+MAX_PROFILES = 20  # lines in the reweighted-weights plot before it shows one per source
+
+
+def _source_means(res: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """source -> the mean over judges of the reweighted weights (sources by name)."""
+    import numpy as np
+
+    by_source: dict[str, list[dict[str, float]]] = {}
+    for jr in res["judges"].values():
+        for s, r in jr["sources"].items():
+            if r.get("weights"):
+                by_source.setdefault(s, []).append(r["weights"])
+    return {s: {a: float(np.mean([w[a] for w in ws])) for a in ws[0]} for s, ws in sorted(by_source.items())}
+
+
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike, *,
                        budgets: tuple[int, ...] = (32, 64, 128, 256), n_repeats: int = 10,
                        top_k: tuple[int, ...] = (6, 12), seed: int = 0, baselines: Any | None = None,
@@ -222,10 +237,12 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     atomic_write_text(out / "reweight.md", reweight_markdown(res))
     profiles = {f"{j}/{s}": r["weights"] for j, jr in res["judges"].items() for s, r in jr["sources"].items()
                 if r.get("weights")}
+    title = "reweighted attribute weights (reference labels)"
+    if len(profiles) > MAX_PROFILES:  # 357 judge/source lines (the published panel) are no plot: one per source
+        profiles, title = _source_means(res), f"{title}, mean over judges per source"
     images = {}
     if profiles:
-        images["weight_profiles"] = weight_profiles(profiles, out / "reweight_weights.png",
-                                                    title="reweighted attribute weights (reference labels)")
+        images["weight_profiles"] = weight_profiles(profiles, out / "reweight_weights.png", title=title)
     _log_run("judges-reweight", out, {"judgments": str(judgments), "items": str(items)}, "reweight", res, images,
              wandb_project, wandb_mode)
     return res
