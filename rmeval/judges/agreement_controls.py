@@ -312,21 +312,24 @@ def difficulty_strata(panel: Panel, items: pd.DataFrame) -> dict[str, Any]:
     return {**out, "n_labelled_items": int((y != 0).sum()), "n_ties_or_unlabelled": int((y == 0).sum())}
 
 
-def _association_counts(panel: Panel, y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(usable, hits, read), each (G, J, A): per group of items (``groups``: (I, G) bool), judge and
-    attribute, the labelled cells with a stable direction, those whose direction is the label, and
-    the labelled cells read. One matrix product per judge: with m the (I, G) labelled-group
-    indicator, usable = m^T |d|, read = m^T p, and hits = (usable + m^T (d * y)) / 2 since
-    d * y is +1 on a hit and -1 on a miss (float32, exact: counts below 2^24)."""
-    m = (groups & (y != 0)[:, None]).astype(np.float32).T
-    n_g, n_j, n_a = groups.shape[1], len(panel.judges), len(panel.attributes)
-    usable, hits, read = (np.zeros((n_g, n_j, n_a), np.int64) for _ in range(3))
-    lab = y.astype(np.int8)[:, None]
+def _association_counts(panel: Panel, y: np.ndarray, group: np.ndarray, n_groups: int) -> tuple[np.ndarray, ...]:
+    """(usable, hits, read), each (1 + G, J, A): per group of items (all labelled items pooled
+    first, then ``group`` 0..G-1 of each item, -1 for none), judge and attribute, the labelled
+    cells with a stable direction, those whose direction is the label, and the labelled cells read.
+    The labelled items are put in group order once; each judge's counts are then segment sums of
+    |d|, [d = y] and p over those rows (one pass over the judge's cells)."""
+    rows = np.flatnonzero((y != 0) & (group >= 0))
+    rows = rows[np.argsort(group[rows], kind="stable")]
+    starts = np.searchsorted(group[rows], np.arange(n_groups))
+    n_j, n_a = len(panel.judges), len(panel.attributes)
+    usable, hits, read = (np.zeros((1 + n_groups, n_j, n_a), np.int64) for _ in range(3))
+    lab = y[rows].astype(np.int8)[:, None]
     for j in range(n_j):
-        s = panel.stable[j, :, :-1]
-        usable[:, j] = (m @ np.abs(s).astype(np.float32)).astype(np.int64)
-        read[:, j] = (m @ panel.present[j, :, :-1].astype(np.float32)).astype(np.int64)
-        hits[:, j] = (usable[:, j] + (m @ (s * lab).astype(np.float32)).astype(np.int64)) // 2
+        s = panel.stable[j][rows, :-1]
+        for out, cells in ((usable, s != 0), (hits, (s == lab) & (s != 0)), (read, panel.present[j][rows, :-1])):
+            if len(rows):
+                out[1:, j] = np.add.reduceat(cells, starts, axis=0, dtype=np.int64)
+            out[0, j] = out[1:, j].sum(axis=0)
     return usable, hits, read
 
 
@@ -350,8 +353,8 @@ def label_associations(panel: Panel, items: pd.DataFrame, *, min_n_source: int =
                        min_n_pooled: int = 200) -> dict[str, Any]:
     y, src = label_vector(panel, items)
     sources = sorted(set(src[y != 0]))
-    groups = np.column_stack([np.ones(len(y), bool), *(src == s for s in sources)])
-    usable, hits, read = _association_counts(panel, y, groups)
+    code = {s: n for n, s in enumerate(sources)}
+    usable, hits, read = _association_counts(panel, y, np.array([code.get(s, -1) for s in src]), len(sources))
     out: dict[str, Any] = {"min_n_source": int(min_n_source), "min_n_pooled": int(min_n_pooled),
                            "pooled": _associations(panel.attributes, usable[0], hits[0], read[0], min_n_pooled),
                            "sources": {}}
