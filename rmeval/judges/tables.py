@@ -87,4 +87,6 @@ def load_judgments(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def load_items(path: str | os.PathLike, *, need_labels: bool = False) -> pd.DataFrame:
-    return validate_items(read_table(path), file=str(path), need_labels=need_labels)
+    df = validate_items(read_table(path), file=str(path), need_labels=need_labels)
+    df.attrs.clear()  # the row-number list: every later pandas operation would deep-copy it
+    return df
