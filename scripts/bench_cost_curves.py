@@ -8,8 +8,9 @@ scored):
   probe) on a synthetic audit of N prompts x 2 responses: the scores of ``bench_audit_stats``
   (every condition, or the original condition only) with the helpfulness ratings (human share),
   384-dimensional response and prompt embeddings plus nine text features (the demo's 393), and a
-  prompt table. Sizes ``N:all`` or ``N:original``; HelpSteer2's validation split is 519:all, its
-  training split 10160:original.
+  prompt table. Sizes ``N:all`` or ``N:original`` (``:ridge+mlp+...`` after it: only these
+  response-probe learners); HelpSteer2's validation split is 519:all, its training split
+  10160:original.
 - ``suitability``: a suitability panel from a pairs table (``rmeval suitability-stats``:
   ``rmeval.suitability.checkpoints.suitability_from_pairs``, 10,000 permutations, robustness
   analyses, the five RM-Bench subsets each its own family): M models x 1,327 RM-Bench prompts
@@ -84,8 +85,9 @@ def run_audit(d: Path) -> None:
 
     t = {n: pd.read_parquet(d / f"{n}.parquet") for n in ("scores", "ratings", "features", "prompt_features",
                                                           "prompts")}
+    learners = (d / "learners.txt").read_text().split(",") if (d / "learners.txt").is_file() else None
     res = compute_audit(t["scores"], t["ratings"], prompts=t["prompts"], features=t["features"],
-                        prompt_features=t["prompt_features"])
+                        prompt_features=t["prompt_features"], probe_learners=learners)
     (d / "audit.json").write_text(json.dumps(res, default=str))
 
 
@@ -157,7 +159,15 @@ def run_sweep_report(d: Path) -> None:
 
 # -- driver -------------------------------------------------------------------------------------------
 
-SECTIONS = {"audit": (lambda size, d: audit_tables(int(size.split(":")[0]), size.split(":")[1], d), run_audit),
+def make_audit(size: str, d: Path) -> None:
+    """``N:all`` or ``N:original``, optionally ``:LEARNER+LEARNER`` (the response probes' learners)."""
+    n, conditions, *learners = size.split(":")
+    audit_tables(int(n), conditions, d)
+    if learners:
+        (d / "learners.txt").write_text(learners[0].replace("+", ","))
+
+
+SECTIONS = {"audit": (make_audit, run_audit),
             "suitability": (lambda size, d: suitability_pairs(int(size), d), run_suitability),
             "sweep": (lambda size, d: sweep_rows(int(size), d), run_sweep_report)}
 

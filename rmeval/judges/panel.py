@@ -132,7 +132,10 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
     both = np.zeros(shape, dtype=bool)
     seen = np.zeros(shape, dtype=bool)
     first = np.zeros((len(judges), 2, 2), dtype=np.int64)  # judge, (attributes, overall), (first, resolved)
-    for j, name in enumerate(judges):
+    from tqdm.auto import tqdm
+
+    for j, name in enumerate(tqdm(judges, desc="panel", unit="judge", disable=None if progress else True,
+                                  leave=False)):
         d = np.full((len(store.items), len(cols), 2), MISSING, dtype=np.int8)
         d[:, have] = np.asarray(store.judge(name))[:, src]
         ab, ba = d[..., 0], d[..., 1]
