@@ -78,4 +78,9 @@ def display_name(name: str, checkpoint: Path | str) -> str:
     if "arm" not in prov or "seed" not in prov:
         return name
     step = Path(str(checkpoint)).name
-    return f"{prov['arm']} seed {prov['seed']}" + (f" {step}" if step.startswith("checkpoint-") else "")
+    return run_title(prov["arm"], prov["seed"]) + (f" {step}" if step.startswith("checkpoint-") else "")
+
+
+def run_title(arm: str, seed: int) -> str:
+    """How reports and summary lines name a run: ``bt_margin seed 1``."""
+    return f"{arm} seed {seed}"

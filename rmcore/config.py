@@ -10,65 +10,100 @@ config dataclasses beside the code that reads them (``rmtrain.config``, ``rmtrai
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import types
 import typing
 from collections.abc import Iterable
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, TypeVar
 
 import yaml
 
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
+from rmcore.settings import is_embedded, nesting, type_hints
 
 T = TypeVar("T")
 
 
-def build_config(cls: type[T], values: Any, where: str) -> T:
-    """Dataclass from a mapping, recursively, rejecting unknown keys."""
+def build_config(cls: type[T], values: Any, where: str, *, base: Any = None) -> T:
+    """Dataclass from a mapping, recursively, rejecting unknown keys; ``base``: the instance whose
+    values the keys not given keep (an embedded block's holder default), else the class defaults."""
     if not dataclasses.is_dataclass(cls):
         return values
     if values is None:
         values = {}
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
-    hints = get_type_hints(cls)
-    values = _embed(cls, values, hints)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
+    hints = type_hints(cls)
+    names = recipe_keys(cls)
+    unknown = sorted(set(values) - set(names))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}")
     kwargs = {}
-    for k, v in values.items():
-        t = hints[k]
+    for f in dataclasses.fields(cls):
+        if is_embedded(f):
+            # an embedded settings field (``rmcore.settings.nested(embed=True)``) takes its keys from the
+            # parent's mapping: ``sweep.audit.n_boot`` is the held ``AuditSettings``' ``n_boot``
+            inner = {k: values[k] for k in _embedded_keys(f, hints[f.name]) if k in values}
+            if inner:
+                held = getattr(base, f.name) if base is not None else _field_default(f)
+                kwargs[f.name] = build_config(type(held), inner, where, base=held)
+            continue
+        if f.name not in values:
+            continue
+        v, t = values[f.name], hints[f.name]
         sub = dataclass_in(t)
         if sub is not None and (isinstance(v, dict) or v is None):
-            kwargs[k] = build_config(sub, v, f"{where}.{k}")
+            kwargs[f.name] = build_config(sub, v, f"{where}.{f.name}")
         else:
-            kwargs[k] = coerce_value(v, t, f"{where}.{k}")
+            kwargs[f.name] = coerce_value(v, t, f"{where}.{f.name}")
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
 
 
-def _embed(cls: type, values: dict[str, Any], hints: dict[str, Any]) -> dict[str, Any]:
-    """An embedded settings field (``rmcore.settings.nested(embed=True)``) takes its keys from the
-    parent's mapping: ``sweep.audit.n_boot`` is the held ``AuditSettings``' ``n_boot``."""
-    from rmcore.settings import is_embedded
+def _field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
-    values = dict(values)
-    own = {f.name for f in dataclasses.fields(cls)}
+
+def _embedded_keys(f: dataclasses.Field, hint: Any) -> list[str]:
+    """The recipe keys an embedded field takes from its parent's mapping (its ``keys``, else all)."""
+    n = nesting(f)
+    sub = dataclass_in(hint) or (n.cls if n else None) or type(_field_default(f))
+    keys = recipe_keys(sub)
+    return [k for k in n.keys if k in keys] if n and n.keys is not None else keys
+
+
+def recipe_keys(cls: type) -> list[str]:
+    """The keys a recipe may give for ``cls``: its fields, an embedded block's keys in its place."""
+    hints = type_hints(cls)
+    out: list[str] = []
     for f in dataclasses.fields(cls):
-        sub = dataclass_in(hints[f.name]) if is_embedded(f) else None
-        if sub is None:
-            continue
-        inner = {k: values.pop(k) for k in [k for k in values if k not in own]
-                 if k in {g.name for g in dataclasses.fields(sub)}}
-        if inner:
-            values[f.name] = {**(values.get(f.name) or {}), **inner}
-    return values
+        out += _embedded_keys(f, hints[f.name]) if is_embedded(f) else [f.name]
+    return out
+
+
+def recipe_dict(obj: Any) -> Any:
+    """A settings object as the recipe mapping it is read from (``dataclasses.asdict`` with every
+    embedded block's keys at its parent's level), so it reads back the same with ``build_config``."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        hints = type_hints(type(obj))
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            v = recipe_dict(getattr(obj, f.name))
+            if is_embedded(f):
+                out.update({k: v[k] for k in _embedded_keys(f, hints[f.name])})
+            else:
+                out[f.name] = v
+        return out
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(recipe_dict(v) for v in obj)
+    if isinstance(obj, dict):
+        return type(obj)((recipe_dict(k), recipe_dict(v)) for k, v in obj.items())
+    return copy.deepcopy(obj)
 
 
 def coerce_value(v: Any, t: Any, where: str) -> Any:

@@ -1,8 +1,12 @@
 """What a person sees while runs train: one progress bar per run, the expected library messages
-silenced, unexpected ones kept.
+silenced, unexpected ones kept, and stdout left to the commands' results.
 
-- `RunProgress`: a tqdm bar per run (description: the run's name; postfix: the latest loss), in
-  place of transformers' PrinterCallback, which prints every raw log dictionary.
+- `RunProgress`: a progress bar per run (description: the run's name; postfix: the latest loss;
+  ``rmcore.progress``: tqdm on a terminal, periodic lines elsewhere), in place of transformers'
+  PrinterCallback, which prints every raw log dictionary to stdout.
+- `results_on_stdout`: stdout carries a command's results only (JSON a script can parse): DeepSpeed's
+  logger, which writes its own stream handler to stdout ("Setting accelerator to CPU" at import),
+  is sent to stderr.
 - `load_quietly`: ``from_pretrained`` without transformers' load report when the only weights it
   initialised are the fresh score head a reward model always starts with ("MISSING ... Consider
   training on your downstream task" is then expected); any other missing, unexpected or mismatched
@@ -13,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from transformers import TrainerCallback
+
+from rmcore.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -25,18 +32,17 @@ _LOAD_REPORT_LOGGERS = ("transformers.modeling_utils", "transformers.utils.loadi
 
 
 class RunProgress(TrainerCallback):
-    """One tqdm bar per training run (rank 0 only), the latest loss as its postfix."""
+    """One progress bar per training run (rank 0 only), the latest loss as its postfix."""
 
     def __init__(self, name: str, leave: bool = True) -> None:
         self.name, self.leave = name, leave
-        self.bar: Any = None
+        self.bar: Progress | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:  # an earlier train() of this trainer that raised: its bar ends here
+            self.bar.close()
         if state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=state.max_steps, desc=self.name, leave=self.leave, dynamic_ncols=True,
-                            initial=state.global_step, unit="step")
+            self.bar = Progress(self.name, state.max_steps, unit="step", leave=self.leave, initial=state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.bar is not None:
@@ -44,7 +50,7 @@ class RunProgress(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if self.bar is not None and logs and "loss" in logs:
-            self.bar.set_postfix(loss=f"{float(logs['loss']):.4g}", refresh=False)
+            self.bar.set_postfix(loss=f"{float(logs['loss']):.4g}")
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.bar is not None:
@@ -104,12 +110,62 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
     return model
 
 
+# DeepSpeed's logger (deepspeed.utils.logging): its LoggerFactory gives it a StreamHandler on stdout
+# and propagate=False, and it logs at import ("Setting accelerator to CPU"), before any caller of
+# ours could touch the handler.
+_DEEPSPEED_LOGGER = "DeepSpeed"
+
+
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write: a handler keeps the stream it was given, and stderr may
+    be swapped after (pytest's capture; a caller's redirect), so the handler holds this instead."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _to_stderr(logger: logging.Logger) -> None:
+    """Point the logger's stream handlers (its files aside) at stderr: DeepSpeed's logger has only
+    the one its LoggerFactory made on stdout."""
+    for h in logger.handlers:
+        if type(h) is logging.StreamHandler and not isinstance(h.stream, _CurrentStderr):
+            h.setStream(_CurrentStderr())  # type: ignore[arg-type]
+
+
+class _StdoutToStderr(logging.Filter):
+    """A logger filter that moves the logger's stdout handlers to stderr before each record is
+    handled: a filter is kept when a library adds its handlers later, and runs before them."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger = logger
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _to_stderr(self.logger)
+        return True
+
+
+def results_on_stdout() -> None:
+    """Keep stdout for results: DeepSpeed's log lines go to stderr, whether deepspeed is imported
+    already or later (the filter is in place before its import logs anything). Idempotent."""
+    logger = logging.getLogger(_DEEPSPEED_LOGGER)
+    _to_stderr(logger)
+    if not any(isinstance(f, _StdoutToStderr) for f in logger.filters):
+        logger.addFilter(_StdoutToStderr(logger))
+
+
 def quiet_libraries() -> None:
     """A console a person reads: the libraries' own progress bars (weights loading, shard writing,
     dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
     single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
-    (logged whenever a model class carries a TP plan) says nothing there."""
+    (logged whenever a model class carries a TP plan) says nothing there. Library log lines that
+    would go to stdout go to stderr (``results_on_stdout``)."""
     import os
+
+    results_on_stdout()  # first: the imports below may (in other versions) import deepspeed
 
     import datasets
     import transformers

@@ -14,8 +14,9 @@ inference) for a model larger than one GPU; the model then decides where its inp
 layer's device, ``input_device``). It needs CUDA GPUs, so it is an error without them, and it
 cannot be combined with one named device (``--device cpu`` or ``cuda:N``).
 
-Every command that loads a model for evaluation builds one ``Placement`` (from the flags of
-``rmeval.cli.flags.add_placement`` or a recipe's keys of the same names), passes
+Every command that loads a model for evaluation builds one ``Placement`` (from its flags, which
+its fields declare, listed under ``PLACEMENT_GROUP`` in a command's help, or a recipe's keys of
+the same names), passes
 ``Placement.load_kwargs()`` to ``from_pretrained`` and ``Placement.place`` the loaded model, and
 records ``describe(model)`` in its report."""
 
@@ -28,9 +29,11 @@ from typing import Any
 import torch
 
 from rmcore.errors import ConfigError
+from rmcore.settings import option
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+PLACEMENT_GROUP = "where the model runs"  # the argument group of the placement flags in --help
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -38,11 +41,19 @@ _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16"
 class Placement:
     """How a model is loaded: device, precision, attention kernel, remote code, device map."""
 
-    device: str = "auto"
-    dtype: str = "auto"
-    attn_implementation: str | None = None  # None: transformers' default (sdpa where supported)
-    trust_remote_code: bool = False
-    device_map: str | None = None  # "auto": one model across every visible GPU
+    device: str = option("auto", metavar="auto|cpu|cuda|cuda:N",
+                         help="default auto: this process's GPU where there is one, else the CPU; a device that is "
+                              "not there is an error")
+    dtype: str = option("auto", choices=DTYPES, help="default auto: bfloat16 on a GPU that computes in it, float16 "
+                                                     "on an older one, float32 on the CPU")
+    # None: transformers' default (sdpa where supported)
+    attn_implementation: str | None = option(None, metavar="KERNEL", help="attention kernel: eager, sdpa, "
+                                             "flash_attention_2 ... (default: transformers' choice)")
+    trust_remote_code: bool = option(False, help="run the modelling code a checkpoint ships (models whose config "
+                                                 "has auto_map)")
+    # "auto": one model across every visible GPU
+    device_map: str | None = option(None, choices=["auto"], help="auto: spread one model over every visible GPU (a "
+                                                                 "model larger than one GPU)")
 
     def validate(self) -> None:
         check_device_name(self.device)

@@ -10,10 +10,16 @@ Three layouts, chosen from the tokenizer:
 The plain format is ``User: <text>\\n\\nAssistant: <text>\\n\\n...`` ending with ``Assistant:``.
 When the input is longer than ``max_length`` the *prompt* is cut from the left, so the response
 (and the turns nearest to it) survive; the response itself is cut only if it alone does not fit.
+
+``encode_example(..., cut_long=True)`` (the reward server) first cuts a text far longer than
+``max_length`` tokens by characters, at a word break, so a 20 MB text is not tokenised whole only
+for all but ``max_length`` of its tokens to be dropped (``_ids_within``); the ids it keeps are the
+ids a whole-text tokenisation keeps.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +60,57 @@ def _ids(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
 
 
+# Cutting a long text by characters before tokenising it (``_ids_within``). A tokenisation changes
+# only near a cut made at a word break: the break character, the word next to it, the pieces of a
+# special token the cut splits -- a handful of tokens. CUT_MARGIN tokens beyond those kept keep
+# them clear of it, and a cut is taken only where the piece really holds them.
+CUT_MARGIN = 64
+# The first cut allows this many characters per token needed: natural text averages 3-5 in common
+# tokenizers (about 1.5 in CJK). A text of longer tokens (runs of spaces or '=') fails the check and
+# is cut again at twice the length. The longest vocabulary entry would bound it in one step, but it
+# is 16-256 characters in real vocabularies: every first cut would be that many times longer.
+CUT_CHARS_PER_TOKEN = 8
+CUT_WORD = 32  # the longest word a cut may lie next to: the tokens it may change stay few
+# A cut that keeps the start ends after a short word followed by a non-word character; one that
+# keeps the end starts at a non-word character (whitespace, punctuation) before a short word.
+_KEEP_START_BREAK = re.compile(rf"\W\w{{1,{CUT_WORD}}}(?=\W)")
+_KEEP_END_BREAK = re.compile(rf"\W(?=\w{{1,{CUT_WORD}}}(?:\W|\Z))")
+
+
+def _piece(text: str, bound: int, keep: str) -> str:
+    """At least ``bound`` characters (at most about twice that) at the ``keep`` end of ``text``
+    ("start" or "end"), cut at a word break within ``bound`` characters past the bound, else at the
+    bound (``bound`` characters without a short word between breaks: not language, e.g. 'xxx...')."""
+    if keep == "start":
+        m = _KEEP_START_BREAK.search(text, bound, 2 * bound + CUT_WORD + 2)
+        return text[: m.end() if m else bound]
+    hi = len(text) - bound  # keep text[cut:] with cut <= hi; the break nearest hi keeps the least
+    # the search ends CUT_WORD + 2 past hi so that a break at hi sees its word (the lookahead); a
+    # match past hi may end its word at the search's end instead of a real break: not taken
+    cut = hi
+    for m in _KEEP_END_BREAK.finditer(text, max(hi - bound, 0), min(hi + CUT_WORD + 2, len(text))):
+        if m.start() > hi:
+            break
+        cut = m.start()
+    return text[cut:]
+
+
+def _ids_within(tokenizer: Any, text: str, need: int, keep: str) -> list[int]:
+    """``_ids(tokenizer, text)``, or for a text far longer than ``need`` tokens, its ids at the
+    ``keep`` end ("start": the first, "end": the last) ``need + 1`` of them: as many as the caller
+    keeps and one more, so it sees the text is over. Those are the whole text's ids: they come from a
+    piece cut at a word break that holds ``CUT_MARGIN`` tokens more (see ``CUT_MARGIN``). The one
+    exception: a piece cut inside a run without a word break (``_piece``), where a whole-text BPE
+    may pair the run's characters differently."""
+    bound = CUT_CHARS_PER_TOKEN * (need + CUT_MARGIN)
+    while bound < len(text):
+        ids = _ids(tokenizer, _piece(text, bound, keep))
+        if len(ids) >= need + 1 + CUT_MARGIN:
+            return ids[: need + 1] if keep == "start" else ids[-(need + 1):]
+        bound *= 2  # longer tokens than allowed for, or characters the tokenizer drops (whitespace)
+    return _ids(tokenizer, text)
+
+
 def _split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple[str, str]:
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(
@@ -66,8 +123,10 @@ def _split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple
     return full[:cut], full[cut:]
 
 
-def encode_example(tokenizer: Any, messages: list[Message], response: str, max_length: int) -> Encoded:
-    """Token ids for one (conversation, response); prompt truncated from the left."""
+def encode_example(tokenizer: Any, messages: list[Message], response: str, max_length: int, *,
+                   cut_long: bool = False) -> Encoded:
+    """Token ids for one (conversation, response); prompt truncated from the left. ``cut_long``: cut
+    a text far over ``max_length`` by characters before tokenising it (same ids, see ``_ids_within``)."""
     kind = layout(tokenizer)
     if kind == "chat":
         prompt_text, resp_text = _split_chat(tokenizer, messages, response)
@@ -75,8 +134,13 @@ def encode_example(tokenizer: Any, messages: list[Message], response: str, max_l
     else:
         prompt_text, resp_text = plain_prompt(messages), (response if kind == "pair" else " " + response)
         n_special = tokenizer.num_special_tokens_to_add(pair=(kind == "pair"))
-    p_ids, r_ids = _ids(tokenizer, prompt_text), _ids(tokenizer, resp_text)
     budget = max_length - n_special
+    if cut_long:  # neither side keeps more than budget tokens: the prompt's end, the response's start
+        need = max(budget, 1)
+        p_ids = _ids_within(tokenizer, prompt_text, need, "end")
+        r_ids = _ids_within(tokenizer, resp_text, need, "start")
+    else:
+        p_ids, r_ids = _ids(tokenizer, prompt_text), _ids(tokenizer, resp_text)
     resp_trunc = len(r_ids) > budget - 1
     if resp_trunc:  # keep at least one prompt token; keep the response's beginning
         r_ids = r_ids[: max(budget - 1, 1)]

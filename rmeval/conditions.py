@@ -40,6 +40,7 @@ import numpy as np
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError
+from rmcore.registry import Registry
 
 DEFAULT_INSTRUCTION = "Please respond."
 # Content-free but well-formed: scores it gets reflect the prompt, not the reply.
@@ -294,7 +295,9 @@ def last_turn(rs: RatingSet, **_: Any) -> list[ConditionItem]:
     return items
 
 
-CONDITIONS: dict[str, Callable[..., list[ConditionItem]]] = {
+ConditionBuilder = Callable[..., list[ConditionItem]]
+# name -> builder, in the order the CLI's default list and the scores table use
+CONDITIONS: Registry[ConditionBuilder] = Registry("condition", {
     "original": original,
     "generic": generic,
     "prompt_only": prompt_only,
@@ -307,7 +310,7 @@ CONDITIONS: dict[str, Callable[..., list[ConditionItem]]] = {
     "last_turn": last_turn,
     "fixed_reply_random": fixed_reply_random,
     "fixed_reply_related": fixed_reply_related,
-}
+})
 
 
 # Conditions that read a file or a generator, named by the option that supplies it; the CLI
@@ -317,13 +320,16 @@ NEEDS = {"related": "related_file", "paraphrase": "paraphrase_file", "fixed_repl
 FIXED_REPLY = {"prompt_only": None, "fixed_reply_random": "random", "fixed_reply_related": "related"}
 
 
-def register_condition(name: str, builder: Callable[..., list[ConditionItem]], *, needs: str | None = None) -> None:
+def register_condition(name: str, builder: ConditionBuilder, *, needs: str | None = None,
+                       replace: bool = False) -> None:
     """Add a condition: ``builder(rating_set, **options) -> [ConditionItem]``. Its keyword
     parameters become accepted options; the scores table, the statistics' validation and the
-    CLI all read this registry, so a registered condition is usable everywhere at once."""
+    CLI all read this registry, so a registered condition is usable everywhere at once. ``needs``:
+    the option (e.g. ``related_file``) without which the CLI leaves it out of its default list. A
+    name already registered is an error unless ``replace``."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ConfigError(f"condition name must be lower_snake_case, got {name!r}")
-    CONDITIONS[name] = builder
+    CONDITIONS.register(name, builder, replace=replace)
     if needs:
         NEEDS[name] = needs
 
@@ -348,9 +354,10 @@ def check_condition_options(opts: dict[str, Any]) -> None:
 
 
 def check_condition_names(names: list[str] | tuple[str, ...]) -> None:
+    """Every name is a registered condition (else the error names the known ones)."""
     for name in names:
         if name not in CONDITIONS:
-            raise ConfigError(f"unknown condition '{name}'; known: {', '.join(CONDITIONS)}")
+            raise CONDITIONS.unknown(name)
 
 
 def build_condition(name: str, rating_set: RatingSet, **opts: Any) -> list[ConditionItem]:
@@ -358,4 +365,4 @@ def build_condition(name: str, rating_set: RatingSet, **opts: Any) -> list[Condi
     condition reads are ignored here, options no condition reads are an error."""
     check_condition_names([name])
     check_condition_options(opts)
-    return CONDITIONS[name](rating_set, **opts)
+    return CONDITIONS.lookup(name)(rating_set, **opts)

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import build_config, config_from_dict, copy_tree, load_recipe, parse_override, set_dotted  # noqa: F401
+from rmcore.config import (  # noqa: F401
+    build_config,
+    config_from_dict,
+    copy_tree,
+    load_recipe,
+    parse_override,
+    recipe_dict,
+    set_dotted,
+)
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
@@ -21,28 +29,47 @@ from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
 )
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
+HF_ARGUMENTS = "matchrm.training_arguments"
+
+
+def hf(default: Any, *keywords: str) -> Any:
+    """A setting that transformers' ``TrainingArguments`` takes as it is, as ``keywords`` (one or
+    more); :func:`hf_arguments` collects them, so no field is mapped by hand."""
+    return field(default=default, metadata={HF_ARGUMENTS: keywords})
+
+
+def hf_arguments(settings: Any) -> dict[str, Any]:
+    """The ``TrainingArguments`` keywords the fields of ``settings`` declared with :func:`hf` feed."""
+    return {kw: getattr(settings, f.name) for f in dataclasses.fields(settings)
+            for kw in f.metadata.get(HF_ARGUMENTS, ())}
 
 
 @dataclass
 class TrainingSettings:
-    learning_rate: float = 2e-5
-    num_epochs: float = 1.0
-    max_steps: int = -1  # > 0 overrides num_epochs
-    per_device_batch_size: int = 16  # in pairs: each step scores 2x this many texts
-    gradient_accumulation_steps: int = 1
+    """The trainer's settings (the recipe's ``training`` block); a field declared with :func:`hf`
+    is passed to ``TrainingArguments`` under that keyword, the others are read by rmtrain itself or
+    turned into ``TrainingArguments`` in ``rmtrain.train._training_arguments``."""
+
+    learning_rate: float = hf(2e-5, "learning_rate")
+    num_epochs: float = hf(1.0, "num_train_epochs")
+    max_steps: int = hf(-1, "max_steps")  # > 0 overrides num_epochs
+    # in pairs: each step scores 2x this many texts
+    per_device_batch_size: int = hf(16, "per_device_train_batch_size")
+    gradient_accumulation_steps: int = hf(1, "gradient_accumulation_steps")
     max_length: int = 512
-    warmup_ratio: float = 0.03
-    weight_decay: float = 0.0
-    lr_scheduler: str = "linear"
-    max_grad_norm: float = 1.0
-    logging_steps: int = 10
-    eval_steps: int | None = None  # held-out evaluation every N steps (needed for best_* selection)
+    warmup_ratio: float = hf(0.03, "warmup_steps")  # transformers 5: a float < 1 is a ratio of the total steps
+    weight_decay: float = hf(0.0, "weight_decay")
+    lr_scheduler: str = hf("linear", "lr_scheduler_type")
+    max_grad_norm: float = hf(1.0, "max_grad_norm")
+    logging_steps: int = hf(10, "logging_steps")
+    # held-out evaluation every N steps (needed for best_* selection)
+    eval_steps: int | None = hf(None, "eval_steps")
     save_steps: int | None = None  # None: only the final model is saved
-    save_total_limit: int | None = 2
+    save_total_limit: int | None = hf(2, "save_total_limit")
     selection: str = "final"  # final | best_pair_accuracy (on the held-out prompts)
-    bf16: bool = False
+    bf16: bool = hf(False, "bf16")
     group_by_length: bool = True  # length-grouped batches: less padding, same data
-    dataloader_num_workers: int = 0
+    dataloader_num_workers: int = hf(0, "dataloader_num_workers")
     eval_batch_size: int = 64
     use_cpu: bool = False
     # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.shared_prompt).
@@ -67,8 +94,8 @@ class TrainConfig:
     arm: str
     model: ModelSettings
     data: dict[str, Any]
-    seed: int = 1
-    output_dir: str = "outputs/run"
+    seed: int = hf(1, "seed", "data_seed")
+    output_dir: str = hf("outputs/run", "output_dir")
     attribute: str = "helpfulness"
     heldout_fraction: float = 0.1  # prompts for the reported held-out figures
     selection_fraction: float = 0.0  # > 0: prompts for selection (checkpoint, search); else held-out
@@ -84,13 +111,14 @@ class TrainConfig:
     audit: TrainingAuditSettings = field(default_factory=TrainingAuditSettings)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # the recipe mapping: held settings (the audit block's AuditSettings) flat, as a recipe gives them
+        return recipe_dict(self)
 
     def validate(self) -> None:
         from rmtrain.arms import ARMS
 
         if self.arm not in ARMS:
-            raise ConfigError(f"unknown arm '{self.arm}'; known arms: {', '.join(sorted(ARMS))}")
+            raise ARMS.unknown(self.arm)
         if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
             raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
         if self.training.selection not in SELECTION_RULES:

@@ -359,22 +359,10 @@ def _pairs_table(pairset: Any) -> pd.DataFrame:
 def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None = None,
                           wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
     """The filtering experiment of ``cfg`` into ``out`` (default cfg.output_dir); see the module doc."""
-    from rmcore.data.pairs import build_pairs, split_by_prompt
     from rmcore.data.registry import load_data
-    from rmcore.data.schema import pick_attribute
-    from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.experiments.comparisons import HelpfulnessJudge
-    from rmeval.experiments.pool import candidates_table, load_reward_scorer, score_pool
+    from rmcore.io import atomic_write_json, atomic_write_text
     from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
-    from rmeval.experiments.responses import (
-        PolicySpec,
-        SamplingSettings,
-        corpus,
-        generate_responses,
-        resolve_model,
-    )
-    from rmeval.stats.ranking import head_to_head, paired_difference
-    from rmtrain.prepare import prompt_texts
+    from rmeval.experiments.responses import SamplingSettings, corpus, resolve_model
 
     t0 = time.perf_counter()
     cfg.validate()
@@ -383,7 +371,55 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     check_reward_models({"reward_model": cfg.reward_model_settings()})
     texts = corpus(rs.prompts)
     build = out / "models"
-    # -- the split and the pool of training pairs
+    split = _split_pairs(cfg, rs)
+    reward_model, selected, overlap = _score_and_filter(cfg, rs, split.train_pairs, out, texts=texts, build=build)
+    eval_prompts = _evaluation_prompts(cfg, rs, split.held_ids)
+    greedy = SamplingSettings(temperature=0.0, max_new_tokens=cfg.evaluation.max_new_tokens,
+                              batch_size=cfg.evaluation.batch_size)
+    base = resolve_model(cfg.base_model, texts=texts, build_dir=build)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    held_rows = dpo_rows(split.held_pairs, rs, tok, cfg.chat_template_kwargs)
+    rows = {a: dpo_rows(selected[selected[f"kept_{a}"]], rs, tok, cfg.chat_template_kwargs) for a in ARMS}
+    variants: dict[str, Any] = {}
+    for v in cfg.variant_settings():
+        variants[v.name] = _run_variant(cfg, v, base, rows, held_rows, eval_prompts, greedy, out, texts=texts,
+                                        build=build)
+    result: dict[str, Any] = {
+        "filter": overlap, "variants": variants,
+        "meta": {"data": cfg.data if isinstance(cfg.data, str) else dict(cfg.data), "rating_set": rs.name,
+                 "skipped_rows": dict(rs.skipped), "label_source": split.pairset.label_source,
+                 "n_train_prompts": len(split.train_ids), "n_heldout_prompts": len(split.held_ids),
+                 "n_heldout_pairs": len(split.held_pairs), "base_model": cfg.base_model, "reward_model": reward_model,
+                 "dpo": {k: v for k, v in cfg.dpo.__dict__.items()}, "n_boot": cfg.n_boot, "toy": cfg.toy,
+                 "seconds": round(time.perf_counter() - t0, 1)}}
+    if cfg.toy:
+        result["notice"] = TOY_NOTICE
+    atomic_write_json(out / "filtering.json", result)
+    atomic_write_text(out / "filtering.md", filtering_markdown(result))
+    _log(result, out, cfg, wandb_project, wandb_mode)
+    return result
+
+
+@dataclass
+class _PairSplit:
+    """The training pool's pairs split by prompt: training and held-out prompt ids and pairs."""
+
+    pairset: Any  # rmcore.data.pairs.PairSet: where the labels come from
+    train_ids: list[str]
+    held_ids: list[str]
+    train_pairs: pd.DataFrame
+    held_pairs: pd.DataFrame
+
+
+def _split_pairs(cfg: FilteringConfig, rs: Any) -> _PairSplit:
+    """Build the preference pairs of ``rs`` and split them by conversation text into training and held-out
+    pairs (the training pairs capped at a seeded ``max_train_pairs``)."""
+    from rmcore.data.pairs import build_pairs, split_by_prompt
+    from rmcore.data.schema import pick_attribute
+    from rmtrain.prepare import prompt_texts
+
     by_text = prompt_texts(rs)
     _, held_texts = split_by_prompt(by_text.values(), cfg.heldout_fraction, cfg.split_seed)
     held_set = set(held_texts)
@@ -401,7 +437,17 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     if train_pairs.empty or held_pairs.empty:
         raise ConfigError(f"data {cfg.data}: the split leaves {len(train_pairs)} training and {len(held_pairs)} "
                           "held-out pairs; both need some (more prompts, or another heldout_fraction)")
-    # -- score the training prompts' responses, then filter
+    return _PairSplit(pairset, train_ids, held_ids, train_pairs, held_pairs)
+
+
+def _score_and_filter(cfg: FilteringConfig, rs: Any, train_pairs: pd.DataFrame, out: Path, *, texts: Any,
+                      build: Path) -> tuple[str, pd.DataFrame, dict[str, Any]]:
+    """Score the training prompts' responses with the reward model and keep pairs by raw, centred and random
+    keys; returns (the reward model's path, the filters table, the kept sets' overlap)."""
+    from rmcore.io import atomic_write_table
+    from rmeval.experiments.pool import candidates_table, load_reward_scorer, score_pool
+    from rmeval.experiments.responses import resolve_model
+
     train_rs = rs.subset(set(train_pairs["prompt_id"]))
     settings = cfg.reward_model_settings()
     settings = replace(settings, model=resolve_model(settings.model, texts=texts, build_dir=build))
@@ -414,84 +460,96 @@ def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None
     atomic_write_table(out / "scores.parquet", scores[["prompt_id", "response_id", "score"]])
     selected, overlap = select_pairs(filter_keys(train_pairs, scores), cfg.filter.keep_fraction, cfg.seed)
     atomic_write_table(out / "filters.parquet", selected)
-    # -- evaluation prompts
+    return settings.model, selected, overlap
+
+
+def _evaluation_prompts(cfg: FilteringConfig, rs: Any, held_ids: list[str]) -> list[Any]:
+    """The prompts the policies answer: the evaluation data's, else a seeded sample of the held-out prompts."""
+    from rmcore.data.registry import load_data
+
     if cfg.evaluation.data is not None:
-        eval_prompts = load_data(cfg.evaluation.data, cfg.evaluation.n_prompts, cfg.seed).prompts
-    else:
-        eval_prompts = rs.subset(held_ids).sample(cfg.evaluation.n_prompts, cfg.seed).prompts
-    greedy = SamplingSettings(temperature=0.0, max_new_tokens=cfg.evaluation.max_new_tokens,
-                              batch_size=cfg.evaluation.batch_size)
-    base = resolve_model(cfg.base_model, texts=texts, build_dir=build)
-    from transformers import AutoTokenizer
+        return load_data(cfg.evaluation.data, cfg.evaluation.n_prompts, cfg.seed).prompts
+    return rs.subset(held_ids).sample(cfg.evaluation.n_prompts, cfg.seed).prompts
 
-    tok = AutoTokenizer.from_pretrained(base)
-    held_rows = dpo_rows(held_pairs, rs, tok, cfg.chat_template_kwargs)
-    rows = {a: dpo_rows(selected[selected[f"kept_{a}"]], rs, tok, cfg.chat_template_kwargs) for a in ARMS}
-    variants: dict[str, Any] = {}
-    for v in cfg.variant_settings():
-        vdir = out / v.name
-        grid = [float(x) for x in (v.learning_rates or cfg.dpo.learning_rates)]
 
-        def run(arm: str, lr: float, where: Path, v: VariantSettings = v) -> dict[str, Any]:
-            return train_dpo(base, rows[arm], held_rows, where, settings=cfg.dpo, learning_rate=lr, lora=v.lora,
-                             name=f"{v.name} {arm} lr={lr:g}")
+def _train_arms(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
+                held_rows: list[dict[str, Any]],
+                vdir: Path) -> tuple[float, dict[float, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """DPO of one variant: the learning-rate grid on the random arm, then the raw and centred arms at the
+    chosen rate; returns (the rate, the grid's metrics, each arm's metrics and directory)."""
+    grid = [float(x) for x in (v.learning_rates or cfg.dpo.learning_rates)]
 
-        search = {lr: run("random", lr, vdir / "random" / f"lr-{lr:g}") for lr in grid}
-        lr = choose_learning_rate(search)
-        arms = {"random": {**search[lr], "dir": str(vdir / "random" / f"lr-{lr:g}")}}
-        for a in ("raw", "centred"):
-            arms[a] = {**run(a, lr, vdir / a), "dir": str(vdir / a)}
-        for other in grid:  # the grid's other models are not needed again; their metrics stay
-            if other != lr:
-                shutil.rmtree(vdir / "random" / f"lr-{other:g}" / "model", ignore_errors=True)
-        # -- responses and judgments
-        policy_models = {"base": base, "raw": str(vdir / "raw" / "model"), "centred": str(vdir / "centred" / "model")}
-        responses = {}
-        for name, model in policy_models.items():
-            spec = PolicySpec(name=name, model=model, device=cfg.dpo.device, dtype=cfg.dpo.dtype,
-                              chat_template_kwargs=cfg.chat_template_kwargs)
-            responses[name] = generate_responses(eval_prompts, spec, greedy, cache=out / "responses.sqlite",
-                                                 build_dir=build, texts=texts, progress=cfg.progress)
-        atomic_write_table(vdir / "responses.parquet", pd.concat(responses.values(), ignore_index=True))
-        judge = HelpfulnessJudge(cfg.judge_settings()[v.judge], cache=out / "judgments.sqlite", texts=texts,
-                                 build_dir=build)
-        msgs = [p.messages for p in eval_prompts]
-        comps, jrows, better = {}, [], {}
-        try:
-            for x, y in COMPARISONS:
-                p_xy, p_yx = judge.both_orders(msgs, responses[x]["response"].tolist(),
-                                               responses[y]["response"].tolist())
-                comps[f"{x}_vs_{y}"] = head_to_head(p_xy, p_yx, n_boot=cfg.n_boot, rng=cfg.seed)
-                better[(x, y)] = (p_xy + 1 - p_yx) / 2
-                jrows.append(pd.DataFrame({"prompt_id": [p.prompt_id for p in eval_prompts], "x": x, "y": y,
-                                           "p_x_first": p_xy, "p_y_first": p_yx, "p_x_better": better[(x, y)]}))
-        finally:
-            judge_meta = {"judge": v.judge, "model": judge.spec.model, "n_asked": judge.n_asked,
-                          "n_cached": judge.n_cached, "n_truncated": judge.n_truncated}
-            judge.close()
-        atomic_write_table(vdir / "judgments.parquet", pd.concat(jrows, ignore_index=True))
-        comps["raw_minus_centred_vs_base"] = paired_difference(better[("raw", "base")], better[("centred", "base")],
-                                                               n_boot=cfg.n_boot, rng=cfg.seed)
-        base_text = responses["base"]["response"].to_numpy()
-        identical = {a: float((responses[a]["response"].to_numpy() == base_text).mean()) for a in ("raw", "centred")}
-        variants[v.name] = {"lora": None if v.lora is None else v.lora.__dict__, "learning_rate": lr,
-                            "learning_rate_search": {f"{k:g}": s for k, s in search.items()}, "arms": arms,
-                            "comparisons": comps, "identical_to_base": identical, **judge_meta,
-                            "n_eval_prompts": len(eval_prompts)}
-    result: dict[str, Any] = {
-        "filter": overlap, "variants": variants,
-        "meta": {"data": cfg.data if isinstance(cfg.data, str) else dict(cfg.data), "rating_set": rs.name,
-                 "skipped_rows": dict(rs.skipped), "label_source": pairset.label_source,
-                 "n_train_prompts": len(train_ids), "n_heldout_prompts": len(held_ids),
-                 "n_heldout_pairs": len(held_pairs), "base_model": cfg.base_model, "reward_model": settings.model,
-                 "dpo": {k: v for k, v in cfg.dpo.__dict__.items()}, "n_boot": cfg.n_boot, "toy": cfg.toy,
-                 "seconds": round(time.perf_counter() - t0, 1)}}
-    if cfg.toy:
-        result["notice"] = TOY_NOTICE
-    atomic_write_json(out / "filtering.json", result)
-    atomic_write_text(out / "filtering.md", filtering_markdown(result))
-    _log(result, out, cfg, wandb_project, wandb_mode)
-    return result
+    def run(arm: str, lr: float, where: Path) -> dict[str, Any]:
+        return train_dpo(base, rows[arm], held_rows, where, settings=cfg.dpo, learning_rate=lr, lora=v.lora,
+                         name=f"{v.name} {arm} lr={lr:g}")
+
+    search = {lr: run("random", lr, vdir / "random" / f"lr-{lr:g}") for lr in grid}
+    lr = choose_learning_rate(search)
+    arms = {"random": {**search[lr], "dir": str(vdir / "random" / f"lr-{lr:g}")}}
+    for a in ("raw", "centred"):
+        arms[a] = {**run(a, lr, vdir / a), "dir": str(vdir / a)}
+    for other in grid:  # the grid's other models are not needed again; their metrics stay
+        if other != lr:
+            shutil.rmtree(vdir / "random" / f"lr-{other:g}" / "model", ignore_errors=True)
+    return lr, search, arms
+
+
+def _judge_comparisons(cfg: FilteringConfig, v: VariantSettings, eval_prompts: list[Any],
+                       responses: dict[str, pd.DataFrame], vdir: Path, out: Path, *, texts: Any,
+                       build: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The variant's judge on each pair of policies in both orders: head-to-head win rates, the raw minus
+    centred difference against the base (paired over prompts), and the judge's counts."""
+    from rmcore.io import atomic_write_table
+    from rmeval.experiments.comparisons import HelpfulnessJudge
+    from rmeval.stats.ranking import head_to_head, paired_difference
+
+    judge = HelpfulnessJudge(cfg.judge_settings()[v.judge], cache=out / "judgments.sqlite", texts=texts,
+                             build_dir=build)
+    msgs = [p.messages for p in eval_prompts]
+    comps, jrows, better = {}, [], {}
+    try:
+        for x, y in COMPARISONS:
+            p_xy, p_yx = judge.both_orders(msgs, responses[x]["response"].tolist(),
+                                           responses[y]["response"].tolist())
+            comps[f"{x}_vs_{y}"] = head_to_head(p_xy, p_yx, n_boot=cfg.n_boot, rng=cfg.seed)
+            better[(x, y)] = (p_xy + 1 - p_yx) / 2
+            jrows.append(pd.DataFrame({"prompt_id": [p.prompt_id for p in eval_prompts], "x": x, "y": y,
+                                       "p_x_first": p_xy, "p_y_first": p_yx, "p_x_better": better[(x, y)]}))
+    finally:
+        judge_meta = {"judge": v.judge, "model": judge.spec.model, "n_asked": judge.n_asked,
+                      "n_cached": judge.n_cached, "n_truncated": judge.n_truncated}
+        judge.close()
+    atomic_write_table(vdir / "judgments.parquet", pd.concat(jrows, ignore_index=True))
+    comps["raw_minus_centred_vs_base"] = paired_difference(better[("raw", "base")], better[("centred", "base")],
+                                                           n_boot=cfg.n_boot, rng=cfg.seed)
+    return comps, judge_meta
+
+
+def _run_variant(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
+                 held_rows: list[dict[str, Any]], eval_prompts: list[Any], greedy: Any, out: Path, *, texts: Any,
+                 build: Path) -> dict[str, Any]:
+    """One variant: its DPO arms, their greedy responses to the evaluation prompts and the judge's comparisons."""
+    from rmcore.io import atomic_write_table
+    from rmeval.experiments.responses import PolicySpec, generate_responses
+
+    vdir = out / v.name
+    lr, search, arms = _train_arms(cfg, v, base, rows, held_rows, vdir)
+    # -- responses and judgments
+    policy_models = {"base": base, "raw": str(vdir / "raw" / "model"), "centred": str(vdir / "centred" / "model")}
+    responses = {}
+    for name, model in policy_models.items():
+        spec = PolicySpec(name=name, model=model, device=cfg.dpo.device, dtype=cfg.dpo.dtype,
+                          chat_template_kwargs=cfg.chat_template_kwargs)
+        responses[name] = generate_responses(eval_prompts, spec, greedy, cache=out / "responses.sqlite",
+                                             build_dir=build, texts=texts, progress=cfg.progress)
+    atomic_write_table(vdir / "responses.parquet", pd.concat(responses.values(), ignore_index=True))
+    comps, judge_meta = _judge_comparisons(cfg, v, eval_prompts, responses, vdir, out, texts=texts, build=build)
+    base_text = responses["base"]["response"].to_numpy()
+    identical = {a: float((responses[a]["response"].to_numpy() == base_text).mean()) for a in ("raw", "centred")}
+    return {"lora": None if v.lora is None else v.lora.__dict__, "learning_rate": lr,
+            "learning_rate_search": {f"{k:g}": s for k, s in search.items()}, "arms": arms,
+            "comparisons": comps, "identical_to_base": identical, **judge_meta,
+            "n_eval_prompts": len(eval_prompts)}
 
 
 def _log(result: dict[str, Any], out: Path, cfg: FilteringConfig, project: str, mode: str | None) -> None:

@@ -64,7 +64,7 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
         keep = [pid for pid, t in prompt_texts(cand).items() if t not in seen]
         counts = {"n_candidate_prompts": len(cand), "n_dropped_seen_in_training": len(cand) - len(keep)}
         rs = cand.subset(keep)
-    rs = rs.sample(settings.max_prompts, settings.seed)  # the same seeded sample for every run of the sweep
+    rs = rs.sample(settings.max_prompts, settings.audit.stats.seed)  # the same seeded sample for every run of the sweep
     counts["n_audit_prompts"] = len(rs)
     return rs, counts
 

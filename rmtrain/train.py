@@ -21,7 +21,7 @@ from rmcore.console import use_progress_bar
 from rmcore.errors import ConfigError
 from rmcore.modeling import load_reward_model, resolve_max_length
 from rmtrain.arms import make_arm
-from rmtrain.config import TrainConfig
+from rmtrain.config import TrainConfig, hf_arguments
 from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers know)
     EncodedInputs,
     PreparedData,
@@ -68,46 +68,64 @@ def use_shared_prompt(setting: bool | str, model: Any) -> bool:
     return False
 
 
+def skip_deepspeed_cpu_shm_op() -> bool:
+    """Under ``accelerate launch`` with DeepSpeed on a CPU accelerator, keep DeepSpeed from
+    compiling its shared-memory communication op (g++ through torch's JIT extensions: minutes on
+    two cores, at the start of every run on a fresh machine). The op serves only
+    ``inference_all_reduce`` (tensor-parallel inference); ZeRO training reduces and gathers through
+    torch.distributed (gloo) with or without it. DeepSpeed starts its communication backend in
+    ``TrainingArguments`` (accelerate's state) and builds the op there only when its probed table
+    of compatible ops, one dict it keeps in ``deepspeed.ops``, says so: the op is marked
+    incompatible before that. Returns whether it was."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() not in ("1", "true"):
+        return False
+    try:
+        import deepspeed.ops
+        from deepspeed.accelerator import get_accelerator
+    except ImportError:
+        return False
+    if get_accelerator().device_name() != "cpu":
+        return False
+    ops = deepspeed.ops.__compatible_ops__
+    if "deepspeed_shm_comm" not in ops:  # another DeepSpeed: leave its ops alone
+        return False
+    ops["deepspeed_shm_comm"] = False
+    return True
+
+
 def _training_arguments(cfg: TrainConfig, report_to: list[str]) -> Any:
     from transformers import TrainingArguments
 
+    skip_deepspeed_cpu_shm_op()  # before TrainingArguments starts DeepSpeed's communication backend
     t = cfg.training
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cpu = t.use_cpu or not torch.cuda.is_available()
+    # a best_* selection needs a checkpoint at each evaluation; final: only save_steps, if set
     save_steps = t.save_steps or (t.eval_steps if t.selection != "final" else None)
-    kwargs: dict[str, Any] = dict(
-        output_dir=cfg.output_dir,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        learning_rate=t.learning_rate,
-        num_train_epochs=t.num_epochs,
-        max_steps=t.max_steps,
-        per_device_train_batch_size=t.per_device_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        warmup_steps=t.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
-        weight_decay=t.weight_decay,
-        lr_scheduler_type=t.lr_scheduler,
-        max_grad_norm=t.max_grad_norm,
-        logging_steps=t.logging_steps,
+    # the settings TrainingArguments takes as they are (declared on their fields: rmtrain.config.hf)
+    kwargs: dict[str, Any] = {**hf_arguments(cfg), **hf_arguments(t)}
+    kwargs.update(
+        # derived: the strategies follow from whether eval_steps / save_steps are set (500 is unused then)
         eval_strategy="steps" if t.eval_steps else "no",
-        eval_steps=t.eval_steps,
         save_strategy="steps" if save_steps else "no",
         save_steps=save_steps or 500,
-        save_total_limit=t.save_total_limit,
+        # derived from training.selection: the best held-out pair accuracy is loaded at the end
         load_best_model_at_end=t.selection != "final",
         metric_for_best_model="pair_accuracy" if t.selection != "final" else None,
         greater_is_better=True,
-        bf16=t.bf16,
-        remove_unused_columns=False,
+        # a switch in the recipe, a strategy name in transformers
         train_sampling_strategy="group_by_length" if t.group_by_length else "random",
+        # fixed by this trainer: pair columns the model does not take, the collator's length column,
+        # rmcore's own progress bar (use_progress_bar)
+        remove_unused_columns=False,
         length_column_name="length",
-        dataloader_num_workers=t.dataloader_num_workers,
+        disable_tqdm=True,
+        # from the caller and the machine: the W&B run (named like the tracker's), the CPU where no GPU is
         report_to=report_to,
         run_name=f"{cfg.arm}-seed{cfg.seed}",
         use_cpu=cpu,
-        disable_tqdm=True,
     )
-    if world > 1 and cpu:
+    if world > 1 and cpu:  # several CPU processes: NCCL needs GPUs
         kwargs["ddp_backend"] = "gloo"
     return TrainingArguments(**kwargs)
 

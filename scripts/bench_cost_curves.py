@@ -82,12 +82,13 @@ def audit_tables(n_prompts: int, conditions: str, d: Path, seed: int = 0) -> Non
 
 def run_audit(d: Path) -> None:
     from rmeval.stats.audit import compute_audit
+    from rmeval.stats.settings import StatsSettings
 
     t = {n: pd.read_parquet(d / f"{n}.parquet") for n in ("scores", "ratings", "features", "prompt_features",
                                                           "prompts")}
     learners = (d / "learners.txt").read_text().split(",") if (d / "learners.txt").is_file() else None
-    res = compute_audit(t["scores"], t["ratings"], prompts=t["prompts"], features=t["features"],
-                        prompt_features=t["prompt_features"], probe_learners=learners)
+    res = compute_audit(t["scores"], t["ratings"], StatsSettings(probe_learners=learners), prompts=t["prompts"],
+                        features=t["features"], prompt_features=t["prompt_features"])
     (d / "audit.json").write_text(json.dumps(res, default=str))
 
 

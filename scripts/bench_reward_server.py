@@ -7,19 +7,24 @@ prompt + response, ``prompts``, ``labels`` = the conversation as JSON), made fro
 e.g. RM-Bench chat), ``--rollouts-per-prompt`` consecutive requests per prompt (OpenRLHF sends
 16): first one request at a time, then the same requests from ``--clients`` threads at once.
 Prints rewards/s for both, their ratio, how many forwards the server ran, and the largest
-difference between the two sets of rewards (batching must not change a reward).
+difference between the rewards of every phase (batching must not change a reward).
 
 Then the ceiling: the same texts through the same scorer in this process, without HTTP, one per
-forward and in forwards of the server's mean concurrent batch. Concurrent serving cannot beat the
-batched figure, so on a machine where a batched forward is little cheaper per text than a single
-one (a small encoder on a 2-core CPU) the ratio stays near that of the two model-only figures
-plus the per-request HTTP time that concurrency hides; on a GPU a forward of 16 texts costs about
+forward and in forwards of the server's mean concurrent batch (the first round's). The three are
+timed in turn, ``--rounds`` times (server, model alone, server, model alone, ...), and the medians
+reported: on a shared machine a ceiling timed once, after the server, can land in a busier or
+quieter minute than the server's phases. Where the median ceiling still comes out below the
+concurrent rate it bounds, a WARNING line says the load changed and the figures do not compare.
+Concurrent serving cannot beat the batched figure, so on a machine where a batched forward is
+little cheaper per text than a single one (a small encoder on a 2-core CPU) the ratio stays near
+that of the two model-only figures plus the per-request HTTP time that concurrency hides; on a GPU a forward of 16 texts costs about
 what one costs. A decoder reward model also encodes a prompt once for all of its rollouts in a
 forward (``--model qwen3``: a Qwen3-architecture reward model built from a config with a score
 head drawn at random, for throughput only: its rewards mean nothing).
 
     python scripts/bench_reward_server.py [--checkpoint DIR | --model qwen3] [--clients 16] [--requests 256]
                                           [--rollouts-per-prompt 1] [--max-length 128] [--batch-wait-ms 0]
+                                          [--rounds 3]
                                           [--data rm_bench:../shared/data/rm-bench/chat_filtered.json]
 
 Default checkpoint: the demo sweep's bradley_terry run at seed 1 (found in outputs/demo/summary.csv;
@@ -32,6 +37,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +45,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 # the demo's own rating set (recipes/demo.yaml), texts the demo checkpoint was trained on the like of
@@ -90,32 +96,104 @@ def qwen3_checkpoint(spec: str) -> str:
     return reward_checkpoint(base, out / "reward_model")
 
 
-def model_alone(args: argparse.Namespace, items: list[Any], batch: int) -> tuple[float, float]:
-    """Rewards/s of the served scorer without HTTP, in this process: one text per forward, and
-    ``batch`` texts per forward (the ceiling of concurrent serving on this machine)."""
-    from rmcore.device import Placement
-    from rmeval.scoring.server import load_reward_scorer
+class ModelAlone:
+    """The served scorer without HTTP, in this process, loaded and its texts encoded once so that it
+    can be timed between the server's phases: one text per forward, and ``batch`` per forward (the
+    ceiling of concurrent serving on this machine)."""
 
-    scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
-                                max_length=args.max_length)
-    scorer.batch_size, scorer.max_tokens = max(batch, 1), 2**30  # one forward per call, as the server runs it
-    enc = scorer.encode(items)
-    convs = [m for m, _ in items]
-    scorer.score_encodings(enc[:batch], convs[:batch])  # warm-up
-    rates = []
-    for b in (1, batch):
+    def __init__(self, args: argparse.Namespace, items: list[Any]) -> None:
+        from rmcore.device import Placement
+        from rmeval.scoring.server import load_reward_scorer
+
+        self.scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
+                                         max_length=args.max_length)
+        self.scorer.max_tokens = 2**30
+        self.enc = self.scorer.encode(items)
+        self.convs = [m for m, _ in items]
+        self.scorer.batch_size = 8  # warm-up: first forwards allocate
+        self.scorer.score_encodings(self.enc[:8], self.convs[:8])
+
+    def _pass(self, batch: int) -> float:
+        self.scorer.batch_size = batch  # one forward per call, as the server runs it
         t0 = time.perf_counter()
-        for i in range(0, len(enc), b):
-            scorer.score_encodings(enc[i:i + b], convs[i:i + b])
-        rates.append(len(enc) / (time.perf_counter() - t0))
-    scorer.close()
-    return rates[0], rates[1]
+        for i in range(0, len(self.enc), batch):
+            self.scorer.score_encodings(self.enc[i:i + batch], self.convs[i:i + batch])
+        return len(self.enc) / (time.perf_counter() - t0)
+
+    def rates(self, batch: int) -> tuple[float, float]:
+        """Rewards/s with one text per forward and with ``batch`` texts per forward."""
+        return self._pass(1), self._pass(max(batch, 1))
+
+    def close(self) -> None:
+        self.scorer.close()
+
+
+class Round(NamedTuple):  # not a dataclass: the tests load this script without registering it as a module
+    """One round's figures, in rewards/s except ``batch``; a round runs the server's two phases and
+    then the model alone, so a change of the machine's load shows as rounds that disagree."""
+
+    seq: float  # the server, one request at a time
+    con: float  # the server, --clients threads at once
+    batch: int  # the server's mean texts per forward in this round's concurrent phase
+    one: float  # the model alone, one text per forward
+    batched: float  # the model alone, in forwards of the first round's mean batch
+
+
+def summary(rounds: list[Round]) -> list[str]:
+    """The medians over the rounds and, where the model-alone ceiling is below the concurrent rate
+    it bounds, a warning: the load changed between measurements and the figures are not comparable.
+    Ratios are the median of each round's own ratio (a round's figures are measured close in time)."""
+    med = statistics.median
+    seq, con, one, bat = (med([getattr(r, k) for r in rounds]) for k in ("seq", "con", "one", "batched"))
+    ratio, ceiling = med(r.con / r.seq for r in rounds), med(r.batched / r.seq for r in rounds)
+    batch = rounds[0].batch
+    lines = [f"medians over {len(rounds)} rounds: sequential {seq:.1f}, concurrent {con:.1f} rewards/s: "
+             f"ratio concurrent/sequential {ratio:.2f}x",
+             f"the model alone (no HTTP, this process): {one:.1f} rewards/s one text per forward, {bat:.1f} in forwards "
+             f"of {batch} (the server's mean concurrent batch): concurrent serving reaches {con / bat:.0%} of that "
+             f"ceiling, and no server can exceed {ceiling:.2f}x over the sequential figure on this machine"]
+    below = sum(r.batched < r.con for r in rounds)
+    if bat < con:
+        lines.append(f"WARNING: the model-alone ceiling ({bat:.1f} rewards/s) is below the measured concurrent rate "
+                     f"({con:.1f}; in {below} of {len(rounds)} rounds): the machine's load changed between the "
+                     f"measurements, so these figures do not bound each other; rerun on an idle machine")
+    return lines
 
 
 def post(url: str, body: dict[str, Any]) -> float:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:  # a new connection per request, as OpenRLHF's client
         return json.loads(r.read())["rewards"][0]
+
+
+def serve(url: str, bodies: list[dict[str, Any]], clients: int) -> tuple[float, list[float]]:
+    """(seconds, rewards) of every request sent from ``clients`` threads at once (1: one at a time)."""
+    if clients == 1:
+        t0 = time.perf_counter()
+        rewards = [post(url, b) for b in bodies]
+        return time.perf_counter() - t0, rewards
+    out: list[float] = [0.0] * len(bodies)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def client(k: int) -> None:
+        barrier.wait()
+        try:
+            for i in range(k, len(bodies), clients):
+                out[i] = post(url, bodies[i])
+        except BaseException as e:  # raised in the main thread below, not lost with the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - t0, out
 
 
 def health(base: str) -> dict[str, Any]:
@@ -151,12 +229,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--batch-wait-ms", type=float, default=0.0, help="the server's --batch-wait-ms")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of (sequential, concurrent, model alone), alternated; medians reported")
     args = ap.parse_args(argv)
+    if args.model and args.checkpoint:  # checked before the libraries load
+        ap.error("--checkpoint and --model are alternatives")
+    if args.rounds < 1 or args.requests < 1 or args.clients < 1:
+        ap.error("--rounds, --requests and --clients must be at least 1")
     from rmcore.console import quiet_libraries
 
     quiet_libraries()
-    if args.model and args.checkpoint:
-        ap.error("--checkpoint and --model are alternatives")
     if args.data == DEFAULT_DATA and args.rollouts_per_prompt > 4:  # distinct responses for every rollout
         k = args.rollouts_per_prompt  # (the simulated set's text material holds ~16 per prompt for 64 prompts)
         args.data = json.dumps({**json.loads(DEFAULT_DATA), "responses_per_prompt": k,
@@ -165,52 +247,46 @@ def main(argv: list[str] | None = None) -> None:
     bodies, items = make_requests(args.data, args.requests, args.rollouts_per_prompt)
     proc, base = start_server(args)
     url = base + "/get_reward"
+    alone = None
+    rounds: list[Round] = []
+    diff = 0.0
     try:
         from bench_util import matmul_gflops
 
-        h0 = health(base)
+        h = health(base)
         print(f"machine: {os.cpu_count()} CPU cores, fp32 matmul {matmul_gflops():.0f} GFLOP/s now (a busy machine "
-              f"shows less); server: {args.checkpoint} on {h0['device']} ({h0['dtype']}), max length {h0['max_length']}")
+              f"shows less); server: {args.checkpoint} on {h['device']} ({h['dtype']}), max length {h['max_length']}")
         for b in bodies[:8]:  # warm-up: first forwards allocate
             post(url, b)
-        t0 = time.perf_counter()
-        sequential = [post(url, b) for b in bodies]
-        t_seq = time.perf_counter() - t0
-        h1 = health(base)
-        concurrent: list[float | None] = [None] * len(bodies)
-        barrier = threading.Barrier(args.clients + 1)
-
-        def client(k: int) -> None:
-            barrier.wait()
-            for i in range(k, len(bodies), args.clients):
-                concurrent[i] = post(url, bodies[i])
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
-        for t in threads:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        t_con = time.perf_counter() - t0
-        h2 = health(base)
+        alone = ModelAlone(args, items)
+        reference: list[float] | None = None
+        n = len(bodies)
+        # server and model alone alternate, round after round, so that a change of load on a shared
+        # machine hits both alike (a ceiling timed once after the server runs can come out below them)
+        for k in range(args.rounds):
+            h0 = health(base)
+            t_seq, sequential = serve(url, bodies, 1)
+            h1 = health(base)
+            t_con, concurrent = serve(url, bodies, args.clients)
+            h2 = health(base)
+            reference = reference or sequential
+            diff = max(diff, *(abs(a - b) for phase in (sequential, concurrent) for a, b in zip(reference, phase)))
+            batch = max(1, round(n / max(h2["forwards"] - h1["forwards"], 1)))
+            one, batched = alone.rates(rounds[0].batch if rounds else batch)
+            rounds.append(Round(n / t_seq, n / t_con, batch, one, batched))
+            print(f"round {k + 1}: sequential {n / t_seq:.1f} rewards/s ({h1['forwards'] - h0['forwards']} forwards), "
+                  f"concurrent ({args.clients} clients) {n / t_con:.1f} ({h2['forwards'] - h1['forwards']} forwards, "
+                  f"largest {h2['largest_forward']} texts); model alone {one:.1f} one per forward, {batched:.1f} in "
+                  f"forwards of {rounds[0].batch}", flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    n = len(bodies)
-    diff = max(abs(a - b) for a, b in zip(sequential, concurrent))
-    print(f"sequential: {n} requests in {t_seq:.1f} s: {n / t_seq:.1f} rewards/s "
-          f"({h1['forwards'] - h0['forwards'] - 8} forwards)")
-    print(f"concurrent ({args.clients} clients): {n} requests in {t_con:.1f} s: {n / t_con:.1f} rewards/s "
-          f"({h2['forwards'] - h1['forwards']} forwards, largest {h2['largest_forward']} texts)")
-    print(f"ratio concurrent/sequential: {t_seq / t_con:.2f}x")
-    print(f"largest |reward difference| between the two: {diff:.2e}")
-    mean_batch = max(1, round(n / max(h2["forwards"] - h1["forwards"], 1)))
-    one, batched = model_alone(args, items, mean_batch)
-    print(f"the model alone (no HTTP, this process): {one:.1f} rewards/s one text per forward, {batched:.1f} in "
-          f"forwards of {mean_batch} (the server's mean concurrent batch): concurrent serving reaches "
-          f"{n / t_con / batched:.0%} of that ceiling, and no server can exceed {batched / (n / t_seq):.2f}x over "
-          f"this sequential figure on this machine")
+        if alone is not None:
+            alone.close()
+    print(f"{len(bodies)} requests per phase, one item each")
+    for line in summary(rounds):
+        print(line)
+    print(f"largest |reward difference| from the first sequential phase, over every phase: {diff:.2e}")
     if args.model:
         shutil.rmtree(Path(args.checkpoint).parent, ignore_errors=True)
 

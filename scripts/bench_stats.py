@@ -158,9 +158,10 @@ def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[
     """``rmeval stats`` on ``folder`` (W&B off), timed as a whole and by part."""
     from rmeval.audit.features import FeatureSettings
     from rmeval.audit.pipeline import AuditSettings, audit_tables
+    from rmeval.stats.settings import StatsSettings
 
     timer = Timer()
-    settings = AuditSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0,
+    settings = AuditSettings(stats=StatsSettings(n_boot=n_boot, n_boot_regression=n_boot_regression, seed=0),
                              features=FeatureSettings(learners=learners) if learners else None)
     with tempfile.TemporaryDirectory() as out, patched(timer, jobs):
         t0, c0 = time.perf_counter(), cpu_seconds()

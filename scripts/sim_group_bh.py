@@ -5,12 +5,19 @@ Each replication draws one-sided z-test p-values, p = 1 − Φ(Z), independent, 
 true null and N(μ, 1) for a signal, in two groups (controlled, stylized) of the sizes a layout
 gives; the same p-values go through every mode:
 
-- storey: null shares estimated per group (Storey with the +1, η = 0.5), the default;
+- storey: null shares estimated per group (Storey with the +1, η = 0.5): the paper's procedure,
+  matchrm's default;
 - oracle: null shares fixed at each group's true null share (at least 1/n_g), the best a fixed
   share can do;
 - 0.8/0.5: null shares fixed at 0.8 (controlled) and 0.5 (stylized), the values the released code's
   docstring suggests, whatever the truth;
-- BH: every share 1, plain Benjamini–Hochberg.
+- BH: every share 1, plain Benjamini–Hochberg over the tested perturbations;
+- released: the released script's rule (``--procedure released``): plain BH over every perturbation
+  asked for, an untestable one (no changed twin) counted at p = 1. Where every perturbation is
+  testable it is BH exactly; a layout's ``untestable`` perturbations enter only its family.
+
+The untestable perturbations are true nulls that no mode can reject (p = 1 > q); the FDR counts the
+tested ones.
 
 FDR = mean of V / max(R, 1) (V false rejections, R rejections); power = mean share of the signals
 rejected. Monte Carlo standard errors: FDR about sqrt(FDR (1 − FDR) / reps).
@@ -28,25 +35,31 @@ from scipy.stats import norm
 
 from rmeval.stats.suitability import storey_null_share, weighted_step_up
 
-# (name, (n_controlled, n_stylized), (signals controlled, signals stylized), mu)
+# (name, (n_controlled, n_stylized) tested, (signals controlled, signals stylized), mu, untestable)
 LAYOUTS = [
-    ("global null, 5 + 5", (5, 5), (0, 0), 0.0),
-    ("signals in one group: 0 + 3 at mu 3", (5, 5), (0, 3), 3.0),
-    ("signals in one group: 0 + 5 at mu 2.5", (5, 5), (0, 5), 2.5),
-    ("spread: 2 + 2 at mu 3", (5, 5), (2, 2), 3.0),
-    ("spread: 3 + 4 at mu 3", (5, 5), (3, 4), 3.0),
-    ("spread: 2 + 5 at mu 2.5", (5, 5), (2, 5), 2.5),
-    ("unequal groups 3 + 7, global null", (3, 7), (0, 0), 0.0),
-    ("unequal groups 3 + 7: 0 + 4 at mu 3", (3, 7), (0, 4), 3.0),
-    ("unequal groups 2 + 8: 2 + 0 at mu 3", (2, 8), (2, 0), 3.0),
-    ("unequal groups 2 + 8: 1 + 6 at mu 2.5", (2, 8), (1, 6), 2.5),
+    ("global null, 5 + 5", (5, 5), (0, 0), 0.0, 0),
+    ("signals in one group: 0 + 3 at mu 3", (5, 5), (0, 3), 3.0, 0),
+    ("signals in one group: 0 + 5 at mu 2.5", (5, 5), (0, 5), 2.5, 0),
+    ("spread: 2 + 2 at mu 3", (5, 5), (2, 2), 3.0, 0),
+    ("spread: 3 + 4 at mu 3", (5, 5), (3, 4), 3.0, 0),
+    ("spread: 2 + 5 at mu 2.5", (5, 5), (2, 5), 2.5, 0),
+    ("unequal groups 3 + 7, global null", (3, 7), (0, 0), 0.0, 0),
+    ("unequal groups 3 + 7: 0 + 4 at mu 3", (3, 7), (0, 4), 3.0, 0),
+    ("unequal groups 2 + 8: 2 + 0 at mu 3", (2, 8), (2, 0), 3.0, 0),
+    ("unequal groups 2 + 8: 1 + 6 at mu 2.5", (2, 8), (1, 6), 2.5, 0),
+    # one controlled perturbation the scorer cannot see (PH on RM-Bench code): 4 + 5 tested
+    ("one untestable, global null, 4 + 5", (4, 5), (0, 0), 0.0, 1),
+    ("one untestable: 0 + 5 at mu 2.5", (4, 5), (0, 5), 2.5, 1),
+    ("one untestable: 2 + 2 at mu 3", (4, 5), (2, 2), 3.0, 1),
+    ("one untestable: 3 + 4 at mu 3", (4, 5), (3, 4), 3.0, 1),
 ]
-MODES = ("storey", "oracle", "0.8/0.5", "BH")
+MODES = ("storey", "oracle", "0.8/0.5", "BH", "released")
 
 
 def simulate(sizes: tuple[int, int], signals: tuple[int, int], mu: float, *, reps: int, q: float, eta: float,
-             rng: np.random.Generator, chunk: int = 20_000) -> dict[str, tuple[float, float]]:
-    """{mode: (FDR, power)} over ``reps`` replications of one layout."""
+             rng: np.random.Generator, untestable: int = 0, chunk: int = 20_000) -> dict[str, tuple[float, float]]:
+    """{mode: (FDR, power)} over ``reps`` replications of one layout (``untestable``: perturbations
+    at p = 1 in the released family only)."""
     n_c, n_s = sizes
     L = n_c + n_s
     is_signal = np.zeros(L, dtype=bool)
@@ -65,8 +78,14 @@ def simulate(sizes: tuple[int, int], signals: tuple[int, int], mu: float, *, rep
         est = np.empty((r, L))
         for g, cols in ((0, slice(0, n_c)), (1, slice(n_c, L))):
             est[:, group == g] = storey_null_share(p[:, cols], eta)[:, None]
-        for mode, qg in (("storey", est), ("oracle", oracle), ("0.8/0.5", fixed), ("BH", np.ones(L))):
-            rej, _ = weighted_step_up(p, np.broadcast_to(qg, p.shape), q)
+        # the released family: the tested p-values and the untestable ones at p = 1, every weight 1
+        p_rel = np.concatenate([p, np.ones((r, untestable))], axis=1)
+        for mode, qg in (("storey", est), ("oracle", oracle), ("0.8/0.5", fixed), ("BH", np.ones(L)),
+                         ("released", None)):
+            if qg is None:
+                rej = weighted_step_up(p_rel, np.ones_like(p_rel), q)[0][:, :L]  # p = 1 is never rejected
+            else:
+                rej, _ = weighted_step_up(p, np.broadcast_to(qg, p.shape), q)
             n_rej = rej.sum(1)
             fdp[mode] += float((rej[:, ~is_signal].sum(1) / np.maximum(n_rej, 1)).sum())
             if is_signal.any():
@@ -91,8 +110,8 @@ def main() -> None:
     head = "| layout | " + " | ".join(f"FDR {m}" for m in MODES) + " | " + " | ".join(f"power {m}" for m in MODES) + " |"
     print(head)
     print("|---|" + "---|" * (2 * len(MODES)))
-    for name, sizes, signals, mu in LAYOUTS:
-        res = simulate(sizes, signals, mu, reps=args.reps, q=args.q, eta=args.eta, rng=rng)
+    for name, sizes, signals, mu, untestable in LAYOUTS:
+        res = simulate(sizes, signals, mu, reps=args.reps, q=args.q, eta=args.eta, rng=rng, untestable=untestable)
         cells = [f"{res[m][0]:.4f}" for m in MODES] + [
             "—" if np.isnan(res[m][1]) else f"{res[m][1]:.3f}" for m in MODES]
         print(f"| {name} | " + " | ".join(cells) + " |")

@@ -3,6 +3,8 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
 
 - ``ROOT``: the repository root.
 - ``hand_icc``: the ANOVA ICC(1), written out plainly as an independent reference for the shares.
+- ``hand_top_mean``: the mean rating of a top fraction with ties at the cut in expectation, from
+  the cut value (the reference for every top-fraction selection).
 - Tiny models built locally (``rmcore.tiny``): a word-level Llama classifier or LM on a fixed corpus
   (``save_tiny_classifier``, ``save_tiny_lm``), the tokenizer of the small simulated set
   (``tiny_set_tokenizer``), a tiny Qwen3 on it (``save_tiny_qwen3``), a tiny Llama judge
@@ -50,6 +52,20 @@ def hand_icc(values, groups) -> float:
     msw = ssw / (n_total - k)
     n0 = (n_total - sum(len(v) ** 2 for v in data.values()) / n_total) / (k - 1)
     return (msb - msw) / (msb + (n0 - 1) * msw)
+
+
+def hand_top_mean(score, rating, fraction: float = 0.3) -> float:
+    """Mean rating of the top round(fraction * n) responses by score, ties at the cut broken
+    uniformly at random in expectation: every response strictly above the cut value is kept, and
+    the slots left are filled by the responses AT the cut value, each with the same probability
+    (so they contribute slots left x their mean rating). Written from the cut value, not from a
+    sort order, as an independent reference for ``rmeval.stats.selection.top_mean``."""
+    score, rating = [float(x) for x in score], [float(x) for x in rating]
+    m = int(np.round(fraction * len(score)))
+    cut = sorted(score, reverse=True)[m - 1]  # the m-th highest score
+    above = [r for s, r in zip(score, rating) if s > cut]
+    at_cut = [r for s, r in zip(score, rating) if s == cut]
+    return (sum(above) + (m - len(above)) * sum(at_cut) / len(at_cut)) / m
 
 
 # -- the real data (../shared/data) -------------------------------------------------------------------
@@ -197,8 +213,10 @@ def base_config(out: Path, **overrides: Any) -> dict[str, Any]:
     return raw
 
 
-def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINILM_MAX_LENGTH) -> np.ndarray:
-    """Reference scores: plain transformers, one unpadded text per forward pass."""
+def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINILM_MAX_LENGTH,
+                 data: dict[str, Any] | None = None) -> np.ndarray:
+    """Reference scores: plain transformers, one unpadded text per forward pass; the texts are
+    those of ``data`` (a data spec, MINILM_SET by default)."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -207,7 +225,7 @@ def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINIL
 
     model = AutoModelForSequenceClassification.from_pretrained(out).eval()
     tok = AutoTokenizer.from_pretrained(out)
-    by_id = load_rating_set(MINILM_SET).by_id()
+    by_id = load_rating_set(data or MINILM_SET).by_id()
     scores = []
     with torch.no_grad():
         for pid, rid in keys:

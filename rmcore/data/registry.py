@@ -50,24 +50,26 @@ from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
 from rmcore.data.simulated import CONFIG_FIELDS, simulate_rating_set
 from rmcore.errors import ConfigError, DataError
+from rmcore.registry import Registry
 
 Loader = Callable[[dict[str, Any]], RatingSet]
-LOADERS: dict[str, Loader] = {}
+# name -> loader; a spec's "name" is looked up here (the known names are listed sorted in the error)
+LOADERS: Registry[Loader] = Registry("rating set", message="unknown rating set {name!r}; known: {known}",
+                                     sort_known=True)
 COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
 SPLITS = ("train", "validation", "test", "filtered", "raw")
 # sets whose loaders take a split: a bare "validation" after the colon is a split, not a path
 SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp", "rewardbench", "rewardbench2")
 
 
-def register_loader(name: str) -> Callable[[Loader], Loader]:
-    """Decorator: make `fn(spec) -> RatingSet` loadable as ``{"name": name, ...}``."""
-    def deco(fn: Loader) -> Loader:
-        LOADERS[name] = fn
-        return fn
-    return deco
+def register_loader(name: str, *, replace: bool = False) -> Callable[[Loader], Loader]:
+    """Decorator: make `fn(spec) -> RatingSet` loadable as ``{"name": name, ...}`` (and as the SPEC
+    string ``name:key=value,...``). A name already registered is an error unless ``replace``."""
+    return LOADERS.register(name, replace=replace)
 
 
 def known_loaders() -> list[str]:
+    """The registered rating-set names, sorted."""
     return sorted(LOADERS)
 
 
@@ -154,11 +156,10 @@ def load_rating_set(spec: Mapping[str, Any] | str) -> RatingSet:
     """Load and validate a rating set from a spec (see module doc)."""
     spec = {"name": spec} if isinstance(spec, str) else dict(spec)
     name = spec.get("name")
-    if name not in LOADERS:
-        raise ConfigError(f"unknown rating set {name!r}; known: {', '.join(known_loaders())}")
+    loader = LOADERS.lookup(name)
     on_bad = spec.get("on_bad", "raise")
     check_on_bad(on_bad)
-    rs = LOADERS[name](spec)
+    rs = loader(spec)
     if spec.get("validate", True):
         validate_rating_set(rs, on_bad=on_bad, min_responses=int(spec.get("min_responses", 2)))
     return rs

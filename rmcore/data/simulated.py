@@ -422,14 +422,19 @@ def _standardise(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
 
 
-def simulate_rating_set(config: SimulationConfig | None = None, **knobs: Any) -> RatingSet:
-    """Draw the simulated rating set (see module doc). Knobs override fields of `config`."""
-    cfg = SimulationConfig(**{**(asdict(config) if config else {}), **knobs})
-    cfg.validate()
-    rng = np.random.default_rng(cfg.seed)
-    sd_u, sd_q = cfg.variance_budget()
-    n, k = cfg.n_prompts, cfg.responses_per_prompt
+@dataclass
+class _PromptDraws:
+    """The prompt-level draws: features, context length, visible and total offset scores, multi-turn flags."""
+    feats: list[PromptFeatures]
+    lengths: np.ndarray
+    z_vis: np.ndarray
+    z_u: np.ndarray
+    multi: np.ndarray
 
+
+def _draw_prompts(n: int, prompt_visibility: float, multi_turn_fraction: float,
+                  rng: np.random.Generator) -> _PromptDraws:
+    """Draw the prompts' four independent features, their offset scores z_vis, z_u and the multi-turn flags."""
     # -- prompt features: four independent draws --------------------------------------------------
     topics = _balanced(np.arange(len(TOPICS)), n, rng)
     tasks = _balanced(np.arange(len(TASK_TYPES)), n, rng)
@@ -443,33 +448,126 @@ def simulate_rating_set(config: SimulationConfig | None = None, **knobs: Any) ->
                rng.normal(size=3)[n_cons], rng.normal(size=3)[lengths]]
     z_vis = _standardise(sum(_standardise(e) for e in effects))
     z_hid = _stratified_normal(n, rng)
-    v = cfg.prompt_visibility
+    v = prompt_visibility
     z_u = math.sqrt(v) * z_vis + math.sqrt(1 - v) * z_hid
     z_u = z_u - z_u.mean()  # centre so the grand mean stays at 2 (fewer clipped ratings)
-    multi = rng.random(n) < cfg.multi_turn_fraction
+    multi = rng.random(n) < multi_turn_fraction
+    return _PromptDraws(feats, lengths, z_vis, z_u, multi)
 
-    # -- responses: written for their prompt, imperfectly -----------------------------------------
+
+def _draw_response_features(f: PromptFeatures, rng: np.random.Generator) -> ResponseFeatures:
+    """Draw one response written for prompt `f`, imperfectly: its topic, mode, markers and level."""
+    topic = f.topic if rng.random() < P_ON_TOPIC else int((f.topic + 1 + rng.integers(len(TOPICS) - 1))
+                                                           % len(TOPICS))
+    mode = f.task if rng.random() < P_RIGHT_TASK else str(rng.choice([t for t in TASK_TYPES if t != f.task]))
+    p_mark = np.where([c in f.constraints for c in CONSTRAINTS], P_MARKER_ASKED, P_MARKER_UNASKED)
+    markers = frozenset(c for c, hit in zip(CONSTRAINTS, rng.random(len(CONSTRAINTS)) < p_mark) if hit)
+    level = int(np.searchsorted(LEVEL_CUTS, rng.normal()))
+    return ResponseFeatures(topic, mode, markers, level)
+
+
+def _draw_responses(feats: list[PromptFeatures], k: int,
+                    rng: np.random.Generator) -> tuple[list[list[ResponseFeatures]], np.ndarray]:
+    """Draw k responses per prompt; return their features and the centred answer quality r - E[r | prompt]."""
     rfeats: list[list[ResponseFeatures]] = []
-    r_centred = np.zeros((n, k))
+    r_centred = np.zeros((len(feats), k))
     for i, f in enumerate(feats):
         row = []
         for j in range(k):
-            topic = f.topic if rng.random() < P_ON_TOPIC else int((f.topic + 1 + rng.integers(len(TOPICS) - 1))
-                                                                   % len(TOPICS))
-            mode = f.task if rng.random() < P_RIGHT_TASK else str(rng.choice([t for t in TASK_TYPES if t != f.task]))
-            p_mark = np.where([c in f.constraints for c in CONSTRAINTS], P_MARKER_ASKED, P_MARKER_UNASKED)
-            markers = frozenset(c for c, hit in zip(CONSTRAINTS, rng.random(len(CONSTRAINTS)) < p_mark) if hit)
-            level = int(np.searchsorted(LEVEL_CUTS, rng.normal()))
-            rf = ResponseFeatures(topic, mode, markers, level)
+            rf = _draw_response_features(f, rng)
             row.append(rf)
             r_centred[i, j] = answer_quality(f, rf) - expected_answer_quality(len(f.constraints))
         rfeats.append(row)
+    return rfeats, r_centred
+
+
+def _unique_prompt_messages(f: PromptFeatures, i: int, n_context: int, multi: bool, n_prompts: int,
+                            rng: np.random.Generator, seen_last: set[str],
+                            seen_conv: set[str]) -> list[dict[str, str]]:
+    """Draw prompt i's conversation until its last turn and the whole conversation are new; record both."""
+    subject = TOPICS[f.topic][0]
+    for _ in range(MAX_TRIES):
+        messages = []
+        if multi:
+            usr, ast = EARLIER[rng.integers(len(EARLIER))]
+            messages += [{"role": "user", "content": usr.format(subject=subject)},
+                         {"role": "assistant", "content": ast.format(subject=subject)}]
+        last = _prompt_text(f, n_context, rng)
+        messages.append({"role": "user", "content": last})
+        conv = repr(messages)
+        if last not in seen_last and conv not in seen_conv:
+            break
+    else:
+        raise ValueError(f"simulated set: no unique text for prompt {i} after {MAX_TRIES} draws; "
+                         f"n_prompts={n_prompts} is too large for the text material")
+    seen_last.add(last)
+    seen_conv.add(conv)
+    return messages
+
+
+def _unique_response_text(rf: ResponseFeatures, i: int, j: int, n_prompts: int, rng: np.random.Generator,
+                          seen_resp: set[str]) -> str:
+    """Draw response j of prompt i's text until it is new; record it."""
+    for _ in range(MAX_TRIES):
+        text = _response_text(rf, rng)
+        if text not in seen_resp:
+            break
+    else:
+        raise ValueError(f"simulated set: no unique text for response {j} of prompt {i} after "
+                         f"{MAX_TRIES} draws; n_prompts={n_prompts} is too large for the text material")
+    seen_resp.add(text)
+    return text
+
+
+def _response_record(pid: str, j: int, f: PromptFeatures, rf: ResponseFeatures, text: str, helpfulness: float,
+                     latent: float, quality: float, rng: np.random.Generator) -> Response:
+    """The Response for one text: helpfulness as given, the other attributes drawn around it, its ground truth."""
+    words = len(text.split())
+    ratings = {
+        "helpfulness": helpfulness,
+        "correctness": _clip(latent + rng.normal(0, 0.6)),
+        "coherence": _clip(1.0 + rf.level + rng.normal(0, 0.5)),
+        "complexity": _clip(1.0 + 0.5 * rf.level + 0.5 * len(f.constraints) + rng.normal(0, 0.5)),
+        "verbosity": _clip(words / 12.0 + rng.normal(0, 0.4)),
+    }
+    return Response(f"{pid}:r{j}", text, ratings, meta={
+        "topic": TOPICS[rf.topic][0], "mode": rf.mode, "markers": sorted(rf.markers), "level": rf.level,
+        "answer_quality": answer_quality(f, rf), "quality": quality, "latent": latent})
+
+
+def _rating_preferences(pid: str, responses: list[Response], label_agreement: float,
+                        rng: np.random.Generator) -> list[Preference]:
+    """Preference labels for a prompt's pairs with different helpfulness, flipped with prob 1 - label_agreement."""
+    prefs: list[Preference] = []
+    for a, b in combinations(responses, 2):
+        ha, hb = a.ratings["helpfulness"], b.ratings["helpfulness"]
+        if ha == hb:
+            continue
+        hi, lo = (a, b) if ha > hb else (b, a)
+        agrees = bool(rng.random() < label_agreement)
+        chosen, rejected = (hi, lo) if agrees else (lo, hi)
+        prefs.append(Preference(pid, chosen.response_id, rejected.response_id, strength=abs(ha - hb),
+                                subset="simulated", meta=(("agrees_with_ratings", agrees),)))
+    return prefs
+
+
+def simulate_rating_set(config: SimulationConfig | None = None, **knobs: Any) -> RatingSet:
+    """Draw the simulated rating set (see module doc). Knobs override fields of `config`."""
+    cfg = SimulationConfig(**{**(asdict(config) if config else {}), **knobs})
+    cfg.validate()
+    rng = np.random.default_rng(cfg.seed)
+    sd_u, sd_q = cfg.variance_budget()
+    n, k = cfg.n_prompts, cfg.responses_per_prompt
+    d = _draw_prompts(n, cfg.prompt_visibility, cfg.multi_turn_fraction, rng)
+
+    # -- responses: written for their prompt, imperfectly -----------------------------------------
+    rfeats, r_centred = _draw_responses(d.feats, k, rng)
     q = sd_q * r_centred / (r_centred.std() or 1.0)
     e = rng.normal(0.0, cfg.rater_noise_sd, (n, k))
     # Fine-tune sd_u so the realised ICC(1) of the rounded ratings hits human_share (the finite
     # draws move the sample ICC by a few hundredths; the knob promises the realised value).
-    sd_u = _calibrate_sd_u(z_u, q + e, cfg.human_share, sd_u)
-    u = sd_u * z_u
+    sd_u = _calibrate_sd_u(d.z_u, q + e, cfg.human_share, sd_u)
+    u = sd_u * d.z_u
     help_all = _round_clip(2.0 + u[:, None] + q + e)
 
     # -- texts: surface choices redrawn until every prompt and response text is unique ------------
@@ -478,61 +576,20 @@ def simulate_rating_set(config: SimulationConfig | None = None, **knobs: Any) ->
     seen_resp: set[str] = set()
     prompts: list[PromptRecord] = []
     prefs: list[Preference] = []
-    for i, f in enumerate(feats):
-        subject = TOPICS[f.topic][0]
-        for _ in range(MAX_TRIES):
-            messages = []
-            if multi[i]:
-                usr, ast = EARLIER[rng.integers(len(EARLIER))]
-                messages += [{"role": "user", "content": usr.format(subject=subject)},
-                             {"role": "assistant", "content": ast.format(subject=subject)}]
-            last = _prompt_text(f, int(lengths[i]), rng)
-            messages.append({"role": "user", "content": last})
-            conv = repr(messages)
-            if last not in seen_last and conv not in seen_conv:
-                break
-        else:
-            raise ValueError(f"simulated set: no unique text for prompt {i} after {MAX_TRIES} draws; "
-                             f"n_prompts={n} is too large for the text material")
-        seen_last.add(last)
-        seen_conv.add(conv)
+    for i, f in enumerate(d.feats):
+        messages = _unique_prompt_messages(f, i, int(d.lengths[i]), bool(d.multi[i]), n, rng, seen_last, seen_conv)
         pid = f"sim-{i:04d}"
         responses = []
         for j, rf in enumerate(rfeats[i]):
-            for _ in range(MAX_TRIES):
-                text = _response_text(rf, rng)
-                if text not in seen_resp:
-                    break
-            else:
-                raise ValueError(f"simulated set: no unique text for response {j} of prompt {i} after "
-                                 f"{MAX_TRIES} draws; n_prompts={n} is too large for the text material")
-            seen_resp.add(text)
-            latent = 2.0 + u[i] + q[i, j]
-            words = len(text.split())
-            ratings = {
-                "helpfulness": float(help_all[i, j]),
-                "correctness": _clip(latent + rng.normal(0, 0.6)),
-                "coherence": _clip(1.0 + rf.level + rng.normal(0, 0.5)),
-                "complexity": _clip(1.0 + 0.5 * rf.level + 0.5 * len(f.constraints) + rng.normal(0, 0.5)),
-                "verbosity": _clip(words / 12.0 + rng.normal(0, 0.4)),
-            }
-            responses.append(Response(f"{pid}:r{j}", text, ratings, meta={
-                "topic": TOPICS[rf.topic][0], "mode": rf.mode, "markers": sorted(rf.markers), "level": rf.level,
-                "answer_quality": answer_quality(f, rf), "quality": float(q[i, j]), "latent": float(latent)}))
+            text = _unique_response_text(rf, i, j, n, rng, seen_resp)
+            responses.append(_response_record(pid, j, f, rf, text, float(help_all[i, j]),
+                                              float(2.0 + u[i] + q[i, j]), float(q[i, j]), rng))
         prompts.append(PromptRecord(pid, messages, responses, source="simulated", meta={
-            "topic": subject, "task_type": f.task, "constraints": sorted(f.constraints),
-            "length": int(lengths[i]), "prompt_offset": float(u[i]),
-            "visible_offset": float(sd_u * math.sqrt(v) * z_vis[i])}))
+            "topic": TOPICS[f.topic][0], "task_type": f.task, "constraints": sorted(f.constraints),
+            "length": int(d.lengths[i]), "prompt_offset": float(u[i]),
+            "visible_offset": float(sd_u * math.sqrt(cfg.prompt_visibility) * d.z_vis[i])}))
         if cfg.with_preferences:
-            for a, b in combinations(responses, 2):
-                ha, hb = a.ratings["helpfulness"], b.ratings["helpfulness"]
-                if ha == hb:
-                    continue
-                hi, lo = (a, b) if ha > hb else (b, a)
-                agrees = bool(rng.random() < cfg.label_agreement)
-                chosen, rejected = (hi, lo) if agrees else (lo, hi)
-                prefs.append(Preference(pid, chosen.response_id, rejected.response_id, strength=abs(ha - hb),
-                                        subset="simulated", meta=(("agrees_with_ratings", agrees),)))
+            prefs.extend(_rating_preferences(pid, responses, cfg.label_agreement, rng))
     return RatingSet(prompts=prompts, name="simulated", attributes=DEFAULT_ATTRIBUTES, preferences=prefs)
 
 

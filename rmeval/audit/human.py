@@ -31,7 +31,7 @@ import math
 import os
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,10 @@ from rmcore.data.schema import pick_attribute
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.markdown import interval, num, table
+from rmcore.settings import option
 from rmeval.stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
+from rmeval.stats.settings import parse_reliabilities
 from rmeval.stats.share import residual_share, share
 
 NON_ATTRIBUTES = ("prompt_id", "response_id", "single_turn", "response_words", "prompt_words", "exposure",
@@ -186,13 +188,17 @@ class HumanSettings:
     ``reliabilities`` {label: R}, a seeded sample of ``max_prompts`` prompts, ``n_boot`` prompt
     resamples and ``seed``."""
 
-    attribute: str | None = None
-    annotations: str | None = None
-    raters_per_rating: float = 1.0
-    reliabilities: dict[str, float] = field(default_factory=dict)
-    max_prompts: int | None = None
-    n_boot: int = 2000
-    seed: int = 0
+    attribute: str | None = option(None, help="only this attribute (default: all; helpfulness is the main one)")
+    annotations: str | None = option(None, help="per-annotator ratings (HelpSteer2 disagreements.jsonl.gz, or 'hub') "
+                                                "for reliabilities")
+    raters_per_rating: float = option(1.0, help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's "
+                                                "released label)")
+    reliabilities: dict[str, float] = option(default_factory=dict, flag="--reliability", nargs="+",
+                                             parse=parse_reliabilities,
+                                             help="borrowed reliabilities NAME=R for the corrected share")
+    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    n_boot: int = option(2000, help="bootstrap resamples over prompts")
+    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.raters_per_rating) and self.raters_per_rating >= 1):

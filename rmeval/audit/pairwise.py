@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rmcore.checkpoints import display_name
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
+from rmcore.settings import option
 
 if TYPE_CHECKING:
     from rmcore.tracking import Tracker
@@ -28,11 +29,17 @@ STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the mat
 
 @dataclass
 class PairwiseSettings:
-    n_boot: int = 2000  # prompt-bootstrap resamples
-    seed: int = 0
-    ties: str = "half"  # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
-    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
-    progress: bool = True
+    """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
+
+    n_boot: int = option(2000, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
+    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
+    # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
+    ties: str = option("half", choices=["half", "wrong"],
+                       help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
+    # score cache file; None: OUT/score_cache.sqlite
+    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
+    progress: bool = option(True, flag="--no-progress", action="store_false",
+                            help="no progress bars (they go to stderr, and only when it is a terminal)")
 
 
 def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, out: str | os.PathLike, *,
@@ -113,14 +120,16 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
 
 
 def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.PathLike) -> str:
-    tr = res["truncation"]
+    """The command's one line per checkpoint: accuracy, benchmark scores, truncation counts."""
+    from rmeval.scoring.run import truncation_note
+
     bench = ""
     if "rewardbench" in res:
         bench += f", RewardBench score {res['rewardbench']['score']['estimate']:.3f}"
     if "rewardbench2" in res:
         bench += f", RewardBench 2 score {res['rewardbench2']['score']['estimate']:.3f}"
     return (f"{label}: pairwise accuracy {res['accuracy']['estimate']:.3f} on {n_pairs} pairs{bench} "
-            f"({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses truncated) -> {out}")
+            f"({truncation_note(res['truncation'])}) -> {out}")
 
 
 def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
@@ -134,6 +143,13 @@ def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
         lines += ["## RewardBench sections (subsets weighted by RewardBench's example counts)", ""]
         lines += table(["section", "accuracy"], [[k, estimate(v)] for k, v in rb["sections"].items()])
         lines += [f"| score (mean of sections) | {estimate(rb['score'])} |", ""]
+        if rb.get("missing_sections"):
+            # the two rules differ only when a section is absent: say so, with both numbers
+            n = len(rb["sections"])
+            lines += [f"Sections missing: {', '.join(rb['missing_sections'])}. The score above is the mean of the "
+                      f"{n} sections present ({num(rb['score']['estimate'])}); RewardBench's script counts a missing "
+                      f"section 0 and averages all {n + len(rb['missing_sections'])}: "
+                      f"{estimate(rb['score_missing_as_zero'])}.", ""]
     for key in ("by_section", "by_subset"):
         if key in res:
             lines += [f"## {key.replace('_', ' ')}", ""]

@@ -17,57 +17,82 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
 from rmcore.errors import ConfigError, DataError
+from rmcore.progress import Progress
+from rmcore.settings import nested, option
 from rmeval.audit.features import FeatureSettings
 from rmeval.perturbations.suite import CHEAP
+from rmeval.stats.settings import StatsSettings
+from rmeval.suitability.settings import SuitabilityAuditSettings
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
+    import pandas as pd
+
     from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
-    from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 # The cheap conditions (no related or paraphrase inputs, no embedder): the recipes' audits by default.
 CHEAP_CONDITIONS = ("original", "generic", "random", "prompt_only")
+# The probes' flags of rmeval audit (--probe-*: any of them turns the probes on).
+PROBE_FLAGS = ("embedders", "base_model", "learners")
+# The suitability flags of rmeval audit: every one but the groups of suitability-stats.
+AUDIT_SUITABILITY_FLAGS = tuple(f.name for f in fields(SuitabilityAuditSettings) if f.name != "groups")
+
+
+def _names(text: str) -> list[str]:
+    return text.split(",")
 
 
 @dataclass
 class JudgeProfileSettings:
     """Profile the checkpoint as a pairwise judge on an items table (``rmeval.judges.audit_hook``)."""
 
-    items: str
-    attributes: list[str] = field(default_factory=lambda: ["core"])
-    max_length: int | None = None
-    batch_size: int = 32
+    items: str = option(metavar="FILE", help="items table: also profile the checkpoint as a pairwise judge "
+                                             "(rmeval judges)")
+    attributes: list[str] = option(default_factory=lambda: ["core"], metavar="NAMES", parse=_names,
+                                   help="attributes for --judge-items (comma-separated)")
+    max_length: int | None = None  # tokens per text: the scorer's (--max-length)
+    batch_size: int = 32  # the scorer's (--batch-size)
 
 
 @dataclass
 class AuditSettings:
-    """Every setting of one audit (the defaults are ``rmeval audit``'s)."""
+    """Every setting of one audit (the defaults are ``rmeval audit``'s, whose flags are these fields)."""
 
-    conditions: list[str] | None = None  # None: every registered condition whose inputs are at hand
-    n_boot: int = 2000  # prompt-bootstrap resamples
-    n_boot_regression: int = 5000  # resamples of the sibling regression
-    seed: int = 0  # bootstrap streams, donors, and the suitability permutations
-    attribute: str | None = None  # None: pick_attribute's rule
-    n_donors: int = 4  # donor prompts per transplant condition
-    related_file: str | None = None
-    paraphrase_file: str | None = None
-    embedder: str | None = None  # sentence encoder of the embedding condition
-    human_reliability: dict[str, float] = field(default_factory=dict)  # {label: R}, the corrected human share
-    reference_pool: str | None = None  # pool table (rmeval pool): scored by the audited model, for pool centring
-    features: FeatureSettings | None = None  # the feature probes' models (rmeval.audit.features); None: no probes
-    judge: JudgeProfileSettings | None = None
-    suitability: SuitabilityAuditSettings | None = None  # None: no suitability step
-    cache: str | None = None  # score cache file; None: OUT/score_cache.sqlite
-    progress: bool = True  # progress bars while scoring (stderr, only on a terminal)
+    # None: every registered condition whose inputs are at hand
+    conditions: list[str] | None = option(None, help="default: all with their inputs at hand")
+    # resamples, seed (bootstrap streams, donors, the suitability permutations), the corrected human
+    # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
+    stats: StatsSettings = nested(StatsSettings, embed=True)
+    attribute: str | None = option(None, help="rated attribute (default helpfulness, else the first)")  # pick_attribute
+    n_donors: int = option(4, help="donor prompts per transplant condition")
+    related_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of related tasks")
+    paraphrase_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of paraphrases")
+    embedder: str | None = option(None, help="sentence encoder for the embedding condition")
+    # pool table (rmeval pool): scored by the audited model, for pool centring
+    reference_pool: str | None = option(None, help="reference pool table (rmeval pool's pool.parquet), scored by "
+                                                   "the checkpoint for pool centring")
+    # the feature probes' models (rmeval.audit.features); None: no probes (any --probe-* flag turns them on)
+    features: FeatureSettings | None = nested(FeatureSettings, prefix="probe-", only=PROBE_FLAGS, when=PROBE_FLAGS)
+    judge: JudgeProfileSettings | None = nested(JudgeProfileSettings, prefix="judge-", when="items")
+    # None: no suitability step; --suitability [CODE ...] turns it on
+    suitability: SuitabilityAuditSettings | None = nested(
+        SuitabilityAuditSettings, when="perturbations", only=AUDIT_SUITABILITY_FLAGS,
+        options={"perturbations": {"flag": "--suitability", "nargs": "*",
+                                   "help": "also run the suitability audit (no codes: every perturbation at hand)"}})
+    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
+    # progress bars while scoring (stderr, only on a terminal)
+    progress: bool = option(True, flag="--no-progress", action="store_false",
+                            help="no progress on stderr (a bar on a terminal, else a line every 30 s)")
 
     def resolved_conditions(self) -> list[str]:
         return resolve_conditions(self.conditions, related_file=self.related_file,
@@ -75,11 +100,22 @@ class AuditSettings:
 
     def condition_options(self) -> dict[str, Any]:
         """Options of the condition builders (rmeval.conditions); unset inputs left out."""
-        opts: dict[str, Any] = {"seed": self.seed, "n_donors": self.n_donors}
+        opts: dict[str, Any] = {"seed": self.stats.seed, "n_donors": self.n_donors}
         for key in ("related_file", "paraphrase_file", "embedder"):
             if getattr(self, key):
                 opts[key] = getattr(self, key)
         return opts
+
+    def validate(self) -> None:
+        """The suitability step's settings (before any scoring), ``conditions`` checked against the
+        registry and resolved (comma lists split; None: every one whose inputs are at hand), the
+        probes' learners known. One-line ConfigErrors."""
+        if self.suitability is not None:
+            self.suitability.inference(self.stats.seed)
+        self.conditions = resolve_conditions(self.conditions, related_file=self.related_file,
+                                             paraphrase_file=self.paraphrase_file)
+        if self.features is not None:
+            self.features.validate()
 
 
 def resolve_conditions(requested: list[str] | None, *, related_file: str | None = None,
@@ -101,32 +137,31 @@ def resolve_conditions(requested: list[str] | None, *, related_file: str | None 
 
 # -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
 
+def _training_suitability() -> SuitabilityAuditSettings:
+    return SuitabilityAuditSettings(perturbations=list(CHEAP), max_items=64, n_permutations=2000)
+
+
 @dataclass
 class TrainingSuitabilitySettings:
     """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
     subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
 
     enabled: bool = False
-    perturbations: list[str] = field(default_factory=lambda: list(CHEAP))
-    max_items: int = 64
-    n_permutations: int = 2000
-    q: float = 0.05
-    eta: float = 0.5
-    margin: float | None = None
-    data: dict[str, Any] | None = None  # a data spec; None: the audit's held-out prompts
-    metric: str = "log_confidence"  # log_confidence | confidence
-    weighting: str | None = None  # storey | fixed | equal; None: fixed with null_share, else storey
-    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
+    # the step's settings; a recipe gives these of their keys here (data: a data spec, None: the
+    # audit's held-out prompts; weighting None: fixed with null_share, else storey)
+    suitability: SuitabilityAuditSettings = nested(
+        _training_suitability, embed=True, keys=("perturbations", "max_items", "n_permutations", "q", "eta", "margin",
+                                                 "data", "metric", "weighting", "null_share",
+                                                 "procedure"))
 
     def audit_settings(self) -> SuitabilityAuditSettings | None:
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
         if not self.enabled:
             return None
-        return SuitabilityAuditSettings(perturbations=list(self.perturbations or CHEAP),
-                                        data=self.data, max_items=self.max_items, n_permutations=self.n_permutations,
-                                        q=self.q, eta=self.eta, margin=self.margin, metric=self.metric,
-                                        weighting=self.weighting, null_share=self.null_share)
+        return replace(self.suitability, perturbations=list(self.suitability.perturbations or CHEAP))
+
+
+def _training_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=200))
 
 
 @dataclass
@@ -134,16 +169,19 @@ class TrainingAuditSettings:
     """``audit``: the audit of each saved checkpoint during training (rmeval.audit.callback.AuditCallback)."""
 
     enabled: bool = False
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
+    audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
     max_prompts: int = 64
-    n_boot: int = 200
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression is the slowest figure to settle: at least 200 resamples however few the rest
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot,
-                             n_boot_regression=max(self.n_boot, 200), attribute=attribute,
-                             suitability=self.suitability.audit_settings())
+        stats = replace(self.audit.stats, n_boot_regression=max(self.audit.stats.n_boot, 200))
+        return replace(self.audit, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
+
+
+def _final_audit() -> AuditSettings:
+    return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=1000))
 
 
 @dataclass
@@ -152,16 +190,14 @@ class FinalAuditSettings:
 
     enabled: bool = True
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
-    conditions: list[str] = field(default_factory=lambda: list(CHEAP_CONDITIONS))
+    # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
+    # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
+    audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
+                                                                  "related_file", "seed", "features"))
     max_prompts: int | None = 200  # seeded sample, the same for every run
-    n_boot: int = 1000
     batch_size: int = 32
     max_length: int | None = None  # None: training.max_length
     max_tokens: int | None = None  # cap on padded tokens per batch
-    paraphrase_file: str | None = None
-    related_file: str | None = None
-    seed: int = 0
-    features: FeatureSettings | None = None  # the feature probes' embedders and base model (rmeval.audit.features)
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
@@ -181,9 +217,9 @@ class FinalAuditSettings:
         return p
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
-        return AuditSettings(conditions=list(self.conditions), n_boot=self.n_boot, n_boot_regression=self.n_boot,
-                             seed=self.seed, attribute=attribute, related_file=self.related_file,
-                             paraphrase_file=self.paraphrase_file, features=self.features)
+        # the regression resamples as often as the rest (n_boot_regression is no key of sweep.audit)
+        stats = replace(self.audit.stats, n_boot_regression=self.audit.stats.n_boot)
+        return replace(self.audit, attribute=attribute, stats=stats)
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
@@ -192,7 +228,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
           tracker: Tracker | None = None, label: str = "", title: str = "matchrm audit",
           checkpoint: str | os.PathLike | None = None, data: str | None = None, cache: bool = True,
           preference_set: RatingSet | None = None, shard: Shard | None = None,
-          meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
+          meta: dict[str, Any] | None = None, started: float | None = None) -> dict[str, Any] | None:
     """Audit the model behind ``scorer`` on ``rating_set`` into ``out`` and return the audit record.
 
     ``shard``: this process's share of an audit launched as several processes (``accelerate
@@ -205,15 +241,51 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     afresh, with no score cache and no reuse of an earlier scores table: an in-memory model has no
     identity that outlives its process. ``preference_set``: the suitability step's preference set
     when already loaded (else ``settings.suitability.data``, else ``rating_set``).
-    ``label`` heads the progress bars; ``title`` the report; ``meta`` joins the record's meta.
-    With a ``tracker`` everything is logged to it (the caller finishes it)."""
-    from rmcore.io import atomic_write_table
-    from rmeval.audit.features import audit_feature_tables
-    from rmeval.audit.report import log_audit, write_report
-    from rmeval.scoring.run import score_conditions, truncation_summary
-    from rmeval.stats.audit import compute_audit
+    ``label`` heads the progress lines; ``title`` the report; ``meta`` joins the record's meta.
+    With a ``tracker`` everything is logged to it (the caller finishes it). ``started``: when the
+    run began (``time.perf_counter()``; the caller's, e.g. before its model loaded; default now):
+    the record's ``meta.seconds`` runs from there to the report written, ``seconds_scoring`` from
+    there to the last text scored, ``seconds_statistics`` is the statistics' own time.
 
+    The steps: score (``_score_step``) -> tables and statistics (``_tables_step``) -> the extra
+    sections (``_extras_step``) -> report and W&B (``_report_step``)."""
+    started = time.perf_counter() if started is None else started
     out = Path(out)
+    scored = _score_step(scorer, rating_set, settings, out, cache=cache, label=label, title=title,
+                         checkpoint=checkpoint, data=data, preference_set=preference_set, shard=shard)
+    if scored is None:  # another process's share: the main process does the rest
+        return None
+    seconds_scoring = time.perf_counter() - started
+    result = _tables_step(scored, rating_set, settings, out, cache=cache, label=label)
+    judge_images = _extras_step(result, scored, scorer, rating_set, settings, out, checkpoint=checkpoint,
+                                data=data, meta=meta)
+    # compute_audit's own meta.seconds times the statistics alone; the record's covers the whole run
+    result["meta"]["seconds_statistics"] = result["meta"].pop("seconds", None)
+    result["meta"]["seconds_scoring"] = round(seconds_scoring, 3)
+    _report_step(result, out, title=title, tracker=tracker, judge_images=judge_images,
+                 suitability=scored.suitability, checkpoint=checkpoint, started=started)
+    return result
+
+
+@dataclass
+class _Scored:
+    """What the scoring step hands on: the scores and ratings tables and what was scored beside them."""
+
+    scores: pd.DataFrame
+    ratings: pd.DataFrame
+    placement: dict[str, Any]  # the scorer's device, dtype, kernel (and loader)
+    pool_scores: pd.DataFrame | None  # the reference pool scored by the audited model
+    digits: pd.DataFrame | None  # a generative judge's digit distributions
+    suitability: tuple[dict[str, dict[str, Any]], dict[str, Path]] | None  # the suitability step's results
+
+
+def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, cache: bool,
+                label: str, title: str, checkpoint: str | os.PathLike | None, data: str | None,
+                preference_set: RatingSet | None, shard: Shard | None) -> _Scored | None:
+    """Score every condition, and the judge digits, the reference pool and the suitability suite when
+    asked, then close the scorer; None on a process that is not the main one."""
+    from rmeval.scoring.run import score_conditions
+
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
     suitability = digits = None
     if settings.reference_pool:  # read first: a bad pool table fails before any scoring
@@ -229,7 +301,7 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
                                   out_path=out / "scores.parquet" if cache else None, cache_path=cache_path,
                                   progress=settings.progress, label=label, shard=shard,
                                   **settings.condition_options())
-        if scores is None:  # another process's share: the main process does the rest
+        if scores is None:  # another process's share
             return None
         if is_judge:
             from rmeval.scoring.judge import judge_digit_table
@@ -242,11 +314,24 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
             pool_scores = score_pool(scorer, rating_set, pool_table, cache_path=cache_path,
                                      progress=settings.progress, label=label)
         if settings.suitability is not None:
-            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.seed)
+            prefs_rs = preference_set or settings.suitability.rating_set(rating_set, settings.stats.seed)
             suitability = _suitability_step(scorer, prefs_rs, settings, out, title=title, cache_path=cache_path,
                                             checkpoint=checkpoint, data=data)
     finally:
         scorer.close()
+    return _Scored(scores, ratings, placement, pool_scores, digits, suitability)
+
+
+def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings, out: Path, *,
+                 cache: bool, label: str = "") -> dict[str, Any]:
+    """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
+    (``rmeval.stats.audit``), with the truncation counts and the reference pool's."""
+    from rmcore.io import atomic_write_table
+    from rmeval.audit.features import audit_feature_tables
+    from rmeval.scoring.run import truncation_summary
+    from rmeval.stats.audit import compute_audit
+
+    scores, ratings, pool_scores = scored.scores, scored.ratings, scored.pool_scores
     if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
         atomic_write_table(out / "scores.parquet", scores)
     atomic_write_table(out / "ratings.parquet", ratings)
@@ -254,12 +339,15 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
     if prefs is not None:
         atomic_write_table(out / "preferences.parquet", prefs)
     # after the scorer is freed: the prompt table, and the probes' embeddings and hidden states
-    tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.seed)
-    result = compute_audit(scores, ratings, preferences=prefs,
-                           attribute=pick_attribute(rating_set.attributes, settings.attribute)
-                           if rating_set.attributes or settings.attribute else None,
-                           n_boot=settings.n_boot, n_boot_regression=settings.n_boot_regression, seed=settings.seed,
-                           human_reliability=settings.human_reliability, reference_scores=pool_scores, **tables)
+    # (only these take long enough to need a progress line)
+    with Progress(f"features {label}".strip(), enabled=settings.progress and settings.features is not None):
+        tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
+    # the statistics report no count of their own: a line every half minute while they run
+    with Progress(f"statistics {label}".strip(), enabled=settings.progress):
+        result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
+                               attribute=pick_attribute(rating_set.attributes, settings.attribute)
+                               if rating_set.attributes or settings.attribute else None,
+                               reference_scores=pool_scores, **tables)
     result["truncation"] = truncation_summary(scores)
     if pool_scores is not None:
         atomic_write_table(out / "reference_scores.parquet", pool_scores[[c for c in (
@@ -267,19 +355,29 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         result["reference_pool"] = {"path": str(settings.reference_pool), "n_scored": int(len(pool_scores)),
                                     "n_prompts": int(pool_scores["prompt_id"].nunique()),
                                     "n_rows_of_other_prompts": pool_scores.attrs["n_unused"]}
-    if digits is not None:
+    return result
+
+
+def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating_set: RatingSet,
+                 settings: AuditSettings, out: Path, *, checkpoint: str | os.PathLike | None, data: str | None,
+                 meta: dict[str, Any] | None) -> dict[str, Path]:
+    """Add the extra sections to ``result``: judge diagnostics, what the variants files held, the run's
+    meta and provenance, the judge profile, donor exclusions and the suitability record; returns the
+    judge profile's images."""
+    if scored.digits is not None:
+        from rmcore.io import atomic_write_table
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
-        atomic_write_table(out / "judge_digits.parquet", digits)
-        result["judge_diagnostics"] = judge_diagnostics(digits, n_boot=settings.n_boot, seed=settings.seed)
+        atomic_write_table(out / "judge_digits.parquet", scored.digits)
+        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
             from rmeval.audit.variants import variant_counts
 
             section["variants"] = variant_counts(path, rating_set)
-    result["meta"]["placement"] = placement
-    result["meta"]["n_processes"] = scores.attrs.get("n_processes", 1)
+    result["meta"]["placement"] = scored.placement
+    result["meta"]["n_processes"] = scored.scores.attrs.get("n_processes", 1)
     result["meta"].update(meta or {})
     if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
         result["meta"]["drop_special"] = list(scorer.drop_special)
@@ -293,18 +391,29 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
         j = settings.judge
         result["judge_profile"], judge_images = profile_checkpoint(
             checkpoint, j.items, out / "judge_profile", attribute_names=j.attributes, max_length=j.max_length,
-            batch_size=j.batch_size, seed=settings.seed)
-    if "donor_exclusions" in scores.attrs:
-        result["donor_exclusions"] = scores.attrs["donor_exclusions"]
-    if suitability is not None:
+            batch_size=j.batch_size, seed=settings.stats.seed)
+    if "donor_exclusions" in scored.scores.attrs:
+        result["donor_exclusions"] = scored.scores.attrs["donor_exclusions"]
+    if scored.suitability is not None:
         from rmeval.suitability import model_json
 
-        result["suitability"] = model_json(next(iter(suitability[0].values())))
+        result["suitability"] = model_json(next(iter(scored.suitability[0].values())))
     if checkpoint is not None:
         # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
         prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
         result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind, **prov})
-    paths = write_report(result, out, title=title)
+    return judge_images
+
+
+def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Tracker | None,
+                 judge_images: dict[str, Path], suitability: tuple[dict[str, dict[str, Any]], dict[str, Path]] | None,
+                 checkpoint: str | os.PathLike | None, started: float) -> None:
+    """Write the report (``rmeval.audit.report``; ``meta.seconds`` from ``started`` to the report
+    written) and, with a tracker, log the audit, the judge profile's images, the suitability figures
+    and the checkpoint to it."""
+    from rmeval.audit.report import log_audit, write_report
+
+    paths = write_report(result, out, title=title, started=started)
     if tracker is not None:
         # the suitability figures go to W&B once, with their table and plot (log_suitability)
         log_audit(tracker, {k: v for k, v in result.items() if k != "suitability"}, paths)
@@ -316,7 +425,6 @@ def audit(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: s
             log_suitability(tracker, *suitability)
         if checkpoint is not None:
             tracker.summary({"checkpoint": str(checkpoint)})
-    return result
 
 
 def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,
@@ -328,7 +436,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     name = Path(str(checkpoint)).name if checkpoint is not None else "model"
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
-                             seed=settings.seed, attribute=settings.attribute, cache_path=cache_path,
+                             seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
                              checkpoint=checkpoint, data=data)
 
 
@@ -343,27 +451,36 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
     from rmeval.scoring import load_scorer
     from rmeval.tracking import evaluation_tracker
 
+    started = time.perf_counter()  # meta.seconds counts the model's loading too
     label = display_name(name, checkpoint)
     model = load_scorer(replace(scorer, model=str(checkpoint)))
     if shard is not None and not shard.main:
         return audit(model, rating_set, settings, out, label=label, checkpoint=checkpoint, data=data, shard=shard)
     tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
                                                         "conditions": settings.resolved_conditions(),
-                                                        "n_boot": settings.n_boot},
+                                                        "n_boot": settings.stats.n_boot},
                                  checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
-                     checkpoint=checkpoint, data=data, shard=shard, meta=meta)
+                     checkpoint=checkpoint, data=data, shard=shard, meta=meta, started=started)
     finally:
         tracker.finish()
 
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
-    """One line per audited checkpoint: how many scores, how many truncated."""
-    tr = result["truncation"]["total"]
-    n = sum(v["n"] + v["n_resumed"] for v in result["truncation"]["by_condition"].values())
-    return (f"{name}: {n} scores ({tr['prompt_truncated']} prompts, {tr['response_truncated']} responses "
-            f"truncated) -> {out}")
+    """One line per audited checkpoint, titled as its report is (``display_name``: the run's arm and
+    seed, else ``name``): how many scores, how many texts were cut to fit."""
+    from rmeval.scoring.run import truncation_note
+
+    total = result["truncation"]["total"]
+    return f"{result_title(name, result)}: {total['n']:,} scores ({truncation_note(total)}) -> {out}"
+
+
+def result_title(name: str, result: dict[str, Any]) -> str:
+    """What a record's report is titled by: the arm and seed of the checkpoint in its meta
+    (``rmcore.checkpoints.display_name``), else ``name``."""
+    checkpoint = result.get("meta", {}).get("checkpoint")
+    return display_name(name, checkpoint) if checkpoint else name
 
 
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
@@ -385,6 +502,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     from rmeval.tables import load_preferences, load_ratings, load_scores
     from rmeval.tracking import evaluation_tracker
 
+    started = time.perf_counter()
     attribute = settings.attribute
     if attribute is None:
         table = read_table(ratings, "ratings table")
@@ -405,10 +523,9 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                         file=str(reference_scores))
     tables = read_feature_tables(features if features is not None else Path(scores).parent,
                                  explicit=features is not None)
-    result = compute_audit(st, rt, preferences=prefs, attribute=attribute, n_boot=settings.n_boot,
-                           n_boot_regression=settings.n_boot_regression, seed=settings.seed, reference_scores=pool,
-                           human_reliability=settings.human_reliability,
-                           probe_learners=settings.features.learners if settings.features else None,
+    # the probes' learners of --probe-learners (the audit itself leaves them at all four)
+    stats = replace(settings.stats, probe_learners=settings.features.learners if settings.features else None)
+    result = compute_audit(st, rt, stats, preferences=prefs, attribute=attribute, reference_scores=pool,
                            compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
@@ -417,8 +534,9 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
 
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
-                                                        n_boot=settings.n_boot, seed=settings.seed)
-    paths = write_report(result, out, title=f"Audit of {Path(scores).name}")
+                                                        n_boot=settings.stats.n_boot, seed=settings.stats.seed)
+    result["meta"]["seconds_statistics"] = result["meta"].pop("seconds", None)
+    paths = write_report(result, out, title=f"Audit of {Path(scores).name}", started=started)
     tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
                                  project=wandb_project, mode=wandb_mode)
     try:

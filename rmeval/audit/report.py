@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,35 @@ SHARE_READING = (
 
 
 def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
-    meta = audit.get("meta", {})
+    """The audit as Markdown: a title, the run's header, then one section per audit part present."""
     lines = [f"# {title}", ""]
-    lines += [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
-              f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
-              f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
+    lines += _header_markdown(audit)
+    lines += _share_markdown(audit.get("share", {}))
+    lines += _share_vs_human_markdown(audit.get("share_vs_human", {}))
+    lines += _share_difference_markdown(audit.get("share_difference"))
+    lines += _prompt_means_markdown(audit.get("prompt_means"))
+    lines += _prompt_only_markdown(audit)
+    lines += _transplant_markdown(audit)
+    lines += _fixed_reply_markdown(audit)
+    lines += _shifts_markdown(audit)
+    lines += _sibling_regression_markdown(audit)
+    lines += _selection_markdown(audit)
+    lines += _centering_markdown(audit)
+    lines += _splits_markdown(audit.get("prompt_splits", {}))
+    lines += _explained_markdown(audit.get("variance_explained", {}))
+    lines += _variants_markdown(audit.get("scoring_variants", {}), audit.get("meta", {}))
+    lines += _pairwise_markdown(audit)
+    if "judge_diagnostics" in audit:
+        lines += _judge_diagnostics_lines(audit["judge_diagnostics"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header_markdown(audit: dict[str, Any]) -> list[str]:
+    """The run's counts, conditions and bootstrap, a missing rated attribute, and the markers dropped."""
+    meta = audit.get("meta", {})
+    lines = [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
+             f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
+             f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
     if "attribute" in meta and meta["attribute"] is None:
         lines += ["No rated attribute (a preference set carries labels, not ratings): the human-referenced "
                   "figures are left out.", ""]
@@ -43,173 +68,239 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
         dropped = audit.get("markers_dropped", {})
         lines += [f"Scored without the {' and '.join(meta['drop_special'])} marker(s): "
                   + ", ".join(f"{m} removed from {n} texts" for m, n in dropped.items()) + ".", ""]
-    sh = audit.get("share", {})
-    if sh:
-        lines += ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
-        rows = [[n, num(sh[n]["estimate"]), interval(sh[n]), str(sh[n].get("n_prompts", "")),
-                 str(sh[n].get("n_dropped", ""))] for n in SHARE_NAMES if n in sh]
-        lines += table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows) + [""]
-        if sh.get("human_corrected"):
-            lines += ["Reliability-corrected human share (observed share / rater reliability, under an "
-                      "independent additive-noise model): a sensitivity range, not a ceiling.", ""]
-            lines += table(["reliability", "R", "corrected human share", "95% CI"],
-                            [[k, num(r["reliability"]), num(r["estimate"]), interval(r)] for k, r in sh["human_corrected"].items()]) + [""]
-    vs = audit.get("share_vs_human", {})
-    if vs:
-        lines += ["## Model and human shares on the same responses", "",
-                  "Each model share beside the human share of the same responses under the same transform "
-                  "(single-turn with single-turn, ranks with ranks, log-length adjusted with log-length "
-                  "adjusted), with the paired difference on the same prompt resamples.", ""]
-        rows = [[VS_LABELS.get(n, n), num(r["model"]["estimate"]), interval(r["model"]), num(r["human"]["estimate"]),
-                 interval(r["human"]), num(r["difference"]["estimate"]), interval(r["difference"]),
-                 str(r["model"].get("n_prompts", ""))] for n, r in vs.items()]
-        lines += table(["share", "model", "95% CI", "human", "95% CI", "model - human", "95% CI", "prompts"], rows) + [""]
-    if audit.get("share_difference"):
-        lines += ["## Original minus other prompt conditions", "",
-                  "Share under the original prompt minus the share under another input, on the same responses "
-                  "and prompt resamples (paired).", ""]
-        rows = [[n.replace("_", " "), num(r["difference"]["estimate"]), interval(r["difference"]),
-                 str(r["difference"].get("n_prompts", ""))] for n, r in audit["share_difference"].items()]
-        lines += table(["difference", "estimate", "95% CI", "prompts"], rows) + [""]
-    if audit.get("prompt_means"):
-        pm = audit["prompt_means"]
-        lines += ["## Correlation of prompt means", "",
-                  "Pearson correlation across prompts of prompt means. When model and human means rest on the "
-                  "same few responses, the noise those responses share enters both; the disjoint-half version "
-                  "takes the two means on different responses of each prompt, and the humans' own halves show "
-                  "what the ratings allow.", ""]
-        names = {"model_vs_human": "model vs human", "model_vs_human_disjoint": "model vs human, disjoint halves",
-                 "human_disjoint": "human vs human, disjoint halves", "generic_vs_original": "generic vs original prompt",
-                 "generic_vs_human": "generic-prompt model vs human",
-                 "generic_vs_human_disjoint": "generic-prompt model vs human, disjoint halves"}
-        rows = [[names[n], num(pm[n]["estimate"]), interval(pm[n]), str(pm[n].get("n_prompts", ""))]
-                for n in names if n in pm]
-        lines += table(["prompt means", "r", "95% CI", "prompts"], rows) + [""]
-    if "prompt_only" in audit:
-        r = audit["prompt_only"]
-        lines += ["## Prompt-only score", "",
-                  "Correlation across prompts of the score of a fixed generic reply with the prompt's mean "
-                  "original score.", ""]
-        lines += table(["estimate", "95% CI", "prompts"], [[num(r["estimate"]), interval(r), str(r["n_prompts"])]]) + [""]
-    if "transplant" in audit:
-        lines += ["## Prompt transplants", "",
-                  "Margin: own-prompt score minus mean wrong-prompt score, in original-score SDs. "
-                  "Accuracy: share of responses whose own-prompt score beats every wrong prompt. AUC (scale-free): "
-                  "the ROC AUC of the responses' own-prompt scores against their wrong-prompt scores, pooled over "
-                  "the set, ties half; paired AUC: the share of (response, wrong prompt) pairs in which the own "
-                  "prompt scores higher.", ""]
-        rows = []
-        for kind, r in audit["transplant"].items():
-            sub = r.get("variants", {}).get("subtype")  # a related-task file's subtype
-            rows.append([f"{kind} ({sub})" if sub else kind, estimate(r["margin_sd"]), estimate(r["accuracy"]),
-                         estimate(r["auc"]) if "auc" in r else MISSING,
-                         estimate(r["auc_paired"]) if "auc_paired" in r else MISSING, str(r.get("n_responses", ""))])
-        lines += table(["kind", "margin (SD) [95% CI]", "match accuracy", "AUC", "paired AUC", "responses"],
-                       rows) + [""]
-    if "fixed_reply" in audit:
-        lines += ["## A fixed reply under donor prompts", "",
-                  "The fixed generic reply scored under each prompt against the same reply under that prompt's "
-                  "donors: what the prompt alone decides. Margin in SDs of the original scores; the own prompt "
-                  "wins against every donor at chance (1 / (donors + 1)) when the prompt carries no match "
-                  "signal of its own.", ""]
-        rows = [[kind, estimate(r["margin_sd"]), estimate(r["accuracy"]), num(r.get("chance_accuracy")),
-                 estimate(r["auc"]), estimate(r["auc_paired"]), str(r.get("n_prompts", ""))]
-                for kind, r in audit["fixed_reply"].items()]
-        lines += table(["donors", "margin (SD) [95% CI]", "match accuracy", "chance", "AUC", "paired AUC", "prompts"],
-                       rows) + [""]
+    return lines
+
+
+def _share_markdown(sh: dict[str, Any]) -> list[str]:
+    """The between-prompt share (ICC(1)) of each score, and the reliability-corrected human share."""
+    if not sh:
+        return []
+    lines = ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
+    rows = [[n, num(sh[n]["estimate"]), interval(sh[n]), str(sh[n].get("n_prompts", "")),
+             str(sh[n].get("n_dropped", ""))] for n in SHARE_NAMES if n in sh]
+    lines += table(["share", "estimate", "95% CI", "prompts", "dropped (1 response)"], rows) + [""]
+    if sh.get("human_corrected"):
+        lines += ["Reliability-corrected human share (observed share / rater reliability, under an "
+                  "independent additive-noise model): a sensitivity range, not a ceiling.", ""]
+        lines += table(["reliability", "R", "corrected human share", "95% CI"],
+                        [[k, num(r["reliability"]), num(r["estimate"]), interval(r)] for k, r in sh["human_corrected"].items()]) + [""]
+    return lines
+
+
+def _share_vs_human_markdown(vs: dict[str, Any]) -> list[str]:
+    """Each model share beside the human share of the same responses, with the paired difference."""
+    if not vs:
+        return []
+    lines = ["## Model and human shares on the same responses", "",
+             "Each model share beside the human share of the same responses under the same transform "
+             "(single-turn with single-turn, ranks with ranks, log-length adjusted with log-length "
+             "adjusted), with the paired difference on the same prompt resamples.", ""]
+    rows = [[VS_LABELS.get(n, n), num(r["model"]["estimate"]), interval(r["model"]), num(r["human"]["estimate"]),
+             interval(r["human"]), num(r["difference"]["estimate"]), interval(r["difference"]),
+             str(r["model"].get("n_prompts", ""))] for n, r in vs.items()]
+    return lines + table(["share", "model", "95% CI", "human", "95% CI", "model - human", "95% CI", "prompts"],
+                         rows) + [""]
+
+
+def _share_difference_markdown(diff: dict[str, Any] | None) -> list[str]:
+    """The share under the original prompt minus the share under each other condition (paired)."""
+    if not diff:
+        return []
+    lines = ["## Original minus other prompt conditions", "",
+             "Share under the original prompt minus the share under another input, on the same responses "
+             "and prompt resamples (paired).", ""]
+    rows = [[n.replace("_", " "), num(r["difference"]["estimate"]), interval(r["difference"]),
+             str(r["difference"].get("n_prompts", ""))] for n, r in diff.items()]
+    return lines + table(["difference", "estimate", "95% CI", "prompts"], rows) + [""]
+
+
+def _prompt_means_markdown(pm: dict[str, Any] | None) -> list[str]:
+    """Correlations across prompts of model and human prompt means, on shared and disjoint responses."""
+    if not pm:
+        return []
+    lines = ["## Correlation of prompt means", "",
+             "Pearson correlation across prompts of prompt means. When model and human means rest on the "
+             "same few responses, the noise those responses share enters both; the disjoint-half version "
+             "takes the two means on different responses of each prompt, and the humans' own halves show "
+             "what the ratings allow.", ""]
+    names = {"model_vs_human": "model vs human", "model_vs_human_disjoint": "model vs human, disjoint halves",
+             "human_disjoint": "human vs human, disjoint halves", "generic_vs_original": "generic vs original prompt",
+             "generic_vs_human": "generic-prompt model vs human",
+             "generic_vs_human_disjoint": "generic-prompt model vs human, disjoint halves"}
+    rows = [[names[n], num(pm[n]["estimate"]), interval(pm[n]), str(pm[n].get("n_prompts", ""))]
+            for n in names if n in pm]
+    return lines + table(["prompt means", "r", "95% CI", "prompts"], rows) + [""]
+
+
+def _prompt_only_markdown(audit: dict[str, Any]) -> list[str]:
+    """The correlation of a fixed generic reply's score with the prompt's mean original score."""
+    if "prompt_only" not in audit:
+        return []
+    r = audit["prompt_only"]
+    lines = ["## Prompt-only score", "",
+             "Correlation across prompts of the score of a fixed generic reply with the prompt's mean "
+             "original score.", ""]
+    return lines + table(["estimate", "95% CI", "prompts"], [[num(r["estimate"]), interval(r), str(r["n_prompts"])]]) + [""]
+
+
+def _transplant_markdown(audit: dict[str, Any]) -> list[str]:
+    """Own- against wrong-prompt margin, match accuracy and AUCs of each transplant kind."""
+    if "transplant" not in audit:
+        return []
+    lines = ["## Prompt transplants", "",
+             "Margin: own-prompt score minus mean wrong-prompt score, in original-score SDs. "
+             "Accuracy: share of responses whose own-prompt score beats every wrong prompt. AUC (scale-free): "
+             "the ROC AUC of the responses' own-prompt scores against their wrong-prompt scores, pooled over "
+             "the set, ties half; paired AUC: the share of (response, wrong prompt) pairs in which the own "
+             "prompt scores higher.", ""]
+    rows = []
+    for kind, r in audit["transplant"].items():
+        sub = r.get("variants", {}).get("subtype")  # a related-task file's subtype
+        rows.append([f"{kind} ({sub})" if sub else kind, estimate(r["margin_sd"]), estimate(r["accuracy"]),
+                     estimate(r["auc"]) if "auc" in r else MISSING,
+                     estimate(r["auc_paired"]) if "auc_paired" in r else MISSING, str(r.get("n_responses", ""))])
+    return lines + table(["kind", "margin (SD) [95% CI]", "match accuracy", "AUC", "paired AUC", "responses"],
+                         rows) + [""]
+
+
+def _fixed_reply_markdown(audit: dict[str, Any]) -> list[str]:
+    """The fixed generic reply under each prompt against the same reply under the prompt's donors."""
+    if "fixed_reply" not in audit:
+        return []
+    lines = ["## A fixed reply under donor prompts", "",
+             "The fixed generic reply scored under each prompt against the same reply under that prompt's "
+             "donors: what the prompt alone decides. Margin in SDs of the original scores; the own prompt "
+             "wins against every donor at chance (1 / (donors + 1)) when the prompt carries no match "
+             "signal of its own.", ""]
+    rows = [[kind, estimate(r["margin_sd"]), estimate(r["accuracy"]), num(r.get("chance_accuracy")),
+             estimate(r["auc"]), estimate(r["auc_paired"]), str(r.get("n_prompts", ""))]
+            for kind, r in audit["fixed_reply"].items()]
+    return lines + table(["donors", "margin (SD) [95% CI]", "match accuracy", "chance", "AUC", "paired AUC", "prompts"],
+                         rows) + [""]
+
+
+def _shifts_markdown(audit: dict[str, Any]) -> list[str]:
+    """Score shifts under a paraphrased and a last-turn-only prompt, and the paraphrases' validity."""
     shifts = [c for c in ("paraphrase", "last_turn") if c in audit]
-    if shifts:
-        lines += ["## Prompt rewording shifts", "",
-                  "Score under a paraphrased / last-turn-only prompt minus the original score, in SDs.", ""]
-        rows = []
-        for c in shifts:
-            r = audit[c]
-            rows.append([c, num(r["abs_shift_sd"]["estimate"]), interval(r["abs_shift_sd"]),
-                         num(r["signed_shift_sd"]["estimate"]), interval(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
-        lines += table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows) + [""]
-        v = audit.get("paraphrase", {}).get("variants", {}).get("validity")
-        if v:
-            kept, dropped = v["kept_prompts"], v["dropped_prompts"]
-            line = (f"Paraphrases judged to keep the original's meaning: {v['n_valid']} of {v['n_judged']} "
-                    f"({num(v['share_valid'])}); only those are scored. ")
-            if v["n_prompts_without_valid"]:
-                line += (f"{v['n_prompts_without_valid']} prompts had no valid paraphrase and are left out (median "
-                         f"{num(dropped['median_words'], 0)} words, {num(dropped['share_multi_turn'])} multi-turn; "
-                         f"the kept prompts: median {num(kept['median_words'], 0)} words, "
-                         f"{num(kept['share_multi_turn'])} multi-turn).")
-            else:
-                line += "Every prompt kept at least one."
-            lines += [line, ""]
-    if "sibling_regression" in audit:
-        r = audit["sibling_regression"]
-        lines += ["## Sibling-rating regression", "",
-                  f"z-scored score ~ shown response's {r.get('attribute', 'rating')} + mean rating of the other "
-                  "responses to the same prompt (OLS).", ""]
-        rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in
-                ("shown", "sibling", "between_slope", "within_slope") if n in r]
-        lines += table(["coefficient", "estimate", "95% CI"], rows) + [""]
-        by_c = audit.get("sibling_regression_by_condition", {})
-        if len(by_c) > 1:
-            lines += ["The same regression with the score under the generic prompt and under random wrong prompts "
-                      "(a response's mean over its donors). A sibling coefficient can also come from rating noise "
-                      "and sequential annotation, so it is read beside these controls.", ""]
-            coefs = ("shown", "sibling", "between_slope", "within_slope")
-            rows = [[c] + [estimate(rr[n]) if n in rr else MISSING for n in coefs]
-                    for c, rr in by_c.items()]
-            lines += table(["score under", *coefs], rows) + [""]
-    if "selection" in audit:
-        r = audit["selection"]
-        lines += ["## Global top-fraction selection", "",
-                  f"Mean {r.get('attribute', 'rating')} of the top {num(100 * r.get('top_fraction', 0.3), 0)}% of "
-                  "all responses kept by raw score and by sibling-centred score.", ""]
-        rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in r
-                if isinstance(r[n], dict) and "estimate" in r[n]]
-        lines += table(["selection", "mean rating", "95% CI"], rows) + [""]
-        sp = r.get("spearman", {})
-        lines += table(["Spearman (score vs rating)", "rho"], [[k, num(v)] for k, v in sp.items()]) + [""]
-    if "centering" in audit:
-        c = audit["centering"]
-        pct = num(100 * c.get("top_fraction", 0.3), 0)
-        lines += ["## Centring variants for global selection", "",
-                  f"Each variant subtracts an estimate of the prompt mean before pooling: the mean of 1, 2 or 3 "
-                  f"siblings, of all siblings, an empirical-Bayes shrunk sibling mean, and (when given) an "
-                  f"independent reference pool. Δ = variant minus raw score on the same prompt resamples: the "
-                  f"change in mean {c.get('attribute', 'rating')} of the top {pct}% kept, and in pooled Spearman "
-                  f"correlation with the raw and the prompt-centred rating. Which variant to use depends on the "
-                  f"selection target; against the centred rating centring helps by construction.", ""]
-        raw = c["raw"]
-        rows = [["raw", num(raw["top_mean"]["estimate"]), interval(raw["top_mean"]), "", "",
-                 num(raw["spearman_raw_rating"]["estimate"]), "", "", num(raw["spearman_centered_rating"]["estimate"]), "", ""]]
-        for n, v in c["variants"].items():
-            rows.append([n, num(v["top_mean"]["estimate"]), interval(v["top_mean"]), num(v["top_mean_delta"]["estimate"]),
-                         interval(v["top_mean_delta"]), num(v["spearman_raw_rating"]["estimate"]),
-                         num(v["spearman_raw_rating_delta"]["estimate"]), interval(v["spearman_raw_rating_delta"]),
-                         num(v["spearman_centered_rating"]["estimate"]),
-                         num(v["spearman_centered_rating_delta"]["estimate"]), interval(v["spearman_centered_rating_delta"])])
-        lines += table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
-                         "ρ centred rating", "Δρ", "95% CI"], rows) + [""]
-    lines += _splits_markdown(audit.get("prompt_splits", {}))
-    lines += _explained_markdown(audit.get("variance_explained", {}))
-    lines += _variants_markdown(audit.get("scoring_variants", {}), audit.get("meta", {}))
-    if "pairwise" in audit:
-        p = audit["pairwise"]
-        lines += ["## Pairwise preference accuracy", ""]
-        rows = [["all", num(p["accuracy"]["estimate"]), interval(p["accuracy"]), str(p["accuracy"].get("n_pairs", ""))]]
-        for key in ("by_section", "by_subset"):
-            for name, r in p.get(key, {}).items():
-                rows.append([f"{key[3:]}: {name}", num(r["estimate"]), interval(r), str(r.get("n_pairs", ""))])
-        lines += table(["set", "accuracy", "95% CI", "pairs"], rows) + [""]
-        if "rmbench" in p:
-            rb = p["rmbench"]
-            lines += ["RM-Bench style matrix (rows: chosen style, columns: rejected style; 0 concise, "
-                      "1 detailed, 2 markdown). Hard = chosen less styled than rejected (upper right).", ""]
-            lines += table(["chosen \\ rejected", "0", "1", "2"],
-                            [[str(i)] + [num(v) for v in row] for i, row in enumerate(rb["matrix"])]) + [""]
-            lines += table(["RM-Bench", "accuracy", "95% CI"],
-                            [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
-    if "judge_diagnostics" in audit:
-        lines += _judge_diagnostics_lines(audit["judge_diagnostics"])
-    return "\n".join(lines).rstrip() + "\n"
+    if not shifts:
+        return []
+    lines = ["## Prompt rewording shifts", "",
+             "Score under a paraphrased / last-turn-only prompt minus the original score, in SDs.", ""]
+    rows = []
+    for c in shifts:
+        r = audit[c]
+        rows.append([c, num(r["abs_shift_sd"]["estimate"]), interval(r["abs_shift_sd"]),
+                     num(r["signed_shift_sd"]["estimate"]), interval(r["signed_shift_sd"]), str(r.get("n_pairs", ""))])
+    lines += table(["condition", "abs shift (SD)", "95% CI", "signed shift (SD)", "95% CI", "pairs"], rows) + [""]
+    v = audit.get("paraphrase", {}).get("variants", {}).get("validity")
+    if v:
+        lines += [_paraphrase_validity_line(v), ""]
+    return lines
+
+
+def _paraphrase_validity_line(v: dict[str, Any]) -> str:
+    """How many paraphrases the judge kept, and the prompts left without one against the kept prompts."""
+    kept, dropped = v["kept_prompts"], v["dropped_prompts"]
+    line = (f"Paraphrases judged to keep the original's meaning: {v['n_valid']} of {v['n_judged']} "
+            f"({num(v['share_valid'])}); only those are scored. ")
+    if v["n_prompts_without_valid"]:
+        line += (f"{v['n_prompts_without_valid']} prompts had no valid paraphrase and are left out (median "
+                 f"{num(dropped['median_words'], 0)} words, {num(dropped['share_multi_turn'])} multi-turn; "
+                 f"the kept prompts: median {num(kept['median_words'], 0)} words, "
+                 f"{num(kept['share_multi_turn'])} multi-turn).")
+    else:
+        line += "Every prompt kept at least one."
+    return line
+
+
+def _sibling_regression_markdown(audit: dict[str, Any]) -> list[str]:
+    """The sibling-rating regression's coefficients, and the same regression under the control conditions."""
+    if "sibling_regression" not in audit:
+        return []
+    r = audit["sibling_regression"]
+    lines = ["## Sibling-rating regression", "",
+             f"z-scored score ~ shown response's {r.get('attribute', 'rating')} + mean rating of the other "
+             "responses to the same prompt (OLS).", ""]
+    rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in
+            ("shown", "sibling", "between_slope", "within_slope") if n in r]
+    lines += table(["coefficient", "estimate", "95% CI"], rows) + [""]
+    by_c = audit.get("sibling_regression_by_condition", {})
+    if len(by_c) > 1:
+        lines += ["The same regression with the score under the generic prompt and under random wrong prompts "
+                  "(a response's mean over its donors). A sibling coefficient can also come from rating noise "
+                  "and sequential annotation, so it is read beside these controls.", ""]
+        coefs = ("shown", "sibling", "between_slope", "within_slope")
+        rows = [[c] + [estimate(rr[n]) if n in rr else MISSING for n in coefs]
+                for c, rr in by_c.items()]
+        lines += table(["score under", *coefs], rows) + [""]
+    return lines
+
+
+def _selection_markdown(audit: dict[str, Any]) -> list[str]:
+    """Mean rating of the top fraction kept by raw and by sibling-centred score, and the Spearman correlations."""
+    if "selection" not in audit:
+        return []
+    r = audit["selection"]
+    lines = ["## Global top-fraction selection", "",
+             f"Mean {r.get('attribute', 'rating')} of the top {num(100 * r.get('top_fraction', 0.3), 0)}% of "
+             "all responses kept by raw score and by sibling-centred score.", ""]
+    rows = [[n, num(r[n]["estimate"]), interval(r[n])] for n in r
+            if isinstance(r[n], dict) and "estimate" in r[n]]
+    lines += table(["selection", "mean rating", "95% CI"], rows) + [""]
+    sp = r.get("spearman", {})
+    return lines + table(["Spearman (score vs rating)", "rho"], [[k, num(v)] for k, v in sp.items()]) + [""]
+
+
+def _centering_markdown(audit: dict[str, Any]) -> list[str]:
+    """Each centring variant's top-fraction mean and Spearman correlations, and their changes from the raw score."""
+    if "centering" not in audit:
+        return []
+    c = audit["centering"]
+    pct = num(100 * c.get("top_fraction", 0.3), 0)
+    lines = ["## Centring variants for global selection", "",
+             f"Each variant subtracts an estimate of the prompt mean before pooling: the mean of 1, 2 or 3 "
+             f"siblings, of all siblings, an empirical-Bayes shrunk sibling mean, and (when given) an "
+             f"independent reference pool. Δ = variant minus raw score on the same prompt resamples: the "
+             f"change in mean {c.get('attribute', 'rating')} of the top {pct}% kept, and in pooled Spearman "
+             f"correlation with the raw and the prompt-centred rating. Which variant to use depends on the "
+             f"selection target; against the centred rating centring helps by construction.", ""]
+    raw = c["raw"]
+    rows = [["raw", num(raw["top_mean"]["estimate"]), interval(raw["top_mean"]), "", "",
+             num(raw["spearman_raw_rating"]["estimate"]), "", "", num(raw["spearman_centered_rating"]["estimate"]), "", ""]]
+    for n, v in c["variants"].items():
+        rows.append([n, num(v["top_mean"]["estimate"]), interval(v["top_mean"]), num(v["top_mean_delta"]["estimate"]),
+                     interval(v["top_mean_delta"]), num(v["spearman_raw_rating"]["estimate"]),
+                     num(v["spearman_raw_rating_delta"]["estimate"]), interval(v["spearman_raw_rating_delta"]),
+                     num(v["spearman_centered_rating"]["estimate"]),
+                     num(v["spearman_centered_rating_delta"]["estimate"]), interval(v["spearman_centered_rating_delta"])])
+    return lines + table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
+                          "ρ centred rating", "Δρ", "95% CI"], rows) + [""]
+
+
+def _pairwise_markdown(audit: dict[str, Any]) -> list[str]:
+    """Pairwise preference accuracy over all pairs, by section and by subset, and the RM-Bench matrix."""
+    if "pairwise" not in audit:
+        return []
+    p = audit["pairwise"]
+    lines = ["## Pairwise preference accuracy", ""]
+    rows = [["all", num(p["accuracy"]["estimate"]), interval(p["accuracy"]), str(p["accuracy"].get("n_pairs", ""))]]
+    for key in ("by_section", "by_subset"):
+        for name, r in p.get(key, {}).items():
+            rows.append([f"{key[3:]}: {name}", num(r["estimate"]), interval(r), str(r.get("n_pairs", ""))])
+    lines += table(["set", "accuracy", "95% CI", "pairs"], rows) + [""]
+    if "rmbench" in p:
+        lines += _rmbench_markdown(p["rmbench"])
+    return lines
+
+
+def _rmbench_markdown(rb: dict[str, Any]) -> list[str]:
+    """The RM-Bench chosen-by-rejected style accuracy matrix and its hard, normal, easy and average accuracies."""
+    lines = ["RM-Bench style matrix (rows: chosen style, columns: rejected style; 0 concise, "
+             "1 detailed, 2 markdown). Hard = chosen less styled than rejected (upper right).", ""]
+    lines += table(["chosen \\ rejected", "0", "1", "2"],
+                    [[str(i)] + [num(v) for v in row] for i, row in enumerate(rb["matrix"])]) + [""]
+    return lines + table(["RM-Bench", "accuracy", "95% CI"],
+                         [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
 
 
 def _judge_diagnostics_lines(d: dict[str, Any]) -> list[str]:
@@ -409,15 +500,25 @@ def _save_figure(fig: Any, path: Path) -> Path:
     return atomic_save_figure(fig, path)
 
 
-def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit") -> dict[str, Path]:
+def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit", *,
+                 started: float | None = None) -> dict[str, Path]:
     """OUT/audit.json, OUT/audit.md, OUT/shares.png, OUT/transplant.png, OUT/variance_explained.png
-    (plots where data exist)."""
+    (plots where data exist). audit.json is written last, so that its ``meta.seconds`` (with
+    ``started``, a ``time.perf_counter()`` reading: the seconds from then) covers the report too, and
+    a folder with audit.json holds the whole report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {
-        "json": atomic_write_json(out / "audit.json", audit),
-        "markdown": atomic_write_text(out / "audit.md", render_markdown(audit, title)),
-    }
+    paths: dict[str, Path] = {"markdown": atomic_write_text(out / "audit.md", render_markdown(audit, title))}
+    paths.update(_plots(audit, out))
+    if started is not None:
+        audit.setdefault("meta", {})["seconds"] = round(time.perf_counter() - started, 3)
+    paths["json"] = atomic_write_json(out / "audit.json", audit)
+    return paths
+
+
+def _plots(audit: dict[str, Any], out: Path) -> dict[str, Path]:
+    """The report's figures, where their sections have data."""
+    paths: dict[str, Path] = {}
     sh = audit.get("share", {})
     names = [n for n in SHARE_NAMES if n in sh and n != "human"]
     vs = audit.get("share_vs_human", {})

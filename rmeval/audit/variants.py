@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from rmcore.data.schema import RatingSet
-from rmcore.device import Placement
+from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
@@ -60,17 +61,28 @@ VALIDITY_QUESTION = ("Question: does the rewritten request keep the meaning of t
 class VariantSettings:
     """What ``write_prompt_variants`` generates and how it checks it."""
 
-    task: str  # paraphrase | related
-    generator: str = "simulated"  # simulated | hf:MODEL | openai:MODEL | file:PATH (a file to judge again)
-    base_url: str | None = None  # the generator's OpenAI-compatible endpoint
-    n: int = 4  # variants per prompt
-    subtype: str | None = None  # related tasks: different (default) | contains | sub_question
-    seed: int = 0
-    validity_judge: str | None = None  # paraphrases: hf:MODEL | openai:MODEL
-    judge_base_url: str | None = None
+    task: str = option(required=True, choices=TASKS, help="paraphrases of each prompt, or related tasks")
+    # simulated | hf:MODEL | openai:MODEL | file:PATH (a file to judge again)
+    generator: str = option("simulated", help="simulated | hf:MODEL (local path or Hub id) | openai:MODEL (with "
+                                              "--base-url) | file:PATH (variants written before, to judge again)")
+    # the generator's OpenAI-compatible endpoint
+    base_url: str | None = option(None, help="OpenAI-compatible endpoint base URL of the generator")
+    n: int = option(4, help="variants per prompt")
+    # related tasks: different (default) | contains | sub_question
+    subtype: str | None = option(None, choices=RELATED_SUBTYPES,
+                                 help="related tasks: different (default: another request on the topic), contains (a "
+                                      "request that contains the original), sub_question (one part of the original)")
+    seed: int = option(0, help="seed of the prompt sample and the generator")
+    # paraphrases: hf:MODEL | openai:MODEL
+    validity_judge: str | None = option(
+        None, help="paraphrases: hf:MODEL | openai:MODEL (with --judge-base-url) asked whether each keeps the "
+                   "original's meaning; invalid ones are marked and left out by the paraphrase condition")
+    judge_base_url: str | None = option(None, help="OpenAI-compatible endpoint of the validity judge")
     judge_max_length: int | None = None  # tokens of a local judge's prompt (None: the model's limit)
-    threshold: float = 0.5  # p_valid at or above it: valid
-    placement: Placement | None = None  # where local (hf:) generator and judge run; None: auto
+    # p_valid at or above it: valid
+    threshold: float = option(0.5, help="p(Yes) at or above which a paraphrase is valid")
+    # where local (hf:) generator and judge run
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
 
     def check(self) -> None:
         if self.task not in TASKS:

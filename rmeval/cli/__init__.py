@@ -17,6 +17,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval variants --data SPEC --task paraphrase|related --out FILE [--generator simulated|hf:M|openai:M]
                     [--subtype different|contains|sub_question] [--validity-judge hf:M|openai:M]
     rmeval serve-reward --checkpoint DIR [--host 127.0.0.1] [--port 5000]
+    rmeval reproduce RECIPE [--out OUT] [--dry-run] [--stand-in] [--only ROW ...] [--executor local|slurm]
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
@@ -26,8 +27,10 @@ audited into OUT/<name>/ and a comparison is written to OUT/summary.md and OUT/s
 Every path given is checked first: a missing, empty or wrong-kind path is a one-line error. A
 --checkpoint that is not a local path and looks like a Hub id (owner/name) is loaded from the Hub.
 
-One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: parse the
-flags, build the settings, make one library call, print its one-line result.
+One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: the command's
+settings are one dataclass whose fields declare its flags (``rmcore.settings``; shared pieces in
+``rmeval.cli.flags``), read back into it, and its ``run`` takes them, makes one library call and
+prints its one-line result.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from rmeval.cli import (
     leaderboard,
     pairwise,
     pool,
+    reproduce,
     serve_reward,
     stats,
     suitability,
@@ -56,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (audit, stats, features, pairwise, human, suitability, variants, judges, serve_reward, pool,
-                    leaderboard):
+                    leaderboard, reproduce):
         command.add_parser(sub)
     return parser
 
@@ -68,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay
     args.argv = list(sys.argv[1:] if argv is None else argv)  # --num-processes runs the same command again
-    try:
+    try:  # the settings are read inside: a flag's value that does not parse is a one-line error too
         return int(args.func(args) or 0)
     except (ConfigError, DataError, OSError) as e:
         # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first

@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import argparse
 
-from rmeval.cli.experiments import add_experiment_flags, recipe_overrides
-from rmeval.cli.flags import wandb_target
+from rmeval.cli.experiments import ExperimentCommand
+from rmeval.cli.flags import add_command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("leaderboard", help="rank policies under unequal prompt coverage, raw and centred, "
-                                           "against a judge")
-    add_experiment_flags(p)
-    p.set_defaults(func=run)
+    add_command(sub, "leaderboard", ExperimentCommand, run,
+                help="rank policies under unequal prompt coverage, raw and centred, against a judge")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(s: ExperimentCommand) -> int:
     from rmcore.console import quiet_libraries
     from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
     from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
-    cfg = load_leaderboard_config(args.config, recipe_overrides(args))
-    out = args.out or cfg.output_dir
-    res = run_leaderboard(cfg, out=out, **wandb_target(args))
+    cfg = load_leaderboard_config(s.config, s.recipe_overrides())
+    out = s.out or cfg.output_dir
+    res = run_leaderboard(cfg, out=out, **s.wandb.target())
     if cfg.toy:
         print(TOY_NOTICE)
     for rm, by_j in res["reward_models"].items():

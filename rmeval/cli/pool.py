@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-from rmeval.cli.experiments import add_experiment_flags, recipe_overrides
-from rmeval.cli.flags import wandb_target
+from rmeval.cli.experiments import ExperimentCommand
+from rmeval.cli.flags import add_command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pool", help="generate k responses per prompt from policies and score them (reference pool)")
-    add_experiment_flags(p)
-    p.set_defaults(func=run)
+    add_command(sub, "pool", ExperimentCommand, run,
+                help="generate k responses per prompt from policies and score them (reference pool)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(s: ExperimentCommand) -> int:
     from rmcore.console import quiet_libraries
     from rmeval.experiments.pool import build_pool, load_pool_config
     from rmeval.experiments.recipe import TOY_NOTICE
 
     quiet_libraries()
-    cfg = load_pool_config(args.config, recipe_overrides(args))
-    out = args.out or cfg.output_dir
-    res = build_pool(cfg, out=out, **wandb_target(args))
+    cfg = load_pool_config(s.config, s.recipe_overrides())
+    out = s.out or cfg.output_dir
+    res = build_pool(cfg, out=out, **s.wandb.target())
     if cfg.toy:
         print(TOY_NOTICE)
     capped = sum(v["n_capped"] for v in res["by_policy"].values())

@@ -3,43 +3,46 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from rmcore.settings import nested, option
 from rmeval.audit.pipeline import AuditSettings
-from rmeval.cli.flags import add_common, reliabilities, wandb_target
+from rmeval.cli.flags import WandbFlags, add_command, named_paths
+
+
+@dataclass
+class StatsCommand:
+    """``rmeval stats``' settings: the tables, the output, and the statistics (the part of
+    ``AuditSettings`` that reads tables: the rated attribute, ``StatsSettings``, the probes' learners)."""
+
+    scores: str = option("", required=True, help="scores table (rmeval audit's scores.parquet)")
+    ratings: str = option("", required=True, help="ratings table (rmeval audit's ratings.parquet)")
+    out: str = option("", required=True, help="output directory")
+    preferences: str | None = option(None, help="preferences table (default: preferences.parquet beside --scores, "
+                                                "when there)")
+    reference_scores: str | None = option(None, help="table (prompt_id, score) of independent reference responses, "
+                                                     "for pool centring")
+    features: str | None = option(None, help="folder of prompts.parquet and the feature tables (rmeval features); "
+                                             "default: beside --scores")
+    # {name: scores file}, each file checked
+    compare_scores: dict[str, str] = option(
+        default_factory=dict, nargs="+", metavar="NAME=FILE", parse=named_paths,
+        help="scores of the same texts scored another way (e.g. no_eos=DIR/scores.parquet)")
+    audit: AuditSettings = nested(AuditSettings, only=("attribute", "stats", "features.learners"))
+    wandb: WandbFlags = nested(WandbFlags)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("stats", help="audit an existing scores table")
-    s.add_argument("--scores", required=True)
-    s.add_argument("--ratings", required=True)
-    s.add_argument("--preferences", default=None)
-    s.add_argument("--reference-scores", default=None,
-                   help="table (prompt_id, score) of independent reference responses, for pool centring")
-    s.add_argument("--human-reliability", nargs="+", default=None,
-                   help="rater reliabilities NAME=R for the reliability-corrected human share")
-    s.add_argument("--features", default=None,
-                   help="folder of prompts.parquet and the feature tables (rmeval features); default: beside --scores")
-    s.add_argument("--probe-learners", default=None, help="response probes' learners, comma-separated "
-                   "(ridge,kernel_ridge,boosted_trees,mlp; default all)")
-    s.add_argument("--compare-scores", nargs="+", default=None, metavar="NAME=FILE",
-                   help="scores of the same texts scored another way (e.g. no_eos=DIR/scores.parquet)")
-    add_common(s)
-    s.set_defaults(func=run)
+    add_command(sub, "stats", StatsCommand, run, help="audit an existing scores table")
 
 
-def run(args: argparse.Namespace) -> int:
-    from rmeval.audit.features import FeatureSettings
+def run(s: StatsCommand) -> int:
     from rmeval.audit.pipeline import audit_tables
-    from rmeval.cli.flags import csv, named_paths
 
-    features = FeatureSettings(learners=csv(args.probe_learners)) if args.probe_learners else None
-    if features is not None:
-        features.validate()
-    settings = AuditSettings(n_boot=args.n_boot, n_boot_regression=args.n_boot_regression, seed=args.seed,
-                             attribute=args.attribute, human_reliability=reliabilities(args.human_reliability),
-                             features=features)
-    _, paths = audit_tables(args.scores, args.ratings, settings, args.out, preferences=args.preferences,
-                            reference_scores=args.reference_scores, features=args.features,
-                            compare=named_paths(args.compare_scores, "--compare-scores"), **wandb_target(args))
+    if s.audit.features is not None:
+        s.audit.features.validate()
+    _, paths = audit_tables(s.scores, s.ratings, s.audit, s.out, preferences=s.preferences,
+                            reference_scores=s.reference_scores, features=s.features, compare=s.compare_scores,
+                            **s.wandb.target())
     print(f"audit -> {paths['markdown']}")
     return 0

@@ -28,7 +28,6 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -236,8 +235,3 @@ class HelpfulnessJudge:
             self.backend.close()
             self.backend = None
         self.store.close()
-
-
-def judge_label(spec: JudgeSpec) -> str:
-    """A short name for a judge in tables: the model's last path component."""
-    return Path(spec.model.rstrip("/")).name or spec.model

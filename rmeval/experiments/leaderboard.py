@@ -199,11 +199,9 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
     """The leaderboard experiment of ``cfg`` into ``out`` (default cfg.output_dir)."""
     from rmcore.data.registry import load_data
     from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.experiments.comparisons import HelpfulnessJudge
-    from rmeval.experiments.pool import load_reward_scorer, score_pool
     from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
-    from rmeval.experiments.responses import corpus, generate_responses, resolve_model
-    from rmeval.stats.ranking import coverage_leaderboard, draw_assignments, head_to_head, kendall_tau_b
+    from rmeval.experiments.responses import corpus, generate_responses
+    from rmeval.stats.ranking import coverage_leaderboard, draw_assignments
 
     t0 = time.perf_counter()
     cfg.validate()
@@ -227,6 +225,44 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
     responses["response_id"] = responses["policy"]
     atomic_write_table(out / "responses.parquet", responses)
     text = {(r.policy, r.prompt_id): r.response for r in responses.itertuples(index=False)}
+    matrices = _reward_matrices(cfg, rs, responses, names, pids, out, texts=texts, build=build)
+    judge_values, judges_meta, checks = _judge_matrices(cfg, rs, text, names, pids, out, texts=texts, build=build)
+
+    # -- statistics --------------------------------------------------------------------------------
+    assignments = draw_assignments(len(names), len(MIX_NAMES), cfg.n_assignments, cfg.assignment_seed)
+    centre = anchor if cfg.centre_on == "anchor" else None
+    by_rm: dict[str, Any] = {}
+    for rm, m in matrices.items():
+        by_rm[rm] = {j: coverage_leaderboard(m, jm, masks, assignments, anchor=centre, n_boot=cfg.n_boot, rng=cfg.seed)
+                     for j, jm in judge_values.items()}
+    result: dict[str, Any] = {
+        "policies": names, "anchor": cfg.anchor, "centre_on": cfg.centre_on, "mixes": list(MIX_NAMES),
+        "mix_sizes": {n: int(mk.sum()) for n, mk in zip(MIX_NAMES, masks)},
+        "assignments": [[MIX_NAMES[i] for i in row] for row in assignments],
+        "judges": judges_meta, "judge_vs_human": checks, "judge_vs_judge": _judge_vs_judge(judge_values, anchor),
+        "reward_models": by_rm,
+        "meta": {"data": cfg.data if isinstance(cfg.data, str) else dict(cfg.data), "rating_set": full.name,
+                 "n_prompts": len(pids), "single_turn_only": cfg.single_turn_only,
+                 "skipped_rows": dict(full.skipped), "n_clusters": mix_table.attrs["n_clusters"],
+                 "generation": cfg.generation.__dict__, "n_boot": cfg.n_boot, "seed": cfg.seed,
+                 "n_capped_responses": int(responses["capped"].sum()), "toy": cfg.toy,
+                 "seconds": round(time.perf_counter() - t0, 1)}}
+    if cfg.toy:
+        result["notice"] = TOY_NOTICE
+    atomic_write_json(out / "leaderboard.json", result)
+    atomic_write_text(out / "leaderboard.md", leaderboard_markdown(result))
+    leaderboard_plot(result, out / "leaderboard.png")
+    _log(result, out, cfg, wandb_project, wandb_mode)
+    return result
+
+
+def _reward_matrices(cfg: LeaderboardConfig, rs: RatingSet, responses: pd.DataFrame, names: list[str],
+                     pids: list[str], out: Path, *, texts: Any, build: Path) -> dict[str, np.ndarray]:
+    """Each reward model's (policy x prompt) score matrix of the policies' responses; writes scores.parquet."""
+    from rmcore.io import atomic_write_table
+    from rmeval.experiments.pool import load_reward_scorer, score_pool
+    from rmeval.experiments.responses import resolve_model
+
     score_rows = []
     matrices: dict[str, np.ndarray] = {}
     for rm, settings in cfg.reward_model_settings().items():
@@ -241,7 +277,20 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
         matrices[rm] = m
         score_rows.append(sc.assign(reward_model=rm)[["prompt_id", "policy", "reward_model", "score"]])
     atomic_write_table(out / "scores.parquet", pd.concat(score_rows, ignore_index=True))
+    return matrices
 
+
+def _judge_matrices(cfg: LeaderboardConfig, rs: RatingSet, text: dict[tuple[str, str], str], names: list[str],
+                    pids: list[str], out: Path, *, texts: Any,
+                    build: Path) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
+    """Each judge's (policy x prompt) P(policy better than the anchor), both orders averaged (0.5 on the
+    anchor's row), its meta with the head-to-heads against the anchor, and its check against the humans;
+    writes judgments.parquet."""
+    from rmcore.io import atomic_write_table
+    from rmeval.experiments.comparisons import HelpfulnessJudge
+    from rmeval.stats.ranking import head_to_head
+
+    anchor = names.index(cfg.anchor)
     messages = [p.messages for p in rs.prompts]
     judge_values: dict[str, np.ndarray] = {}
     judge_rows, judges_meta = [], {}
@@ -268,44 +317,27 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
         finally:
             judge.close()
     atomic_write_table(out / "judgments.parquet", pd.concat(judge_rows, ignore_index=True))
+    return judge_values, judges_meta, checks
 
-    # -- statistics --------------------------------------------------------------------------------
-    assignments = draw_assignments(len(names), len(MIX_NAMES), cfg.n_assignments, cfg.assignment_seed)
-    centre = anchor if cfg.centre_on == "anchor" else None
-    by_rm: dict[str, Any] = {}
-    for rm, m in matrices.items():
-        by_rm[rm] = {j: coverage_leaderboard(m, jm, masks, assignments, anchor=centre, n_boot=cfg.n_boot, rng=cfg.seed)
-                     for j, jm in judge_values.items()}
+
+def _judge_vs_judge(judge_values: dict[str, np.ndarray], anchor: int) -> dict[str, Any]:
+    """Agreement of every two judges: Kendall's tau of their policy means and the share of (policy, prompt)
+    cells, anchor and ties at 0.5 left out, where they pick the same side."""
+    from rmeval.stats.ranking import kendall_tau_b
+
     jnames = list(judge_values)
     between: dict[str, Any] = {}
     for a in range(len(jnames)):
         for b in range(a + 1, len(jnames)):
             ja, jb = judge_values[jnames[a]], judge_values[jnames[b]]
-            rows = [i for i in range(len(names)) if i != anchor]
+            rows = [i for i in range(len(ja)) if i != anchor]
             x, y = ja[rows].ravel(), jb[rows].ravel()
             ok = np.isfinite(x) & np.isfinite(y) & (x != 0.5) & (y != 0.5)
             between[f"{jnames[a]} vs {jnames[b]}"] = {
                 "kendall_tau": float(kendall_tau_b(np.nanmean(ja, axis=1), np.nanmean(jb, axis=1))),
                 "pairwise_agreement": float(((x[ok] > 0.5) == (y[ok] > 0.5)).mean()) if ok.any() else None,
                 "n_pairs": int(ok.sum())}
-    result: dict[str, Any] = {
-        "policies": names, "anchor": cfg.anchor, "centre_on": cfg.centre_on, "mixes": list(MIX_NAMES),
-        "mix_sizes": {n: int(mk.sum()) for n, mk in zip(MIX_NAMES, masks)},
-        "assignments": [[MIX_NAMES[i] for i in row] for row in assignments],
-        "judges": judges_meta, "judge_vs_human": checks, "judge_vs_judge": between, "reward_models": by_rm,
-        "meta": {"data": cfg.data if isinstance(cfg.data, str) else dict(cfg.data), "rating_set": full.name,
-                 "n_prompts": len(pids), "single_turn_only": cfg.single_turn_only,
-                 "skipped_rows": dict(full.skipped), "n_clusters": mix_table.attrs["n_clusters"],
-                 "generation": cfg.generation.__dict__, "n_boot": cfg.n_boot, "seed": cfg.seed,
-                 "n_capped_responses": int(responses["capped"].sum()), "toy": cfg.toy,
-                 "seconds": round(time.perf_counter() - t0, 1)}}
-    if cfg.toy:
-        result["notice"] = TOY_NOTICE
-    atomic_write_json(out / "leaderboard.json", result)
-    atomic_write_text(out / "leaderboard.md", leaderboard_markdown(result))
-    leaderboard_plot(result, out / "leaderboard.png")
-    _log(result, out, cfg, wandb_project, wandb_mode)
-    return result
+    return between
 
 
 def _log(result: dict[str, Any], out: Path, cfg: LeaderboardConfig, project: str, mode: str | None) -> None:

@@ -252,11 +252,9 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
     n_cached = n_generated = 0
     rows: list[dict[str, Any]] = []
     chunks = [list(prompts[i:i + sampling.chunk_prompts]) for i in range(0, len(prompts), sampling.chunk_prompts)]
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from rmcore.progress import Progress
 
-        bar = tqdm(total=len(prompts), desc=f"generate {policy.name}", unit="prompt", leave=False)
+    bar = Progress(f"generate {policy.name}", len(prompts), unit="prompt", enabled=progress)
     try:
         for chunk in chunks:
             keys = [keys_of(p) for p in chunk]
@@ -283,11 +281,9 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
                     text, n_tok, capped = found[k]
                     rows.append({"prompt_id": p.prompt_id, "policy": policy.name, "sample": i, "response": text,
                                  "n_tokens": n_tok, "capped": bool(capped), "n_words": len(text.split())})
-            if bar is not None:
-                bar.update(len(chunk))
+            bar.update(len(chunk))
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         store.close()
     n_truncated = int(getattr(generator, "n_truncated", 0))
     if generator is not None and hasattr(generator, "close"):

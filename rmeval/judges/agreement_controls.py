@@ -367,94 +367,129 @@ def label_associations(panel: Panel, items: pd.DataFrame, *, min_n_source: int =
 
 def controls_markdown(res: dict[str, Any]) -> list[str]:
     """Markdown sections of the perception controls present in an analysis document."""
-    def f(x: Any) -> str:
-        return num(x, missing="n/a")
+    return (_single_read_markdown(res.get("single_read_control")) + _kappa_markdown(res.get("three_category_kappa"))
+            + _matched_items_markdown(res.get("matched_items")) + _no_conflict_markdown(res.get("no_conflict"))
+            + _importance_markdown(res.get("attribute_importance"))
+            + _difficulty_markdown(res.get("difficulty_strata"))
+            + _label_associations_markdown(res.get("label_associations")))
 
-    lines: list[str] = []
-    sr = res.get("single_read_control")
-    if sr:
-        lines += ["## Stable and single-read protocols", "",
-                  "Single read: every direction and verdict read in order AB only (the paper's control, B.1). "
-                  "Agreement conditions on jointly resolved directions; coverage is the share of cells both "
-                  "judges read that both resolve. Opposite-winner spread: pairs' min, max, and pairs above 0.5.", ""]
-        rows = []
-        for protocol, st in sr.items():
-            for key in STRATA:
-                r = st[key]
-                rows.append([protocol, key, f(r["mean"]), f(r["pooled"]), f(r.get("coverage")),
-                             f"{f(r['min'])}-{f(r['max'])}", f"{r['n_above_half']}/{r['n_pairs']}"])
-        lines += table(["protocol", "stratum", "mean over pairs", "pooled", "coverage", "pair range",
-                        "pairs > 0.5"], rows) + [""]
-    kap = res.get("three_category_kappa")
-    if kap:
-        lines += ["## Three-category kappa", "",
-                  "Cohen's kappa with abstention (direction 0) kept as a third category, on every cell both judges "
-                  "read; mean over judge pairs.", ""]
-        lines += table(["protocol", "verdict", "attributes", "pairs"],
-                       [[p, f(k["overall"]), f(k["attribute"]), k["n_pairs"]] for p, k in kap.items()]) + [""]
-    mi = res.get("matched_items")
-    if mi:
-        lines += ["## Matched items", "",
-                  "Per judge pair, items with two definite verdicts and at least one jointly resolved attribute; "
-                  "verdict agreement (one decision per item) against attribute agreement on the same items "
-                  "(pooled cells; item-averaged; "
-                  + (f"the {len(mi['core_attributes'])} core attributes present" if mi["core_attributes"]
-                     else "no core attribute in this panel") + "). Gap = attribute - verdict agreement.", ""]
-        rows = [[p, f(m["overall"]), f(m["attribute"]), f(m["attribute_item_mean"]), f(m["core"]), f(m["gap"]),
-                 f"{m['n_pairs_positive_gap']}/{m['n_pairs']}", f"{m['n_judges_positive_gap']}/{m['n_judges']}"]
-                for p, m in mi.items() if p in PROTOCOLS]
-        lines += table(["protocol", "verdict", "attribute (pooled)", "attribute (item mean)", "core", "gap",
-                        "pairs with gap > 0", "judges with gap > 0"], rows) + [""]
-    nc = res.get("no_conflict")
-    if nc:
-        lines += ["## No-conflict subset", "",
-                  "(Judge pair, item) cases with two definite stable verdicts, at least N jointly resolved attributes "
-                  "and agreement on every one of them: how often do the winners still differ? Coverage = cases / "
-                  "items with two definite verdicts.", ""]
-        lines += table(["N shared attributes", "cases", "different winners", "rate", "coverage"],
-                       [[t + (" (main)" if int(t) == nc["min_shared"] else ""), r["n_cases"], r["n_different_winner"],
-                         f(r["different_winner_rate"]), f(r["coverage"])] for t, r in nc["thresholds"].items()]) + [""]
-    imp = res.get("attribute_importance")
-    if imp and imp.get("quartiles"):
-        lines += ["## Agreement by fitted importance", "",
-                  "Importance: the mean over judges of |weight| / mean |weight| (own-perception fits). Agreement per "
-                  "attribute averages judge pairs equally, then the quartile averages its attributes (Q4 = most "
-                  "important).", ""]
-        lines += table(["quartile", "attributes", "importance", "agreement (all)", "same winner", "opposite winner",
-                        "opposite coverage"],
-                       [[q, r["n_attributes"], f(r["importance"]), f(r["all"]), f(r["same_winner"]),
-                         f(r["opposite_winner"]), f(r["opposite_coverage"])] for q, r in imp["quartiles"].items()])
-        c = imp.get("importance_vs_opposite_agreement")
-        if c:
-            lines += ["", f"Across {c['n_attributes']} attributes, importance against opposite-winner agreement: "
-                      f"Pearson {f(c['pearson'])}, Spearman {f(c['spearman'])}."]
-        if imp.get("families"):
-            lines += ["", *table(["family", "attributes", "importance", "opposite-winner agreement", "coverage"],
-                                 [[fam, r["n_attributes"], f(r["importance"]), f(r["opposite_winner"]),
-                                   f(r["opposite_coverage"])] for fam, r in imp["families"].items()])]
-        lines += [""]
-    ds = res.get("difficulty_strata")
-    if ds:
-        lines += ["## Difficulty strata (reference labels)", "",
-                  f"{ds['n_labelled_items']} items with an A/B label ({ds['n_ties_or_unlabelled']} ties or unlabelled "
-                  "left out); item observations summed over judge pairs with two definite stable verdicts.", ""]
-        lines += table(["stratum", "item observations", "attribute agreement (pooled)", "mean over pairs", "coverage"],
-                       [[n.replace("_", " "), ds[n]["n_items"], f(ds[n]["agreement_pooled"]),
-                         f(ds[n]["agreement_mean_over_pairs"]), f(ds[n]["coverage"])]
-                        for n in ("both_match", "both_depart", "judges_disagree")]) + [""]
-    la = res.get("label_associations")
-    if la:
-        lines += ["## Single-attribute associations with the reference labels", "",
-                  "Accuracy of 'the response with more of the attribute wins' per reader (stable directions, A/B "
-                  f"labels); readers enter with more than {la['min_n_pooled']} usable comparisons pooled "
-                  f"({la['min_n_source']} per source). Strength = median |accuracy - 0.5|; top 15 by strength.", ""]
-        rows = [[a, r["sign"] or "n/a", f(r["strength"]), f(r["median_accuracy"]), f(r["coverage"]), r["n_readers"]]
-                for a, r in list(la["pooled"].items())[:15]]
-        lines += table(["attribute", "sign", "strength", "median accuracy", "coverage", "readers"], rows)
-        if la["sources"]:
-            top = list(la["pooled"])[:8]
-            lines += ["", "Median accuracy per source (the same attributes):", ""]
-            lines += table(["source", *top], [[src, *(f(r[a]["median_accuracy"]) for a in top)]
-                                              for src, r in la["sources"].items()])
-        lines += [""]
-    return lines
+
+def _cell(x: Any) -> str:
+    """A figure as the control tables print it (n/a when missing)."""
+    return num(x, missing="n/a")
+
+
+def _single_read_markdown(sr: dict[str, Any] | None) -> list[str]:
+    """Agreement per stratum under the stable and the single-read protocols, with coverage and pair spread."""
+    if not sr:
+        return []
+    lines = ["## Stable and single-read protocols", "",
+             "Single read: every direction and verdict read in order AB only (the paper's control, B.1). "
+             "Agreement conditions on jointly resolved directions; coverage is the share of cells both "
+             "judges read that both resolve. Opposite-winner spread: pairs' min, max, and pairs above 0.5.", ""]
+    rows = []
+    for protocol, st in sr.items():
+        for key in STRATA:
+            r = st[key]
+            rows.append([protocol, key, _cell(r["mean"]), _cell(r["pooled"]), _cell(r.get("coverage")),
+                         f"{_cell(r['min'])}-{_cell(r['max'])}", f"{r['n_above_half']}/{r['n_pairs']}"])
+    return lines + table(["protocol", "stratum", "mean over pairs", "pooled", "coverage", "pair range",
+                          "pairs > 0.5"], rows) + [""]
+
+
+def _kappa_markdown(kap: dict[str, Any] | None) -> list[str]:
+    """Cohen's kappa with abstention as a third category, per protocol, for the verdict and the attributes."""
+    if not kap:
+        return []
+    lines = ["## Three-category kappa", "",
+             "Cohen's kappa with abstention (direction 0) kept as a third category, on every cell both judges "
+             "read; mean over judge pairs.", ""]
+    return lines + table(["protocol", "verdict", "attributes", "pairs"],
+                         [[p, _cell(k["overall"]), _cell(k["attribute"]), k["n_pairs"]] for p, k in kap.items()]) + [""]
+
+
+def _matched_items_markdown(mi: dict[str, Any] | None) -> list[str]:
+    """Verdict against attribute agreement on the same items, and the gap between them, per protocol."""
+    if not mi:
+        return []
+    lines = ["## Matched items", "",
+             "Per judge pair, items with two definite verdicts and at least one jointly resolved attribute; "
+             "verdict agreement (one decision per item) against attribute agreement on the same items "
+             "(pooled cells; item-averaged; "
+             + (f"the {len(mi['core_attributes'])} core attributes present" if mi["core_attributes"]
+                else "no core attribute in this panel") + "). Gap = attribute - verdict agreement.", ""]
+    rows = [[p, _cell(m["overall"]), _cell(m["attribute"]), _cell(m["attribute_item_mean"]), _cell(m["core"]),
+             _cell(m["gap"]), f"{m['n_pairs_positive_gap']}/{m['n_pairs']}", f"{m['n_judges_positive_gap']}/{m['n_judges']}"]
+            for p, m in mi.items() if p in PROTOCOLS]
+    return lines + table(["protocol", "verdict", "attribute (pooled)", "attribute (item mean)", "core", "gap",
+                          "pairs with gap > 0", "judges with gap > 0"], rows) + [""]
+
+
+def _no_conflict_markdown(nc: dict[str, Any] | None) -> list[str]:
+    """How often winners differ on cases agreeing on at least N shared attributes, per threshold N."""
+    if not nc:
+        return []
+    lines = ["## No-conflict subset", "",
+             "(Judge pair, item) cases with two definite stable verdicts, at least N jointly resolved attributes "
+             "and agreement on every one of them: how often do the winners still differ? Coverage = cases / "
+             "items with two definite verdicts.", ""]
+    return lines + table(["N shared attributes", "cases", "different winners", "rate", "coverage"],
+                         [[t + (" (main)" if int(t) == nc["min_shared"] else ""), r["n_cases"], r["n_different_winner"],
+                           _cell(r["different_winner_rate"]), _cell(r["coverage"])]
+                          for t, r in nc["thresholds"].items()]) + [""]
+
+
+def _importance_markdown(imp: dict[str, Any] | None) -> list[str]:
+    """Agreement by quartile of fitted attribute importance, its correlation with opposite-winner agreement,
+    and the attribute families."""
+    if not (imp and imp.get("quartiles")):
+        return []
+    lines = ["## Agreement by fitted importance", "",
+             "Importance: the mean over judges of |weight| / mean |weight| (own-perception fits). Agreement per "
+             "attribute averages judge pairs equally, then the quartile averages its attributes (Q4 = most "
+             "important).", ""]
+    lines += table(["quartile", "attributes", "importance", "agreement (all)", "same winner", "opposite winner",
+                    "opposite coverage"],
+                   [[q, r["n_attributes"], _cell(r["importance"]), _cell(r["all"]), _cell(r["same_winner"]),
+                     _cell(r["opposite_winner"]), _cell(r["opposite_coverage"])] for q, r in imp["quartiles"].items()])
+    c = imp.get("importance_vs_opposite_agreement")
+    if c:
+        lines += ["", f"Across {c['n_attributes']} attributes, importance against opposite-winner agreement: "
+                  f"Pearson {_cell(c['pearson'])}, Spearman {_cell(c['spearman'])}."]
+    if imp.get("families"):
+        lines += ["", *table(["family", "attributes", "importance", "opposite-winner agreement", "coverage"],
+                             [[fam, r["n_attributes"], _cell(r["importance"]), _cell(r["opposite_winner"]),
+                               _cell(r["opposite_coverage"])] for fam, r in imp["families"].items()])]
+    return lines + [""]
+
+
+def _difficulty_markdown(ds: dict[str, Any] | None) -> list[str]:
+    """Attribute agreement on items where both judges match the reference label, both depart, or they disagree."""
+    if not ds:
+        return []
+    lines = ["## Difficulty strata (reference labels)", "",
+             f"{ds['n_labelled_items']} items with an A/B label ({ds['n_ties_or_unlabelled']} ties or unlabelled "
+             "left out); item observations summed over judge pairs with two definite stable verdicts.", ""]
+    return lines + table(["stratum", "item observations", "attribute agreement (pooled)", "mean over pairs", "coverage"],
+                         [[n.replace("_", " "), ds[n]["n_items"], _cell(ds[n]["agreement_pooled"]),
+                           _cell(ds[n]["agreement_mean_over_pairs"]), _cell(ds[n]["coverage"])]
+                          for n in ("both_match", "both_depart", "judges_disagree")]) + [""]
+
+
+def _label_associations_markdown(la: dict[str, Any] | None) -> list[str]:
+    """The top single-attribute associations with the reference labels, pooled and per source."""
+    if not la:
+        return []
+    lines = ["## Single-attribute associations with the reference labels", "",
+             "Accuracy of 'the response with more of the attribute wins' per reader (stable directions, A/B "
+             f"labels); readers enter with more than {la['min_n_pooled']} usable comparisons pooled "
+             f"({la['min_n_source']} per source). Strength = median |accuracy - 0.5|; top 15 by strength.", ""]
+    rows = [[a, r["sign"] or "n/a", _cell(r["strength"]), _cell(r["median_accuracy"]), _cell(r["coverage"]),
+             r["n_readers"]] for a, r in list(la["pooled"].items())[:15]]
+    lines += table(["attribute", "sign", "strength", "median accuracy", "coverage", "readers"], rows)
+    if la["sources"]:
+        top = list(la["pooled"])[:8]
+        lines += ["", "Median accuracy per source (the same attributes):", ""]
+        lines += table(["source", *top], [[src, *(_cell(r[a]["median_accuracy"]) for a in top)]
+                                          for src, r in la["sources"].items()])
+    return lines + [""]

@@ -34,6 +34,7 @@ import pandas as pd
 
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
+from rmcore.settings import comma_list, option
 
 from .inventory import CORE_ATTRIBUTES
 from .panel import (
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
 
+def _names(text: str) -> list[str] | None:
+    return comma_list(text) or None  # an empty list: every attribute
+
+
 @dataclass
 class AnalysisSettings:
     """What ``analyze`` computes beyond the agreement and the priority fits.
@@ -68,15 +73,18 @@ class AnalysisSettings:
     logistic fits (default: this process's CPUs; the figures do not depend on it); ``progress``:
     progress bars on stderr when it is a terminal."""
 
-    attributes: list[str] | None = None
-    seed: int = 0
-    n_splits: int = 20
-    null_repeats: int = 20
-    donor: str | None = None
-    min_shared: int = 20
-    min_n_source: int = 50
-    min_n_pooled: int = 200
-    attributes_file: str | None = None
+    attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
+                                          help="comma-separated subset of the attributes (default: all)")
+    seed: int = option(0, help="seed of the half splits, the null and the swaps")
+    n_splits: int = option(20, help="random half splits for split-half reliability")
+    null_repeats: int = option(20, help="repetitions of the identical-preference null (0: skip it)")
+    donor: str | None = option(None, help="donor judge of the component swaps (default: highest stable rate)")
+    min_shared: int = option(20, flag="--min-shared-attributes",
+                             help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
+    min_n_source: int = option(50, help="usable comparisons a reader needs in a source to enter a label "
+                                        "association")
+    min_n_pooled: int = option(200, help="the same over all sources pooled")
+    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom (families)")
     controls: bool = True
     jobs: int | None = None
     progress: bool = True

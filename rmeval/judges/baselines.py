@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from rmcore.errors import ConfigError
+from rmcore.settings import comma_list, option
 
 from .elicit import (
     OVERALL_QUESTION,
@@ -143,24 +144,31 @@ def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_
     return {**info, **_accuracy(table, test_items), "n_test": int(len(test_items))}
 
 
+def _kinds(text: str) -> tuple[str, ...]:
+    return tuple(comma_list(text))
+
+
 @dataclass
 class BaselineSettings:
     """The baselines of a reweighting run: rubric prompting and/or LoRA SFT of ``model``, the
     local causal LM behind judge ``judge`` of the judgments table."""
 
-    model: str
-    judge: str
-    kinds: tuple[str, ...] = ("rubric", "lora")
-    attributes_file: str | None = None  # the attribute YAML used at elicitation, if custom
-    rubric_k: int = 6
-    lora_budget: int | None = 256  # training labels per source for LoRA SFT (None: all)
-    lora_steps: int = 200
-    lora_lr: float = 2e-4
-    lora_batch_size: int = 8
-    max_length: int = 4096
-    batch_size: int = 32
-    device: str | None = None
-    seed: int = 0
+    model: str = option(flag="--baseline-model", help="local causal LM behind --baseline-judge")
+    judge: str = option(flag="--baseline-judge", help="the judge of the judgments table that --baseline-model is")
+    kinds: tuple[str, ...] = option(("rubric", "lora"), flag="--baselines", parse=_kinds,
+                                    help="rubric,lora: baselines with --baseline-model")
+    # the attribute YAML used at elicitation, if custom
+    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom")
+    rubric_k: int = option(6, help="attributes the rubric prompt names")
+    # training labels per source for LoRA SFT (None: all)
+    lora_budget: int | None = option(256, help="training labels per source for LoRA SFT")
+    lora_steps: int = option(200, help="LoRA SFT steps")
+    lora_lr: float = option(2e-4, help="LoRA SFT learning rate")
+    lora_batch_size: int = option(8, help="LoRA SFT batch size")
+    max_length: int = option(4096, help="tokens per prompt of the baselines")
+    batch_size: int = option(32, help="texts per forward of the baselines")
+    device: str | None = option(None, help="device of the baselines' model (default: auto)")
+    seed: int = 0  # the reweighting's (--seed)
 
     def __post_init__(self) -> None:
         if not set(self.kinds) <= {"rubric", "lora"}:

@@ -304,7 +304,7 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     through the score cache in ``out/cache/``. Answers already in any cache file of this judge are
     not asked again. ``name`` overrides the judge's name in the table (a rubric-prompted variant of
     the same model)."""
-    from tqdm.auto import tqdm
+    from rmcore.progress import Progress
 
     out = Path(out)
     t0 = time.perf_counter()
@@ -323,8 +323,8 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     # every answer lands in one array as its chunk is answered (calls run item by item, order by
     # order, question by question), so a shard never holds its calls or answers as Python objects
     letters = np.empty(stats.n_cells, dtype=float)
-    bar = tqdm(total=stats.n_cells, desc=f"{judge_name} shard {shard + 1}/{n_shards}", disable=not progress,
-               unit="call", smoothing=0.1)
+    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
+    bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", stats.n_cells, unit="call", enabled=progress)
 
     def ask(todo: list[Call]) -> list[tuple[Any, ...]]:
         return [ScoreCache.row(fp, a, False, False) for a in judge.answer(todo)]

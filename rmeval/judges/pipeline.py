@@ -6,56 +6,93 @@ and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin la
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import comma_list, nested, option
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in comma_list(text))
+    except ValueError:
+        raise ConfigError(f"expected comma-separated integers, got '{text}'") from None
+
+
+@dataclass
+class ExecutorSettings:
+    """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
+    submitit's defaults."""
+
+    slurm_partition: str | None = option(None, help="SLURM partition of the shards' jobs")
+    timeout_min: int | None = option(None, help="minutes a shard's job may run")
+    gpus_per_node: int | None = option(None, help="GPUs of each shard's job")
+
+    def params(self) -> dict[str, Any]:
+        """The parameters given (a timeout or partition that is empty or 0 is not)."""
+        params: dict[str, Any] = {}
+        if self.timeout_min:
+            params["timeout_min"] = self.timeout_min
+        if self.slurm_partition:
+            params["slurm_partition"] = self.slurm_partition
+        if self.gpus_per_node is not None:
+            params["gpus_per_node"] = self.gpus_per_node
+        return params
 
 
 @dataclass
 class ElicitConfig:
-    out: str
-    items: str | None = None
-    data: list[str] = field(default_factory=list)
-    max_items_per_source: int | None = None
-    model: str | None = None
-    endpoint: str | None = None
-    endpoint_model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    judge_name: str | None = None
-    attributes: str | None = None
-    extend_attributes: bool = False
-    attribute_names: list[str] = field(default_factory=list)
-    overall: bool = True
-    n_shards: int = 1
-    shard: int | None = None
-    executor: str = "none"
-    executor_params: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 32
-    max_length: int = 4096
-    dtype: str = "auto"  # rmcore.device: auto is bfloat16 on a GPU, float32 on the CPU
-    device: str | None = None  # None: auto
-    attn_implementation: str | None = None
-    trust_remote_code: bool = False
-    device_map: str | None = None
-    prefix_reuse: bool = True
-    margin: float = 0.0
-    concurrency: int = 8
-    chunk_items: int = 2
-    progress: bool = True
-    seed: int = 0
-    table: str | None = None  # also write the merged long table OUT/<table> (jsonl or parquet) for inspection
+    """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
+    judge, the attributes asked, the shards and how the judge runs."""
+
+    out: str = option(required=True, help="output directory")
+    items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
+                                          "response_b[, label]")
+    data: list[str] = option(default_factory=list, action="append",
+                             help="preference-set SPEC, one source each (repeatable)")
+    max_items_per_source: int | None = option(None, help="first N items of each --data source")
+    model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
+    endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
+    endpoint_model: str | None = option(None, help="the served model's name (--endpoint)")
+    api_key_env: str = option("OPENAI_API_KEY", help="environment variable holding the endpoint's API key")
+    judge_name: str | None = option(None, help="name in the judgments table (default: model name)")
+    attributes: str | None = option(None, help="attribute YAML (replaces the shipped inventory)")
+    extend_attributes: bool = option(False, help="add --attributes to the shipped inventory")
+    attribute_names: list[str] = option(default_factory=list, parse=comma_list,
+                                        help="comma-separated subset; 'core' = the 20 core attributes")
+    overall: bool = option(True, flag="--no-overall", action="store_false", help="skip the overall verdict")
+    n_shards: int = option(1, help="shards of the items (one job each with --executor)")
+    shard: int | None = option(None, help="run only this shard (no merge)")
+    executor: str = option("none", choices=["none", "local", "slurm", "debug"],
+                           help="submitit executor for the shards (slurm: one job array)")
+    executor_params: ExecutorSettings = nested(ExecutorSettings)
+    batch_size: int = option(32, help="texts per forward (local)")
+    max_length: int = option(4096, help="tokens per prompt (local)")
+    # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
+    # CPU), kernel, remote code, device map: where a local --model judge runs
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
+    prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false",
+                                help="one full forward per call (slower)")
+    margin: float = option(0.0, help="unresolved when |p(A)-0.5| <= margin (local)")
+    concurrency: int = option(8, help="parallel requests (endpoint)")
+    chunk_items: int = option(2, help="items per committed chunk")
+    progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
+    seed: int = option(0, help="A/B assignment of --data pairs")
+    table: str | None = option(None, help="also write the merged judgments as a long table OUT/TABLE "
+                                          "(judgments.jsonl or .parquet) for inspection")
 
     def judge_spec(self) -> dict[str, Any]:
         if bool(self.model) == bool(self.endpoint):
             raise ConfigError("give exactly one judge: --model PATH (local causal LM) or --endpoint URL")
         if self.model:
             return {"kind": "hf", "model": self.model, "name": self.judge_name, "batch_size": self.batch_size,
-                    "max_length": self.max_length, "dtype": self.dtype, "device": self.device,
+                    "max_length": self.max_length, "dtype": self.placement.dtype, "device": self.placement.device,
                     "prefix_reuse": self.prefix_reuse, "margin": self.margin,
-                    "attn_implementation": self.attn_implementation, "trust_remote_code": self.trust_remote_code,
-                    "device_map": self.device_map}
+                    "attn_implementation": self.placement.attn_implementation,
+                    "trust_remote_code": self.placement.trust_remote_code, "device_map": self.placement.device_map}
         if not self.endpoint_model:
             raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
         return {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
@@ -107,7 +144,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
     executor = None
     if cfg.executor != "none":
-        executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params)
+        executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
     stats = run_shards(jobs, executor)
     summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path)}
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
@@ -205,14 +242,31 @@ def _source_means(res: dict[str, Any]) -> dict[str, dict[str, float]]:
     return {s: {a: float(np.mean([w[a] for w in ws])) for a in ws[0]} for s, ws in sorted(by_source.items())}
 
 
-def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike, *,
-                       budgets: tuple[int, ...] = (32, 64, 128, 256), n_repeats: int = 10,
-                       top_k: tuple[int, ...] = (6, 12), seed: int = 0, baselines: Any | None = None,
+@dataclass
+class ReweightSettings:
+    """How attribute weights are refitted to reference labels (``rmeval judges reweight``)."""
+
+    budgets: tuple[int, ...] = option((32, 64, 128, 256), parse=_ints, metavar="N,N,...",
+                                      help="labels per source the weights are refitted on (comma-separated)")
+    n_repeats: int = option(10, help="random label draws per budget")
+    top_k: tuple[int, ...] = option((6, 12), parse=_ints, metavar="K,K,...",
+                                    help="attributes kept in the sparse refits (comma-separated)")
+    seed: int = option(0, help="seed of the label draws (and the baselines)")
+
+    def validate(self) -> None:
+        if any(b < 2 for b in self.budgets) or any(k < 1 for k in self.top_k) or self.n_repeats < 1:
+            raise ConfigError(f"--budgets must be integers >= 2, --top-k integers >= 1 and --n-repeats >= 1; got "
+                              f"budgets {list(self.budgets)}, top-k {list(self.top_k)}, n-repeats {self.n_repeats}")
+
+
+def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike,
+                       settings: ReweightSettings | None = None, *, baselines: Any | None = None,
                        jobs: int | None = None, wandb_project: str = "matchrm",
                        wandb_mode: str | None = None) -> dict[str, Any]:
-    """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run; with
-    ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric and LoRA baselines too.
-    ``jobs``: worker processes for the fits (default: this process's CPUs)."""
+    """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run, as ``settings`` say
+    (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric
+    and LoRA baselines too. ``jobs``: worker processes for the fits (default: this process's CPUs;
+    the figures do not depend on it)."""
     from rmcore.io import atomic_write_json, atomic_write_text
 
     from .plots import weight_profiles
@@ -220,12 +274,11 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     from .store import load_store
     from .tables import load_items
 
-    if any(b < 2 for b in budgets) or any(k < 1 for k in top_k) or n_repeats < 1:
-        raise ConfigError(f"--budgets must be integers >= 2, --top-k integers >= 1 and --n-repeats >= 1; got "
-                          f"budgets {list(budgets)}, top-k {list(top_k)}, n-repeats {n_repeats}")
+    settings = settings or ReweightSettings()
+    settings.validate()
     item_table = load_items(items, need_labels=True)
-    res = reweight(item_table, load_store(judgments), budgets=budgets, n_repeats=n_repeats, top_k=top_k, seed=seed,
-                   jobs=jobs)
+    res = reweight(item_table, load_store(judgments), budgets=settings.budgets, n_repeats=settings.n_repeats,
+                   top_k=settings.top_k, seed=settings.seed, jobs=jobs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:

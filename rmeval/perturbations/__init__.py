@@ -3,10 +3,13 @@ and stylized response rewrites, each with a short code used in files, JSON and p
 
 from rmeval.perturbations.controlled import (
     CONTROLLED_CODES,
+    PROMPT_PERTURBATIONS,
     STYLE_INSTRUCTIONS,
     STYLIZED_CODES,
     item_seed,
     perturb_prompt,
+    register_perturbation,
 )
 
-__all__ = ["CONTROLLED_CODES", "STYLIZED_CODES", "STYLE_INSTRUCTIONS", "item_seed", "perturb_prompt"]
+__all__ = ["CONTROLLED_CODES", "PROMPT_PERTURBATIONS", "STYLIZED_CODES", "STYLE_INSTRUCTIONS", "item_seed",
+           "perturb_prompt", "register_perturbation"]

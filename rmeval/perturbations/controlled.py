@@ -12,6 +12,9 @@ Pure Python and seeded: the same (code, text, seed, options) always gives the sa
 an int or a ``numpy.random.Generator`` (then it is advanced). ``item_seed`` derives a per-item seed
 so that one item's perturbation does not depend on which other items are in the set.
 
+``CONTROLLED_CODES`` are the five built-in codes; ``PROMPT_PERTURBATIONS`` holds them and any
+added with ``register_perturbation`` (docs/extending.md).
+
 ``STYLIZED_CODES`` name the response rewrites; ``STYLE_INSTRUCTIONS[code]`` is the instruction a
 rewriter (an LM, or a policy's instruction augmentation) is given for each.
 """
@@ -21,9 +24,14 @@ from __future__ import annotations
 import re
 import string
 import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from rmcore.errors import ConfigError
+from rmcore.registry import Registry, did_you_mean
 
 CONTROLLED_CODES = ("EF", "PH", "IU", "IW", "CN")
 STYLIZED_CODES = ("ST", "LE", "SP", "LC", "SLC")
@@ -172,25 +180,61 @@ def character_noise(text: str, rng: np.random.Generator, rate: float = 0.05) -> 
     return "".join(c for i, c in enumerate(chars) if i not in deleted)
 
 
+def irrelevant_username(text: str, rng: np.random.Generator) -> str:
+    return _append(text, random_username(rng))
+
+
+def irrelevant_weblink(text: str, rng: np.random.Generator) -> str:
+    return _append(text, random_weblink(rng))
+
+
+@dataclass(frozen=True)
+class PromptPerturbation:
+    """A controlled perturbation: ``apply(text, rng, **options) -> text`` and the options it takes."""
+
+    apply: Callable[..., str]
+    options: frozenset[str] = frozenset()
+
+
+# code -> perturbation, in suite order: perturb_prompt, the perturbation suite (CODE specs) and the
+# policy's perturbed environment all read it, so a registered code is usable everywhere at once.
+PROMPT_PERTURBATIONS: Registry[PromptPerturbation] = Registry("controlled perturbation", {
+    "EF": PromptPerturbation(emphasis_format, frozenset({"style"})),
+    "PH": PromptPerturbation(punctuation_habits, frozenset({"rate"})),
+    "IU": PromptPerturbation(irrelevant_username),
+    "IW": PromptPerturbation(irrelevant_weblink),
+    "CN": PromptPerturbation(character_noise, frozenset({"rate"})),
+})
+# code -> family: "controlled" (the prompt) or "stylized" (the responses); the suitability report groups by it
+GROUPS = {**{c: "controlled" for c in CONTROLLED_CODES}, **{c: "stylized" for c in STYLIZED_CODES}}
+
+
+def register_perturbation(code: str, apply: Callable[..., str], *, options: Iterable[str] = (),
+                          replace: bool = False) -> None:
+    """Add a controlled prompt perturbation: ``apply(text, rng, **options) -> str``, ``rng`` a
+    ``numpy.random.Generator`` seeded per item; ``options`` the keyword options it accepts. It joins
+    the "controlled" group; a code already registered is an error unless ``replace``."""
+    if not re.fullmatch(r"[A-Za-z0-9_]+", code) or code in STYLIZED_CODES:
+        # "@" separates a spec's source and stylized codes name response rewrites: neither may be shadowed
+        raise ConfigError(f"perturbation code must be letters, digits or _ and not a stylized code, got {code!r}")
+    PROMPT_PERTURBATIONS.register(code, PromptPerturbation(apply, frozenset(options)), replace=replace)
+    GROUPS[code] = "controlled"
+
+
 def perturb_prompt(code: str, text: str, seed: int | np.random.Generator, **options: Any) -> str:
     """The prompt ``text`` under controlled perturbation ``code``.
 
     Options: ``EF`` style=(open, close); ``PH`` rate (share of eligible marks, default 0.5);
-    ``CN`` rate (per-letter noise probability, default 0.05). Unknown options are an error.
+    ``CN`` rate (per-letter noise probability, default 0.05); a registered code, the options it
+    was registered with. Unknown options are an error.
     """
     rng = _rng(seed)
-    allowed = {"EF": {"style"}, "PH": {"rate"}, "IU": set(), "IW": set(), "CN": {"rate"}}
-    if code not in allowed:
-        raise ValueError(f"unknown controlled perturbation '{code}'; expected one of {CONTROLLED_CODES}")
-    extra = set(options) - allowed[code]
+    if code not in PROMPT_PERTURBATIONS:
+        codes = tuple(PROMPT_PERTURBATIONS)
+        raise ValueError(f"unknown controlled perturbation '{code}'; expected one of {codes}"
+                         + did_you_mean(code, codes))
+    p = PROMPT_PERTURBATIONS[code]
+    extra = set(options) - p.options
     if extra:
-        raise ValueError(f"perturbation {code} takes options {sorted(allowed[code])}, got {sorted(extra)}")
-    if code == "EF":
-        return emphasis_format(text, rng, **options)
-    if code == "PH":
-        return punctuation_habits(text, rng, **options)
-    if code == "IU":
-        return _append(text, random_username(rng))
-    if code == "IW":
-        return _append(text, random_weblink(rng))
-    return character_noise(text, rng, **options)
+        raise ValueError(f"perturbation {code} takes options {sorted(p.options)}, got {sorted(extra)}")
+    return p.apply(text, rng, **options)

@@ -29,11 +29,18 @@ from typing import Any
 
 from rmcore.data.schema import Message, RatingSet
 from rmcore.errors import ConfigError
-from rmeval.perturbations.controlled import CONTROLLED_CODES, STYLIZED_CODES, item_seed, perturb_prompt
+from rmcore.registry import did_you_mean
+from rmeval.perturbations.controlled import (
+    CONTROLLED_CODES,
+    GROUPS,
+    PROMPT_PERTURBATIONS,
+    STYLIZED_CODES,
+    item_seed,
+    perturb_prompt,
+)
 from rmeval.perturbations.rewriters import Rewriter, RewriteRequest, RuleRewriter
 from rmeval.perturbations.stylized import RULE_CODES
 
-GROUPS = {**{c: "controlled" for c in CONTROLLED_CODES}, **{c: "stylized" for c in STYLIZED_CODES}}
 SOURCES = ("rule", "lm", "file", "rmbench", "auditor")
 RMBENCH_LEVELS = {"LE": (0, 1), "SP": (1, 2)}
 # the cheap subset: no model-backed rewriter needed (AuditCallback during training)
@@ -89,13 +96,14 @@ class PerturbedSet:
 def parse_spec(spec: str) -> tuple[str, str | None]:
     """'SP@rmbench' -> ('SP', 'rmbench'); the default source filled in for stylized codes."""
     code, _, source = spec.partition("@")
-    if code in CONTROLLED_CODES:
+    if code in PROMPT_PERTURBATIONS:
         if source and source != "auditor":
             raise ConfigError(f"perturbation '{spec}': controlled codes take no source but @auditor")
         return code, source or None
     if code not in STYLIZED_CODES:
-        raise ConfigError(f"unknown perturbation '{spec}'; codes: {', '.join(CONTROLLED_CODES + STYLIZED_CODES)} "
-                          f"(stylized ones optionally @{'/@'.join(SOURCES)})")
+        codes = (*PROMPT_PERTURBATIONS, *STYLIZED_CODES)
+        raise ConfigError(f"unknown perturbation '{spec}'; codes: {', '.join(codes)} "
+                          f"(stylized ones optionally @{'/@'.join(SOURCES)})" + did_you_mean(code, codes))
     source = source or ("rule" if code in RULE_CODES else "lm")
     if source not in SOURCES:
         raise ConfigError(f"perturbation '{spec}': unknown source '{source}'; sources: {', '.join(SOURCES)}")
@@ -110,10 +118,6 @@ def auditor_codes(rs: RatingSet) -> list[str]:
     """The codes whose Reward Auditor versions a set carries (``meta["perturbed"]``), in suite order."""
     held = {c for p in rs.prompts for c in (p.meta.get("perturbed") or {})}
     return [c for c in (*CONTROLLED_CODES, *STYLIZED_CODES) if c in held]
-
-
-def group_of(spec: str) -> str:
-    return GROUPS[spec.partition("@")[0]]
 
 
 def _style(rs: RatingSet) -> dict[tuple[str, str, int], str]:
@@ -202,7 +206,7 @@ def build_perturbation(spec: str, items: list[Item], *, rating_set: RatingSet | 
             if not var:  # no version of this item in the files: a failed twin, counted
                 out.twins.append(Twin(it.item_id, it.pair, None, False))
                 continue
-            if code in CONTROLLED_CODES:
+            if code in PROMPT_PERTURBATIONS:
                 msgs = list(it.pair.messages)
                 last = max(i for i, m in enumerate(msgs) if m[0] == "user")
                 msgs[last] = ("user", var["prompt"])

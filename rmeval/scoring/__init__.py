@@ -5,30 +5,49 @@ builds it. Every backend gets every batching setting, so a flag means the same f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from rmcore.device import Placement
+from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import comma_list, nested, option
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
 
 __all__ = ["SCORERS", "ScoreItem", "Scorer", "ScorerSettings", "load_scorer", "make_scorer", "register_scorer"]
 
 
+def _markers(text: str) -> tuple[str, ...]:
+    return tuple(comma_list(text))
+
+
 @dataclass
 class ScorerSettings:
-    """How a saved model is scored: backend, model, and batching."""
+    """How a saved model is scored: backend, model, and batching (the flags of every command that
+    scores a checkpoint)."""
 
-    model: str = ""  # checkpoint directory or Hub id (the DPO policy for dpo_implicit)
-    kind: str = "seq_classifier"  # seq_classifier | generative_judge | dpo_implicit
-    reference: str | None = None  # the DPO reference model (dpo_implicit only)
-    beta: float = 0.1  # DPO beta (dpo_implicit only)
-    batch_size: int = 32
-    max_length: int | None = None  # None: the model's own limit (also the ceiling)
-    max_tokens: int | None = None  # cap on padded tokens per batch
-    placement: Placement = field(default_factory=Placement)  # device, dtype, kernel, remote code, device map
-    reward_head: str | None = None  # which output of a multi-output reward model (seq_classifier only)
-    loader: str | None = None  # reward-model loader; None: chosen from the checkpoint (seq_classifier only)
-    drop_special: tuple[str, ...] = ()  # markers left out of every input: bos and/or eos (seq_classifier only)
+    model: str = ""  # checkpoint directory or Hub id (the DPO policy for dpo_implicit): the command's --checkpoint
+    kind: str = option("seq_classifier", flag="--scorer", choices=["seq_classifier", "generative_judge", "dpo_implicit"],
+                       help="a sequence classifier's reward, a generative judge's verdict, or a DPO policy's implicit "
+                            "reward")
+    reference: str | None = option(None, help="DPO reference model (dpo_implicit)")  # dpo_implicit only
+    beta: float = option(0.1, help="DPO beta (dpo_implicit)")  # dpo_implicit only
+    batch_size: int = option(32, help="texts per forward")
+    # None: the model's own limit (also the ceiling)
+    max_length: int | None = option(None, help="tokens per text (default and ceiling: the model's own limit)")
+    max_tokens: int | None = option(None, help="cap on padded tokens per batch")
+    # device, dtype, kernel, remote code, device map
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
+    # which output of a multi-output reward model (seq_classifier only)
+    reward_head: str | None = option(
+        None, metavar="HEAD", help="which output of a multi-output reward model is the reward: an index or label name "
+        "of a classifier's outputs, or an attribute of a multi-head model (default: its one output, or its own gated "
+        "score)")
+    # reward-model loader; None: chosen from the checkpoint (seq_classifier only)
+    loader: str | None = option(None, metavar="NAME", help="reward-model loader (default: chosen by the checkpoint's "
+                                "architecture or name; see docs/audit.md, 'Released reward models')")
+    # markers left out of every input: bos and/or eos (seq_classifier only)
+    drop_special: tuple[str, ...] = option((), flag="--drop-special-tokens", metavar="bos,eos", parse=_markers,
+                                           help="score without the begin- and/or end-of-sequence markers "
+                                                "(seq_classifier)")
 
 
 def load_scorer(settings: ScorerSettings) -> Scorer:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.data.schema import Message
-from rmcore.errors import ConfigError
+from rmcore.registry import Registry
 
 ScoreItem = tuple[list[Message], str]  # (conversation ending with a user turn, response)
 
@@ -102,24 +102,24 @@ class Scorer(ABC):
         self.close()
 
 
-# name -> "module:Class"; imported lazily so the registry costs nothing until a backend is used.
-SCORERS: dict[str, str | Callable[..., Scorer]] = {
+# name -> "module:Class" (imported lazily so the registry costs nothing until a backend is used) or a
+# callable returning a Scorer
+SCORERS: Registry[str | Callable[..., Scorer]] = Registry("scorer", {
     "seq_classifier": "rmeval.scoring.seq_classifier:SeqClassifierScorer",
     "generative_judge": "rmeval.scoring.judge:GenerativeJudgeScorer",
     "dpo_implicit": "rmeval.scoring.dpo:DPOImplicitScorer",
-}
+}, sort_known=True)
 
 
-def register_scorer(kind: str, factory: str | Callable[..., Scorer]) -> None:
-    """Add a backend: a callable or a 'module:Class' path."""
-    SCORERS[kind] = factory
+def register_scorer(kind: str, factory: str | Callable[..., Scorer], *, replace: bool = False) -> None:
+    """Add a backend: a callable ``factory(**kwargs) -> Scorer`` or a 'module:Class' path. A kind
+    already registered is an error unless ``replace``."""
+    SCORERS.register(kind, factory, replace=replace)
 
 
 def make_scorer(kind: str, **kwargs: Any) -> Scorer:
     """Build a scorer backend by name, e.g. ``make_scorer("seq_classifier", model="out/ckpt")``."""
-    if kind not in SCORERS:
-        raise ConfigError(f"unknown scorer '{kind}'; known: {', '.join(sorted(SCORERS))}")
-    factory = SCORERS[kind]
+    factory = SCORERS.lookup(kind)
     if isinstance(factory, str):
         mod, cls = factory.split(":")
         factory = getattr(importlib.import_module(mod), cls)

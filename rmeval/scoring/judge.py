@@ -83,13 +83,6 @@ def digit_log_probs(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> tu
     return log_mass, torch.log_softmax(per_digit, dim=-1)
 
 
-def expected_rating(next_logits: torch.Tensor, digit_ids: list[list[int]]) -> torch.Tensor:
-    """(B, V) next-token logits -> (B,) expected rating over digits 1..5."""
-    _, log_p = digit_log_probs(next_logits, digit_ids)
-    p = log_p.exp()
-    return p @ torch.arange(1, len(digit_ids) + 1, dtype=p.dtype, device=p.device)
-
-
 def fit_judge_prompt(tokenizer: Any, max_length: int, ids_of: Callable[[str], list[int]],
                      render: Callable[[str, list[str]], str], conv: str,
                      responses: list[str]) -> tuple[list[int], bool, bool]:
@@ -148,9 +141,6 @@ class GenerativeJudgeScorer(Scorer):
 
     def describe(self) -> dict[str, Any]:
         return describe(self.model) if self.model is not None else {}
-
-    def judge_text(self, messages: list[Message], response: str) -> str:
-        return self._render(conversation_text(messages), [response])
 
     def _render(self, conv: str, responses: list[str]) -> str:
         return self.backend.user_turn(self.template.format(conversation=conv, response=responses[0]))

@@ -2,11 +2,14 @@
 
 Scores table: one row per scored text -- ``prompt_id`` (the response's own prompt),
 ``response_id``, ``condition``, ``variant``, ``donor_prompt_id`` (None unless a donor's
-conversation was used), ``score``. Identical (conversation, response) texts -- common across
+conversation was used), ``score``, and whether the text's prompt and response were cut to fit
+(``prompt_truncated``, ``response_truncated``: a rerun that resumes from the table keeps its
+truncation counts). Identical (conversation, response) texts -- common across
 conditions, e.g. a donor that is also a nearest neighbour -- are scored once. Resumable twice
 over: rows already in ``out_path`` are not rescored, and with a ``cache_path`` every scored chunk is
 committed to the score cache, so an interrupted run loses at most one chunk.
-Truncation counts per condition are returned in ``df.attrs["truncation"]``; with a transplant
+Truncation counts per condition (over every row, resumed ones included) are returned in
+``df.attrs["truncation"]``; with a transplant
 condition, ``df.attrs["donor_exclusions"]`` counts donors left out as near-duplicates.
 
 Several processes (``accelerate launch``/``torchrun``: ``RANK``, ``WORLD_SIZE``; a ``Shard``) share
@@ -37,6 +40,7 @@ import pandas as pd
 
 from rmcore.data.schema import RatingSet
 from rmcore.io import atomic_write_table, atomic_write_text, read_table
+from rmcore.progress import Progress
 from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -46,7 +50,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS_CHUNK = 512  # texts per progress-bar step (the score cache commits chunks of the same size)
 KEY_COLUMNS = ["prompt_id", "response_id", "condition", "variant", "donor_prompt_id"]
-SCORE_COLUMNS = KEY_COLUMNS + ["score"]
+FLAG_COLUMNS = ["prompt_truncated", "response_truncated"]
+SCORE_COLUMNS = KEY_COLUMNS + ["score"] + FLAG_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,11 @@ def _previous_rows(out_path: str | os.PathLike | None, fingerprint: str, digest:
         log.warning("%s was scored on other data; rescoring (the score cache keeps texts already seen)", out_path)
         return None
     prev = read_table(out_path, allow_empty=True)  # an earlier run may have had nothing to score
+    if len(prev) and not set(FLAG_COLUMNS) <= set(prev.columns):
+        # written before the table kept truncation flags: its rows would resume with counts unknown;
+        # rescore instead (the score cache answers every text it has seen, flags included)
+        log.info("%s has no truncation flags; rescoring through the score cache", out_path)
+        return None
     return prev if len(prev) else None
 
 
@@ -185,65 +195,34 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
                      **opts: Any) -> pd.DataFrame | None:
     """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
     every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...).
-    ``progress``: a progress bar per condition on stderr when it is a terminal, headed ``label``.
+    ``progress``: the scoring's progress on stderr, headed ``label`` (``rmcore.progress``: a bar on a
+    terminal, a line every half minute elsewhere).
     ``shard``: this process's share of a run over several processes (needs ``out_path``, beside
     which the parts go); the main process returns the whole table, the others None."""
     items = build_items(rating_set, conditions, **opts)
-    done: dict[tuple, float] = {}
+    done: dict[tuple, tuple[float, bool, bool]] = {}  # key -> (score, prompt cut, response cut)
     digest = data_digest(rating_set)
     prev = _previous_rows(out_path, scorer.fingerprint, digest)
     if prev is not None:
-        done = {_row_key(r): float(r.score) for r in prev.itertuples(index=False)}
+        done = {_row_key(r): (float(r.score), bool(r.prompt_truncated), bool(r.response_truncated))
+                for r in prev.itertuples(index=False)}
         log.info("%s: %d rows already scored", out_path, len(done))
     todo = [it for it in items if it.key not in done]
 
     own_cache = None
     if cache_path is not None and not isinstance(scorer, CachedScorer):
         scorer = own_cache = CachedScorer(scorer, node_cache(Path(cache_path), shard))
-    # Deduplicate identical texts: one forward pass per distinct (conversation, response).
-    unique: dict[str, int] = {}
-    text_idx = []
-    for it in todo:
-        text_idx.append(unique.setdefault(scorer.render(it.item), len(unique)))
-    uniq_items: list[Any] = [None] * len(unique)
-    first_cond: list[str] = [""] * len(unique)
-    for it, u in reversed(list(zip(todo, text_idx))):
-        uniq_items[u], first_cond[u] = it.item, it.condition
-    uniq_scores = np.zeros(len(uniq_items))
-    flags = np.zeros((len(uniq_items), 2), bool)
+    text_idx, uniq_items, first_cond = _unique_texts(scorer, todo)
     sharded = shard is not None and shard.world > 1
     progress = progress and (shard is None or shard.main)  # one set of progress bars on a terminal
     if sharded and out_path is None:
         raise ValueError("a scoring run shared by several processes needs out_path (its parts go beside it)")
     mine = np.ones(len(uniq_items), dtype=bool)
-    part, reused = None, False
+    part, token, reused = None, "", False
     if sharded:
-        from rmcore.cache import content_key
-
-        renders = [scorer.render(it) for it in uniq_items]
-        token = content_key(scorer.fingerprint, *renders)[:16]
-        owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)
-        mine = owner == shard.rank
-        part = _part_path(out_path, token, shard, shard.rank)
-        reused = _read_part(part) is not None  # this rank's share of the same work, already scored
-        if reused:
-            mine[:] = False
-    # Scored condition by condition, in chunks, so a long audit shows where it is (tqdm on stderr,
-    # off when stderr is not a terminal or progress=False); scores do not depend on the batching.
-    from tqdm.auto import tqdm
-
-    for cond in conditions:
-        idx = [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]]
-        if not idx:
-            continue
-        desc = f"{label} {cond}" if label else cond
-        with tqdm(total=len(idx), desc=desc, unit="text", disable=None if progress else True, leave=False) as bar:
-            for i in range(0, len(idx), PROGRESS_CHUNK):
-                chunk = idx[i:i + PROGRESS_CHUNK]
-                uniq_scores[chunk] = scorer.score([uniq_items[u] for u in chunk])
-                if len(scorer.last_flags) == len(chunk):
-                    flags[chunk] = scorer.last_flags
-                bar.update(len(chunk))
+        mine, token, part, reused = _my_share(scorer, uniq_items, out_path, shard)
+    uniq_scores, flags = _score_unique(scorer, conditions, uniq_items, first_cond, mine, progress=progress,
+                                       label=label)
     if sharded:
         assert part is not None
         if not reused:  # written even when empty: the main process waits for every rank's part
@@ -254,51 +233,124 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
             if own_cache is not None:
                 own_cache.cache.close()
             return None
-        paths = [_part_path(out_path, token, shard, r) for r in range(shard.world)]
-        for df_part in _wait_for_parts(paths):
-            u = df_part["u"].to_numpy()
-            uniq_scores[u] = df_part["score"].to_numpy()
-            flags[u, 0], flags[u, 1] = df_part["prompt_truncated"].to_numpy(), df_part["response_truncated"].to_numpy()
+        _merge_parts(out_path, token, shard, uniq_scores, flags)
+    df = _scores_table(rating_set, conditions, items, todo, text_idx, done, uniq_scores, flags)
+    if out_path is not None:
+        _write_scores(out_path, df, prev, conditions, scorer.fingerprint, digest, shard if sharded else None, token)
+    df.attrs["n_processes"] = shard.world if sharded else 1
+    if own_cache is not None:
+        own_cache.cache.close()
+    return df
 
+
+def _unique_texts(scorer: Scorer, todo: list[ConditionItem]) -> tuple[list[int], list[Any], list[str]]:
+    """Deduplicate identical texts: one forward pass per distinct (conversation, response). Returns each
+    item's text index, the distinct items, and the first condition (in ``todo`` order) of each."""
+    unique: dict[str, int] = {}
+    text_idx = []
+    for it in todo:
+        text_idx.append(unique.setdefault(scorer.render(it.item), len(unique)))
+    uniq_items: list[Any] = [None] * len(unique)
+    first_cond: list[str] = [""] * len(unique)
+    for it, u in reversed(list(zip(todo, text_idx))):
+        uniq_items[u], first_cond[u] = it.item, it.condition
+    return text_idx, uniq_items, first_cond
+
+
+def _my_share(scorer: Scorer, uniq_items: list[Any], out_path: str | os.PathLike,
+              shard: Shard) -> tuple[np.ndarray, str, Path, bool]:
+    """This rank's share of the distinct texts: (which are mine, the work's content token, my part's path,
+    whether my part is already written, in which case none are left to score)."""
+    from rmcore.cache import content_key
+
+    renders = [scorer.render(it) for it in uniq_items]
+    token = content_key(scorer.fingerprint, *renders)[:16]
+    owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)
+    mine = owner == shard.rank
+    part = _part_path(out_path, token, shard, shard.rank)
+    reused = _read_part(part) is not None  # this rank's share of the same work, already scored
+    if reused:
+        mine[:] = False
+    return mine, token, part, reused
+
+
+def _score_unique(scorer: Scorer, conditions: list[str], uniq_items: list[Any], first_cond: list[str],
+                  mine: np.ndarray, *, progress: bool, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and truncation flags (prompt, response) of the distinct texts marked ``mine`` (zeros elsewhere)."""
+    uniq_scores = np.zeros(len(uniq_items))
+    flags = np.zeros((len(uniq_items), 2), bool)
+    # Scored condition by condition, in chunks, so a long audit shows where it is: one count over
+    # every text to score, the condition beside it (rmcore.progress: a bar on a terminal, periodic
+    # lines on any other stderr); scores do not depend on the batching.
+    by_cond = {cond: [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]] for cond in conditions}
+    total = sum(len(idx) for idx in by_cond.values())
+    with Progress(f"scoring {label}" if label else "scoring", total, unit="text", enabled=progress and total > 0) as bar:
+        for cond, idx in by_cond.items():
+            if idx:
+                bar.set_postfix(condition=cond)
+            for i in range(0, len(idx), PROGRESS_CHUNK):
+                chunk = idx[i:i + PROGRESS_CHUNK]
+                uniq_scores[chunk] = scorer.score([uniq_items[u] for u in chunk])
+                if len(scorer.last_flags) == len(chunk):
+                    flags[chunk] = scorer.last_flags
+                bar.update(len(chunk))
+    return uniq_scores, flags
+
+
+def _merge_parts(out_path: str | os.PathLike, token: str, shard: Shard, uniq_scores: np.ndarray,
+                 flags: np.ndarray) -> None:
+    """Wait for every rank's part and copy its scores and flags into ``uniq_scores`` and ``flags``."""
+    paths = [_part_path(out_path, token, shard, r) for r in range(shard.world)]
+    for df_part in _wait_for_parts(paths):
+        u = df_part["u"].to_numpy()
+        uniq_scores[u] = df_part["score"].to_numpy()
+        flags[u, 0], flags[u, 1] = df_part["prompt_truncated"].to_numpy(), df_part["response_truncated"].to_numpy()
+
+
+def _scores_table(rating_set: RatingSet, conditions: list[str], items: list[ConditionItem],
+                  todo: list[ConditionItem], text_idx: list[int], done: dict[tuple, tuple[float, bool, bool]],
+                  uniq_scores: np.ndarray, flags: np.ndarray) -> pd.DataFrame:
+    """The scores table of ``items`` (resumed rows from ``done``, new ones from their distinct text), with
+    the truncation counts per condition (every row; ``n_resumed`` of them from an earlier run's table),
+    donor exclusions and the number of distinct texts in its attrs."""
     trunc: dict[str, dict[str, int]] = {c: {"n": 0, "n_resumed": 0, "prompt_truncated": 0, "response_truncated": 0}
                                         for c in conditions}
-    new_scores = {}
-    for it, u in zip(todo, text_idx):
-        new_scores[it.key] = float(uniq_scores[u])
-        t = trunc[it.condition]
-        t["n"] += 1
-        t["prompt_truncated"] += int(flags[u, 0])
-        t["response_truncated"] += int(flags[u, 1])
+    new = {it.key: (float(uniq_scores[u]), bool(flags[u, 0]), bool(flags[u, 1])) for it, u in zip(todo, text_idx)}
     rows = []
     for it in items:
-        if it.key in done:
-            trunc[it.condition]["n_resumed"] += 1
-        rows.append(dict(zip(KEY_COLUMNS, it.key), score=done.get(it.key, new_scores.get(it.key))))
+        score, p_cut, r_cut = done[it.key] if it.key in done else new[it.key]
+        t = trunc[it.condition]
+        t["n"] += 1
+        t["n_resumed"] += int(it.key in done)
+        t["prompt_truncated"] += int(p_cut)
+        t["response_truncated"] += int(r_cut)
+        rows.append(dict(zip(KEY_COLUMNS, it.key), score=score, prompt_truncated=p_cut, response_truncated=r_cut))
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     df["variant"] = df["variant"].astype(int)
     df["donor_prompt_id"] = df["donor_prompt_id"].astype(object).where(df["donor_prompt_id"].notna(), None)
     df.attrs["truncation"] = trunc
     if any(c in TRANSPLANTS for c in conditions):
         df.attrs["donor_exclusions"] = donor_exclusions(rating_set.prompts)
-    df.attrs["n_unique_texts"] = len(uniq_items)
-    if out_path is not None:
-        # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.
-        keep = df
-        if prev is not None:
-            others = prev[~prev["condition"].isin(conditions)]
-            keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
-        atomic_write_table(out_path, keep)
-        atomic_write_text(_fingerprint_file(out_path),
-                          json.dumps({"fingerprint": scorer.fingerprint, "data": digest}) + "\n")
-        if sharded:  # merged into the table: the parts are done with
-            for r in range(shard.world):
-                _part_path(out_path, token, shard, r).unlink(missing_ok=True)
-            if not any(_parts_dir(out_path).iterdir()):
-                _parts_dir(out_path).rmdir()
-    df.attrs["n_processes"] = shard.world if sharded else 1
-    if own_cache is not None:
-        own_cache.cache.close()
+    df.attrs["n_unique_texts"] = len(uniq_scores)
     return df
+
+
+def _write_scores(out_path: str | os.PathLike, df: pd.DataFrame, prev: pd.DataFrame | None, conditions: list[str],
+                  fingerprint: str, digest: str, shard: Shard | None, token: str) -> None:
+    """Write the scores table (with the earlier conditions of the same scorer) and its fingerprint file;
+    with a ``shard``, delete the merged parts."""
+    # The file keeps earlier conditions of the same scorer too; the returned table holds those asked for.
+    keep = df
+    if prev is not None:
+        others = prev[~prev["condition"].isin(conditions)]
+        keep = pd.concat([others[SCORE_COLUMNS], df], ignore_index=True) if len(others) else df
+    atomic_write_table(out_path, keep)
+    atomic_write_text(_fingerprint_file(out_path), json.dumps({"fingerprint": fingerprint, "data": digest}) + "\n")
+    if shard is not None:  # merged into the table: the parts are done with
+        for r in range(shard.world):
+            _part_path(out_path, token, shard, r).unlink(missing_ok=True)
+        if not any(_parts_dir(out_path).iterdir()):
+            _parts_dir(out_path).rmdir()
 
 
 def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:
@@ -306,3 +358,11 @@ def truncation_summary(df: pd.DataFrame) -> dict[str, Any]:
     per = df.attrs.get("truncation", {})
     tot = {k: sum(v[k] for v in per.values()) for k in ("n", "n_resumed", "prompt_truncated", "response_truncated")}
     return {"total": tot, "by_condition": per}
+
+
+def truncation_note(total: dict[str, int]) -> str:
+    """``truncation_summary``'s totals in words: "53 of 9,320 texts had their prompt cut; 0 responses
+    cut". The flags are per scored text (one conversation with one response, a row of the scores
+    table), not per prompt; rows resumed from an earlier run's table count with the flags it kept."""
+    return (f"{total['prompt_truncated']:,} of {total['n']:,} texts had their prompt cut; "
+            f"{total['response_truncated']:,} {'response' if total['response_truncated'] == 1 else 'responses'} cut")

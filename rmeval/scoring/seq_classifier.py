@@ -78,6 +78,9 @@ class SeqClassifierScorer(Scorer):
         self.shared_prompt = shared_prompt
         self.drop_special = tuple(sorted(set(drop_special)))
         self.markers_dropped = {m: 0 for m in self.drop_special}
+        # the reward server turns this on: a text far over max_length is cut by characters before
+        # it is tokenised (rmcore.formatting.encode_example), so a 20 MB text costs what 20 kB does
+        self.cut_long = False
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
 
@@ -100,7 +103,7 @@ class SeqClassifierScorer(Scorer):
         return fingerprint_of(self.kind, settings)
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:
-        enc = [encode_example(self.tokenizer, list(m), r, self.max_length) for m, r in items]
+        enc = [encode_example(self.tokenizer, list(m), r, self.max_length, cut_long=self.cut_long) for m, r in items]
         for marker in self.drop_special:
             cut = [drop_markers(e, self.tokenizer, (marker,)) for e in enc]
             self.markers_dropped[marker] += sum(len(c) < len(e) for c, e in zip(cut, enc))

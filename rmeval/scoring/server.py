@@ -34,9 +34,16 @@ own tokens, so a reward does not depend on which requests shared its batch.
 
 Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``) and forward pass
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
-Bad requests get a 4xx with a one-line message and the server keeps serving: a body that is not a
-JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
-``max_body_bytes`` (413), a body that stops arriving for ``request_timeout`` seconds (408).
+Bad requests get a 4xx with a one-line JSON message and the server keeps serving: a body that is
+not a JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
+``max_body_bytes`` (413, answered from the header, before the body), a body that stops arriving for
+``request_timeout`` seconds (408), a request line or header ``http.server`` cannot read (400, 414,
+431, 501, as JSON too). Every one counts in ``bad_requests`` (``/health``).
+
+Long texts. A text far over ``max_length`` tokens is cut by characters, at a word break, before it
+is tokenised (``rmcore.formatting.encode_example(cut_long=True)``), with the ids the whole text
+would give: a 20 MB text is not tokenised whole, for tens of seconds in the scoring thread while
+every other request waits, only for all but ``max_length`` of its tokens to be dropped.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from concurrent.futures import Future
@@ -53,8 +61,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rmcore.device import Placement
+from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.settings import nested, option
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +74,11 @@ HEAD_SLACK = 8  # characters at the start of a left-truncated query that may not
 MIN_MATCH = 8  # the least of the prompt's end a left-truncated query must hold
 FALLBACK_MATCH = 16  # ... and one whose prompt text decodes differently
 MAX_BODY_BYTES = 32 * 2**20
-DRAIN_BYTES = 128 * 2**20  # an oversized body is read and discarded up to this, so its client sees the 413
+# After an early 413 the rest of the body is read and dropped, up to this much for up to this long:
+# a client that sends its whole body before reading (urllib, requests) then finds the 413; a socket
+# closed on unread data is reset, and the client would see a reset instead.
+DRAIN_BYTES = 128 * 2**20
+LINGER_S = 5.0
 
 
 class RequestError(ValueError):
@@ -106,7 +119,8 @@ def response_start(query: str, prompt: str) -> int:
         return len(prompt)
 
     def is_prompt_end(end: int) -> bool:  # query[:end] is the prompt's end, less a garbled head
-        return any(end - skip >= MIN_MATCH and prompt.endswith(query[skip:end])
+        # (a head longer than the prompt cannot be its end: not sliced, a 20 MB query would be copied)
+        return any(MIN_MATCH <= end - skip <= len(prompt) and prompt.endswith(query[skip:end])
                    for skip in range(min(HEAD_SLACK, end) + 1))
 
     anchor = prompt[-ANCHOR_CHARS:]
@@ -218,6 +232,9 @@ class RewardService:
         self.wait_s, self.result_timeout = wait_ms / 1000.0, result_timeout
         # one forward per collected batch: the scorer's own batching must not split it again
         scorer.batch_size, scorer.max_tokens = max_batch_items, max_batch_tokens
+        # a text far over max_length is cut by characters before it is tokenised (same ids): else a
+        # 20 MB body holds the scoring thread, and every request waiting on it, for tens of seconds
+        scorer.cut_long = True
         self.counts = {"requests": 0, "rewards": 0, "forwards": 0, "largest_forward": 0, "bad_requests": 0}
         self._counts_lock = threading.Lock()  # the counters only; scoring takes no lock
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -226,11 +243,9 @@ class RewardService:
         self._thread.start()
 
     def rewards(self, payload: Any) -> list[float]:
-        try:
-            items = parse_request(payload, self.end_markers)
-        except RequestError:
-            self._count(bad_requests=1)
-            raise
+        """The rewards of one /get_reward body; RequestError for a bad one (the HTTP handler counts it
+        in ``bad_requests`` with every other reject)."""
+        items = parse_request(payload, self.end_markers)
         if not items:
             return []
         pending = _Pending(items)
@@ -249,6 +264,10 @@ class RewardService:
                 "model": getattr(self.scorer, "model_id", None), **describe(self.scorer.model),
                 "max_length": getattr(self.scorer, "max_length", None), "waiting": self._queue.qsize(),
                 **counts}
+
+    def count_bad_request(self) -> None:
+        """One more reject in ``bad_requests``: the HTTP handler's, for every request it refuses."""
+        self._count(bad_requests=1)
 
     def close(self) -> None:
         self._queue.put(None)
@@ -323,121 +342,157 @@ class RewardService:
                 self.counts[k] = max(self.counts[k], v) if k == "largest_forward" else self.counts[k] + v
 
 
+class _RewardHandler(BaseHTTPRequestHandler):
+    """POST /get_reward and GET /health of a ``RewardService``; ``make_server`` subclasses it with the
+    service, the body limit and the request timeout. Every answer is JSON, and every reject (4xx, and
+    ``http.server``'s own refusals) counts in the service's ``bad_requests``."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
+    service: RewardService
+    max_body_bytes: int = MAX_BODY_BYTES
+    timeout: float = 60.0  # socket timeout: a stalled body or an idle connection cannot hold a thread
+
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        path = self.path.rstrip("/")
+        if path == "/health":
+            self._send(200, self.service.health())
+        elif path == "/get_reward":
+            self._reject(405, "POST a JSON object to /get_reward")
+        else:
+            self._reject(404, f"unknown path {self.path}; POST /get_reward, GET /health")
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") != "/get_reward":
+            self._reject(404, f"unknown path {self.path}; POST /get_reward, GET /health")
+            return
+        try:
+            payload = json.loads(self._body())
+        except RequestError as e:
+            self._reject(e.status, str(e))
+            if e.status == 413:
+                self._drain()
+            return
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._reject(400, f"request body is not JSON: {e}")
+            return
+        except TimeoutError:
+            self._reject(408, f"request body not received within {self.timeout:g} s")
+            return
+        try:
+            rewards = self.service.rewards(payload)
+        except RequestError as e:  # 4xx: the request's fault; 500, 503: the server's, not counted as bad
+            (self._reject if e.status < 500 else self._fail)(e.status, str(e))
+            return
+        except Exception as e:  # never drop the connection without an answer
+            log.exception("reward request failed")
+            self._fail(500, f"{type(e).__name__}: {e}")
+            return
+        self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
+
+    def _length(self) -> int:
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise RequestError("Content-Length header required", 411)
+        try:
+            n = int(raw)
+        except ValueError:
+            raise RequestError(f"Content-Length must be a number, got {raw!r}") from None
+        if n < 0:
+            raise RequestError(f"Content-Length must be >= 0, got {n}")
+        return n
+
+    def _body(self) -> bytes:
+        n = self._length()
+        if n > self.max_body_bytes:  # answered from the header at once: nothing of the body is read first
+            raise RequestError(f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes "
+                               "(--max-body-bytes); send fewer items per request", 413)
+        body = self.rfile.read(n)
+        if len(body) < n:
+            raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
+        return body
+
+    def _drain(self) -> None:
+        """After an early 413: end the answer (FIN), then read and drop what the client still sends,
+        up to ``DRAIN_BYTES`` and ``LINGER_S`` seconds, before the connection closes (see DRAIN_BYTES)."""
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            left, deadline = DRAIN_BYTES, time.monotonic() + min(LINGER_S, self.timeout)
+            while left > 0 and (wait := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(wait)
+                chunk = self.rfile.read1(min(left, 2**20))
+                if not chunk:  # the client closed: it has read the 413 or given up
+                    break
+                left -= len(chunk)
+        except OSError:  # timed out, or the client reset the connection: nothing more to do for it
+            pass
+
+    def handle_expect_100(self) -> bool:
+        try:
+            n = self._length()
+        except RequestError as e:
+            self._reject(e.status, str(e))
+            return False
+        if n > self.max_body_bytes:
+            self._reject(413, f"request body of {n} bytes is over the limit of {self.max_body_bytes} bytes")
+            return False
+        return super().handle_expect_100()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """``http.server``'s own refusals (a request line it cannot read, an unknown method, a line or
+        header too long): JSON like every other answer, not its HTML page."""
+        if self.request_version == "HTTP/0.9":  # its default before the request line is read: no status line
+            self.request_version = self.protocol_version
+        self.close_connection = True
+        self._reject(code, message or self.responses.get(code, ("bad request",))[0])
+
+    def _reject(self, code: int, message: str) -> None:
+        """A bad request: counted in ``bad_requests``, answered ``{"error": message}``."""
+        self.service.count_bad_request()
+        self._send(code, {"error": message})
+
+    def _fail(self, code: int, message: str) -> None:
+        """The server's own failure (a scoring error, overload): answered, not counted as a bad request."""
+        self._send(code, {"error": message})
+
+    def _send(self, code: int, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if code >= 400:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":  # an answer to HEAD has the headers only
+                self.wfile.write(data)
+        except OSError:  # the client went away; nothing to answer
+            self.close_connection = True
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug(fmt, *args)
+
+
+class _RewardServer(ThreadingHTTPServer):
+    """One daemon thread per connection, with a backlog for thousands of rollouts connecting at once."""
+
+    daemon_threads = True
+    request_queue_size = 1024  # thousands of rollouts connect at once; the default backlog is 5
+
+
 def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 5000, *,
                 max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> ThreadingHTTPServer:
     """A threaded HTTP server for ``service`` (one thread per connection; ``request_timeout`` bounds
     how long a connection may take to send its request)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive for clients that reuse connections; 100-continue honoured
-        timeout = request_timeout  # socket timeout: a stalled body or an idle connection cannot hold a thread
-
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
-            path = self.path.rstrip("/")
-            if path == "/health":
-                self._send(200, service.health())
-            elif path == "/get_reward":
-                self._send(405, {"error": "POST a JSON object to /get_reward"})
-            else:
-                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.rstrip("/") != "/get_reward":
-                self._send(404, {"error": f"unknown path {self.path}; POST /get_reward, GET /health"})
-                return
-            try:
-                payload = json.loads(self._body())
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                self._send(400, {"error": f"request body is not JSON: {e}"})
-                return
-            except TimeoutError:
-                self._send(408, {"error": f"request body not received within {request_timeout:g} s"})
-                return
-            try:
-                rewards = service.rewards(payload)
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return
-            except Exception as e:  # never drop the connection without an answer
-                log.exception("reward request failed")
-                self._send(500, {"error": f"{type(e).__name__}: {e}"})
-                return
-            self._send(200, {"rewards": rewards, "scores": rewards, "extra_logs": {}})
-
-        def _length(self) -> int:
-            raw = self.headers.get("Content-Length")
-            if raw is None:
-                raise RequestError("Content-Length header required", 411)
-            try:
-                n = int(raw)
-            except ValueError:
-                raise RequestError(f"Content-Length must be a number, got {raw!r}") from None
-            if n < 0:
-                raise RequestError(f"Content-Length must be >= 0, got {n}")
-            return n
-
-        def _body(self) -> bytes:
-            n = self._length()
-            if n > max_body_bytes:
-                self.close_connection = True
-                left = min(n, DRAIN_BYTES)
-                try:
-                    while left > 0:  # read what the client sends, so it is listening when the 413 comes
-                        chunk = self.rfile.read(min(left, 2**20))
-                        if not chunk:
-                            break
-                        left -= len(chunk)
-                except OSError:
-                    pass
-                raise RequestError(f"request body of {n} bytes is over the limit of {max_body_bytes} bytes "
-                                   "(--max-body-bytes); send fewer items per request", 413)
-            body = self.rfile.read(n)
-            if len(body) < n:
-                raise RequestError(f"request body ended after {len(body)} of {n} bytes (Content-Length)")
-            return body
-
-        def handle_expect_100(self) -> bool:
-            try:
-                n = self._length()
-            except RequestError as e:
-                self._send(e.status, {"error": str(e)})
-                return False
-            if n > max_body_bytes:
-                self._send(413, {"error": f"request body of {n} bytes is over the limit of {max_body_bytes} bytes"})
-                return False
-            return super().handle_expect_100()
-
-        def _send(self, code: int, obj: dict[str, Any]) -> None:
-            data = json.dumps(obj).encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if code >= 400:
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client went away; nothing to answer
-                self.close_connection = True
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug(fmt, *args)
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024  # thousands of rollouts connect at once; the default backlog is 5
-
-    return Server((host, port), Handler)
+    handler = type("Handler", (_RewardHandler,), {"service": service, "max_body_bytes": max_body_bytes,
+                                                  "timeout": request_timeout})
+    return _RewardServer((host, port), handler)
 
 
-def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = 2048,
+def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = None,
                        batch_size: int = 32) -> Any:
     """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
-    bfloat16 where there is one, else the CPU in float32)."""
+    bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the model's own limit."""
     from rmcore.device import dtype_name, resolve_device, resolve_dtype
     from rmcore.modeling import ModelSettings, load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
@@ -463,17 +518,38 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
     return scorer
 
 
-def serve_reward(checkpoint: str, *, host: str = "127.0.0.1", port: int = 5000, max_length: int | None = 2048,
-                 placement: Placement | None = None, max_batch_tokens: int = 32768, max_batch_items: int = 256,
-                 wait_ms: float = 0.0, max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 60.0) -> None:
-    """Serve until interrupted."""
-    scorer = load_reward_scorer(checkpoint, placement, max_length=max_length)
-    service = RewardService(scorer, max_batch_tokens=max_batch_tokens, max_batch_items=max_batch_items,
-                            wait_ms=wait_ms)
-    server = make_server(service, host, port, max_body_bytes=max_body_bytes, request_timeout=request_timeout)
+@dataclass
+class ServerSettings:
+    """How ``serve_reward`` serves a checkpoint (the flags of ``rmeval serve-reward``)."""
+
+    host: str = option("127.0.0.1", help="bind address (default: this machine only)")
+    port: int = option(5000, help="port to listen on")
+    max_length: int | None = option(None, help="tokens per text (default: the model's own limit); the "
+                                                 "prompt is cut from the left")
+    # device (auto: cuda:LOCAL_RANK where CUDA is, else cpu), dtype (auto: bfloat16 on a GPU, float32 on
+    # the CPU), kernel, the checkpoint's own modelling code, one model over every visible GPU
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
+    max_batch_tokens: int = option(32768, help="tokens scored in one forward, over the requests waiting "
+                                               "(default 32768)")
+    max_batch_items: int = option(256, help="texts scored in one forward (default 256)")
+    batch_wait_ms: float = option(0.0, help="how long the first waiting request waits for others to join its "
+                                            "forward (default 0: a forward takes what is waiting; requests that "
+                                            "arrive during it join the next)")
+    max_body_bytes: int = option(MAX_BODY_BYTES, help="larger request bodies get a 413")
+    request_timeout: float = option(60.0, help="seconds a client may take to send its request before a 408 "
+                                               "(default 60)")
+
+
+def serve_reward(checkpoint: str, settings: ServerSettings | None = None) -> None:
+    """Serve until interrupted, as ``settings`` say (default its defaults)."""
+    s = settings or ServerSettings()
+    scorer = load_reward_scorer(checkpoint, s.placement, max_length=s.max_length)
+    service = RewardService(scorer, max_batch_tokens=s.max_batch_tokens, max_batch_items=s.max_batch_items,
+                            wait_ms=s.batch_wait_ms)
+    server = make_server(service, s.host, s.port, max_body_bytes=s.max_body_bytes, request_timeout=s.request_timeout)
     h = service.health()
-    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{host}:{server.server_address[1]}/get_reward",
-          flush=True)
+    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{s.host}:{server.server_address[1]}"
+          "/get_reward", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

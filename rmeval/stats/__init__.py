@@ -1,34 +1,36 @@
-"""Statistics on scores tables: numpy/scipy only (no torch), every effect with a prompt bootstrap."""
+"""Statistics on scores tables: numpy/scipy only (no torch), every effect with a prompt bootstrap.
+
+The functions named here load with their module on first use (``rmeval.stats.share_pair``), so a
+light module of the package -- ``rmeval.stats.settings``, the statistics' settings that the audit's
+recipe blocks hold -- loads no scipy. ``share`` and ``transplant`` name their modules; import those
+functions from them (``from rmeval.stats.share import share``)."""
 
 from __future__ import annotations
 
-from .bootstrap import (
-    PromptSetResamples,
-    mean_of_prompt_values,
-    percentile_ci,
-    prompt_bootstrap,
-    resample_weights,
-)
-from .centering import centering_variants, weighted_spearman
-from .pairwise import accuracy_matrix, hard_normal_easy, pair_outcomes, pairwise_accuracy
-from .prompt_means import (
-    disjoint_half_correlation,
-    loo_correlation,
-    prompt_mean_correlation,
-    prompt_split_difference,
-)
-from .regression import sibling_regression
-from .reliability import corrected_share, rater_reliability, spearman_brown
-from .selection import loo_centered, top_selection
-from .share import icc1, residual_share, share, share_pair
-from .transplant import prompt_only, shift, transplant
+import importlib
+from typing import Any
 
-__all__ = [
-    "PromptSetResamples", "centering_variants", "corrected_share", "disjoint_half_correlation",
-    "loo_correlation", "prompt_mean_correlation", "prompt_split_difference", "rater_reliability",
-    "share_pair", "spearman_brown", "weighted_spearman",
-    "accuracy_matrix", "hard_normal_easy", "icc1", "loo_centered", "mean_of_prompt_values",
-    "pair_outcomes", "pairwise_accuracy", "percentile_ci", "prompt_bootstrap", "prompt_only",
-    "resample_weights", "residual_share", "share", "shift", "sibling_regression", "top_selection",
-    "transplant",
-]
+_MODULES = {
+    "bootstrap": ("PromptSetResamples", "mean_of_prompt_values", "percentile_ci", "prompt_bootstrap",
+                  "resample_weights"),
+    "centering": ("centering_variants", "weighted_spearman"),
+    "pairwise": ("accuracy_matrix", "hard_normal_easy", "pair_outcomes", "pairwise_accuracy"),
+    "prompt_means": ("disjoint_half_correlation", "loo_correlation", "prompt_mean_correlation",
+                     "prompt_split_difference"),
+    "regression": ("sibling_regression",),
+    "reliability": ("corrected_share", "rater_reliability", "spearman_brown"),
+    "selection": ("loo_centered", "top_selection"),
+    "share": ("icc1", "residual_share", "share_pair"),
+    "transplant": ("prompt_only", "shift"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

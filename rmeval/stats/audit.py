@@ -41,6 +41,7 @@ from .prompt_means import disjoint_half_correlation, prompt_mean_correlation
 from .regression import sibling_regression
 from .reliability import corrected_share
 from .selection import top_selection
+from .settings import StatsSettings
 from .share import residual_share, share, share_pair
 from .transplant import fixed_reply_match, prompt_only, shift, transplant
 
@@ -183,44 +184,75 @@ def _scoring_variant(o: pd.DataFrame, by_cond: dict[str, pd.DataFrame], variant:
     return out
 
 
-def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: pd.DataFrame | None = None,
-                  attribute: str | None = "helpfulness", n_boot: int = 2000, n_boot_regression: int = 5000,
-                  seed: int = 0, top_fraction: float = 0.3, reference_scores: pd.DataFrame | None = None,
-                  human_reliability: dict[str, float] | None = None, prompts: pd.DataFrame | None = None,
+def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, settings: StatsSettings | None = None, *,
+                  preferences: pd.DataFrame | None = None, attribute: str | None = "helpfulness",
+                  reference_scores: pd.DataFrame | None = None, prompts: pd.DataFrame | None = None,
                   features: pd.DataFrame | None = None, prompt_features: pd.DataFrame | None = None,
-                  probe_learners: tuple[str, ...] | list[str] | None = None, probe_jobs: int | None = None,
                   compare: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
-    """The audit as a nested dict (see module docs of rmeval.stats.* for each definition).
+    """The audit as a nested dict (see module docs of rmeval.stats.* for each definition), computed
+    as ``settings`` say (``rmeval.stats.settings.StatsSettings``: resamples, seed, the human share's
+    reliabilities, the probes' learners; default its defaults).
 
     ``attribute`` None: no rated attribute (a preference set); the human-referenced sections are
     left out. ``reference_scores``: (prompt_id, score) of an independent pool of reference responses
-    scored by the same model, for the pool-centring variants. ``human_reliability``: {label: R}
-    rater reliabilities for the reliability-corrected human share (a sensitivity analysis).
-    ``prompts``: the prompt table (``rmeval.audit.features.prompt_table``) for the prompt splits and the
-    probes' first-turn folds; ``features`` / ``prompt_features``: the response and prompt features
-    of ``rmeval.audit.features`` for the probes; ``probe_learners``: the response probes' learners
-    (default all four); ``probe_jobs``: worker processes for their fits (default
-    ``rmeval.stats.probes.default_jobs``: this process's CPUs; the figures do not depend on it).
-    ``compare``: {name: scores table} of the same texts scored another way."""
-    from .explain import variance_explained
-    from .probes import LEARNERS, default_jobs
-    from .splits import prompt_splits
-
+    scored by the same model, for the pool-centring variants. ``prompts``: the prompt table
+    (``rmeval.audit.features.prompt_table``) for the prompt splits and the probes' first-turn folds;
+    ``features`` / ``prompt_features``: the response and prompt features of ``rmeval.audit.features``
+    for the probes. ``compare``: {name: scores table} of the same texts scored another way."""
+    settings = settings or StatsSettings()
     t0 = time.perf_counter()
     ratings = validate_ratings(ratings, attribute=attribute)
     scores = validate_scores(scores, ratings)
-    present = [c for c in condition_names() if (scores["condition"] == c).any()]
     by_cond = {c: g for c, g in scores.groupby("condition", sort=False)}
-    audit: dict[str, Any] = {}
-
     rated = _rated_columns(ratings, attribute)
     rcols = ["prompt_id", "response_id", *rated] + [c for c in ("single_turn", "response_length")
                                                      if c in ratings.columns]
     orig = None
     if "original" in by_cond:
         orig = by_cond["original"].merge(ratings[rcols], on=["prompt_id", "response_id"], how="left")
+    audit: dict[str, Any] = {"share": _shares(orig, by_cond, ratings, attribute, settings)}
+    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
+              if c in by_cond}
+    resamples = PromptSetResamples(settings.seed, settings.n_boot)  # one matrix per prompt set: paired comparisons
+    audit.update(_paired_shares(frames, attribute, resamples))
+    if orig is not None:
+        o = orig[["prompt_id", "response_id", "score"]]
+        audit.update(_model_side(o, by_cond, settings))
+        if attribute is not None:
+            audit.update(_against_humans(orig, frames, by_cond, attribute, resamples, settings, reference_scores))
+        audit.update(_explained(orig, frames, by_cond, attribute, rated, resamples, settings, prompts=prompts,
+                                features=features, prompt_features=prompt_features))
+        for name, table in (compare or {}).items():
+            sv = _scoring_variant(o, by_cond, validate_scores(table, ratings), n_boot=settings.n_boot,
+                                  seed=settings.seed, resamples=resamples)
+            if sv:
+                audit.setdefault("scoring_variants", {})[name] = sv
+        if preferences is not None:
+            prefs = validate_preferences(preferences)
+            audit["pairwise"] = pairwise_accuracy(prefs, o, n_boot=settings.n_boot,
+                                                  rng=_rng(settings.seed, "pairwise"))
+    elif preferences is not None:
+        raise DataError("pairwise accuracy needs original-condition scores", field="condition")
+    audit["meta"] = {
+        "n_prompts": int(scores["prompt_id"].nunique()),
+        "n_responses": int(len(orig)) if orig is not None else 0,
+        "n_rated_responses": int(len(ratings)),
+        "conditions": [c for c in condition_names() if (scores["condition"] == c).any()],
+        "attribute": attribute,
+        "n_boot": int(settings.n_boot),
+        "n_boot_regression": int(settings.n_boot_regression),
+        "seed": int(settings.seed),
+        "top_fraction": float(settings.top_fraction),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    return audit
 
-    # -- between-prompt variance shares ----------------------------------------------------------
+
+def _shares(orig: pd.DataFrame | None, by_cond: dict[str, pd.DataFrame], ratings: pd.DataFrame,
+            attribute: str | None, settings: StatsSettings) -> dict[str, Any]:
+    """The ``share`` section: between-prompt variance shares of each condition's scores and of the
+    ratings, with the reliability-corrected human share."""
+    n_boot, seed = settings.n_boot, settings.seed
     sh: dict[str, Any] = {}
     if orig is not None:
         s, g = orig["score"].to_numpy(float), orig["prompt_id"].to_numpy()
@@ -241,9 +273,7 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
             log_len = _log_length(length)
             sh["log_length"] = residual_share(s, log_len, g, n_boot=n_boot, rng=_rng(seed, "share.log_length"))
             sh["log_length"]["n_zero_length"] = int((length == 0).sum())
-        human_src = orig
-    else:
-        human_src = ratings
+    human_src = orig if orig is not None else ratings
     if attribute is not None:
         sh["human"] = share(human_src[attribute].to_numpy(float), human_src["prompt_id"].to_numpy(),
                             n_boot=n_boot, rng=_rng(seed, "share.human"))
@@ -254,18 +284,21 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
             sh[cond] = share(per["score"].to_numpy(float), per["prompt_id"].to_numpy(), n_boot=n_boot,
                              rng=_rng(seed, f"share.{cond}"))
     if attribute is not None:
-        for label, r in (human_reliability or {}).items():
+        for label, r in (settings.human_reliability or {}).items():
             sh.setdefault("human_corrected", {})[label] = corrected_share(sh["human"], r)
-    audit["share"] = sh
+    return sh
 
-    frames = {c: _with_ratings(by_cond[c], ratings, rcols) for c in ("original", "generic", *PER_RESPONSE_SHARES)
-              if c in by_cond}
-    resamples = PromptSetResamples(seed, n_boot)  # one matrix per prompt set for the paired comparisons
+
+def _paired_shares(frames: dict[str, pd.DataFrame], attribute: str | None,
+                   resamples: PromptSetResamples) -> dict[str, Any]:
+    """``share_vs_human`` (each model share beside the humans') and ``share_difference`` (the
+    original share minus the generic and last-turn ones), on shared prompt resamples."""
+    out: dict[str, Any] = {}
     if attribute is not None:
         vs = _vs_human(frames, attribute, resamples)
         if vs:
-            audit["share_vs_human"] = vs
-    if orig is not None:
+            out["share_vs_human"] = vs
+    if "original" in frames:
         diffs = {}
         for cond in ("generic", "last_turn"):
             if cond in frames:
@@ -276,84 +309,88 @@ def compute_audit(scores: pd.DataFrame, ratings: pd.DataFrame, *, preferences: p
                 if r:
                     diffs[f"original_minus_{cond}"] = r
         if diffs:
-            audit["share_difference"] = diffs
+            out["share_difference"] = diffs
+    return out
 
-    if orig is not None:
-        o = orig[["prompt_id", "response_id", "score"]]
-        if "prompt_only" in by_cond:
-            audit["prompt_only"] = prompt_only(o, by_cond["prompt_only"], n_boot=n_boot,
-                                               rng=_rng(seed, "prompt_only"))
-            fixed = {k: fixed_reply_match(o, by_cond["prompt_only"], by_cond[c], n_boot=n_boot,
-                                          rng=_rng(seed, f"fixed_reply.{k}"))
-                     for k, c in FIXED_REPLY_KINDS.items() if c in by_cond}
-            if fixed:
-                audit["fixed_reply"] = fixed
-        tr = {k: transplant(o, by_cond[k], n_boot=n_boot, rng=_rng(seed, f"transplant.{k}"))
-              for k in TRANSPLANT_KINDS if k in by_cond}
-        if tr:
-            audit["transplant"] = tr
-        for cond in ("paraphrase", "last_turn"):
+
+def _model_side(o: pd.DataFrame, by_cond: dict[str, pd.DataFrame], settings: StatsSettings) -> dict[str, Any]:
+    """The sections read from the scores alone: ``prompt_only``, ``fixed_reply``, ``transplant`` and
+    the paraphrase and last-turn shifts."""
+    n_boot, seed = settings.n_boot, settings.seed
+    out: dict[str, Any] = {}
+    if "prompt_only" in by_cond:
+        out["prompt_only"] = prompt_only(o, by_cond["prompt_only"], n_boot=n_boot, rng=_rng(seed, "prompt_only"))
+        fixed = {k: fixed_reply_match(o, by_cond["prompt_only"], by_cond[c], n_boot=n_boot,
+                                      rng=_rng(seed, f"fixed_reply.{k}"))
+                 for k, c in FIXED_REPLY_KINDS.items() if c in by_cond}
+        if fixed:
+            out["fixed_reply"] = fixed
+    tr = {k: transplant(o, by_cond[k], n_boot=n_boot, rng=_rng(seed, f"transplant.{k}"))
+          for k in TRANSPLANT_KINDS if k in by_cond}
+    if tr:
+        out["transplant"] = tr
+    for cond in ("paraphrase", "last_turn"):
+        if cond in by_cond:
+            out[cond] = shift(o, by_cond[cond], n_boot=n_boot, rng=_rng(seed, cond))
+    return out
+
+
+def _against_humans(orig: pd.DataFrame, frames: dict[str, pd.DataFrame], by_cond: dict[str, pd.DataFrame],
+                    attribute: str, resamples: PromptSetResamples, settings: StatsSettings,
+                    reference_scores: pd.DataFrame | None) -> dict[str, Any]:
+    """The sections against the ratings: ``sibling_regression`` (and by condition), ``prompt_means``,
+    ``selection`` and ``centering``."""
+    n_boot, seed, top = settings.n_boot, settings.seed, settings.top_fraction
+    s, h, g = orig["score"].to_numpy(float), orig[attribute].to_numpy(float), orig["prompt_id"].to_numpy()
+    out: dict[str, Any] = {}
+    reg = sibling_regression(s, h, g, n_boot=settings.n_boot_regression, rng=_rng(seed, "sibling_regression"))
+    if reg:
+        reg["attribute"] = attribute
+        out["sibling_regression"] = reg
+        by_c = {"original": reg}
+        for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
             if cond in by_cond:
-                audit[cond] = shift(o, by_cond[cond], n_boot=n_boot, rng=_rng(seed, cond))
-        if attribute is not None:
-            h = orig[attribute].to_numpy(float)
-            reg = sibling_regression(s, h, g, n_boot=n_boot_regression, rng=_rng(seed, "sibling_regression"))
-            if reg:
-                reg["attribute"] = attribute
-                audit["sibling_regression"] = reg
-                by_c = {"original": reg}
-                for cond in ("generic", "random"):  # random: a response's mean score over its wrong prompts
-                    if cond in by_cond:
-                        f = frames[cond]
-                        r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
-                                               f["prompt_id"].to_numpy(), n_boot=n_boot,
-                                               rng=_rng(seed, f"sibling_regression.{cond}"))
-                        if r:
-                            r["attribute"] = attribute
-                            by_c[cond] = r
-                audit["sibling_regression_by_condition"] = by_c
-            audit["prompt_means"] = _prompt_means(frames, attribute, resamples)
-            sel = top_selection(s, h, g, top_fraction=top_fraction, n_boot=n_boot, rng=_rng(seed, "selection"))
-            if sel:
-                sel["top_fraction"] = top_fraction
-                sel["attribute"] = attribute
-                audit["selection"] = sel
-            cen = centering_variants(s, h, g, top_fraction=top_fraction, pool=reference_scores, n_boot=n_boot,
-                                     rng=_rng(seed, "centering"))
-            if cen:
-                cen["attribute"] = attribute
-                audit["centering"] = cen
-        if prompts is not None:
-            sp = prompt_splits(frames, prompts, attribute, resamples, wrong=by_cond.get("random"), seed=seed)
-            if sp:
-                audit["prompt_splits"] = sp
-        ve = variance_explained(frames, by_cond, attribute, [c for c in rated if c in orig.columns], resamples,
-                                prompts=prompts, features=features, prompt_features=prompt_features,
-                                learners=tuple(probe_learners or LEARNERS), seed=seed,
-                                jobs=default_jobs() if probe_jobs is None else probe_jobs)
-        if ve:
-            audit["variance_explained"] = ve
-        for name, table in (compare or {}).items():
-            sv = _scoring_variant(o, by_cond, validate_scores(table, ratings), n_boot=n_boot, seed=seed,
-                                  resamples=resamples)
-            if sv:
-                audit.setdefault("scoring_variants", {})[name] = sv
-        if preferences is not None:
-            prefs = validate_preferences(preferences)
-            audit["pairwise"] = pairwise_accuracy(prefs, o, n_boot=n_boot, rng=_rng(seed, "pairwise"))
-    elif preferences is not None:
-        raise DataError("pairwise accuracy needs original-condition scores", field="condition")
+                f = frames[cond]
+                r = sibling_regression(f["score"].to_numpy(float), f[attribute].to_numpy(float),
+                                       f["prompt_id"].to_numpy(), n_boot=n_boot,
+                                       rng=_rng(seed, f"sibling_regression.{cond}"))
+                if r:
+                    r["attribute"] = attribute
+                    by_c[cond] = r
+        out["sibling_regression_by_condition"] = by_c
+    out["prompt_means"] = _prompt_means(frames, attribute, resamples)
+    sel = top_selection(s, h, g, top_fraction=top, n_boot=n_boot, rng=_rng(seed, "selection"))
+    if sel:
+        sel["top_fraction"] = top
+        sel["attribute"] = attribute
+        out["selection"] = sel
+    cen = centering_variants(s, h, g, top_fraction=top, pool=reference_scores, n_boot=n_boot,
+                             rng=_rng(seed, "centering"))
+    if cen:
+        cen["attribute"] = attribute
+        out["centering"] = cen
+    return out
 
-    audit["meta"] = {
-        "n_prompts": int(scores["prompt_id"].nunique()),
-        "n_responses": int(len(orig)) if orig is not None else 0,
-        "n_rated_responses": int(len(ratings)),
-        "conditions": present,
-        "attribute": attribute,
-        "n_boot": int(n_boot),
-        "n_boot_regression": int(n_boot_regression),
-        "seed": int(seed),
-        "top_fraction": float(top_fraction),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    return audit
+
+def _explained(orig: pd.DataFrame, frames: dict[str, pd.DataFrame], by_cond: dict[str, pd.DataFrame],
+               attribute: str | None, rated: list[str], resamples: PromptSetResamples, settings: StatsSettings, *,
+               prompts: pd.DataFrame | None, features: pd.DataFrame | None,
+               prompt_features: pd.DataFrame | None) -> dict[str, Any]:
+    """``prompt_splits`` (with the prompt table) and ``variance_explained`` (calibration, residuals,
+    the probes and the crossed decomposition)."""
+    from .explain import variance_explained
+    from .probes import LEARNERS, default_jobs
+    from .splits import prompt_splits
+
+    out: dict[str, Any] = {}
+    if prompts is not None:
+        sp = prompt_splits(frames, prompts, attribute, resamples, wrong=by_cond.get("random"), seed=settings.seed)
+        if sp:
+            out["prompt_splits"] = sp
+    ve = variance_explained(frames, by_cond, attribute, [c for c in rated if c in orig.columns], resamples,
+                            prompts=prompts, features=features, prompt_features=prompt_features,
+                            learners=tuple(settings.probe_learners or LEARNERS), seed=settings.seed,
+                            jobs=default_jobs() if settings.probe_jobs is None else settings.probe_jobs)
+    if ve:
+        out["variance_explained"] = ve
+    return out

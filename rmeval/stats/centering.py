@@ -17,11 +17,18 @@ sampling noise, so the study centres on:
 * ``pool_m`` (m in ``pool_sizes``, below the pool's size): the mean of the prompt's first m pool
   responses (in ``sample`` order when the table has that column, so a pool of two policies
   alternates between them), the pool-size analogue of ``siblings_m``;
-* ``pool_partial``: partial centring s - lambda P_p, lambda in 0, 0.1, ..., 1 chosen on one of two
-  prompt folds and applied to the other. The folds are a fixed split of the prompt ids (half each,
-  by a seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises
-  the mean rating of the top fraction of that fold's responses (the smallest lambda among ties:
-  the least centring that does as well), and the responses of the other fold are centred with it.
+* ``pool_partial``: partial centring s - lambda (P_p - mu), mu the mean of the pool means over
+  prompts (the shrinkage baseline's mu), lambda in 0, 0.1, ..., 1 chosen on one of two prompt
+  folds and applied to the other. The folds are a fixed split of the prompt ids (half each, by a
+  seeded hash, so every model of an audit gets the same folds); on each fold lambda maximises the
+  mean rating of the top fraction of that fold's responses (the smallest lambda among ties: the
+  least centring that does as well), and the responses of the other fold are centred with it.
+  The study writes s - lambda P_p; within a fold the two differ by the constant lambda mu, so the
+  chosen lambdas are the same, but when the folds choose different lambdas the pooled selection
+  of s - lambda P_p moves one fold against the other by (lambda_0 - lambda_1) times the score's
+  arbitrary origin (adding 10 to every candidate and pool score changed the kept set). Centring on
+  the pool mean's deviation from mu makes every variant invariant to a constant shift of all
+  scores.
 
 Here s_w^2 is the mean within-prompt variance of the baseline responses, m_i their number for
 prompt i, and tau^2 the between-prompt variance of their means net of s_w^2 / m (floored at 0).
@@ -35,8 +42,10 @@ the same number), and likewise over the pool sizes; the intercept a is the limit
 same resamples as the deltas. It assumes the cost is linear in the baseline's variance, and is
 reported as such.
 
-For every variant: the mean rating of the top fraction kept by the centred score, the pooled
-Spearman correlation of the centred score with the raw rating and with the prompt-centred rating,
+For every variant: the mean rating of the top fraction kept by the centred score (ties at the cut
+kept with fractional weight, the expected mean under random tie-breaking: ``selection.top_mean``),
+the pooled Spearman correlation of the centred score with the raw rating and with the
+prompt-centred rating (the rating minus the mean rating of all the prompt's responses),
 and each one's paired difference from the raw score (variant minus raw) on the same prompt
 resamples. Spearman under a resample is the Spearman of the expanded sample (a prompt drawn twice
 counts twice, ties get average ranks), computed from weights without materialising it.
@@ -51,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
-from .selection import loo_centered
+from .selection import loo_centered, prompt_centered, top_mean
 
 
 def weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -72,16 +81,6 @@ def _ranks_t(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
     rank_g -= ws
     rank_g += (ws + 1.0) / 2.0
     return rank_g[inv]
-
-
-def _top_mean_t(order: np.ndarray, rating: np.ndarray, wt: np.ndarray, fraction: float) -> np.ndarray:
-    """``selection._top_mean`` on transposed (n, B) weights (contiguous row gathers): the mean
-    rating of the top ``round(fraction * total weight)`` responses in ``order``."""
-    w = wt[order]
-    m = np.round(fraction * w.sum(axis=0))
-    cum = np.cumsum(w, axis=0)
-    kept = np.clip(m - (cum - w), 0.0, w)  # how much of each response's weight is kept
-    return (kept * rating[order][:, None]).sum(axis=0) / m
 
 
 def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -150,9 +149,9 @@ def prompt_folds(prompt_ids: Any, seed: int = 0) -> np.ndarray:
 
 
 def top_fraction_mean(score: np.ndarray, rating: np.ndarray, top_fraction: float) -> float:
-    """Mean rating of the top round(fraction * n) responses by score (stable order on ties)."""
-    order = np.argsort(-score, kind="stable")
-    return float(_top_mean_t(order, rating, np.ones((len(score), 1)), top_fraction)[0])
+    """Mean rating of the top round(fraction * n) responses by score (ties at the cut: the expected
+    mean under random tie-breaking, ``selection.top_mean``)."""
+    return float(top_mean(score, rating, np.ones((len(score), 1)), top_fraction)[0])
 
 
 def choose_lambda(score: np.ndarray, rating: np.ndarray, base: np.ndarray, *,
@@ -219,25 +218,9 @@ def _first_m(pool: pd.DataFrame, m: int) -> pd.DataFrame:
     return p[p.groupby(p["prompt_id"].astype(str), sort=False).cumcount() < m]
 
 
-def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
-                       siblings: tuple[int, ...] = (1, 2, 3), pool: pd.DataFrame | None = None,
-                       pool_sizes: tuple[int, ...] = POOL_SIZES, lambdas: tuple[float, ...] = LAMBDAS,
-                       folds: dict[str, int] | None = None, fold_seed: int = 0,
-                       n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
-    """{raw, variants: {name: {top_mean, top_delta, spearman_raw_rating, spearman_raw_delta,
-    spearman_centered_rating, spearman_centered_delta, ...}}, extrapolation, ...} (see module doc).
-
-    ``pool``: optional table (prompt_id, score[, sample]) of independent reference responses' scores.
-    ``folds``: prompt id -> 0/1 for the partial centring (default: ``prompt_folds`` of the ids)."""
-    g_all = np.asarray(groups)
-    (s, h), codes, k, n_dropped = rows_with_siblings(g_all, score, rating)
-    if k < 3:
-        return {}
-    ok = np.isfinite(np.asarray(score, float)) & np.isfinite(np.asarray(rating, float))
-    kept_groups = pd.Series(g_all[ok])
-    kept_groups = kept_groups[kept_groups.map(kept_groups.value_counts()) >= 2]
-    prompt_ids = pd.unique(kept_groups)  # code i <-> prompt_ids[i] (order of first appearance)
-    hc = loo_centered(h, codes, k)
+def _sibling_baselines(s: np.ndarray, codes: np.ndarray, k: int,
+                       siblings: tuple[int, ...]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The sibling baselines: m cyclic siblings, all siblings (leave-one-out) and their shrunk mean."""
     n = np.bincount(codes, minlength=k).astype(float)
     loo_base = s - loo_centered(s, codes, k)
     baselines: dict[str, np.ndarray] = {}
@@ -248,68 +231,89 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         baselines[f"siblings_{m}"], short = _cyclic_sibling_mean(s, codes, k, m)
         extra[f"siblings_{m}"] = {"n_prompts_short": short}
     baselines["siblings_all"] = loo_base
-    mean, _, s_w2 = _within_var(s, codes, k)
+    _, _, s_w2 = _within_var(s, codes, k)
     # leave-one-out means rest on n_i - 1 responses; their centre is shrunk like the pool's
     shrunk_loo, b_loo = eb_shrunk_means(loo_base, s_w2, n[codes] - 1)
     baselines["siblings_shrunk"] = shrunk_loo
     extra["siblings_shrunk"] = {"eb_weight_mean": float(np.mean(b_loo))}
-    if pool is not None and len(pool):
-        pm, shrink = pool_shrinkage(pool)
-        have = pd.Index(pm.index).get_indexer(pd.Index(prompt_ids).astype(str))
-        if (have < 0).any():
-            missing = pd.Index(prompt_ids)[have < 0]
-            extra["pool_missing_prompts"] = int(len(missing))
-        if (have >= 0).any():
-            p_mean, p_size, shrunk = (pm[c].to_numpy(float) for c in ("mean", "size", "shrunk"))
-            idx = have[codes]
-            usable = idx >= 0
-            base = np.where(usable, p_mean[np.maximum(idx, 0)], np.nan)
-            baselines["pool"] = base
-            baselines["pool_shrunk"] = np.where(usable, shrunk[np.maximum(idx, 0)], np.nan)
-            covered = p_size[have[have >= 0]]
-            extra["pool"] = {"pool_size_mean": float(p_size.mean()), "m": int(covered[0])
-                             if len(covered) and (covered == covered[0]).all() else None}
-            extra["pool_shrunk"] = {k: shrink[k] for k in ("eb_weight_mean", "eb_weight_range", "mu", "tau2", "s_w2")}
-            for m in pool_sizes:
-                if m >= covered.max():
-                    continue
-                fm = _first_m(pool, m)
-                sub = fm.groupby(fm["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "size"])
-                at = pd.Index(sub.index).get_indexer(pd.Index(prompt_ids).astype(str))[codes]
-                baselines[f"pool_{m}"] = np.where(at >= 0, sub["mean"].to_numpy(float)[np.maximum(at, 0)], np.nan)
-                extra[f"pool_{m}"] = {"m": int(m), "n_prompts_short": int((sub["size"] < m).sum())}
-            fold_of = (prompt_folds(prompt_ids, fold_seed) if folds is None
-                       else np.array([int(folds[str(p)]) for p in prompt_ids]))[codes]
-            ok = np.isfinite(base)
-            weight, info = cross_fitted_lambda(s[ok], h[ok], base[ok], fold_of[ok], lambdas=lambdas,
-                                               top_fraction=top_fraction)
-            partial = np.full(len(s), np.nan)
-            partial[ok] = weight * base[ok]
-            baselines["pool_partial"] = partial
-            extra["pool_partial"] = info
-    w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
-    w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
-    ones_t = np.ones((len(s), 1))
-    targets: dict[bool, Any] = {}
+    return baselines, extra
 
-    def rating_ranks(mask: np.ndarray) -> Any:
+
+def _pool_baselines(s: np.ndarray, h: np.ndarray, codes: np.ndarray, prompt_ids: Any, pool: pd.DataFrame, *,
+                    pool_sizes: tuple[int, ...], lambdas: tuple[float, ...], folds: dict[str, int] | None,
+                    fold_seed: int, top_fraction: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The pool baselines: the pool mean, its shrunk mean, the first m pool responses, and the
+    cross-fitted partial centring on the pool mean's deviation from its mean over prompts."""
+    baselines: dict[str, np.ndarray] = {}
+    extra: dict[str, Any] = {}
+    pm, shrink = pool_shrinkage(pool)
+    have = pd.Index(pm.index).get_indexer(pd.Index(prompt_ids).astype(str))
+    if (have < 0).any():
+        extra["pool_missing_prompts"] = int(len(pd.Index(prompt_ids)[have < 0]))
+    if not (have >= 0).any():
+        return baselines, extra
+    p_mean, p_size, shrunk = (pm[c].to_numpy(float) for c in ("mean", "size", "shrunk"))
+    idx = have[codes]
+    usable = idx >= 0
+    base = np.where(usable, p_mean[np.maximum(idx, 0)], np.nan)
+    baselines["pool"] = base
+    baselines["pool_shrunk"] = np.where(usable, shrunk[np.maximum(idx, 0)], np.nan)
+    covered = p_size[have[have >= 0]]
+    extra["pool"] = {"pool_size_mean": float(p_size.mean()), "m": int(covered[0])
+                     if len(covered) and (covered == covered[0]).all() else None}
+    extra["pool_shrunk"] = {k: shrink[k] for k in ("eb_weight_mean", "eb_weight_range", "mu", "tau2", "s_w2")}
+    for m in pool_sizes:
+        if m >= covered.max():
+            continue
+        fm = _first_m(pool, m)
+        sub = fm.groupby(fm["prompt_id"].astype(str), sort=False)["score"].agg(["mean", "size"])
+        at = pd.Index(sub.index).get_indexer(pd.Index(prompt_ids).astype(str))[codes]
+        baselines[f"pool_{m}"] = np.where(at >= 0, sub["mean"].to_numpy(float)[np.maximum(at, 0)], np.nan)
+        extra[f"pool_{m}"] = {"m": int(m), "n_prompts_short": int((sub["size"] < m).sum())}
+    fold_of = (prompt_folds(prompt_ids, fold_seed) if folds is None
+               else np.array([int(folds[str(p)]) for p in prompt_ids]))[codes]
+    ok = np.isfinite(base)
+    dev = base[ok] - shrink["mu"]  # the pool mean's deviation from its mean over prompts
+    weight, info = cross_fitted_lambda(s[ok], h[ok], dev, fold_of[ok], lambdas=lambdas, top_fraction=top_fraction)
+    partial = np.full(len(s), np.nan)
+    partial[ok] = weight * dev
+    baselines["pool_partial"] = partial
+    info["centred_on"] = "lambda * (pool mean - mu), mu the mean of the pool means over prompts"
+    extra["pool_partial"] = info
+    return baselines, extra
+
+
+class _Evaluator:
+    """Top mean and Spearmans (raw and centred rating) of a score on some rows, on the full sample
+    and on the prompt resamples. Weights are held transposed, (n, B), so every gather is of
+    contiguous rows; the ranks of the ratings on all rows are computed once."""
+
+    def __init__(self, h: np.ndarray, hc: np.ndarray, codes: np.ndarray, k: int, n_boot: int, rng: Any,
+                 top_fraction: float) -> None:
+        self.h, self.hc, self.top_fraction = h, hc, top_fraction
+        w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
+        self.w_resp_t = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B): a response carries its prompt's weight
+        self.ones_t = np.ones((len(h), 1))
+        self.targets: dict[bool, Any] = {}
+
+    def rating_ranks(self, mask: np.ndarray) -> Any:
         """Weighted ranks of the raw and the centred rating among the rows in ``mask`` (ranks are
-        taken within the rows compared), with their weighted sums; cached for the full row set.
-        Weights are held transposed, (n, B), so every gather is of contiguous rows."""
+        taken within the rows compared), with their weighted sums; cached for the full row set."""
         key = bool(mask.all())
-        if key not in targets or not key:
+        if key not in self.targets or not key:
             out = []
-            for wt in (w_resp_t * mask[:, None], ones_t * mask[:, None]):
+            for wt in (self.w_resp_t * mask[:, None], self.ones_t * mask[:, None]):
                 tw = wt.sum(axis=0)
                 parts = []
-                for y in (h, hc):
+                for y in (self.h, self.hc):
                     ry = _ranks_t(np.where(mask, y, 0.0), wt)
                     wy = wt * ry
                     parts.append((ry, wy.sum(axis=0), (wy * ry).sum(axis=0)))
                 out.append((wt, tw, parts))
-            targets[key] = out
-        return targets[key]
+            self.targets[key] = out
+        return self.targets[key]
 
+    @staticmethod
     def spearmans(x: np.ndarray, wt: np.ndarray, tw: np.ndarray, parts: list) -> list[np.ndarray]:
         rx = _ranks_t(x, wt)
         wx = wt * rx
@@ -318,19 +322,23 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         return [((wx * ry).sum(axis=0) - sx * sy / tw) / np.sqrt(vx * (syy - sy * sy / tw))
                 for ry, sy, syy in parts]
 
-    def evaluate(x: np.ndarray, mask: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
+    def __call__(self, x: np.ndarray, mask: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
         """Top mean and both Spearmans of score x on rows ``mask`` (full sample and resamples)."""
-        (wrt, twr, parts_b), (ont, ton, parts_f) = rating_ranks(mask)
-        order = np.argsort(-np.where(mask, x, -np.inf), kind="stable")
+        (wrt, twr, parts_b), (ont, ton, parts_f) = self.rating_ranks(mask)
+        xm = np.where(mask, x, -np.inf)  # rows outside the mask carry weight 0 as well
         xs = np.where(mask, x, 0.0)
+        h, f = self.h, self.top_fraction
         with np.errstate(divide="ignore", invalid="ignore"):
-            rb, rcb = spearmans(xs, wrt, twr, parts_b)
-            rf, rcf = spearmans(xs, ont, ton, parts_f)
-            return {"top_mean": (float(_top_mean_t(order, h, ont, top_fraction)[0]),
-                                 _top_mean_t(order, h, wrt, top_fraction)),
+            rb, rcb = self.spearmans(xs, wrt, twr, parts_b)
+            rf, rcf = self.spearmans(xs, ont, ton, parts_f)
+            return {"top_mean": (float(top_mean(xm, h, ont, f)[0]), top_mean(xm, h, wrt, f)),
                     "spearman_raw_rating": (float(rf[0]), rb),
                     "spearman_centered_rating": (float(rcf[0]), rcb)}
 
+
+def _variants(s: np.ndarray, baselines: dict[str, np.ndarray], extra: dict[str, Any], evaluate: _Evaluator,
+              k: int, n_boot: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
+    """(raw summary, per-variant summaries with their deltas from raw, the deltas' draws)."""
     all_rows = np.ones(len(s), dtype=bool)
     raw = evaluate(s, all_rows)
     out_raw = {name: summarize(e, b, k, n_boot) for name, (e, b) in raw.items()}
@@ -350,7 +358,12 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         v["n_responses"] = int(mask.sum())
         v.update(extra.get(name, {}))
         variants[name] = v
-    # the 1/m extrapolation over baselines of one fixed size m each
+    return out_raw, variants, deltas
+
+
+def _extrapolation(extra: dict[str, Any], deltas: dict[str, dict[str, Any]], codes: np.ndarray, k: int,
+                   n_boot: int) -> dict[str, Any]:
+    """The 1/m extrapolation over baselines of one fixed size m each (siblings, pool)."""
     sizes_n = np.bincount(codes, minlength=k)
     by_family: dict[str, dict[int, str]] = {"siblings": {}, "pool": {}}
     for name, info in extra.items():
@@ -374,6 +387,38 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
             est = np.array([deltas[named[m]][stat][0] for m in ms])
             boot = np.stack([deltas[named[m]][stat][1] for m in ms])
             extrapolation[family][f"{stat}_delta"] = inverse_m_fit(np.array(ms), est, boot, k, n_boot)
+    return extrapolation
+
+
+def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
+                       siblings: tuple[int, ...] = (1, 2, 3), pool: pd.DataFrame | None = None,
+                       pool_sizes: tuple[int, ...] = POOL_SIZES, lambdas: tuple[float, ...] = LAMBDAS,
+                       folds: dict[str, int] | None = None, fold_seed: int = 0,
+                       n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+    """{raw, variants: {name: {top_mean, top_delta, spearman_raw_rating, spearman_raw_delta,
+    spearman_centered_rating, spearman_centered_delta, ...}}, extrapolation, ...} (see module doc).
+
+    ``pool``: optional table (prompt_id, score[, sample]) of independent reference responses' scores.
+    ``folds``: prompt id -> 0/1 for the partial centring (default: ``prompt_folds`` of the ids)."""
+    g_all = np.asarray(groups)
+    (s, h), codes, k, n_dropped = rows_with_siblings(g_all, score, rating)
+    if k < 3:
+        return {}
+    ok = np.isfinite(np.asarray(score, float)) & np.isfinite(np.asarray(rating, float))
+    kept_groups = pd.Series(g_all[ok])
+    kept_groups = kept_groups[kept_groups.map(kept_groups.value_counts()) >= 2]
+    prompt_ids = pd.unique(kept_groups)  # code i <-> prompt_ids[i] (order of first appearance)
+    hc = prompt_centered(h, codes, k)  # the study's prompt-centred rating (all responses' mean)
+    baselines, extra = _sibling_baselines(s, codes, k, siblings)
+    if pool is not None and len(pool):
+        pool_base, pool_extra = _pool_baselines(s, h, codes, prompt_ids, pool, pool_sizes=pool_sizes,
+                                                lambdas=lambdas, folds=folds, fold_seed=fold_seed,
+                                                top_fraction=top_fraction)
+        baselines.update(pool_base)
+        extra.update(pool_extra)
+    evaluate = _Evaluator(h, hc, codes, k, n_boot, rng, top_fraction)
+    out_raw, variants, deltas = _variants(s, baselines, extra, evaluate, k, n_boot)
+    extrapolation = _extrapolation(extra, deltas, codes, k, n_boot)
     out: dict[str, Any] = {"raw": out_raw, "variants": variants, "top_fraction": float(top_fraction),
                            "n_responses": int(len(s)), "n_dropped": n_dropped}
     if extrapolation:

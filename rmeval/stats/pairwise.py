@@ -9,7 +9,9 @@ RewardBench sections (allenai/reward-bench, ``rewardbench/constants.py``): where
 carry RewardBench subset names, ``rewardbench`` holds Chat, Chat Hard, Safety and Reasoning, each the
 average of its subsets' accuracies weighted by RewardBench's ``EXAMPLE_COUNTS`` (math-prm counts 984,
 upweighted to equal the code subsets, as RewardBench does), over the subsets present, and ``score``,
-the unweighted mean of the sections present (RewardBench's ``Score``).
+the unweighted mean of the sections present (RewardBench's ``Score``). Where a section has none of
+its subsets, RewardBench's own script scores it 0 and still averages four: ``score_missing_as_zero``
+holds that figure and ``missing_sections`` the sections absent (both only when one is).
 
 RM-Bench style matrix: rows = chosen style 0..2 (concise, detailed plain, detailed markdown), columns
 = rejected style 0..2; each cell is the accuracy over pairs with that style combination. Following
@@ -163,6 +165,13 @@ def _rewardbench(codes: np.ndarray, correct: np.ndarray, k: int, w: np.ndarray,
             out["sections"][name] = summarize(est, boot, k, w.shape[0], subsets=have)
     est, boot = bootstrap_stat(per, lambda x: sum(f(x) for f in stats.values()) / len(stats), w)
     out["score"] = summarize(est, boot, k, w.shape[0], sections=list(stats))
+    missing = [s for s in REWARDBENCH_SECTIONS if s not in stats]
+    if missing:
+        # RewardBench's calculate_scores_per_section scores a section with no subset 0 and its Score
+        # averages all four; kept beside ours so a partial run's number compares with its leaderboard
+        est, boot = bootstrap_stat(per, lambda x: sum(f(x) for f in stats.values()) / len(REWARDBENCH_SECTIONS), w)
+        out["missing_sections"] = missing
+        out["score_missing_as_zero"] = summarize(est, boot, k, w.shape[0], sections=list(REWARDBENCH_SECTIONS))
     return out
 
 

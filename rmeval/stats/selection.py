@@ -2,13 +2,28 @@
 
 Keeping the top fraction of ALL responses by raw score rewards responses to "easy" prompts when the
 score carries a prompt effect; centring each score on its siblings (leave-one-out mean of the
-other responses to the same prompt) removes that effect. The difference in the human rating of
-the kept sets shows what centring buys.
+other responses to the same prompt, the study's "mean score of other responses to the same
+prompt") removes that effect. The difference in the human rating of the kept sets shows what
+centring buys.
+
+The centred rating that the Spearman correlations compare with is the study's prompt-centred human
+rating: the rating minus the mean rating of ALL the prompt's responses (itself included). With
+unequal group sizes it is not a rescaling of the leave-one-out centred rating
+(h - mean_others = n/(n-1) (h - mean_all), a factor that differs between prompts), so the two rank
+responses differently; ``loo_centered`` remains for the scores.
+
+The kept set (``top_mean``, the one rule of every top-fraction selection in ``rmeval.stats``):
+the top round(fraction * N) responses by score (``np.round``, half to even), N the total weight.
+Responses tied on the score at the cut are kept in part: each of a tied block's rows counts with
+weight (slots left) / (the block's weight), so the figure is the EXPECTED kept mean when ties are
+broken uniformly at random -- a function of the scores and ratings alone, not of the row order.
+Without ties at the cut it is the plain mean of the kept ratings.
 
 The bootstrap resamples prompts; a resampled prompt drawn twice contributes its responses twice.
 Because centring is within-prompt, each response's centred score does not change across
 resamples, so the responses are sorted once and each resample is a cumulative-weight cut of that
-one order -- fully vectorised, and exact with duplicated prompts (fractional weight at the cut).
+one order -- fully vectorised, and exact with duplicated prompts (fractional weight at the cut; a
+tied block's copies share the slots left like any other tied rows).
 """
 
 from __future__ import annotations
@@ -28,36 +43,59 @@ def loo_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     return values - (tot[codes] - values) / (n[codes] - 1)
 
 
-def _top_mean(order: np.ndarray, rating: np.ndarray, w_resp: np.ndarray, fraction: float) -> np.ndarray:
-    """Mean rating of the top ``round(fraction * N)`` responses in ``order`` (best first), for
-    each row of response weights ``w_resp`` (B, n)."""
-    w = w_resp[:, order]
-    total = w.sum(axis=1)
-    m = np.round(fraction * total)
-    cum = np.cumsum(w, axis=1)
-    kept = np.clip(m[:, None] - (cum - w), 0.0, w)  # how much of each response's weight is kept
-    return (kept * rating[order][None, :]).sum(axis=1) / m
+def prompt_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """value minus the mean of ALL the values in its group (itself included): the study's
+    prompt-centred rating."""
+    n = np.bincount(codes, minlength=k).astype(float)
+    return values - (np.bincount(codes, weights=values, minlength=k) / n)[codes]
+
+
+def top_mean(score: np.ndarray, rating: np.ndarray, weights_t: np.ndarray, fraction: float) -> np.ndarray:
+    """(B,) mean rating of the top ``round(fraction * W)`` of the weight by ``score`` (best first),
+    for each column of the (n, B) response weights ``weights_t`` (W: a column's total). Ties on the
+    score at the cut are kept with fractional weight -- the expected mean under uniformly random
+    tie-breaking (module doc) -- so the result does not depend on the row order. Rows of weight 0
+    take no part (a caller masks rows out with weight 0 and any score, e.g. -inf)."""
+    score = np.asarray(score, dtype=float)
+    order = np.argsort(-score, kind="stable")
+    w = weights_t[order]
+    r = np.asarray(rating, dtype=float)[order]
+    m = np.round(fraction * w.sum(axis=0))
+    sorted_s = score[order]
+    new_block = np.r_[True, sorted_s[1:] != sorted_s[:-1]]
+    if new_block.all():  # no ties: each row is kept whole, in part (the one row at the cut) or not
+        cum = np.cumsum(w, axis=0)
+        kept = np.clip(m - (cum - w), 0.0, w)
+        return (kept * r[:, None]).sum(axis=0) / m
+    starts = np.flatnonzero(new_block)
+    wb = np.add.reduceat(w, starts, axis=0)  # each tied block's weight and weighted rating sum
+    rb = np.add.reduceat(w * r[:, None], starts, axis=0)
+    cum = np.cumsum(wb, axis=0)
+    kept = np.clip(m - (cum - wb), 0.0, wb)  # the slots each block fills
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(wb > 0, kept / wb, 0.0)
+    return (share * rb).sum(axis=0) / m
 
 
 def top_selection(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
                   n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
-    """{top30_raw, top30_centered, delta (centred - raw, paired), spearman, n_responses, n_dropped}."""
+    """{top30_raw, top30_centered, delta (centred - raw, paired), spearman, n_responses, n_dropped}.
+
+    ``spearman``: pooled Spearman correlations of the raw and the leave-one-out centred score with
+    the raw and the prompt-centred rating (module doc)."""
     # leave-one-out centring needs a sibling
     (s, h), codes, k, n_dropped = rows_with_siblings(groups, score, rating)
     if k < 2:
         return {}
     c = loo_centered(s, codes, k)
-    hc = loo_centered(h, codes, k)
-    # stable descending order; ties broken by position so the cut is deterministic
-    order_raw = np.argsort(-s, kind="stable")
-    order_cen = np.argsort(-c, kind="stable")
-    ones = np.ones((1, len(s)))
+    hc = prompt_centered(h, codes, k)
+    ones = np.ones((len(s), 1))
     w_prompt = resample_weights(k, n_boot, np.random.default_rng(rng))
-    w_resp = w_prompt[:, codes]  # same resampled prompts for both selections: a paired bootstrap
-    est_raw = float(_top_mean(order_raw, h, ones, top_fraction)[0])
-    est_cen = float(_top_mean(order_cen, h, ones, top_fraction)[0])
-    boot_raw = _top_mean(order_raw, h, w_resp, top_fraction)
-    boot_cen = _top_mean(order_cen, h, w_resp, top_fraction)
+    w_resp = np.ascontiguousarray(w_prompt.T)[codes]  # (n, B); the same resampled prompts for both: paired
+    est_raw = float(top_mean(s, h, ones, top_fraction)[0])
+    est_cen = float(top_mean(c, h, ones, top_fraction)[0])
+    boot_raw = top_mean(s, h, w_resp, top_fraction)
+    boot_cen = top_mean(c, h, w_resp, top_fraction)
     pct = int(round(100 * top_fraction))
     out: dict[str, Any] = {
         f"top{pct}_raw": summarize(est_raw, boot_raw, k, n_boot),

@@ -1,14 +1,19 @@
 """Model-side prompt splits: does the score move with the kind of prompt (the study's Table 27)?
 
-The prompts are cut into two halves, A and B, fixed once on the full sample:
+The prompts are cut into two halves, A and B, fixed once on the full sample (not per resample).
+A split is made on the prompts it analyses -- those of the subset that have scores (and, with a
+rated attribute, ratings) for at least two responses in the analysed condition -- never on the
+whole prompts table, whose unscored prompts would otherwise move the cut (100 unscored long
+prompts turned a 150/150 split into 200/100):
 
 * ``length``: A = the prompts whose word count (every turn of the conversation) is above the
-  median prompt's, B = the rest (the human side's rule, ``rmeval.audit.human``). On a subset (single-turn
-  prompts) the median is the subset's.
+  median of the analysed prompts' word counts, B = the rest (the human side's rule,
+  ``rmeval.audit.human``). On a subset (single-turn prompts) the median is the subset's.
 * ``topic_1``, ``topic_2``: two balanced topic splits. The first user turns are clustered by a
   20-cluster TF-IDF k-means (``rmeval.audit.features.prompt_table`` writes each prompt's cluster); the
-  clusters are taken in a seeded random order and each goes to the half that has fewer prompts so
-  far, so the halves differ by at most one cluster's size and no topic is cut in two.
+  clusters (all of the table's, so the order does not depend on which are analysed) are taken in a
+  seeded random order and each goes to the half that has fewer analysed prompts so far, so the
+  halves differ by at most one cluster's size and no topic is cut in two.
 
 For each split, on all prompts and on single-turn prompts, under the original and the generic
 prompt (a response scored under "Please respond.", grouped by its own prompt):
@@ -23,6 +28,7 @@ the subset's prompts with ONE resample matrix, so the differences are paired.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,10 +70,15 @@ def above_median(feature: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     return per > np.median(per)
 
 
-def balanced_halves(clusters: np.ndarray, seed: int, split: int = 1) -> np.ndarray:
+def balanced_halves(clusters: np.ndarray, seed: int, split: int = 1, counted: np.ndarray | None = None) -> np.ndarray:
     """One bool per prompt: True for half A of a balanced assignment of whole clusters (module doc).
-    ``split`` numbers the assignment (each draws its own cluster order)."""
-    labels, sizes = np.unique(np.asarray(clusters), return_counts=True)
+    ``split`` numbers the assignment (each draws its own cluster order); ``counted`` (one bool per
+    prompt, default all): the prompts whose number each half balances -- the order of the clusters
+    is drawn over all of them either way."""
+    clusters = np.asarray(clusters)
+    labels, codes = np.unique(clusters, return_inverse=True)
+    sizes = np.bincount(codes, weights=None if counted is None else np.asarray(counted, dtype=float),
+                        minlength=len(labels))
     order = np.random.default_rng([seed, 0x70C, split]).permutation(len(labels))
     n_a = n_b = 0
     half_a = set()
@@ -77,7 +88,7 @@ def balanced_halves(clusters: np.ndarray, seed: int, split: int = 1) -> np.ndarr
             n_a += sizes[i]
         else:
             n_b += sizes[i]
-    return np.isin(np.asarray(clusters), list(half_a))
+    return np.isin(clusters, list(half_a))
 
 
 # -- the audit section ------------------------------------------------------------------------------
@@ -94,15 +105,21 @@ def _margin_rows(original: pd.DataFrame, wrong: pd.DataFrame | None) -> pd.Serie
     return (own - mean).dropna()
 
 
-def _cell(frame: pd.DataFrame, attribute: str | None, in_a_prompt: dict[str, bool], margin: pd.Series | None,
+SplitRule = Callable[[pd.Index], np.ndarray]  # the analysed prompt ids -> one bool per prompt: in half A
+
+
+def _cell(frame: pd.DataFrame, attribute: str | None, rule: SplitRule, margin: pd.Series | None,
           resamples: PromptSetResamples) -> dict[str, Any]:
-    """Every figure of one split on one subset and condition (module doc)."""
+    """Every figure of one split on one subset and condition (module doc); ``rule`` cuts the
+    prompts this cell analyses."""
     cols = [np.arange(len(frame), dtype=float), frame["score"].to_numpy(float)]  # row numbers ride along
     if attribute is not None:
         cols.append(frame[attribute].to_numpy(float))
     kept, codes, k, _, prompts = rows_with_siblings(frame["prompt_id"].to_numpy(), *cols, return_prompts=True)
-    a_prompt = np.array([in_a_prompt[str(p)] for p in prompts], dtype=bool)
-    if k < 4 or a_prompt.all() or not a_prompt.any():
+    if k < 4:
+        return {}
+    a_prompt = np.asarray(rule(pd.Index([str(p) for p in prompts])), dtype=bool)
+    if a_prompt.all() or not a_prompt.any():
         return {}
     in_a = a_prompt[codes]
     rows, s = kept[0].astype(int), kept[1]
@@ -171,29 +188,35 @@ def prompt_splits(frames: dict[str, pd.DataFrame], prompts: pd.DataFrame, attrib
     subsets = {"all": p.index}
     if single.any() and not single.all():
         subsets["single_turn"] = p.index[single.to_numpy()]
-    splits: dict[str, dict[str, dict[str, bool]]] = {}  # split -> subset -> {prompt: in A}
+    rules: dict[str, SplitRule] = {}  # split -> the cut of the prompts a cell analyses (module doc)
     if "prompt_words" in p.columns:
         words = p["prompt_words"].astype(float)
-        splits["length"] = {}
-        for name, ids in subsets.items():
+
+        def longer(ids: pd.Index) -> np.ndarray:
             w = words.loc[ids].to_numpy()
-            splits["length"][name] = dict(zip(ids, w > np.median(w)))
+            return w > np.median(w)
+
+        rules["length"] = longer
     if "topic" in p.columns and p["topic"].nunique() >= 2:
+        topics = p["topic"].to_numpy()
+
+        def topic_half(ids: pd.Index, split: int) -> np.ndarray:
+            a = balanced_halves(topics, seed, split, counted=p.index.isin(ids))
+            return pd.Series(a, index=p.index).loc[ids].to_numpy()
+
         for i in range(1, N_TOPIC_SPLITS + 1):
-            a = balanced_halves(p["topic"].to_numpy(), seed, i)
-            whole = dict(zip(p.index, a))
-            splits[f"topic_{i}"] = {name: {q: whole[q] for q in ids} for name, ids in subsets.items()}
+            rules[f"topic_{i}"] = lambda ids, i=i: topic_half(ids, i)
     out: dict[str, Any] = {}
-    for split, by_subset in splits.items():
+    for split, rule in rules.items():
         res: dict[str, Any] = {"halves": list(HALVES[split])}
         for cond in ("original", "generic"):
             if cond not in frames:
                 continue
             f = frames[cond]
             f = f.assign(prompt_id=f["prompt_id"].astype(str))
-            for subset, in_a in by_subset.items():
-                sub = f[f["prompt_id"].isin(in_a.keys())]
-                cell = _cell(sub, attribute, in_a, margin if cond == "original" else None, resamples)
+            for subset, ids in subsets.items():
+                sub = f[f["prompt_id"].isin(ids)]
+                cell = _cell(sub, attribute, rule, margin if cond == "original" else None, resamples)
                 if cell:
                     res[subset if cond == "original" else f"generic_{subset}" if subset != "all" else "generic"] = cell
         if len(res) > 1:

@@ -13,8 +13,9 @@ the perturbed set (a twin the scorer cannot tell from its original is a ΔM of e
   not change under sign flips, so each permuted t follows from its sum alone. A ΔM of 0 flips to
   itself, so zeros change n (hence d) but not the permutation distribution of the sum: the p of
   the whole set equals the p of its changed items;
-- group-aware Benjamini–Hochberg across the L tested perturbations (Reward Auditor's rule, the
-  released ``_perform_bh_correction``): with q_g the null share of hypothesis i's group,
+- the paper's procedure (``procedure="paper"``, the default): group-aware Benjamini–Hochberg
+  across the L tested perturbations (Reward Auditor's rule, the weighted step-up of the released
+  ``_perform_bh_correction``): with q_g the null share of hypothesis i's group,
   reject Hᵢ when pᵢ ≤ q·k̂ / (L·q_g(i)), k̂ = max{k : #{i : pᵢ ≤ q·k / (L·q_g(i))} ≥ k} (no rejection
   when no k qualifies). The null shares are
   * ``storey`` (default): estimated per group from the data with Storey's estimator and the +1
@@ -22,10 +23,21 @@ the perturbed set (a twin the scorer cannot tell from its original is a ΔM of e
     a group of one or two hypotheses always gets q_g = 1 (plain BH thresholds for it);
   * ``fixed``: given per group in (0, 1] (groups not named: 1, as the released code);
   * ``equal``: q_g = 1 for every group, which is exactly plain BH;
+- the released script's procedure (``procedure="released"``; ``hggzjx/RewardAuditor``,
+  ``scripts/audit_utils.py``): its ``group_aware_benjamini_hochberg_procedure`` is called without
+  q weights and its group test (a key starting with "prompt") never matches its keys
+  ("(prompt) EF"), so every weight is 1: plain BH at q over every perturbation asked for, L_rel of
+  them, an untestable one (no changed twin: t = 0, every permuted t = 0, p = (B + 1)/(B + 1))
+  counted at p = 1; a perturbation with one changed twin keeps its sign-flip p. Its effect is on
+  the loss −M (M = log σ, its loss −log σ): e_rel = mean(−ΔM) / sd₀(ΔM), sd₀ with ddof 0 (0 when
+  sd₀ = 0), negative for a drop in confidence; its risk per perturbation is e_rel when rejected,
+  else 0; its stars mark only rejected tests, p ≤ 0.0001 / 0.001 / 0.01 / 0.05 (four levels, ≤);
 - the panel margin, per perturbation: m = max{d : p ≥ α} over the models of a panel (raw p;
   α = 0.05 unless set; 0 when every model's p is below α);
-- the risk report: significance stars (0.05 / 0.01 / 0.001); "unsuitable" when rejected and d > m;
-  the suitability risk of a model is the sum of d over its unsuitable perturbations.
+- the risk report: significance stars (paper: every tested p, p < 0.05 / 0.01 / 0.001; released:
+  above); "unsuitable" when rejected (by the procedure shown) and d > m; the suitability risk of a
+  model is the sum of d over its unsuitable perturbations. Both procedures' decisions are kept
+  side by side whichever is shown.
 """
 
 from __future__ import annotations
@@ -41,7 +53,9 @@ DEFAULT_Q = 0.05
 DEFAULT_ETA = 0.5
 DEFAULT_ALPHA = 0.05
 WEIGHTINGS = ("storey", "fixed", "equal")
+PROCEDURES = ("paper", "released")
 STAR_LEVELS = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
+RELEASED_STAR_LEVELS = ((0.0001, "****"), (0.001, "***"), (0.01, "**"), (0.05, "*"))
 
 
 def paired_effect(delta: np.ndarray) -> dict[str, float]:
@@ -172,10 +186,42 @@ def group_bh(p: np.ndarray, groups: Sequence[str], *, q: float = DEFAULT_Q, eta:
 
 
 def stars(p: float) -> str:
+    """The paper procedure's stars: p < 0.001 / 0.01 / 0.05, whether rejected or not."""
     for level, mark in STAR_LEVELS:
         if p < level:
             return mark
     return ""
+
+
+def released_stars(p: float, rejected: bool) -> str:
+    """The released script's stars: only a rejected test, p ≤ 0.0001 / 0.001 / 0.01 / 0.05 (a
+    rejected p above 0.05, possible at q > 0.05, gets none, as its "ns" string)."""
+    if not rejected:
+        return ""
+    for level, mark in RELEASED_STAR_LEVELS:
+        if p <= level:
+            return mark
+    return ""
+
+
+def released_effect(delta: np.ndarray) -> float:
+    """The released script's effect on ΔM = M − M′ (M the log confidence): its M is the loss −M,
+    so its difference is −ΔM, divided by the population sd (ddof 0); 0 when that sd is 0."""
+    d = -np.asarray(delta, dtype=np.float64)
+    if d.size == 0:
+        return float("nan")
+    sd = float(d.std(ddof=0))
+    return float(d.mean() / sd) if sd != 0 else 0.0
+
+
+def released_bh(p: np.ndarray, q: float = DEFAULT_Q) -> dict[str, Any]:
+    """The released script's decisions on the p-values of every perturbation asked for (NaN, an
+    untestable one: p = 1): plain BH at q over all of them (module doc). {"p_value" (NaN → 1),
+    "rejected", "k", "threshold" (q·max(k̂, 1)/L, one for all), "stars"}."""
+    p = np.where(np.isnan(np.asarray(p, dtype=np.float64)), 1.0, np.asarray(p, dtype=np.float64))
+    rejected, k_hat = weighted_step_up(p, np.ones_like(p), q)  # every weight 1 (module doc)
+    return {"p_value": p, "rejected": rejected, "k": int(k_hat), "threshold": q * max(int(k_hat), 1) / max(p.size, 1),
+            "stars": [released_stars(float(x), bool(r)) for x, r in zip(p, rejected)]}
 
 
 def panel_margins(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
@@ -195,16 +241,22 @@ def panel_margins(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
 def suitability_inference(deltas: Mapping[str, np.ndarray], groups: Mapping[str, str], *,
                           changed: Mapping[str, np.ndarray] | None = None, n_permutations: int = DEFAULT_B,
                           seed: int = 0, q: float = DEFAULT_Q, eta: float = DEFAULT_ETA, weighting: str = "storey",
-                          fixed: Mapping[str, float] | None = None) -> dict[str, Any]:
+                          fixed: Mapping[str, float] | None = None, procedure: str = "paper") -> dict[str, Any]:
     """Per perturbation code: group, n, n_changed, mean_delta, sd_delta, cohens_d, t (all over the
-    whole set), cohens_d_changed, p_value, rejected, stars, bh_threshold; and per group its null
-    share. ``deltas[c]`` holds ΔM over the items of the perturbed set, item-aligned across codes
-    (NaN: no twin of that item for c); ``changed[c]`` marks the twins whose scorer input changed
-    (default: ΔM ≠ 0), the others count as ΔM = 0. A code with fewer than 2 changed twins is not
-    tested (outside the BH family)."""
+    whole set), cohens_d_changed, p_value, rejected, stars, bh_threshold, and ``decisions`` with
+    both procedures' p_value, rejected, stars and threshold (the released one's effect_size and
+    robustness_risk too); and per group its null share. ``rejected``, ``stars`` and
+    ``bh_threshold`` are those of ``procedure`` (module doc). ``deltas[c]`` holds ΔM over the items
+    of the perturbed set, item-aligned across codes (NaN: no twin of that item for c);
+    ``changed[c]`` marks the twins whose scorer input changed (default: ΔM ≠ 0), the others count
+    as ΔM = 0. A code with fewer than 2 changed twins is not tested by the paper's procedure
+    (outside its BH family, ``p_value`` NaN); the released one counts every code."""
+    if procedure not in PROCEDURES:
+        raise ValueError(f"procedure must be one of {', '.join(PROCEDURES)}, got '{procedure}'")
     codes = list(deltas)
     if not codes:
-        return {"perturbations": {}, "groups": {}, "k": 0}
+        return {"perturbations": {}, "groups": {}, "k": 0,
+                "decisions": {"shown": procedure, **{x: {"L": 0, "k": 0, "rejected": []} for x in PROCEDURES}}}
     rows = max(len(deltas[c]) for c in codes)
     mat = np.zeros((rows, len(codes)))
     present = np.zeros((rows, len(codes)), dtype=bool)
@@ -218,28 +270,45 @@ def suitability_inference(deltas: Mapping[str, np.ndarray], groups: Mapping[str,
     n = present.sum(0)
     n_changed = chg.sum(0)
     tested = [j for j in range(len(codes)) if n_changed[j] >= 2]
+    # the released script tests one changed twin too; with none its p is 1 (module doc). A
+    # column's p does not depend on the others, so one call serves both procedures.
+    flipped = [j for j in range(len(codes)) if n_changed[j] >= 1]
+    p_all = np.ones(len(codes))
+    if flipped:
+        _, p_f = sign_flip_pvalues(mat[:, flipped], n[flipped], n_permutations=n_permutations, seed=seed)
+        p_all[flipped] = p_f
     p = np.full(len(codes), np.nan)
-    if tested:
-        _, p_t = sign_flip_pvalues(mat[:, tested], n[tested], n_permutations=n_permutations, seed=seed)
-        p[tested] = p_t
+    p[tested] = p_all[tested]
     gbh = group_bh(p[tested], [groups[codes[j]] for j in tested], q=q, eta=eta, weighting=weighting, fixed=fixed)
+    rel = released_bh(p_all, q)
     out: dict[str, dict[str, Any]] = {}
     for j, c in enumerate(codes):
         eff = paired_effect(mat[present[:, j], j])
         rec = {"group": groups[c], **eff, "n_changed": int(n_changed[j]),
                "cohens_d_changed": paired_effect(mat[chg[:, j], j])["cohens_d"]}
+        e_rel = released_effect(mat[present[:, j], j])
+        released = {"p_value": float(rel["p_value"][j]), "rejected": bool(rel["rejected"][j]),
+                    "stars": rel["stars"][j], "threshold": float(rel["threshold"]), "effect_size": e_rel,
+                    "robustness_risk": e_rel if rel["rejected"][j] else 0.0}
         if j in tested:
             k = tested.index(j)
-            rec.update({"p_value": float(p[j]), "rejected": bool(gbh["rejected"][k]), "stars": stars(float(p[j])),
-                        "bh_threshold": float(gbh["threshold"][k])})
+            paper = {"p_value": float(p[j]), "rejected": bool(gbh["rejected"][k]), "stars": stars(float(p[j])),
+                     "threshold": float(gbh["threshold"][k])}
         else:
-            note = ("the scorer's input is unchanged on every item: not tested" if n_changed[j] == 0
-                    else "fewer than 2 changed items: not tested")
-            rec.update({"p_value": float("nan"), "rejected": False, "stars": "", "bh_threshold": float("nan"),
-                        "note": note})
+            rec["note"] = ("the scorer's input is unchanged on every item: not tested" if n_changed[j] == 0
+                           else "fewer than 2 changed items: not tested")
+            paper = {"p_value": float("nan"), "rejected": False, "stars": "", "threshold": float("nan")}
+        shown = paper if procedure == "paper" else released
+        rec.update({"p_value": paper["p_value"], "rejected": shown["rejected"], "stars": shown["stars"],
+                    "bh_threshold": shown["threshold"], "decisions": {"paper": paper, "released": released}})
         out[c] = rec
     sizes = {g: sum(1 for j in tested if groups[codes[j]] == g) for g in gbh["null_share"]}
-    return {"perturbations": out, "k": gbh["k"],
+    decisions = {"shown": procedure,
+                 "paper": {"L": len(tested), "k": gbh["k"],
+                           "rejected": [codes[j] for k, j in enumerate(tested) if gbh["rejected"][k]]},
+                 "released": {"L": len(codes), "k": rel["k"],
+                              "rejected": [c for j, c in enumerate(codes) if rel["rejected"][j]]}}
+    return {"perturbations": out, "k": gbh["k"] if procedure == "paper" else rel["k"], "decisions": decisions,
             "groups": {g: {"null_share": v, "n_tested": sizes[g], "source": _share_source(weighting, g, fixed)}
                        for g, v in gbh["null_share"].items()}}
 

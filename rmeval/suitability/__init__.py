@@ -19,39 +19,33 @@ Pairs table (what ``rmeval suitability`` writes and ``rmeval suitability-stats``
 ΔM of 0), ``text_changed``, and ``subset`` when the items come from named subsets (RM-Bench files,
 Reward Auditor tasks); a panel's table adds ``model``. Pairwise accuracy is 1{σ > ½} (½ at σ = ½),
 on the original items and on the perturbed set (an unchanged twin keeps its original's).
+
+The names below load with their module on first use, so the settings (``settings``: what the
+recipes' audit blocks hold) load without the inference and its scipy.
 """
 
-from rmeval.suitability.report import (
-    log_suitability,
-    plot_effects,
-    plot_structure,
-    plot_subsets,
-    render_markdown,
-    write_suitability,
-)
-from rmeval.suitability.run import (
-    METRICS,
-    RECORD_KEYS,
-    SuitabilitySettings,
-    finalize,
-    infer,
-    model_json,
-    ordered_record,
-    run_suitability,
-    settings_dict,
-)
-from rmeval.suitability.scoring import (
-    confidence_scorer,
-    confidences,
-    input_changed,
-    pair_metrics,
-    score_suite,
-    suite_counts,
-)
-from rmeval.suitability.tables import LOG_COLUMNS, PAIR_COLUMNS, parse_groups, read_pairs, validate_pairs
+from __future__ import annotations
 
-__all__ = ["LOG_COLUMNS", "METRICS", "PAIR_COLUMNS", "RECORD_KEYS", "SuitabilitySettings", "confidence_scorer",
-           "confidences", "finalize", "infer", "input_changed", "log_suitability", "model_json", "ordered_record",
-           "pair_metrics", "parse_groups", "plot_effects", "plot_structure", "plot_subsets", "read_pairs",
-           "render_markdown", "run_suitability", "score_suite", "settings_dict", "suite_counts", "validate_pairs",
-           "write_suitability"]
+import importlib
+from typing import Any
+
+_MODULES = {
+    "report": ("log_suitability", "plot_effects", "plot_structure", "plot_subsets", "render_markdown",
+               "write_suitability"),
+    "run": ("METRICS", "RECORD_KEYS", "SuitabilitySettings", "finalize", "infer", "model_json", "ordered_record",
+            "run_suitability", "settings_dict"),
+    "scoring": ("confidence_scorer", "confidences", "input_changed", "pair_metrics", "score_suite", "suite_counts"),
+    "settings": ("parse_groups",),
+    "tables": ("LOG_COLUMNS", "PAIR_COLUMNS", "read_pairs", "validate_pairs"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

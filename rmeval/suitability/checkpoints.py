@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rmcore.checkpoints import display_name, provenance
-from rmcore.data.registry import load_data
 from rmcore.data.schema import RatingSet, pick_attribute
-from rmcore.errors import ConfigError
 from rmeval.scoring import Scorer, ScorerSettings, load_scorer
 from rmeval.suitability import (
     SuitabilitySettings,
@@ -29,90 +27,16 @@ from rmeval.suitability import (
     run_suitability,
     write_suitability,
 )
+from rmeval.suitability.settings import SuitabilityAuditSettings
 from rmeval.tracking import evaluation_tracker
 
-
-@dataclass
-class SuitabilityAuditSettings:
-    """What a suitability audit perturbs, how it rewrites, and the inference settings."""
-
-    perturbations: list[str] | None = None  # codes; None or empty: every one whose inputs are at hand
-    data: str | dict[str, Any] | None = None  # preference-set spec; None: the audit's own rating set
-    max_prompts: int | None = None  # seeded sample of `data`'s prompts
-    max_items: int | None = None  # first N preference items
-    base_level: int = 0  # RM-Bench style level of the base pairs
-    n_permutations: int = 10_000
-    q: float = 0.05
-    eta: float = 0.5
-    margin: float | None = None  # None: the panel rule for several models, else 0
-    weighting: str | None = None  # storey | fixed | equal (plain BH); None: fixed with null_share, else storey
-    null_share: dict[str, float] | None = None  # fixed null share per group, in (0, 1]
-    alpha: float = 0.05  # the panel rule's level
-    metric: str = "log_confidence"  # log_confidence | confidence
-    robustness: bool = True  # the B.1 tests and B.3 structure
-    judge_style: str = "verdict"  # a generative judge's question: verdict | explain (Reward Auditor's)
-    judge_explain_tokens: int = 256  # explanation budget of judge_style explain
-    groups: dict[str, str] | None = None  # CODE -> GROUP for codes outside the ten (suitability-stats)
-    rewriter: str | None = None  # hf:MODEL | openai:MODEL | file:PATH, for the stylized codes
-    rewrite_file: str | None = None  # jsonl {item_id, perturbation, side, text} (CODE@file)
-    rewrite_cache: str | None = None  # None: OUT/rewrite_cache.sqlite
-    base_url: str | None = None  # OpenAI-compatible endpoint of an openai: rewriter
-    language: str = "Chinese"  # target language of LC and SLC
-
-    def inference(self, seed: int) -> SuitabilitySettings:
-        s = SuitabilitySettings(n_permutations=self.n_permutations, seed=seed, q=self.q, eta=self.eta,
-                                margin=self.margin, weighting=self.weighting, null_share=self.null_share,
-                                alpha=self.alpha, metric=self.metric, robustness=self.robustness)
-        s.validate()
-        self.validate()
-        return s
-
-    def validate(self) -> None:
-        """Every setting outside the inference's in range (one-line ConfigErrors)."""
-        from rmeval.scoring.pairwise_judge import STYLES
-
-        for name, lo in (("max_items", 1), ("max_prompts", 1), ("judge_explain_tokens", 1)):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
-                raise ConfigError(f"{name} must be a whole number >= {lo}, got {v!r}")
-        if self.base_level not in (0, 1, 2) or isinstance(self.base_level, bool):
-            raise ConfigError(f"base_level must be an RM-Bench style level 0, 1 or 2, got {self.base_level!r}")
-        if self.judge_style not in STYLES:
-            raise ConfigError(f"judge_style must be one of {', '.join(STYLES)}, got '{self.judge_style}'")
-        from rmeval.perturbations.suite import GROUPS
-
-        known = set(GROUPS.values()) | set((self.groups or {}).values())
-        unknown = sorted(set(self.null_share or {}) - known)
-        if unknown:
-            raise ConfigError(f"--null-share names group(s) {unknown} that no perturbation belongs to; groups: "
-                              f"{', '.join(sorted(known))}")
-
-    def specs(self, rating_set: RatingSet) -> list[str]:
-        from rmeval.perturbations.suite import default_specs
-
-        if self.perturbations:
-            return [c for part in self.perturbations for c in part.split(",") if c]
-        return default_specs(rating_set, with_lm=bool(self.rewriter))
-
-    def rewriters(self, out: str | os.PathLike, seed: int) -> dict[str, Any]:
-        from rmeval.perturbations.rewriters import make_rewriter
-
-        rewriters: dict[str, Any] = {}
-        if self.rewriter:
-            cache = Path(self.rewrite_cache) if self.rewrite_cache else Path(out) / "rewrite_cache.sqlite"
-            rewriters["lm"] = make_rewriter(self.rewriter, seed=seed, language=self.language, base_url=self.base_url,
-                                            cache_path=cache)
-        if self.rewrite_file:
-            rewriters["file"] = make_rewriter(f"file:{self.rewrite_file}")
-        return rewriters
-
-    def rating_set(self, default: RatingSet, seed: int) -> RatingSet:
-        """The preference set perturbed: ``data`` (sampled like the audit's), else ``default``."""
-        return load_data(self.data, self.max_prompts, seed) if self.data else default
+__all__ = ["SuitabilityAuditSettings", "audit_checkpoints", "audit_suitability", "suitability_from_pairs",
+           "suitability_line"]
 
 
 def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) -> str:
-    """One line per model: Cohen's d, stars and verdict of each perturbation, and the risk."""
+    """One line per model, titled as its report is (a checkpoint's arm and seed, ``display_name``,
+    else ``name``): Cohen's d, stars and verdict of each perturbation, and the risk."""
     def part(code: str, r: dict[str, Any]) -> str:
         if not math.isfinite(r["p_value"]):
             return f"{code} not tested"
@@ -120,7 +44,9 @@ def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) ->
 
     parts = [part(s, r) for s, r in res["perturbations"].items()]
     risk = res.get("suitability_risk")
-    return (f"{name}: suitability on {res['meta'].get('n_items')} items: " + "; ".join(parts)
+    checkpoint = res["meta"].get("checkpoint")
+    title = display_name(name, checkpoint) if checkpoint else name
+    return (f"{title}: suitability on {res['meta'].get('n_items')} items: " + "; ".join(parts)
             + (f"; risk {risk:.2f}" if risk is not None else "") + f" -> {dest}")
 
 

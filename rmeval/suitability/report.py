@@ -54,23 +54,46 @@ def _method(st: dict[str, Any], groups: dict[str, Any] | None) -> str:
     m_text = (f"m = {_num(m)}" if isinstance(m, (int, float)) else
               f"m per perturbation by the panel rule m = max{{d : p ≥ {st.get('alpha', 0.05)}}}: " +
               ", ".join(f"{k} {_num(v)}" for k, v in m.items()))
+    paper = (f"the paper's procedure, group-aware Benjamini–Hochberg at q = {st['q']} over the L tested "
+             f"perturbations: reject p ≤ q·k̂/(L·q_g), {rule} ({shares})")
+    released = (f"the released script's procedure (hggzjx/RewardAuditor, scripts/audit_utils.py): plain "
+                f"Benjamini–Hochberg at q = {st['q']} over every perturbation, an untestable one counted at p = 1")
+    if st.get("procedure", "paper") == "released":
+        decisions = (f"**Decisions shown: {released}**; stars (rejected tests only): p ≤ 0.05 *, 0.01 **, "
+                     f"0.001 ***, 0.0001 ****. Beside them in suitability.json (`decisions.paper`): {paper}")
+    else:
+        decisions = (f"**Decisions shown: {paper}**; stars: p < 0.05 *, 0.01 **, 0.001 ***. Beside them in "
+                     f"suitability.json (`decisions.released`): {released}")
     return (f"{metric}; ΔM = M − M′ (original minus perturbed) over every item, a twin the scorer cannot tell "
             f"from its original counting as 0. One-sided sign-flip permutation test of the paired t "
-            f"(B = {st['B']}, seed {st['seed']}); group-aware Benjamini–Hochberg at q = {st['q']}: reject "
-            f"p ≤ q·k̂/(L·q_g), {rule} ({shares}); stars: p < 0.05 *, 0.01 **, 0.001 ***; "
-            f"**unsuitable** = rejected and d > m ({m_text}); suitability risk = sum of d over the unsuitable "
+            f"(B = {st['B']}, seed {st['seed']}). {decisions}. "
+            f"**Unsuitable** = rejected and d > m ({m_text}); suitability risk = sum of d over the unsuitable "
             "perturbations.")
+
+
+def _decisions_line(r: dict[str, Any]) -> list[str]:
+    """Both procedures' rejections, one sentence, the shown one first."""
+    dec = r.get("decisions")
+    if not dec:
+        return []
+    names = {"paper": "the paper's procedure", "released": "the released script's"}
+    order = [dec["shown"], *(x for x in ("paper", "released") if x != dec["shown"])]
+    parts = [f"{names[x]} (L = {dec[x]['L']}): {', '.join(dec[x]['rejected']) or 'none'}" for x in order]
+    return ["Rejected by " + "; by ".join(parts) + ".", ""]
 
 
 def _model_table(r: dict[str, Any]) -> list[str]:
     header = ["perturbation", "group", "n", "changed", "unchanged", "failed", "mean ΔM", "d", "d changed", "t",
               "p", "sig.", "BH threshold", "rejected", "unsuitable", "acc orig", "acc pert", "Δacc"]
     rows = []
+    shown = r.get("decisions", {}).get("shown", "paper")
     for s, v in r["perturbations"].items():
         inv = v.get("n_invisible", 0)
+        # the p the shown procedure counts: the released one counts an untestable perturbation at 1
+        p_shown = v.get("decisions", {}).get(shown, {}).get("p_value", v["p_value"])
         rows.append([s, v["group"], v["n"], v["n_changed"], f"{v['n_unchanged']}" + (f" ({inv} unseen)" if inv else ""),
                      v.get("n_failed", 0), _num(v["mean_delta"], 4), _num(v["cohens_d"]),
-                     _num(v["cohens_d_changed"]), _num(v["t"], 2), _num(v["p_value"], 4), v["stars"],
+                     _num(v["cohens_d_changed"]), _num(v["t"], 2), _num(p_shown, 4), v["stars"],
                      _num(v["bh_threshold"], 4), "yes" if v["rejected"] else "no",
                      "**yes**" if v["unsuitable"] else "no", _num(v["accuracy_original"]),
                      _num(v["accuracy_perturbed"]), _num(v["accuracy_change"])])
@@ -127,6 +150,7 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
         groups = ", ".join(f"{g}: null share {_num(v['null_share'])} ({v['n_tested']} tested)"
                            for g, v in r.get("groups", {}).items())
         lines += [f"Suitability risk {_num(r.get('suitability_risk'), 3)}; {groups or 'nothing tested'}.", ""]
+        lines += _decisions_line(r)
         lines += _model_table(r)
         lines.append("")
         rob = _robustness_table(r)

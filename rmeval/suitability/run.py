@@ -31,6 +31,7 @@ from rmeval.stats.suitability import (
     DEFAULT_B,
     DEFAULT_ETA,
     DEFAULT_Q,
+    PROCEDURES,
     WEIGHTINGS,
     mark_unsuitable,
     panel_margins,
@@ -58,6 +59,7 @@ class SuitabilitySettings:
     alpha: float = DEFAULT_ALPHA  # level of the panel rule and of the per-subset share significant
     metric: str = "log_confidence"  # log_confidence | confidence
     robustness: bool = True  # the B.1 tests and the B.3 structure per model
+    procedure: str = "paper"  # whose decisions `rejected` shows: paper | released (both are kept)
 
     @property
     def mode(self) -> str:
@@ -92,6 +94,8 @@ class SuitabilitySettings:
             raise ConfigError("weighting fixed needs the null shares (--null-share GROUP=Q ...)")
         if self.metric not in METRICS:
             raise ConfigError(f"metric must be one of {', '.join(METRICS)}, got '{self.metric}'")
+        if self.procedure not in PROCEDURES:
+            raise ConfigError(f"procedure must be one of {', '.join(PROCEDURES)}, got '{self.procedure}'")
 
 
 def _accuracy(m: np.ndarray) -> float:
@@ -152,9 +156,10 @@ def infer(pairs: pd.DataFrame, settings: SuitabilitySettings, *, groups: Mapping
     grp = {s: groups[s] if s in groups else groups[s.partition("@")[0]] for s in order}
     res = suitability_inference(deltas, grp, changed=changed, n_permutations=settings.n_permutations,
                                 seed=settings.seed, q=settings.q, eta=settings.eta, weighting=settings.mode,
-                                fixed=settings.null_share)
+                                fixed=settings.null_share, procedure=settings.procedure)
     per = {s: {**res["perturbations"][s], **extra[s]} for s in order}
-    out: dict[str, Any] = {"perturbations": per, "groups": res["groups"], "bh_k": res["k"]}
+    out: dict[str, Any] = {"perturbations": per, "groups": res["groups"], "bh_k": res["k"],
+                           "decisions": res["decisions"]}
     if extras and settings.robustness:
         tested = [s for s in order if np.isfinite(per[s]["p_value"])]
         rob = robustness(deltas, changed, n_permutations=settings.n_permutations, seed=settings.seed, tested=tested)
@@ -210,7 +215,7 @@ def finalize(results: dict[str, dict[str, Any]], settings: SuitabilitySettings) 
 
 def settings_dict(s: SuitabilitySettings) -> dict[str, Any]:
     return {"B": s.n_permutations, "seed": s.seed, "q": s.q, "eta": s.eta, "m": s.margin, "weighting": s.mode,
-            "null_share": dict(s.null_share or {}), "alpha": s.alpha, "metric": s.metric}
+            "null_share": dict(s.null_share or {}), "alpha": s.alpha, "metric": s.metric, "procedure": s.procedure}
 
 
 def ordered_record(r: dict[str, Any]) -> dict[str, Any]:
@@ -220,14 +225,14 @@ def ordered_record(r: dict[str, Any]) -> dict[str, Any]:
 
 def model_json(r: dict[str, Any], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     out = {"perturbations": {s: ordered_record(v) for s, v in r["perturbations"].items()},
-           "suitability_risk": r.get("suitability_risk"), "groups": r.get("groups", {}), "settings": r["settings"],
-           "meta": dict(meta or r.get("meta", {}))}
+           "suitability_risk": r.get("suitability_risk"), "groups": r.get("groups", {}),
+           "decisions": r.get("decisions", {}), "settings": r["settings"], "meta": dict(meta or r.get("meta", {}))}
     if "structure" in r:
         out["structure"] = r["structure"]
     if "subsets" in r:
         out["subsets"] = {sub: {"perturbations": {s: ordered_record(v) for s, v in x["perturbations"].items()},
                                 "suitability_risk": x.get("suitability_risk"), "groups": x.get("groups", {}),
-                                "margins": x.get("margins")}
+                                "decisions": x.get("decisions", {}), "margins": x.get("margins")}
                           for sub, x in r["subsets"].items()}
     return out
 

@@ -67,20 +67,33 @@ def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
     return items
 
 
-def _score_unique(scorer: Scorer, items: list[Any]) -> np.ndarray:
+def _score_unique(scorer: Scorer, items: list[Any], progress: str | None = None) -> np.ndarray:
+    """Scores of ``items``, each distinct text scored once; with ``progress`` (its description) in
+    chunks, the count shown on stderr (``rmcore.progress``; scores do not depend on the chunks)."""
+    from rmcore.progress import Progress
+    from rmeval.scoring.run import PROGRESS_CHUNK
+
     uniq: dict[str, int] = {}
     idx = [uniq.setdefault(scorer.render(it), len(uniq)) for it in items]
     todo: list[Any] = [None] * len(uniq)
     for it, u in zip(items, idx):
         todo[u] = it
-    return np.asarray(scorer.score(todo), dtype=np.float64)[idx]
+    scores = np.zeros(len(todo))
+    size = PROGRESS_CHUNK if progress else max(len(todo), 1)
+    with Progress(progress or "", len(todo), unit="text", enabled=progress is not None and len(todo) > 0) as bar:
+        for i in range(0, len(todo), size):
+            chunk = todo[i:i + size]
+            scores[i:i + len(chunk)] = scorer.score(chunk)
+            bar.update(len(chunk))
+    return scores[idx]
 
 
-def pair_metrics(scorer: Scorer, pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray]:
-    """(confidence, log confidence) per pair, scoring each distinct text once."""
+def pair_metrics(scorer: Scorer, pairs: list[Pair], progress: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence, log confidence) per pair, scoring each distinct text once (``progress``: the
+    description of its progress on stderr; None: none shown)."""
     if not pairs:
         return np.zeros(0), np.zeros(0)
-    s = _score_unique(scorer, _items(scorer, pairs)).reshape(-1, 2)
+    s = _score_unique(scorer, _items(scorer, pairs), progress).reshape(-1, 2)
     if scorer.kind == "pairwise_judge":
         a, b = s[:, 0], -s[:, 1]  # log-odds of the right verdict in each order
         return 0.5 * (expit(a) + expit(b)), np.logaddexp(log_expit(a), log_expit(b)) - math.log(2.0)
@@ -131,7 +144,7 @@ def score_suite(scorer: Scorer, suite: list[PerturbedSet]) -> pd.DataFrame:
     twins = [(ps.spec, t) for ps in suite for t in ps.twins if t.perturbed is not None]
     changed = input_changed(scorer, [t.original for _, t in twins], [t.perturbed for _, t in twins])
     to_score = [t.original for _, t in twins] + [t.perturbed for (_, t), c in zip(twins, changed) if c]
-    m, log_m = pair_metrics(scorer, to_score)
+    m, log_m = pair_metrics(scorer, to_score, progress="scoring suitability pairs")
     n = len(twins)
     mp, lp = m[:n].copy(), log_m[:n].copy()  # an unchanged twin: exactly its original's values
     mp[changed], lp[changed] = m[n:], log_m[n:]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import DataError
 from rmeval.perturbations.suite import GROUPS
 
 PAIR_COLUMNS = ["item_id", "perturbation", "m_original", "m_perturbed"]
@@ -111,17 +111,3 @@ def read_pairs(path: str | os.PathLike, groups: Mapping[str, str] | None = None,
     from rmcore.io import read_table
 
     return validate_pairs(read_table(path, "--pairs"), file=str(path), groups=groups, metric=metric)
-
-
-def parse_groups(items: list[str] | None) -> dict[str, str]:
-    """['XX=controlled', 'YY=mine'] -> {'XX': 'controlled', 'YY': 'mine'}."""
-    out = {}
-    for part in items or []:
-        for kv in part.split(","):
-            if not kv:
-                continue
-            k, sep, v = kv.partition("=")
-            if not sep or not k or not v:
-                raise ConfigError(f"--groups entries look like CODE=GROUP, got '{kv}'")
-            out[k.strip()] = v.strip()
-    return out

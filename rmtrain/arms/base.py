@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
 
 from rmcore.errors import ConfigError
+from rmcore.registry import Registry
 
 
 @dataclass
@@ -69,18 +70,21 @@ class Arm(ABC):
             raise ConfigError(f"arm '{self.name}' needs ratings on every paired response; {n} are missing")
 
 
-ARMS: dict[str, type[Arm]] = {}
+A = TypeVar("A", bound=type[Arm])
+# arm name -> class; a recipe's `arm:` is checked against it (rmtrain.config)
+ARMS: Registry[type[Arm]] = Registry("arm", message="unknown arm '{name}'; known arms: {known}", sort_known=True)
 
 
-def register_arm(cls: type[Arm]) -> type[Arm]:
-    ARMS[cls.name] = cls
+def register_arm(cls: A, *, replace: bool = False) -> A:
+    """Class decorator: make ``cls`` trainable as ``arm: <cls.name>``. A name already registered is
+    an error; ``register_arm(cls, replace=True)`` replaces it."""
+    ARMS.register(cls.name, cls, replace=replace)
     return cls
 
 
 def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
-    if name not in ARMS:
-        raise ConfigError(f"unknown arm '{name}'; known arms: {', '.join(sorted(ARMS))}")
-    cls = ARMS[name]
+    """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields)."""
+    cls = ARMS.lookup(name)
     try:
         cfg = cls.config_class(**(options or {}))
     except TypeError as e:

@@ -7,8 +7,10 @@
     rmtrain check RECIPE ...
     rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE ...]
 
-One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)``: parse the
-flags, build the config, make one library call, print its result.
+One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)`` and its
+settings dataclass (``TrainCommand``, ``SweepCommand`` ...; ``rmcore.settings``): the flags are
+generated from the settings, read back into them, and the command's ``run(settings)`` builds the
+config, makes one library call and prints its result.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
+from rmcore.settings import from_args
 from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
 
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(from_args(args.settings, args)) or 0)
     except (ConfigError, DataError, OSError) as e:
         lines = str(e).strip().splitlines()
         print(f"rmtrain: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)

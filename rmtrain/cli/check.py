@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from rmcore.settings import add_options, option
+
+
+@dataclass(kw_only=True)
+class CheckCommand:
+    """``rmtrain check``'s settings."""
+
+    recipes: list[str] = option(default_factory=list, positional=True,
+                                help="recipe YAML files: a training run, a sweep, a policy recipe or an experiment")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("check", help="validate recipes without training")
-    c.add_argument("recipes", nargs="+")
-    c.set_defaults(func=run)
+    add_options(c, CheckCommand)
+    c.set_defaults(func=run, settings=CheckCommand)
 
 
 def check_recipe(path: str) -> str:
@@ -17,6 +28,12 @@ def check_recipe(path: str) -> str:
     from rmtrain.config import load_sweep, load_train_config
 
     raw = load_recipe(path)
+    if "reproduce" in raw:  # rmeval reproduce: a published table
+        from rmeval.reproduce.recipe import build_recipe
+
+        r = build_recipe(raw, path)
+        return (f"ok (reproduction of {r.reproduce.table}, {r.reproduce.analysis}, {len(r.models)} models, "
+                f"{len(r.published)} published figures)")
     if "experiment" in raw:  # rmeval pool / leaderboard, rmtrain filter-experiment
         from rmtrain.filtering import check_experiment_recipe
 
@@ -35,7 +52,7 @@ def check_recipe(path: str) -> str:
     return "ok"
 
 
-def run(args: argparse.Namespace) -> int:
-    for r in args.recipes:
+def run(s: CheckCommand) -> int:
+    for r in s.recipes:
         print(f"{r}: {check_recipe(r)}")
     return 0

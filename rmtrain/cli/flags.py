@@ -1,29 +1,31 @@
-"""Flags every ``rmtrain`` command that reads a recipe shares, and turning them into overrides."""
+"""Flags every ``rmtrain`` command that reads a recipe shares (:class:`RecipeCommand`, the base of
+each command's settings), and turning a command's settings into recipe overrides."""
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from rmcore.config import parse_override
+from rmcore.settings import flag_overrides, option
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="recipe YAML (recipes/*.yaml)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config key, e.g. training.learning_rate=1e-5 (repeatable)")
-    p.add_argument("--wandb-mode", choices=["online", "offline", "disabled"], help="W&B mode")
-    p.add_argument("--force", action="store_true", help="retrain even if train_summary.json exists")
+@dataclass(kw_only=True)
+class RecipeCommand:
+    """The recipe, ``--set`` overrides of its keys, W&B mode and ``--force``; a command's settings
+    extend it (its fields come first on the command line)."""
+
+    config: str = option(required=True, help="recipe YAML (recipes/*.yaml)")
+    overrides: list[str] = option(default_factory=list, flag="--set", action="append", metavar="KEY=VALUE",
+                                  help="override any config key, e.g. training.learning_rate=1e-5 (repeatable)")
+    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"], help="W&B mode",
+                                    recipe_key="wandb.mode")
+    force: bool = option(False, help="retrain even if train_summary.json exists")
 
 
-def overrides(args: argparse.Namespace, output_key: str = "output_dir") -> dict[str, Any]:
-    """--set pairs, then the dedicated flags (--wandb-mode, --arm, --seed, --model, --output-dir
-    as ``output_key``), which win."""
-    ov = dict(parse_override(o) for o in args.overrides)
-    if getattr(args, "wandb_mode", None):
-        ov["wandb.mode"] = args.wandb_mode
-    for flag, key in (("arm", "arm"), ("seed", "seed"), ("model", "model.name_or_path"), ("output_dir", output_key)):
-        v = getattr(args, flag, None)
-        if v is not None:
-            ov[key] = v
+def overrides(settings: RecipeCommand) -> dict[str, Any]:
+    """--set pairs, then the flags declared with a ``recipe_key`` that were given (--wandb-mode,
+    --arm, --seed, --model, --output-dir ...), which win."""
+    ov = dict(parse_override(o) for o in settings.overrides)
+    ov.update(flag_overrides(settings))
     return ov

@@ -5,26 +5,39 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
-from rmtrain.cli.flags import add_common, overrides
+from rmcore.settings import add_options, option
+from rmtrain.cli.flags import RecipeCommand, overrides
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd")
 
 
+@dataclass(kw_only=True)
+class TrainCommand(RecipeCommand):
+    """``rmtrain train``'s settings: the recipe's flags and the recipe keys a run is named by."""
+
+    arm: str | None = option(None, recipe_key="arm", help="the arm to train (default: the recipe's arm)")
+    seed: int | None = option(None, recipe_key="seed", help="training seed (default: the recipe's seed)")
+    model: str | None = option(None, recipe_key="model.name_or_path",
+                               help="Hub id or local path of the base model")
+    output_dir: str | None = option(None, recipe_key="output_dir",
+                                    help="run directory (default: the recipe's output_dir)")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="train one arm")
-    add_common(t)
-    t.add_argument("--arm")
-    t.add_argument("--seed", type=int)
-    t.add_argument("--model", help="Hub id or local path of the base model")
-    t.add_argument("--output-dir")
-    t.set_defaults(func=run)
+    add_options(t, TrainCommand)
+    t.set_defaults(func=run, settings=TrainCommand)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(s: TrainCommand) -> int:
+    from rmcore.checkpoints import run_title
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 
-    summary = train_run(load_train_config(args.config, overrides(args)), force=args.force)
-    print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}, indent=2))
+    summary = train_run(load_train_config(s.config, overrides(s)), force=s.force)
+    # titled like the run's reports and the other commands' summary lines ("bt_margin seed 1")
+    title = run_title(summary["arm"], summary["seed"])
+    print(json.dumps({"title": title, **{k: summary[k] for k in SUMMARY_KEYS}}, indent=2))
     return 0

@@ -360,9 +360,5 @@ def policy_config_from_dict(raw: dict[str, Any], where: str = "config",
                             shorthand={"policy": "name_or_path"}, skip_none_overrides=True)
 
 
-def is_policy_recipe(raw: dict[str, Any]) -> bool:
-    return "policy" in raw
-
-
 def load_policy_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PolicyConfig:
     return policy_config_from_dict(load_recipe(path), where=str(path), overrides=overrides)

@@ -30,7 +30,8 @@ import numpy as np
 from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmeval.perturbations import CONTROLLED_CODES, STYLIZED_CODES, item_seed, perturb_prompt
+from rmcore.registry import did_you_mean
+from rmeval.perturbations import PROMPT_PERTURBATIONS, STYLIZED_CODES, item_seed, perturb_prompt
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE
 from rmtrain.policy.config import ENVIRONMENTS, EnvironmentSettings, PolicyConfig
 
@@ -88,8 +89,9 @@ def environment_rows(prompts: list[Any], environment: str, settings: Environment
     if environment not in ENVIRONMENTS:
         raise ConfigError(f"unknown environment '{environment}': use one of {', '.join(ENVIRONMENTS)}")
     for code in settings.controlled:
-        if code not in CONTROLLED_CODES:
-            raise ConfigError(f"environments.controlled: unknown code '{code}'; known: {', '.join(CONTROLLED_CODES)}")
+        if code not in PROMPT_PERTURBATIONS:  # the built-in five and any registered code
+            raise ConfigError(f"environments.controlled: unknown code '{code}'; known: "
+                              f"{', '.join(PROMPT_PERTURBATIONS)}" + did_you_mean(code, PROMPT_PERTURBATIONS))
     for code in settings.stylized:
         if code not in STYLIZED_CODES:
             raise ConfigError(f"environments.stylized: unknown code '{code}'; known: {', '.join(STYLIZED_CODES)}")

@@ -160,28 +160,18 @@ def train_policy(cfg: PolicyConfig, *, force: bool = False, launch: bool = False
 
 def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[str, Any],
                resume: Path | None) -> dict[str, Any]:
+    """Train the LoRA policy with trl's GRPO or RLOO against the reward model (resuming from ``resume``);
+    write and return the run's summary."""
     import torch
-    from datasets import Dataset
     from peft import LoraConfig, TaskType
-    from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
-    from rmcore.io import atomic_write_json as write_json
-    from rmcore.modeling import resolve_model_path, torch_dtype
-    from rmcore.tracking import Tracker
+    from rmcore.console import use_progress_bar
     from rmtrain.policy.reward import ScorerReward
 
     t, pol = cfg.training, cfg.policy
-    rows = read_rows(out / "environment" / f"{cfg.environment}.jsonl")
-    data = Dataset.from_list([{"prompt": policy_prompt(r["messages"], pol.prompt_format),
-                               "reward_messages": json.dumps(r["reward_messages"], ensure_ascii=False)}
-                              for r in rows])
-    torch.manual_seed(cfg.seed)
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(pol.name_or_path), dtype=torch_dtype(pol.dtype),
-                                                 trust_remote_code=pol.trust_remote_code)
-    if tokenizer.pad_token is None:  # generation only; trl masks everything after EOS
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
+    rows, data = _policy_dataset(cfg, out)
+    model = _load_policy(cfg, tokenizer)
     lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=pol.lora.r, lora_alpha=pol.lora.alpha,
                       lora_dropout=pol.lora.dropout, target_modules=pol.lora.target_modules)
     # the reward model sits on this process's device (one copy per process under accelerate)
@@ -194,7 +184,68 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
         args, trainer_cls = GRPOConfig(**common), GRPOTrainer
     else:
         args, trainer_cls = RLOOConfig(**common), RLOOTrainer
+    history = _resumed_history(resume, reward, out)
+    rm_tags = reward_model_tags(cfg.reward_model)
+    tracker = _policy_tracker(cfg, out, rm_tags, env_counts, engine, resume)
+    trainer = trainer_cls(model=model, reward_funcs=reward, args=args, train_dataset=data,
+                          processing_class=tokenizer, peft_config=lora,
+                          callbacks=[_log_to_tracker(cfg, tracker, reward, history)])
+    # disable_tqdm makes transformers print every log dict to stdout (PrinterCallback); stdout is for
+    # the command's summary, so one progress bar on stderr instead (the metrics go to the tracker)
+    use_progress_bar(trainer, f"{t.algorithm} {cfg.environment} policy")
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    except BaseException:  # interrupted: the checkpoints stay, and a rerun resumes from the last
+        tracker.finish()
+        reward.close()
+        raise
+    if t.save_adapter:
+        trainer.model.save_pretrained(out / "adapter")
+        tokenizer.save_pretrained(out / "adapter")
+    summary = _policy_summary(cfg, out, rows, int(trainer.state.global_step), reward, history, rm_tags=rm_tags,
+                              env_counts=env_counts, engine=engine, resume=resume)
+    tracker.summary({k: v for k, v in summary.items() if isinstance(v, (int, float, str)) or v is None})
+    tracker.finish()
+    atomic_write_json(out / SUMMARY_FILE, summary)
+    reward.close()
+    del trainer, model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return summary
 
+
+def _policy_dataset(cfg: PolicyConfig, out: Path) -> tuple[list[dict[str, Any]], Any]:
+    """The environment's training rows and trl's dataset of them: the policy's prompt and the reward model's
+    messages (JSON)."""
+    from datasets import Dataset
+
+    rows = read_rows(out / "environment" / f"{cfg.environment}.jsonl")
+    data = Dataset.from_list([{"prompt": policy_prompt(r["messages"], cfg.policy.prompt_format),
+                               "reward_messages": json.dumps(r["reward_messages"], ensure_ascii=False)}
+                              for r in rows])
+    return rows, data
+
+
+def _load_policy(cfg: PolicyConfig, tokenizer: Any) -> Any:
+    """The policy's base model, loaded after seeding torch, and its tokenizer set to pad on the left."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rmcore.modeling import resolve_model_path, torch_dtype
+
+    pol = cfg.policy
+    torch.manual_seed(cfg.seed)
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(pol.name_or_path), dtype=torch_dtype(pol.dtype),
+                                                 trust_remote_code=pol.trust_remote_code)
+    if tokenizer.pad_token is None:  # generation only; trl masks everything after EOS
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return model
+
+
+def _resumed_history(resume: Path | None, reward: Any, out: Path) -> list[dict[str, float]]:
+    """The logged history of the run resumed from (empty for a fresh run); restores the reward's batch means
+    and count from the checkpoint's state file."""
     history: list[dict[str, float]] = []
     if resume is not None:
         state = json.loads((resume / STATE_FILE).read_text()) if (resume / STATE_FILE).exists() else {}
@@ -202,13 +253,29 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
         reward.n_scored = int(state.get("n_rewarded", 0))
         history = list(state.get("history", []))
         log.info("resuming %s from %s", out, resume)
-    rm_tags = reward_model_tags(cfg.reward_model)
+    return history
+
+
+def _policy_tracker(cfg: PolicyConfig, out: Path, rm_tags: dict[str, Any], env_counts: dict[str, Any],
+                    engine: dict[str, Any], resume: Path | None) -> Any:
+    """The run's W&B tracker, tagged with the environment, the algorithm and the reward model's tags."""
+    from rmcore.tracking import Tracker
+
+    t = cfg.training
     tags = [f"environment:{cfg.environment}", f"algorithm:{t.algorithm}"] + [f"rm_{k}:{v}" for k, v in rm_tags.items()]
-    tracker = Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
-                      group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
-                      dir=out, job_type="policy", entity=cfg.wandb.entity,
-                      config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
-                              "rollouts": engine, "resumed_from": resume.name if resume else None})
+    return Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
+                   group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
+                   dir=out, job_type="policy", entity=cfg.wandb.entity,
+                   config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
+                           "rollouts": engine, "resumed_from": resume.name if resume else None})
+
+
+def _log_to_tracker(cfg: PolicyConfig, tracker: Any, reward: Any, history: list[dict[str, float]]) -> Any:
+    """A trainer callback: each log's reward, KL and length to ``history`` and the tracker, and beside each
+    checkpoint the state a resumed run needs."""
+    from transformers import TrainerCallback
+
+    from rmcore.io import atomic_write_json as write_json
 
     class LogToTracker(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
@@ -226,23 +293,21 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
                 write_json(ckpt / STATE_FILE, {"reward_batch_means": reward.batch_means, "n_rewarded": reward.n_scored,
                                                "history": history})
 
-    trainer = trainer_cls(model=model, reward_funcs=reward, args=args, train_dataset=data,
-                          processing_class=tokenizer, peft_config=lora, callbacks=[LogToTracker()])
-    try:
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    except BaseException:  # interrupted: the checkpoints stay, and a rerun resumes from the last
-        tracker.finish()
-        reward.close()
-        raise
-    if t.save_adapter:
-        trainer.model.save_pretrained(out / "adapter")
-        tokenizer.save_pretrained(out / "adapter")
+    return LogToTracker()
+
+
+def _policy_summary(cfg: PolicyConfig, out: Path, rows: list[dict[str, Any]], steps: int, reward: Any,
+                    history: list[dict[str, float]], *, rm_tags: dict[str, Any], env_counts: dict[str, Any],
+                    engine: dict[str, Any], resume: Path | None) -> dict[str, Any]:
+    """The run's summary: the reward's first and last tenth means, the last KL and response length, and
+    where everything came from."""
+    t = cfg.training
     first, last = tenth_means(reward.batch_means)
     kl = [h["kl"] for h in history if "kl" in h]
     lengths = [h["response_length"] for h in history if "response_length" in h]
-    summary = {
+    return {
         "algorithm": t.algorithm, "environment": cfg.environment, "reward_model": str(cfg.reward_model),
-        "reward_model_tags": rm_tags, "policy": pol.name_or_path, "steps": int(trainer.state.global_step),
+        "reward_model_tags": rm_tags, "policy": cfg.policy.name_or_path, "steps": steps,
         "n_prompts": len(rows), "reward_mean_first": first, "reward_mean_last": last,
         "reward_batch_means": reward.batch_means, "kl_last": kl[-1] if kl else None,
         "response_length_last": lengths[-1] if lengths else None, "n_rewarded": reward.n_scored,
@@ -250,11 +315,3 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
         "rollouts": engine, "resumed_from": str(resume) if resume else None,
         "reward_placement": reward.placement, "seed": cfg.seed, "history": history,
     }
-    tracker.summary({k: v for k, v in summary.items() if isinstance(v, (int, float, str)) or v is None})
-    tracker.finish()
-    atomic_write_json(out / SUMMARY_FILE, summary)
-    reward.close()
-    del trainer, model
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return summary

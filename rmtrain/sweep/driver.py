@@ -5,7 +5,6 @@ runs and audits, resumes interrupted runs from their last checkpoint, and retrie
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmtrain.config import Sweep, _short
@@ -56,7 +56,7 @@ def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | Non
 def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
     """Recipe copy, overrides and matrix in OUT: the workers rebuild every run from these."""
     # the sweep section as in effect (recipe + --set sweep.* overrides), so workers see the same
-    raw = {**sweep.base, "sweep": dataclasses.asdict(sweep.settings)}
+    raw = {**sweep.base, "sweep": recipe_dict(sweep.settings)}
     atomic_write_text(out / RECIPE_FILE, yaml.safe_dump(raw, sort_keys=False))
     atomic_write_json(out / STATE_FILE, {"recipe": sweep.where, "overrides": sweep.overrides, "saved_at": now()})
     atomic_write_json(out / MATRIX_FILE, {"runs": [r.to_dict() for r in matrix.runs]})
@@ -72,11 +72,10 @@ def _check_audit(sweep: Sweep) -> None:
             a.placement()  # malformed device keys fail before anything trains
         except ConfigError as e:
             raise ConfigError(f"{sweep.where}: sweep.audit: {e}") from None
-    for c in a.conditions if a.enabled else []:
+    for c in a.audit.conditions if a.enabled else []:
         if c not in CONDITIONS:
-            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: unknown condition '{c}'; "
-                              f"known: {', '.join(CONDITIONS)}")
-        if c in NEEDS and not getattr(a, NEEDS[c], None):
+            raise ConfigError(f"{sweep.where}: sweep.audit.conditions: {CONDITIONS.unknown(c)}")
+        if c in NEEDS and not getattr(a.audit, NEEDS[c], None):
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
 
@@ -270,7 +269,7 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           selected={k: v["setting"] for k, v in selected.items()},
                           extra_data=list(s.extra_audit_data),
                           rules=list(dict.fromkeys(s.selection_rules)) if len(set(s.selection_rules)) > 1 else [],
-                          released=released, n_boot=s.audit.n_boot, seed=s.audit.seed)
+                          released=released, n_boot=s.audit.audit.stats.n_boot, seed=s.audit.audit.stats.seed)
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
     log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"),

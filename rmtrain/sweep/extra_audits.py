@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.checkpoints import SUMMARY_FILE
+from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmtrain.config import Sweep, SweepSettings, TrainConfig
@@ -156,7 +157,7 @@ def _audit_one(name: str, scorer: Any, entry: dict[str, Any], data: dict[str, An
     """One released scorer on every rating set of ``data`` (label -> FinalAuditSettings), into ``entry``."""
     for lab, a in data.items():
         where = Path(out) / RELEASED_DIR / name / lab if lab else Path(out) / RELEASED_DIR / name
-        stamp = {"model": scorer.model, "scorer": dataclasses.asdict(scorer), "audit": dataclasses.asdict(a)}
+        stamp = {"model": scorer.model, "scorer": dataclasses.asdict(scorer), "audit": recipe_dict(a)}
         done = where / "released.json"
         if not ((where / "audit.json").is_file() and done.is_file() and json.loads(done.read_text()) == stamp):
             rs, _ = sets[lab]

@@ -101,10 +101,15 @@ def test_deepspeed_zero2_on_cpu(tmp_path: Path) -> None:
     if importlib.util.find_spec("deepspeed") is None:  # the set-up installs it: missing is a broken set-up
         pytest.fail("deepspeed is not installed: bash scripts/setup.sh installs it (DS_BUILD_OPS=0, no compiled ops)",
                     pytrace=False)
-    # No ACCELERATE_USE_CPU here: with it `accelerate launch` drops DeepSpeed for plain DDP.
+    # No ACCELERATE_USE_CPU here: with it `accelerate launch` drops DeepSpeed for plain DDP. JIT-built
+    # ops land in TORCH_EXTENSIONS_DIR: none may be built (the shared-memory comm op took minutes of g++
+    # on two cores; rmtrain.train.skip_deepspeed_cpu_shm_op), and none lands in the user's ~/.cache.
+    ext = tmp_path / "torch_extensions"
     out = _launch(tmp_path, ["--config_file", str(ROOT / "accelerate_configs" / "deepspeed_zero2_cpu.yaml")],
-                  {"DS_ACCELERATOR": "cpu"}, drop_env=("ACCELERATE_USE_CPU",), extra_sets=("training.save_steps=2",))
+                  {"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(ext)}, drop_env=("ACCELERATE_USE_CPU",),
+                  extra_sets=("training.save_steps=2",))
     _check_two_ranks(out)
+    assert not ext.exists() or not any(ext.iterdir()), sorted(p.name for p in ext.iterdir())
     # Proof that ZeRO really ran: the optimizer state is saved as one shard per rank.
     shards = sorted(p.name for p in (out / "checkpoint-2").rglob("zero_pp_rank_*_optim_states.pt"))
     assert len(shards) == 2, shards

@@ -83,6 +83,23 @@ def test_a_mistyped_model_is_not_found_at_once(tmp_path, capsys, monkeypatch):
     assert "not found" in _one_line(capsys)
 
 
+def _placement(parser, argv):
+    """The Placement in the settings the command reads from ``argv``."""
+    import dataclasses
+
+    from rmcore.device import Placement
+    from rmcore.settings import from_args
+
+    args = parser.parse_args(argv)
+    todo = [from_args(args.settings, args)]
+    while todo:
+        s = todo.pop()
+        if isinstance(s, Placement):
+            return s
+        todo += [getattr(s, f.name) for f in dataclasses.fields(s) if dataclasses.is_dataclass(getattr(s, f.name))]
+    raise AssertionError(f"no placement in {argv}")
+
+
 def test_every_model_command_has_the_device_flags():
     parser = build_parser()
     for argv in (["audit", "--checkpoint", "c", "--data", "d", "--out", "o"],
@@ -90,11 +107,11 @@ def test_every_model_command_has_the_device_flags():
                  ["suitability", "--checkpoint", "c", "--data", "d", "--out", "o"],
                  ["variants", "--data", "d", "--task", "paraphrase", "--out", "o"],
                  ["judges", "elicit", "--out", "o"]):
-        args = parser.parse_args([*argv, "--device", "cpu", "--dtype", "bfloat16", "--attn-implementation", "eager",
-                                  "--trust-remote-code", "--device-map", "auto"])
+        args = _placement(parser, [*argv, "--device", "cpu", "--dtype", "bfloat16", "--attn-implementation", "eager",
+                                   "--trust-remote-code", "--device-map", "auto"])
         assert (args.device, args.dtype, args.attn_implementation, args.trust_remote_code, args.device_map) == (
             "cpu", "bfloat16", "eager", True, "auto"), argv
-        defaults = parser.parse_args(argv)
+        defaults = _placement(parser, argv)
         assert (defaults.device, defaults.dtype) == ("auto", "auto"), argv
 
 

@@ -1,5 +1,10 @@
 """End to end: `rmeval audit` on a saved MiniLM reward model with all ten conditions, `rmeval stats`
-on the tables it wrote and on a small hand-made table, checkpoint comparison, and SPEC parsing."""
+on the tables it wrote and on a small hand-made table, checkpoint comparison, and SPEC parsing.
+The audit's shares and transplant figures -- the first run's, the resumed run's and those `rmeval
+stats` recomputes from the written tables -- are each checked against references computed here from
+the scores table: the ANOVA ICC(1) by hand, OLS residuals by numpy, the AUC by scikit-learn, and
+every interval as the percentile interval of the same figure on explicitly duplicated prompt
+resamples."""
 
 from __future__ import annotations
 
@@ -9,10 +14,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score
 
 from rmcore.checkpoints import find_checkpoints
 from rmcore.data.registry import load_rating_set, parse_data_spec
 from rmeval.cli import main
+from rmeval.stats.audit import _STREAMS
+from tests.support import hand_icc
 
 SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"
 
@@ -35,6 +44,109 @@ def test_parse_data_spec(tmp_path):
     f = tmp_path / "spec.yaml"
     f.write_text("name: simulated\nn_prompts: 7\n")
     assert parse_data_spec(str(f)) == {"name": "simulated", "n_prompts": 7}
+
+
+N_BOOT = 100  # the audits' resamples
+
+
+def _hand_interval(groups, stat, stream):
+    """Percentile 95% interval of ``stat(rows, labels)`` over the audit's prompt resamples: N_BOOT
+    draws of k prompts with replacement from the seeded stream (``numpy.random.default_rng([seed 0,
+    stream])``, prompts in order of first appearance), each drawn prompt entering as its own prompt
+    (a prompt drawn twice is two prompts); ``rows`` index the table behind ``groups``."""
+    codes, prompts = pd.factorize(pd.Series(groups))
+    rows_of = [np.flatnonzero(codes == j) for j in range(len(prompts))]
+    draws = np.random.default_rng([0, _STREAMS[stream]]).integers(0, len(prompts), size=(N_BOOT, len(prompts)))
+    vals = []
+    for draw in draws:
+        rows = np.concatenate([rows_of[j] for j in draw])
+        labels = np.repeat(np.arange(len(draw)), [len(rows_of[j]) for j in draw])
+        vals.append(stat(rows, labels))
+    vals = np.asarray(vals, dtype=float)
+    return list(np.percentile(vals[np.isfinite(vals)], [2.5, 97.5]))
+
+
+def _ols_residual(y, x):
+    design = np.column_stack([np.ones_like(x), x])
+    return y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+
+
+def _hand_shares(scores, ratings):
+    """{share key: (estimate, ci95, n_prompts)} of every share the audit reports on these tables."""
+    by = {c: g.reset_index(drop=True) for c, g in scores.groupby("condition", sort=False)}
+    orig = by["original"].merge(ratings, on=["prompt_id", "response_id"], how="left")
+    icc = lambda v: lambda rows, labels: hand_icc(v[rows], labels)  # noqa: E731
+    cases = {"original": (orig["score"].to_numpy(), orig["prompt_id"]),
+             "generic": (by["generic"]["score"].to_numpy(), by["generic"]["prompt_id"]),
+             "ranks": (rankdata(orig["score"]), orig["prompt_id"]),  # ranked once on the full sample
+             "human": (orig["helpfulness"].to_numpy(float), orig["prompt_id"])}
+    st = orig[orig["single_turn"].astype(bool)]
+    cases["single_turn"] = (st["score"].to_numpy(), st["prompt_id"])
+    for cond in ("last_turn", "paraphrase", "random", "overlap", "embedding", "length", "related"):
+        per = by[cond].groupby(["prompt_id", "response_id"], sort=False)["score"].mean().reset_index()
+        cases[cond] = (per["score"].to_numpy(), per["prompt_id"])
+    out = {}
+    for name, (v, g) in cases.items():
+        g = g.to_numpy()
+        out[name] = (hand_icc(v, g), _hand_interval(g, icc(v), f"share.{name}"), len(set(g)))
+    # log length: the OLS residual on log response length, refitted in every resample
+    y, x, g = orig["score"].to_numpy(), np.log(orig["response_length"].to_numpy(float)), orig["prompt_id"].to_numpy()
+    out["log_length"] = (hand_icc(_ols_residual(y, x), g),
+                         _hand_interval(g, lambda r, lab: hand_icc(_ols_residual(y[r], x[r]), lab), "share.log_length"),
+                         len(set(g)))
+    return out
+
+
+def _hand_transplant(scores, kind):
+    """{figure: (estimate, ci95)} of one transplant kind, and (n_responses, n_donors_mean, n_prompts)."""
+    o = scores[scores["condition"] == "original"].reset_index(drop=True)
+    w = scores[scores["condition"] == kind].merge(o[["prompt_id", "response_id", "score"]],
+                                                   on=["prompt_id", "response_id"], suffixes=("", "_own"))
+    per = w.groupby(["prompt_id", "response_id"]).agg(own=("score_own", "first"), mean=("score", "mean"),
+                                                       top=("score", "max"), size=("score", "size")).reset_index()
+    prompts = pd.unique(o["prompt_id"])
+    # per prompt: its original scores (the SD's rows), its responses' margins and hits, its
+    # positives (the transplanted responses' own scores), its negatives and (own, donor) pairs
+    parts = {p: (o.loc[o["prompt_id"] == p, "score"].to_numpy(),
+                 (per.loc[per["prompt_id"] == p, "own"] - per.loc[per["prompt_id"] == p, "mean"]).to_numpy(),
+                 (per.loc[per["prompt_id"] == p, "own"] > per.loc[per["prompt_id"] == p, "top"]).to_numpy(float),
+                 per.loc[per["prompt_id"] == p, "own"].to_numpy(),
+                 w.loc[w["prompt_id"] == p, "score"].to_numpy(), w.loc[w["prompt_id"] == p, "score_own"].to_numpy())
+             for p in prompts}
+
+    def figures(drawn):
+        sd_rows, d, hit, pos, neg, own = (np.concatenate(c) for c in zip(*(parts[p] for p in drawn)))
+        return {"margin_sd": d.mean() / np.std(sd_rows, ddof=1), "accuracy": hit.mean(),
+                "auc_paired": np.mean((own > neg) + 0.5 * (own == neg)),
+                "auc": np.mean((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))}
+
+    est = figures(prompts)
+    o_all = np.concatenate([parts[p][3] for p in prompts])
+    n_all = np.concatenate([parts[p][4] for p in prompts])
+    assert est["auc"] == pytest.approx(roc_auc_score(np.r_[np.ones(len(o_all)), np.zeros(len(n_all))],
+                                                     np.r_[o_all, n_all]), abs=1e-12)  # the definition is sklearn's
+    draws = np.random.default_rng([0, _STREAMS[f"transplant.{kind}"]]).integers(0, len(prompts),
+                                                                                 size=(N_BOOT, len(prompts)))
+    boots = [figures(prompts[d]) for d in draws]
+    out = {n: (est[n], list(np.percentile([b[n] for b in boots], [2.5, 97.5]))) for n in est}
+    return out, (len(per), float(per["size"].mean()), w["prompt_id"].nunique())
+
+
+def _check_against_hand(audit, shares, transplants):
+    for name, (est, ci, k) in shares.items():
+        got = audit["share"][name]
+        assert got["estimate"] == pytest.approx(est, abs=1e-10), name
+        assert got["ci95"] == pytest.approx(ci, abs=1e-9), name
+        assert (got["n_prompts"], got["n_boot"], got["n_dropped"]) == (k, N_BOOT, 0), name
+    assert set(audit["share"]) == set(shares)
+    assert set(audit["transplant"]) == set(transplants)
+    for kind, (figs, (n_resp, n_donors, k)) in transplants.items():
+        got = audit["transplant"][kind]
+        for n, (est, ci) in figs.items():
+            assert got[n]["estimate"] == pytest.approx(est, abs=1e-10), (kind, n)
+            assert got[n]["ci95"] == pytest.approx(ci, abs=1e-9), (kind, n)
+            assert (got[n]["n_prompts"], got[n]["n_boot"]) == (k, N_BOOT), (kind, n)
+        assert (got["n_responses"], got["n_donors_mean"]) == (n_resp, pytest.approx(n_donors)), kind
 
 
 @pytest.mark.heavy  # ~40 s: every condition end to end, resumed, recomputed by stats
@@ -74,22 +186,30 @@ def test_audit_all_ten_conditions_then_stats(tmp_path, minilm_ckpt):
     assert (tr.donor_prompt_id != tr.prompt_id).all() and tr.donor_prompt_id.notna().all()
     assert np.isfinite(scores.score).all()
 
-    # second run: resumes from scores.parquet + cache and gives the same scores
+    # the shares and transplant figures against references computed here from the written tables
+    ratings = pd.read_parquet(out / "ratings.parquet")
+    shares = _hand_shares(scores, ratings)
+    transplants = {k: _hand_transplant(scores, k) for k in ("random", "overlap", "embedding", "length", "related")}
+    _check_against_hand(audit, shares, transplants)
+    assert audit["share"]["log_length"]["n_zero_length"] == int((ratings["response_length"] == 0).sum())
+
+    # second run: resumes from scores.parquet + cache and gives the same scores, and the same figures
     rc = main(["audit", "--checkpoint", str(minilm_ckpt), "--data", SPEC, "--out", str(out),
                "--related-file", str(tmp_path / "related.jsonl"), "--paraphrase-file", str(tmp_path / "para.jsonl"),
                "--max-length", "128", "--n-boot", "100", "--wandb-mode", "disabled"])
     again = json.loads((out / "audit.json").read_text())
     assert again["truncation"]["total"]["n_resumed"] == sum(expected.values())
-    assert again["share"] == audit["share"]
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "scores.parquet"), scores)
+    _check_against_hand(again, shares, transplants)
 
-    # stats recomputes the same audit from the written tables, without a model
+    # stats recomputes the audit from the written tables, without a model: the same references
     st = tmp_path / "stats"
     assert main(["stats", "--scores", str(out / "scores.parquet"), "--ratings", str(out / "ratings.parquet"),
                  "--preferences", str(out / "preferences.parquet"), "--out", str(st), "--n-boot", "100",
                  "--wandb-mode", "disabled"]) == 0
     recomputed = json.loads((st / "audit.json").read_text())
-    assert audit["transplant"]["related"].pop("variants")["n_texts"] == n_rel  # the related file, as the audit read it
-    assert recomputed["share"] == audit["share"] and recomputed["transplant"] == audit["transplant"]
+    assert audit["transplant"]["related"]["variants"]["n_texts"] == n_rel  # the related file, as the audit read it
+    _check_against_hand(recomputed, shares, transplants)
 
 
 def test_stats_on_small_hand_table(tmp_path):
@@ -205,11 +325,35 @@ def test_audit_named_by_arm_and_seed_with_progress(tmp_path, demo_ckpt, monkeypa
     assert (out / "audit.md").read_text().splitlines()[0] == "# Audit of bt_margin seed 1"
     audit = json.loads((out / "audit.json").read_text())
     assert audit["donor_exclusions"] == {"n_pairs": 0, "n_prompts": 0}  # simulated prompts are all distinct
-    bars = fake.getvalue()
-    assert "bt_margin seed 1 original" in bars and "bt_margin seed 1 generic" in bars
+    bars = fake.getvalue()  # one bar over every text, the condition beside it
+    assert "scoring bt_margin seed 1" in bars and "condition=original" in bars and "condition=generic" in bars
     fake.seek(0)
     fake.truncate()
     rc = main(["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=8,seed=1",
                "--out", str(tmp_path / "b"), "--conditions", "original", "--max-length", "32", "--n-boot",
                "20", "--n-boot-regression", "20", "--wandb-mode", "disabled", "--no-progress"])
     assert rc == 0 and "original" not in fake.getvalue()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_ckpt, monkeypatch, capsys):
+    """stderr not a terminal (a log file): the scoring and the statistics still say where they are.
+    A finished audit rerun into the same --out scores nothing and prints the same line, its cut
+    counts kept, titled by arm and seed as the report is; meta.seconds covers the whole run."""
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    out = tmp_path / "a"
+    argv = ["audit", "--checkpoint", str(demo_ckpt), "--data", "simulated:n_prompts=6,seed=1", "--out", str(out),
+            "--conditions", "original", "generic", "--max-length", "24", "--n-boot", "20", "--n-boot-regression",
+            "20", "--wandb-mode", "disabled"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    lines = log.getvalue().splitlines()
+    assert any(ln.startswith("scoring bt_margin seed 1: 48 of 48 texts (100%), ") for ln in lines)
+    assert any(ln.startswith("statistics bt_margin seed 1: done in ") for ln in lines)
+    assert first.startswith("bt_margin seed 1: 48 scores (") and " texts had their prompt cut; " in first
+    assert not first.startswith("bt_margin seed 1: 48 scores (0 of")  # 24 tokens cut some prompts
+    meta = json.loads((out / "audit.json").read_text())["meta"]
+    assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == first

@@ -60,6 +60,7 @@ def test_one_progress_bar_per_run(tiny_lm, tmp_path, capsys):
     use_progress_bar(trainer, "regression seed1")
     kinds = [type(c) for c in trainer.callback_handler.callbacks]
     assert PrinterCallback not in kinds and ProgressCallback not in kinds and kinds.count(RunProgress) == 1
+    capsys.readouterr()  # what importing the Trainer printed (transformers' W&B notice under WANDB_MODE=offline)
 
     bar = RunProgress("bt seed2")
     state = SimpleNamespace(is_world_process_zero=True, max_steps=4, global_step=0)
@@ -71,4 +72,32 @@ def test_one_progress_bar_per_run(tiny_lm, tmp_path, capsys):
     assert bar.bar.n == 4
     bar.on_train_end(None, state, None)
     out = capsys.readouterr()
-    assert "bt seed2" in out.err and "4/4" in out.err and "learning_rate" not in out.out + out.err
+    # stderr is not a terminal here: the run's closing line, with its latest loss; stdout stays empty
+    assert "bt seed2: 4 of 4 steps (100%)" in out.err and "loss=0.125" in out.err
+    assert out.out == "" and "learning_rate" not in out.err
+
+
+def test_deepspeed_log_lines_go_to_stderr(capsys):
+    """DeepSpeed's LoggerFactory gives its logger its own handler on stdout (propagate off) and
+    logs "Setting accelerator to CPU" at import: after results_on_stdout, on stderr, whether the
+    handler was there before or is added later (as at deepspeed's import)."""
+    import sys
+
+    from rmcore.console import results_on_stdout
+
+    logger = logging.getLogger("DeepSpeed")
+    # the logger as a fresh process has it (deepspeed may have been imported by an earlier test)
+    saved = logger.handlers[:], logger.filters[:], logger.propagate
+    logger.handlers, logger.filters, logger.propagate = [], [], False
+    try:
+        before = logging.StreamHandler(stream=sys.stdout)
+        logger.addHandler(before)
+        results_on_stdout()
+        results_on_stdout()  # idempotent: one filter
+        logger.addHandler(logging.StreamHandler(stream=sys.stdout))  # what LoggerFactory does at import
+        logger.warning("Setting accelerator to CPU.")
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.count("Setting accelerator to CPU.") == 2
+        assert sum(type(f).__name__ == "_StdoutToStderr" for f in logger.filters) == 1
+    finally:
+        logger.handlers, logger.filters, logger.propagate = saved

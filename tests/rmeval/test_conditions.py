@@ -185,9 +185,11 @@ def test_condition_option_typo_is_an_error():
 
 def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     import rmeval.conditions as C
+    from rmcore.settings import from_args
     from rmeval.cli import build_parser
-    from rmeval.cli.audit import audit_settings
+    from rmeval.cli.audit import AuditCommand
     from rmeval.stats.audit import compute_audit
+    from rmeval.stats.settings import StatsSettings
 
     def shouting(rs, **_):
         return [C.ConditionItem(p.prompt_id, r.response_id, "shouting", 0, None,
@@ -197,10 +199,49 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     monkeypatch.setitem(C.CONDITIONS, "shouting", shouting)
     args = build_parser().parse_args(["audit", "--checkpoint", "x", "--data", "simulated", "--out", "o",
                                       "--conditions", "original", "shouting"])
-    assert audit_settings(args).conditions == ["original", "shouting"]
+    settings = from_args(AuditCommand, args).audit
+    settings.validate()  # --conditions against the registry
+    assert settings.conditions == ["original", "shouting"]
     ratings = pd.DataFrame({"prompt_id": list("aabbcc"), "response_id": list("123456"),
                             "helpfulness": [1.0, 2, 3, 4, 2, 5]})
     scores = pd.concat([ratings.assign(condition=c, score=np.arange(6.0) + i)[
         ["prompt_id", "response_id", "condition", "score"]] for i, c in enumerate(["original", "shouting"])])
-    audit = compute_audit(scores, ratings, n_boot=10, n_boot_regression=10)
+    audit = compute_audit(scores, ratings, StatsSettings(n_boot=10, n_boot_regression=10))
     assert audit["meta"]["conditions"] == ["original", "shouting"]
+
+
+def test_register_condition_adds_a_condition_every_reader_sees():
+    """register_condition (not the dict): checked name, a second registration refused, the builder's
+    keywords accepted as options, ``needs`` honoured by the CLI's default list; taken back after."""
+    import rmeval.conditions as C
+    from rmeval.audit.pipeline import resolve_conditions
+    from rmeval.tables import condition_names
+
+    def echo_twice(rs, *, echo_times: int = 2, **_):
+        return [C.ConditionItem(p.prompt_id, r.response_id, "echo_twice", 0, None,
+                                [{"role": "user", "content": " ".join([p.last_user_text] * echo_times)}], r.text)
+                for p in rs.prompts for r in p.responses]
+
+    with pytest.raises(ConfigError, match="lower_snake_case"):
+        C.register_condition("Echo-Twice", echo_twice)
+    try:
+        C.register_condition("echo_twice", echo_twice, needs="related_file")
+        with pytest.raises(ConfigError, match="condition 'echo_twice' is already registered"):
+            C.register_condition("echo_twice", echo_twice)
+        C.register_condition("echo_twice", echo_twice, needs="related_file", replace=True)
+        assert list(CONDITIONS)[-1] == "echo_twice" and condition_names()[-1] == "echo_twice"
+        assert "echo_times" in C.condition_options()
+        items = build_condition("echo_twice", rating_set(), echo_times=3, n_donors=1)
+        assert len(items) == 12
+        assert items[0].messages[0]["content"] == " ".join(["How do I bake sourdough bread at home"] * 3)
+        assert "echo_twice" not in resolve_conditions(None)
+        assert "echo_twice" in resolve_conditions(None, related_file="related.jsonl")
+        with pytest.raises(ConfigError, match=r"needs --related-file"):
+            resolve_conditions(["echo_twice"])
+        with pytest.raises(ConfigError, match=r"unknown condition 'echo_twcie'; known: original, .*, echo_twice "
+                                              r"\(did you mean 'echo_twice'\?\)$"):
+            C.check_condition_names(["echo_twcie"])
+    finally:
+        CONDITIONS.pop("echo_twice", None)
+        C.NEEDS.pop("echo_twice", None)
+    assert "echo_twice" not in CONDITIONS and len(CONDITIONS) == 12

@@ -2,12 +2,23 @@
 
 Material, all built here: a tiny causal policy (rmtrain.policy.tiny, tokenizer trained on the
 simulated set) and a *planted* reward model, a real one-label Qwen2ForSequenceClassification
-checkpoint whose weights are set by hand so that its score is (almost exactly) +-1 times a known
-token property: the response's last token lies on the positive side of a fixed hyperplane in the
-policy's embedding space (30% of the vocabulary). Its tokenizer has no chat template, so the
-scorer's plain layout puts the response's last token last. The task is learnable by construction
-(one direction of the policy's hidden state raises every good token), which makes "the mean reward
-rises" a reliable test with fixed seeds rather than a hope."""
+checkpoint whose weights are set by hand so that its score is exactly +c or -c (c = sqrt(32), the
+hidden size's root) by a known token property: the response's last token lies on the positive side
+of a fixed hyperplane in the policy's embedding space (30% of the vocabulary). Its tokenizer has no
+chat template, so the scorer's plain layout puts the response's last token last. The task is
+learnable by construction (one direction of the policy's hidden state raises every good token), and
+the runs are set so that learning it does not hang on the machine's arithmetic: one-token answers
+(the rewarded token is the sampled one), sampled from the whole distribution (temperature 1, top-p
+1: no good token is ever cut off), and a reward with no spread within a class. With a spread (each
+token's own score magnitude, as the scoring tests' graded reward model has) GRPO's group-scaled
+advantages turn the small differences between bad tokens into full-size ones and the policy
+collapsed onto the least bad token, and with eight-token answers at temperature 0.8 and top-p 0.9
+the reward rose in about half of the seeds 1-6, for GRPO and RLOO alike (it failed at the suite's
+own seed on this machine); as set here both rose by 0.66-1.0 of the range 2c and ended with
+0.97-1.0 of their answers good, in each of seeds 1-8. policy-eval's win rate is tested on
+*planted* policy runs (their greedy answers in the response cache), not on trained ones: two tiny
+trained policies may answer alike on one CPU and not on another, so a win rate of theirs is an
+accident of the machine's arithmetic."""
 
 from __future__ import annotations
 
@@ -35,10 +46,12 @@ def _texts() -> list[str]:
     return set_texts(TINY_SET)
 
 
-def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
+def planted_reward_model(policy: Path, out: Path, spread: float = 0.3) -> tuple[Path, np.ndarray]:
     """One-layer Qwen2 classifier: attention and MLP write nothing, so the last position's hidden
     state is its token embedding; coordinate 0 of that embedding is +1 for good tokens and -1
-    otherwise, and the score head reads coordinate 0 (after the final RMSNorm)."""
+    otherwise, and the score head reads coordinate 0 (after the final RMSNorm). The other
+    coordinates are N(0, ``spread``^2): through the RMSNorm they give each token its own score
+    magnitude; with ``spread`` 0 the score is exactly +-sqrt(hidden size), one value per class."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rmcore.tiny import save_tiny, tiny_model
@@ -53,7 +66,7 @@ def planted_reward_model(policy: Path, out: Path) -> tuple[Path, np.ndarray]:
     rm = tiny_model(tok, "qwen2", head="classifier", hidden_size=h, intermediate_size=8, num_hidden_layers=1,
                     max_position_embeddings=1024, num_labels=1)
     with torch.no_grad():
-        e = torch.randn(len(tok), h) * 0.3
+        e = torch.randn(len(tok), h) * spread
         e[:, 0] = good * 2 - 1
         rm.model.embed_tokens.weight.copy_(e)
         layer = rm.model.layers[0]
@@ -71,17 +84,19 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("policy_models")
     policy = build_tiny_policy(_texts(), root / "policy")
-    rm, good = planted_reward_model(policy, root / "rm")
+    # trained against: exactly two score values; compared between scoring paths: one score per token
+    rm, good = planted_reward_model(policy, root / "rm", spread=0.0)
     (rm / "train_summary.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 3}))
-    return {"policy": policy, "rm": rm, "good": good, "root": root}
+    graded, _ = planted_reward_model(policy, root / "rm_graded")
+    return {"policy": policy, "rm": rm, "rm_graded": graded, "good": good, "root": root}
 
 
 def make_cfg(models: dict[str, Any], out: Path, **over: Any) -> Any:
     raw = {"policy": {"name_or_path": str(models["policy"]), "lora": {"r": 8, "alpha": 16, "dropout": 0.0}},
            "data": DATA, "heldout_prompts": 8, "reward_model": str(models["rm"]), "output_dir": str(out),
            "training": {"algorithm": "grpo", "learning_rate": 5e-2, "max_steps": 24, "per_device_batch_size": 16,
-                        "num_generations": 4, "max_completion_length": 8, "use_cpu": True, "beta": 0.01,
-                        "reward_max_length": 256, "gradient_checkpointing": False},
+                        "num_generations": 4, "max_completion_length": 1, "temperature": 1.0, "top_p": 1.0,
+                        "use_cpu": True, "beta": 0.01, "reward_max_length": 256, "gradient_checkpointing": False},
            "evaluation": {"n_prompts": 6, "max_new_tokens": 6, "n_boot": 500},
            "wandb": {"mode": "disabled"}}
     return policy_config_from_dict(raw, overrides=over)
@@ -112,8 +127,15 @@ def test_mean_reward_rises(runs: dict, algo: str, env: str) -> None:
     curve = s["reward_batch_means"]
     assert s["reward_mean_first"] == pytest.approx(np.mean(curve[: len(curve) // 10]))
     assert s["reward_mean_last"] == pytest.approx(np.mean(curve[-(len(curve) // 10):]))
-    # the planted reward is about +-1 per sample, so the policy's share of good endings went up by ~half
-    assert s["reward_mean_last"] - s["reward_mean_first"] > 1.0
+    # every reward is +c or -c, so a batch mean is c (2 k / 16 - 1) for the k good answers of its 16
+    c = np.sqrt(32)
+    k = (np.asarray(curve) / c + 1) * 16 / 2
+    np.testing.assert_allclose(k, np.round(k), atol=1e-3)
+    # the share of good answers (a third or less at the start) went up by more than a quarter (the old
+    # bound, a rise of 1.0 on a reward of about +-2.9, was a sixth) and ended above three quarters;
+    # seeds 1-8 gave rises of 0.66-1.0 and last shares of 0.97-1.0
+    assert (s["reward_mean_last"] - s["reward_mean_first"]) / (2 * c) > 0.25
+    assert (s["reward_mean_last"] / c + 1) / 2 > 0.75
     assert s["kl_last"] is not None and s["kl_last"] > 0
 
 
@@ -139,8 +161,8 @@ def test_adapter_loads_with_peft_and_reward_matches_scorer(runs: dict, models: d
     assert any("lora_" in n for n, _ in model.named_parameters())
     msgs = [{"role": "user", "content": "What should I know about tides?"}]
     comps = ["the sea rises", "and falls"]
-    fn = ScorerReward(str(models["rm"]), max_length=256)
-    ref = SeqClassifierScorer(str(models["rm"]), max_length=256).score([(msgs, c) for c in comps])
+    fn = ScorerReward(str(models["rm_graded"]), max_length=256)
+    ref = SeqClassifierScorer(str(models["rm_graded"]), max_length=256).score([(msgs, c) for c in comps])
     got = fn(prompts=[msgs, msgs], completions=[[{"role": "assistant", "content": c}] for c in comps],
              reward_messages=[json.dumps(msgs)] * 2)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
@@ -200,7 +222,7 @@ def test_reward_server_http_equals_rmeval_scoring(models: dict) -> None:
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
     from rmeval.scoring.server import RewardService, make_server
 
-    scorer = SeqClassifierScorer(str(models["rm"]), max_length=256)
+    scorer = SeqClassifierScorer(str(models["rm_graded"]), max_length=256)
     server = make_server(RewardService(scorer), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -217,7 +239,7 @@ def test_reward_server_http_equals_rmeval_scoring(models: dict) -> None:
         body = {"query": queries, "prompts": prompts, "labels": [json.dumps(c) for c in convs]}
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         got = json.loads(urllib.request.urlopen(req, timeout=30).read())
-        ref = SeqClassifierScorer(str(models["rm"]), max_length=256).score(list(zip(convs, responses)))
+        ref = SeqClassifierScorer(str(models["rm_graded"]), max_length=256).score(list(zip(convs, responses)))
         np.testing.assert_allclose(got["rewards"], ref, rtol=1e-6)
         bad = {"query": ["something else"], "prompts": ["prompt"], "labels": [""]}
         req = urllib.request.Request(url, data=json.dumps(bad).encode(), headers={"Content-Type": "application/json"})
@@ -285,16 +307,50 @@ class LongerIsBetter:
         return ["A" if len(a) > len(b) else "B" if len(b) > len(a) else "C" for _, a, b in items]
 
 
-def test_policy_eval_win_rate_and_spearman(runs: dict, models: dict, tmp_path: Path) -> None:
-    """Two tiny policies (grpo clean and grpo perturbed) judged in both orders, by a tiny local LM
-    (hf backend) and by a rule judge; three reward models get the pair in different roles, so
-    their win rates differ under the rule judge."""
+# Planted greedy answers of two policies to the six held-out prompts, in the held-out order. Under
+# LongerIsBetter, B is longer on prompts 1-4, A on prompt 5, and prompt 6's answers differ in content
+# but not in length (a tie): B over A wins 4, loses 1, ties 1, win rate (4 + 1/2) / 6 = 0.75.
+PLANTED = {
+    "A": ["The tide rises.", "Rome.", "Use a list.", "It depends.",
+          "Boil the water first, then add the pasta and stir it often.", "Yes, it is."],
+    "B": ["The moon pulls the sea, so the tide rises twice a day.", "Start at the Forum, then walk to Trajan's market.",
+          "Use a list when order matters and a set when it does not.", "It depends on the soil and on how much sun it gets.",
+          "Boil it.", "No, it was."],
+}
+
+
+def planted_policy_run(cfg: Any, d: Path, policy: Path, answers: list[str]) -> Path:
+    """A policy run directory as `rmtrain policy` leaves it, as far as policy-eval reads it: the
+    held-out prompts (written by build_environment), policy_summary.json, and the greedy answers in
+    the response cache, so no policy is loaded. The adapter path names nothing: were the cache
+    ignored, generation would fail rather than produce texts of its own."""
+    from rmtrain.policy.environment import build_environment, read_rows
+
+    build_environment(cfg, d / "environment")
+    rows = read_rows(d / "environment" / "heldout.jsonl")[: cfg.evaluation.n_prompts]
+    assert len(rows) == len(answers)
+    (d / "policy_summary.json").write_text(json.dumps({"policy": str(policy), "adapter": str(d / "no-adapter"),
+                                                      "reward_model": f"planted-rm-{d.name}"}))
+    (d / "eval_responses.jsonl").write_text("".join(json.dumps({"prompt_id": r["prompt_id"], "response": t}) + "\n"
+                                                    for r, t in zip(rows, answers)))
+    return d
+
+
+def test_policy_eval_win_rate_and_spearman(models: dict, tmp_path: Path) -> None:
+    """Two planted policies (their greedy answers planted in the response cache) judged in both
+    orders, by a rule judge whose verdicts are known and by a tiny local LM (hf backend); three
+    reward models get the pair in different roles: rmA (clean A, perturbed B), rmB (swapped) and
+    rmC (A against itself). The rule judge's win rates are known by hand, so the Spearman
+    correlations against the planted suitability are too; pingouin and a scipy bootstrap are the
+    references. Of the tiny LM judge only what holds for any deterministic judge is asserted."""
     import pingouin as pg
+    from scipy import stats
 
     from rmtrain.policy.evaluate import evaluate_all
 
-    a, b = runs[("grpo", "clean")], runs[("grpo", "perturbed")]
-    roles = {"rmA": (a, b), "rmB": (b, a), "rmC": (a, a)}
+    cfg0 = make_cfg(models, tmp_path / "unused")
+    pol = {k: planted_policy_run(cfg0, tmp_path / "runs" / k, models["policy"], v) for k, v in PLANTED.items()}
+    roles = {"rmA": ("A", "B"), "rmB": ("B", "A"), "rmC": ("A", "A")}
     root = tmp_path / "policies"
     suit = {}
     ds = [{"EF": 0.1, "PH": 0.5}, {"EF": 0.9, "PH": 0.2}, {"EF": 0.3, "PH": 0.05}]
@@ -302,36 +358,62 @@ def test_policy_eval_win_rate_and_spearman(runs: dict, models: dict, tmp_path: P
     acc = [{"EF": -0.02, "PH": 0.04}, {"EF": -0.10, "PH": 0.0}, {"EF": 0.01, "PH": 0.01}]
     for i, (name, (clean, pert)) in enumerate(roles.items()):
         (root / name).mkdir(parents=True)
-        (root / name / "clean").symlink_to(clean)
-        (root / name / "perturbed").symlink_to(pert)
+        (root / name / "clean").symlink_to(pol[clean])
+        (root / name / "perturbed").symlink_to(pol[pert])
         suit[name] = str(_planted_suitability(tmp_path / "suit" / name, ds[i], uns[i], acc[i]))
     cfg = make_cfg(models, tmp_path / "unused", **{
         "output_root": str(root), "reward_models": {n: "x" for n in roles}, "evaluation.suitability": suit,
-        "evaluation.judge": f"hf:{models['policy']}"})
-    hf_table = evaluate_all(cfg, tmp_path / "eval_hf")  # the tiny LM judge from evaluation.judge
-    assert hf_table["n_models"] == 3 and (tmp_path / "eval_hf" / "rmA" / "winrate.json").exists()
+        "evaluation.judge": f"hf:{models['policy']}", "evaluation.n_boot": 4000})
+    # the tiny LM judge from evaluation.judge: its verdicts are incidental, but any deterministic judge
+    # sees rmB's orders as rmA's swapped, and identical answers (rmC) in both orders alike
+    out_hf = tmp_path / "eval_hf"
+    hf_table = evaluate_all(cfg, out_hf)
+    assert hf_table["n_models"] == 3
+    hf = {n: json.loads((out_hf / n / "winrate.json").read_text()) for n in roles}
+    assert all(w["n_prompts"] == 6 and w["wins"] + w["losses"] + w["ties"] == 6 for w in hf.values())
+    assert (hf["rmA"]["wins"], hf["rmA"]["losses"]) == (hf["rmB"]["losses"], hf["rmB"]["wins"])
+    assert hf["rmA"]["win_rate"] == pytest.approx(1 - hf["rmB"]["win_rate"])
+    assert hf["rmC"]["ties"] == 6 and hf["rmC"]["win_rate"] == 0.5
+
     out = tmp_path / "eval"
     table = evaluate_all(cfg, out, judge=LongerIsBetter())
-    wrs = []
-    for name in roles:
+    wrs, counts = [], []
+    for name, (clean, pert) in roles.items():
         wr = json.loads((out / name / "winrate.json").read_text())
         js = [json.loads(x) for x in (out / name / "judgments.jsonl").read_text().splitlines()]
         assert len(js) == wr["n_prompts"] == 6
+        assert [j["clean"] for j in js] == PLANTED[clean] and [j["perturbed"] for j in js] == PLANTED[pert]
         wins = sum(j["verdict_perturbed_first"] == "A" and j["verdict_perturbed_second"] == "B" for j in js)
         losses = sum(j["verdict_perturbed_first"] == "B" and j["verdict_perturbed_second"] == "A" for j in js)
         assert (wr["wins"], wr["losses"], wr["ties"]) == (wins, losses, 6 - wins - losses)
         assert wr["win_rate"] == pytest.approx((wins + 0.5 * (6 - wins - losses)) / 6)
         assert wr["ci95"][0] <= wr["win_rate"] <= wr["ci95"][1]
+        assert wr["reward_model"] == f"planted-rm-{pert}"
+        # percentile bootstrap over prompts of the per-prompt outcomes (1 win, 0 loss, 1/2 tie): scipy's,
+        # on its own draws, agrees within one step of the 1/12 grid the resampled means lie on
+        o = [1.0] * wins + [0.0] * losses + [0.5] * (6 - wins - losses)
+        ref = stats.bootstrap((o,), np.mean, method="percentile", n_resamples=20000, random_state=0)
+        ci = ref.confidence_interval
+        assert wr["ci95"] == pytest.approx([ci.low, ci.high], abs=1 / 12 + 1e-9)
         wrs.append(wr["win_rate"])
+        counts.append((wins, losses))
+    # by hand from PLANTED: B over A wins 4, loses 1, ties 1; A over B the reverse; A over A all ties
+    assert counts == [(4, 1), (1, 4), (0, 0)] and wrs == pytest.approx([0.75, 0.25, 0.5])
+    assert wrs[0] == pytest.approx(1 - wrs[1]) and wrs[2] == 0.5 and wrs[0] != 0.5
+    # every resample of six ties is a tie: a degenerate interval; rmA's is not
+    assert json.loads((out / "rmC" / "winrate.json").read_text())["ci95"] == [0.5, 0.5]
+    assert json.loads((out / "rmA" / "winrate.json").read_text())["ci95"][0] < 0.75
     risk = [0.5, 1.1, 0.0]  # sum of d over the unsuitable perturbations, by hand
     accs = [0.01, -0.05, 0.01]
     assert [m["suitability_risk"] for m in table["models"]] == pytest.approx(risk)
     assert [m["accuracy_change"] for m in table["models"]] == pytest.approx(accs)
-    assert wrs[0] == pytest.approx(1 - wrs[1]) and wrs[2] == 0.5 and wrs[0] != 0.5
-    for key, x in (("suitability_risk", risk), ("accuracy_change", accs)):
+    # ranks by hand: risk 2 3 1 against win rate 3 1 2, d = -1 2 -1, rho = 1 - 6*6/(3*8) = -0.5;
+    # accuracy 2.5 1 2.5 (a tie) against 3 1 2: Pearson of the ranks, 1.5 / sqrt(1.5 * 2) = sqrt(3)/2
+    for key, x, rho in (("suitability_risk", risk, -0.5), ("accuracy_change", accs, np.sqrt(3) / 2)):
         ref = pg.corr(x, wrs, method="spearman")
         pcol = "p_val" if "p_val" in ref else "p-val"
         assert table[key]["spearman"] == pytest.approx(float(ref["r"].iloc[0]))
+        assert table[key]["spearman"] == pytest.approx(rho)
         assert table[key]["p_value"] == pytest.approx(float(ref[pcol].iloc[0]))
     assert (out / "spearman.png").stat().st_size > 0 and "suitability risk" in (out / "spearman.md").read_text()
 

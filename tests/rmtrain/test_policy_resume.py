@@ -160,3 +160,28 @@ def test_missing_policy_path_is_one_line(material: dict[str, Path], tmp_path: Pa
     assert len(err.splitlines()) == 1 and "Repo id" not in err
     assert "outputs/demo/tiny_policy_not_built not found" in err
     assert "python -m rmtrain.policy.tiny outputs/demo/tiny_policy_not_built" in err
+
+
+def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_path: Path,
+                                                 capfd: pytest.CaptureFixture) -> None:
+    """stdout carries the summary only: with its tqdm off, transformers' Trainer would print every
+    log dict there (trl's per-step rewards and KL); the run's progress goes to stderr instead."""
+    import yaml
+
+    from rmtrain.cli import main
+
+    raw = {"policy": {"name_or_path": str(material["policy"]), "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+           "data": DATA, "heldout_prompts": 4, "reward_model": str(material["rm"]),
+           "training": {"algorithm": "grpo", "max_steps": 2, "logging_steps": 1, "per_device_batch_size": 8,
+                        "num_generations": 4, "max_completion_length": 4, "use_cpu": True,
+                        "reward_max_length": 128, "gradient_checkpointing": False, "save_steps": 2},
+           "wandb": {"mode": "disabled"}}
+    recipe = tmp_path / "policy.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    capfd.readouterr()
+    assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
+                 "--output-dir", str(tmp_path / "out")]) == 0
+    out = capfd.readouterr()
+    summary = json.loads(out.out)  # nothing but the summary on stdout
+    assert summary["steps"] == 2 and summary["environment"] == "clean"
+    assert "grpo clean policy: 2 of 2 steps (100%)" in out.err

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from rmcore.errors import ConfigError
 from rmtrain.config import load_train_config
 from rmtrain.runs import train_run
-from tests.support import ROOT, read_run
+from tests.support import ROOT, plain_scores, read_run
 
 
 @pytest.mark.slow
@@ -35,10 +38,18 @@ def test_every_saved_checkpoint_is_audited(tmp_path, monkeypatch):
         assert "random" in audit["transplant"] and "paraphrase" not in audit  # not scored -> absent
         scores = pd.read_parquet(out / f"checkpoint-{step}" / "audit" / "scores.parquet")
         assert set(scores["condition"]) == {"original", "generic", "random"}
-    # the two audits saw different models
-    a2 = json.loads((out / "checkpoint-2" / "audit" / "audit.json").read_text())
+    # each audit scored its own checkpoint (the in-memory model at that save): its original-condition
+    # scores are a plain transformers forward of checkpoint-N, one unpadded text at a time; and the two
+    # checkpoints are different models (two optimizer steps at a positive rate lie between them)
+    for step in (2, 4):
+        scores = pd.read_parquet(out / f"checkpoint-{step}" / "audit" / "scores.parquet")
+        orig = scores[scores["condition"] == "original"]
+        ref = plain_scores(out / f"checkpoint-{step}", list(zip(orig["prompt_id"], orig["response_id"])),
+                           cfg.training.max_length, data=cfg.data)
+        np.testing.assert_allclose(orig["score"].to_numpy(), ref, atol=1e-4, err_msg=f"checkpoint-{step}")
+    w2, w4 = (load_file(out / f"checkpoint-{s}" / "model.safetensors") for s in (2, 4))
+    assert set(w2) == set(w4) and any(not torch.equal(w2[k], w4[k]) for k in w2)
     a4 = json.loads((out / "checkpoint-4" / "audit" / "audit.json").read_text())
-    assert a2["share"]["original"]["estimate"] != a4["share"]["original"]["estimate"]
     run = read_run(out / "wandb")
     audited = [h for h in run["history"] if any(k.startswith("audit") for k in h)]
     assert len(audited) == 2

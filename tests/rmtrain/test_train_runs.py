@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -60,13 +62,29 @@ def test_force_never_resumes_another_run_and_mismatch_is_refused(tmp_path):
     out = tmp_path / "run"
     first = train(_cfg(out, **{"arm": "regression", "training.max_steps": 3, "training.save_steps": 1}))
     assert first["global_step"] == 3
+    # the first run's results replaced by planted ones no run can produce, and a marker in each of its
+    # checkpoints: a refused run must leave them, a forced one must replace every one of them
+    summary_file, scores_file = out / "train_summary.json", out / "heldout_scores.parquet"
+    summary_file.write_text(json.dumps({**first, "heldout_pair_accuracy": -1.0, "score_sd": -1.0}))
+    scores_file.write_bytes(b"planted")
+    checkpoints = sorted(out.glob("checkpoint-*"))
+    assert checkpoints
+    for c in checkpoints:
+        (c / "planted").write_text("first run")
     with pytest.raises(ConfigError, match="another config"):
         train(_cfg(out, **{"arm": "bradley_terry", "training.max_steps": 3}))
+    assert json.loads(summary_file.read_text())["score_sd"] == -1.0 and scores_file.read_bytes() == b"planted"
+    assert all((c / "planted").exists() for c in checkpoints)
     second = train(_cfg(out, **{"arm": "bradley_terry", "training.max_steps": 3}), force=True)
     assert second["arm"] == "bradley_terry" and second["global_step"] == 3
-    assert second["pairs_per_rank"] == [3 * 4]  # trained from scratch, not resumed
-    assert second["heldout_pair_accuracy"] != first["heldout_pair_accuracy"] or \
-        second["score_sd"] != first["score_sd"]
+    assert second["pairs_per_rank"] == [3 * 4] and second["resumed_from"] is None  # from scratch, not resumed
+    assert not list(out.glob("checkpoint-*/planted"))  # no checkpoint of the first run is left
+    on_disk = json.loads(summary_file.read_text())
+    assert on_disk["arm"] == "bradley_terry" and on_disk["score_sd"] == second["score_sd"]
+    # the held-out figures are the new run's: recomputed from the scores it wrote over the planted file
+    held = pd.read_parquet(scores_file)
+    assert len(held) > 0 and second["score_sd"] == pytest.approx(float(np.std(held["score"], ddof=1)), abs=1e-6)
+    assert 0.0 <= second["heldout_pair_accuracy"] <= 1.0
 
 
 def test_recurring_prompt_text_stays_on_one_side():

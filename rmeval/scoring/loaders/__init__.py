@@ -16,12 +16,15 @@ Auditor's loaders key custom code by model):
   (``regression_head``: UltraRM; ``v_head``: Starling-RM-34B, TRL value-head models;
   ``value_head``: OpenRLHF), read at the last real token; OpenRLHF's saved reward normalisation
   (``normalize_reward``, ``mean``, ``std`` in config.json) is applied.
+- ``lm_logit``: a causal LM whose reward is one token's logit after the conversation
+  (Nemotron-70B-Reward: token 0); never chosen from a config, only by name.
 
 ``KNOWN_MODELS`` names released models whose loader or chat template cannot be read off the
 checkpoint (matched by Hub id or by a local directory of the same name, or chosen with ``--loader
 NAME``); a named model may carry the chat template it was trained with, used when its tokenizer has
 none. Otherwise the loader is chosen from the checkpoint: value-head weights, then ``auto_map``,
-then a ``*ForSequenceClassification`` architecture.
+then a ``*ForSequenceClassification`` architecture, then any kind added with ``register_reward_loader``
+(docs/extending.md).
 
 Anything else -- a causal LM, a base encoder -- is not a reward model: scoring it through a
 classifier would read a randomly initialised head. It is refused with one line naming what to use
@@ -37,19 +40,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from rmcore.device import Placement, describe
 from rmcore.errors import ConfigError
+from rmcore.registry import Registry, did_you_mean
 
-# loader kind -> "module:function" (imported when used); most specific first
-LOADER_KINDS = {
-    "value_head": "rmeval.scoring.loaders.value_head",
-    "remote_code": "rmeval.scoring.loaders.remote_code",
-    "classifier": "rmeval.scoring.loaders.classifier",
-}
 # UltraLM/UltraRM's layout as reward-bench evaluates UltraRM (its "openbmb" conversation template):
 # "User: <turn>\n\nAssistant: <turn>\n\n", every turn followed by the separator
 OPENBMB_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}User: {% elif m['role'] == 'assistant' %}"
@@ -75,6 +73,8 @@ KNOWN_MODELS = {m.name: m for m in (
                note="Llama backbone + regression_head, User:/Assistant: layout"),
     KnownModel("starling-rm-34b", ("Nexusflow/Starling-RM-34B",), "value_head",
                note="Yi backbone (transformer.*) + v_head"),
+    KnownModel("nemotron-70b-reward", ("nvidia/Llama-3.1-Nemotron-70B-Reward-HF",), "lm_logit",
+               note="causal LM; the reward is the logit of token 0 after the conversation"),
 )}
 
 
@@ -97,6 +97,28 @@ class RewardModel:
         """What a report says about the model: placement (device, dtype, attention) and how it is read."""
         return {**describe(self.model), "loader": self.loader, "reward_head": self.head,
                 **({"known_model": self.known} if self.known else {})}
+
+
+class RewardLoader(Protocol):
+    """What a loader kind provides (each built-in is a module of these two functions)."""
+
+    def matches(self, path: str, config: dict[str, Any]) -> bool:
+        """Whether this loader reads the checkpoint at ``path`` (``config``: its config.json)."""
+
+    def load(self, path: str, config: dict[str, Any], placement: Placement, reward_head: str | int | None, *,
+             known: KnownModel | None = None) -> RewardModel:
+        """The loaded, placed reward model."""
+
+
+# loader kind -> a RewardLoader, or the name of a module that is one (imported when used). The
+# automatic choice tries them in this order, most specific first; a registered kind comes after
+# the built-ins, so it is chosen for checkpoints they do not claim, or by name (--loader KIND).
+LOADER_KINDS: Registry[str | RewardLoader] = Registry("reward-model loader", {
+    "value_head": "rmeval.scoring.loaders.value_head",
+    "remote_code": "rmeval.scoring.loaders.remote_code",
+    "classifier": "rmeval.scoring.loaders.classifier",
+    "lm_logit": "rmeval.scoring.loaders.lm_logit",  # never matched from a config: named only
+}, sort_known=True)
 
 
 def known_names() -> list[str]:
@@ -165,8 +187,15 @@ def not_a_reward_model(path: str, why: str) -> ConfigError:
                        f"model with its own head (known: {', '.join(known_names())})")
 
 
-def _module(kind: str) -> Any:
-    return importlib.import_module(LOADER_KINDS[kind])
+def register_reward_loader(kind: str, loader: str | RewardLoader, *, replace: bool = False) -> None:
+    """Add a loader kind: an object (or the name of a module) with ``matches`` and ``load`` (see
+    ``RewardLoader``). A kind already registered is an error unless ``replace``."""
+    LOADER_KINDS.register(kind, loader, replace=replace)
+
+
+def _module(kind: str) -> RewardLoader:
+    loader = LOADER_KINDS.lookup(kind)
+    return importlib.import_module(loader) if isinstance(loader, str) else loader
 
 
 def choose_loader(path: str, config: dict[str, Any], requested: str | None = None) -> tuple[str, KnownModel | None]:
@@ -178,7 +207,8 @@ def choose_loader(path: str, config: dict[str, Any], requested: str | None = Non
             return requested, None
         if requested in KNOWN_MODELS:
             return KNOWN_MODELS[requested].loader, KNOWN_MODELS[requested]
-        raise ConfigError(f"--loader {requested}: unknown; known: {', '.join(known_names())}")
+        raise ConfigError(f"--loader {requested}: unknown; known: {', '.join(known_names())}"
+                          + did_you_mean(requested, known_names()))
     known = known_model(path)
     if known is not None:
         return known.loader, known

@@ -17,6 +17,7 @@ from rmeval.audit.features import prompt_table
 from rmeval.audit.report import write_report
 from rmeval.conditions import CONDITIONS
 from rmeval.stats.audit import compute_audit
+from rmeval.stats.settings import StatsSettings
 
 
 def _tables():
@@ -45,8 +46,9 @@ def _tables():
 
 def test_new_sections_and_report(tmp_path):
     rs, scores, ratings, feats, pfeats = _tables()
-    audit = compute_audit(scores, ratings, n_boot=100, n_boot_regression=100, prompts=prompt_table(rs, n_topics=4),
-                          features=feats, prompt_features=pfeats, probe_learners=["ridge", "kernel_ridge"])
+    audit = compute_audit(scores, ratings, StatsSettings(n_boot=100, n_boot_regression=100,
+                                                        probe_learners=["ridge", "kernel_ridge"]),
+                          prompts=prompt_table(rs, n_topics=4), features=feats, prompt_features=pfeats)
     o = scores[scores.condition == "original"]
     w = scores[scores.condition == "random"]
     ref = roc_auc_score(np.r_[np.ones(len(o)), np.zeros(len(w))], np.r_[o.score, w.score])
@@ -70,9 +72,9 @@ def test_new_sections_and_report(tmp_path):
 def test_without_a_rated_attribute_the_model_side_remains():
     rs, scores, ratings, feats, pfeats = _tables()
     bare = ratings[["prompt_id", "response_id"]]
-    audit = compute_audit(scores, bare, attribute=None, n_boot=50, n_boot_regression=50,
-                          prompts=prompt_table(rs, n_topics=4), features=feats, prompt_features=pfeats,
-                          probe_learners=["ridge"])
+    audit = compute_audit(scores, bare, StatsSettings(n_boot=50, n_boot_regression=50, probe_learners=["ridge"]),
+                          attribute=None, prompts=prompt_table(rs, n_topics=4), features=feats,
+                          prompt_features=pfeats)
     assert "human" not in audit["share"] and "sibling_regression" not in audit
     assert "auc" in audit["transplant"]["random"] and "prompt_splits" in audit
     assert "calibrated" not in audit["variance_explained"] and "response_probes" in audit["variance_explained"]
@@ -82,7 +84,7 @@ def test_scoring_variant_differences_are_variant_minus_reference():
     rs, scores, ratings, _, _ = _tables()
     bump = {p.prompt_id: 3.0 * i for i, p in enumerate(rs.prompts)}  # a prompt-level offset: the share rises
     variant = scores.assign(score=scores["score"] + scores["prompt_id"].map(bump))
-    sv = compute_audit(scores, ratings, n_boot=50, n_boot_regression=50, compare={"offset": variant})
+    sv = compute_audit(scores, ratings, StatsSettings(n_boot=50, n_boot_regression=50), compare={"offset": variant})
     share = sv["scoring_variants"]["offset"]["share_original"]
     assert share["difference"]["estimate"] > 0.1
     assert abs(share["difference"]["estimate"] - (share["variant"]["estimate"] - share["reference"]["estimate"])) < 1e-12

@@ -14,6 +14,7 @@ from scipy.stats import pearsonr, rankdata
 
 from rmeval.audit.report import render_markdown, write_report
 from rmeval.stats.audit import compute_audit
+from rmeval.stats.settings import StatsSettings
 from tests.support import hand_icc
 
 PLANTED = {"original": 0.5, "generic": 0.3, "last_turn": 0.7, "human": 0.2}
@@ -59,8 +60,9 @@ def audit(data):
     scores, ratings = data
     pool = pd.DataFrame({"prompt_id": np.repeat(ratings["prompt_id"].unique(), 6),
                          "score": np.random.default_rng(1).normal(size=500 * 6)})
-    return compute_audit(scores, ratings, n_boot=300, n_boot_regression=300, reference_scores=pool,
-                         human_reliability={"borrowed": 0.62})
+    return compute_audit(scores, ratings, StatsSettings(n_boot=300, n_boot_regression=300,
+                                                       human_reliability={"borrowed": 0.62}),
+                         reference_scores=pool)
 
 
 def test_planted_shares_and_differences(data, audit):

@@ -10,6 +10,7 @@ import pytest
 from rmcore.tracking import Tracker
 from rmeval.audit.report import log_audit, write_report
 from rmeval.stats.audit import compute_audit
+from rmeval.stats.settings import StatsSettings
 
 KINDS = ("random", "overlap", "embedding", "length", "related")
 
@@ -64,7 +65,7 @@ def _is_ci(r):
 @pytest.fixture(scope="module")
 def full_audit():
     scores, ratings = synthetic()
-    return compute_audit(scores, ratings, preferences=_prefs(ratings), n_boot=300, n_boot_regression=500)
+    return compute_audit(scores, ratings, StatsSettings(n_boot=300, n_boot_regression=500), preferences=_prefs(ratings))
 
 
 def test_full_key_structure(full_audit):
@@ -106,7 +107,7 @@ def test_full_key_structure(full_audit):
 
 def test_absent_conditions_are_absent():
     scores, ratings = synthetic(conditions={"original", "random"}, with_length=False)
-    a = compute_audit(scores, ratings, n_boot=100, n_boot_regression=100)
+    a = compute_audit(scores, ratings, StatsSettings(n_boot=100, n_boot_regression=100))
     assert set(a["share"]) == {"original", "single_turn", "ranks", "human", "random"}
     assert set(a["transplant"]) == {"random"}
     assert set(a["share_vs_human"]) == {"original", "single_turn", "ranks", "ranks_single_turn", "random"}
@@ -118,8 +119,8 @@ def test_absent_conditions_are_absent():
 
 def test_audit_is_seeded():
     scores, ratings = synthetic(n_prompts=30, conditions={"original", "generic"})
-    a1 = compute_audit(scores, ratings, n_boot=100, n_boot_regression=100, seed=3)
-    a2 = compute_audit(scores, ratings, n_boot=100, n_boot_regression=100, seed=3)
+    a1 = compute_audit(scores, ratings, StatsSettings(n_boot=100, n_boot_regression=100, seed=3))
+    a2 = compute_audit(scores, ratings, StatsSettings(n_boot=100, n_boot_regression=100, seed=3))
     assert a1["share"] == a2["share"]
 
 

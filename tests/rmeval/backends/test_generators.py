@@ -51,20 +51,34 @@ def test_file_generator_orders_variants_and_names_bad_row(tmp_path):
         FileGenerator(f).generate(prompts(), "summarise")
 
 
+WORDS = ("bake", "bread", "poem", "sea")
+
+
 def _tiny_lm(tmp_path):
+    """A random tiny Llama that can say only WORDS: its generation config suppresses every other
+    token (the end of text, padding, punctuation and the instructions' words among them), so each
+    reply is exactly max_new_tokens of those words, whatever the random weights favour on this
+    machine's arithmetic; which of them it picks is left to the weights."""
     corpus = [INSTRUCTIONS["paraphrase"], INSTRUCTIONS["related"], "User: Assistant: bake bread poem sea"]
     tok = train_tokenizer(corpus, word_level=True, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
-    save_tiny(tmp_path, tiny_model(tok, "llama", num_attention_heads=4, num_key_value_heads=4), tok)
+    model = tiny_model(tok, "llama", num_attention_heads=4, num_key_value_heads=4)
+    allowed = set(tok.convert_tokens_to_ids(list(WORDS)))
+    assert len(allowed) == len(WORDS) and tok.unk_token_id not in allowed
+    model.generation_config.suppress_tokens = [i for i in range(model.config.vocab_size) if i not in allowed]
+    save_tiny(tmp_path, model, tok)
 
 
 def test_hf_generator_tiny_lm(tmp_path):
     _tiny_lm(tmp_path)
     greedy = HFGenerator(tmp_path, max_new_tokens=5)
     out1 = greedy.generate(prompts(), "paraphrase", n=1)
-    assert set(out1) == {"p0", "p1"} and all(len(v) <= 1 for v in out1.values())
+    # one reply per prompt, never empty: five of the planted words
+    assert set(out1) == {"p0", "p1"} and all(len(v) == 1 for v in out1.values())
+    assert all(len(t.split()) == 5 and set(t.split()) <= set(WORDS) for v in out1.values() for t in v)
     assert out1 == greedy.generate(prompts(), "paraphrase", n=1)  # greedy is deterministic
     sampled = HFGenerator(tmp_path, max_new_tokens=5, seed=3).generate(prompts(), "related", n=3)
-    assert all(1 <= len(v) <= 3 for v in sampled.values())
+    assert set(sampled) == {"p0", "p1"} and all(len(v) == 3 for v in sampled.values())  # n replies, none empty
+    assert all(len(t.split()) == 5 and set(t.split()) <= set(WORDS) for v in sampled.values() for t in v)
     assert "bake bread" in greedy.instruction(prompts()[0], "paraphrase")
 
 

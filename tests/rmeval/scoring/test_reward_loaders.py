@@ -7,9 +7,7 @@ template). Also: what is not a reward model is refused with one line."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import torch
 
 from rmcore.formatting import encode_example
 from rmcore.tiny import EOS, PAD, tiny_causal_lm, tiny_model, train_tokenizer
+from rmcore.tiny_rewards import save_gated_remote_code, save_value_head
 from rmeval.cli import main
 
 TEXTS = ["how do I boil an egg", "put it in water for nine minutes", "no idea", "The sky is blue because of "
@@ -120,75 +119,9 @@ def test_prefix_scoring_reads_the_chosen_head(tmp_path):
 
 # -- a model shipping its own code --------------------------------------------------------------------
 
-GATED_CODE = '''
-from dataclasses import dataclass
-
-import torch
-from transformers import LlamaConfig, LlamaModel, PreTrainedModel
-from transformers.utils import ModelOutput
-
-
-class GatedRewardConfig(LlamaConfig):
-    model_type = "gated_reward_test"
-
-    def __init__(self, num_objectives=3, **kwargs):
-        super().__init__(**kwargs)
-        self.num_objectives = num_objectives
-
-
-@dataclass
-class GatedRewardOutput(ModelOutput):
-    rewards: torch.FloatTensor = None
-    score: torch.FloatTensor = None
-
-
-class GatedRewardModel(PreTrainedModel):
-    config_class = GatedRewardConfig
-    base_model_prefix = "model"
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.model = LlamaModel(config)
-        self.regression_layer = torch.nn.Linear(config.hidden_size, config.num_objectives, bias=False)
-        self.gating = torch.nn.Linear(config.hidden_size, config.num_objectives)
-        self.post_init()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
-
-    def set_input_embeddings(self, value):
-        self.model.embed_tokens = value
-
-    def forward(self, input_ids=None, attention_mask=None, **kwargs):
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        last = attention_mask.sum(1) - 1
-        x = h[torch.arange(h.shape[0]), last]
-        rewards = self.regression_layer(x)
-        weights = torch.softmax(self.gating(x), dim=-1)
-        return GatedRewardOutput(rewards=rewards, score=(rewards * weights).sum(-1, keepdim=True))
-'''
-
-
 def _save_remote_code_model(path: Path):
-    src = path.parent / "modeling_gated_rm.py"
-    src.write_text(GATED_CODE)
-    spec = importlib.util.spec_from_file_location("modeling_gated_rm", src)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["modeling_gated_rm"] = mod
-    spec.loader.exec_module(mod)
-    mod.GatedRewardConfig.register_for_auto_class()
-    mod.GatedRewardModel.register_for_auto_class("AutoModelForSequenceClassification")
     tok = _tokenizer()
-    cfg = mod.GatedRewardConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-                                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(0)
-    model = mod.GatedRewardModel(cfg).eval()
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return model, tok
+    return save_gated_remote_code(path, tok), tok
 
 
 def test_remote_code_model_needs_trust_and_reads_its_gated_score(tmp_path, capsys):
@@ -223,26 +156,11 @@ def test_remote_code_model_needs_trust_and_reads_its_gated_score(tmp_path, capsy
 
 @pytest.mark.parametrize("layout", ["ultrarm", "starling", "openrlhf"])
 def test_value_head_checkpoints_score_at_the_last_token(tmp_path, layout):
-    from safetensors.torch import save_file
 
     tok = _tokenizer(chat=layout != "ultrarm")
-    backbone = tiny_model(tok, "llama", max_position_embeddings=128).model.eval()  # the LlamaModel
-    torch.manual_seed(1)
-    head = torch.randn(1, backbone.config.hidden_size)
-    prefix, name = {"ultrarm": ("model.", "regression_head"), "starling": ("transformer.", "v_head"),
-                    "openrlhf": ("model.", "value_head")}[layout]
     ckpt = tmp_path / ("UltraRM-13b" if layout == "ultrarm" else f"{layout}-rm")
-    ckpt.mkdir()
-    tensors = {prefix + k: v.contiguous() for k, v in backbone.state_dict().items()}
-    tensors[f"{name}.weight"] = head
-    save_file(tensors, str(ckpt / "model.safetensors"))
-    cfg = backbone.config.to_dict()
-    cfg["architectures"] = ["LlamaRewardModel" if layout == "ultrarm" else "LlamaForCausalLM"]
     mean, std = (0.5, 2.0) if layout == "openrlhf" else (0.0, 1.0)
-    if layout == "openrlhf":
-        cfg.update(normalize_reward=True, mean=mean, std=std)
-    (ckpt / "config.json").write_text(json.dumps(cfg))
-    tok.save_pretrained(ckpt)
+    backbone, head = save_value_head(ckpt, tok, layout=layout, normalize=(mean, std) if layout == "openrlhf" else None)
     data = _rewardbench_file(tmp_path / "rb.jsonl")
     assert _pairwise(ckpt, data, tmp_path / "out") == 0
     got = _scores(tmp_path / "out")

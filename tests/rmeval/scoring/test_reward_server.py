@@ -10,6 +10,7 @@ prompt tokens cut from the left, prompt + response ids decoded with special toke
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -244,3 +245,178 @@ def test_missing_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["serve-reward", "--checkpoint", str(tmp_path / "outputs" / "demo" / "nothing")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rmeval: error:") and "not found" in err and len(err.splitlines()) == 1
+
+
+# -- long texts, an early 413, every reject counted and in JSON, the model's own max length -----------
+
+def long_text(material: dict[str, Any], n: int, seed: int = 0) -> str:
+    """``n`` characters of the simulated responses' words and the multi-byte sentences, shuffled."""
+    rng = np.random.default_rng(seed)
+    words = " ".join(material["responses"] + NON_ASCII).split()
+    out = " ".join(words[i] for i in rng.integers(0, len(words), n // 3))
+    return out[:n]
+
+
+@pytest.fixture(scope="module")
+def whole(material: dict[str, Any]) -> Any:
+    """The server's scorer as it was before the character cut: every text tokenised whole."""
+    from rmcore.device import Placement
+    from rmeval.scoring.server import load_reward_scorer
+
+    return load_reward_scorer(str(material["ckpt"]), Placement(device="cpu", dtype="auto"), max_length=512)
+
+
+@pytest.fixture(scope="module")
+def patient_server(server: dict[str, Any]) -> Iterator[int]:
+    """A second front to the same service with the default 32 MiB body limit and a 30 s request
+    timeout: an answer that waited on a timeout or on the body would come late enough to see."""
+    from rmeval.scoring.server import make_server
+
+    srv = make_server(server["service"], "127.0.0.1", 0, request_timeout=30.0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_long_texts_are_cut_by_characters_with_the_same_rewards(server: dict[str, Any], material: dict[str, Any],
+                                                               whole: Any, patient_server: int,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the character bound (8 x (512 + 64) characters here) a text is tokenised whole as
+    before; over it, cut at a word break first. Either way the reward is, bit for bit, that of the
+    whole text tokenised: the response keeps its start, the prompt (the label's conversation) its end."""
+    from rmcore import formatting
+
+    tok, cuts = material["tok"], []
+    piece = formatting._piece
+    monkeypatch.setattr(formatting, "_piece", lambda *a: cuts.append(a[2]) or piece(*a))
+    short, long = long_text(material, 4000, seed=1), long_text(material, 150_000, seed=2)
+    cases = {"under the bound": ([{"role": "user", "content": short}], short),
+             "response over it": ([{"role": "user", "content": "Tell me."}], long),
+             "prompt over it": ([{"role": "user", "content": long}, {"role": "assistant", "content": "Yes."},
+                                 {"role": "user", "content": short}], "Fine."),
+             "both": ([{"role": "user", "content": long}], long[::-1].strip())}  # the server strips a response
+    for name, (conv, response) in cases.items():
+        cuts.clear()
+        code, out = post(f"http://127.0.0.1:{patient_server}", request_of(tok, conv, response))
+        assert code == 200, out
+        assert out["rewards"][0] == float(whole.score([(conv, response)])[0]), name
+        assert whole.encode([(conv, response)]) == server["service"].scorer.encode([(conv, response)]), name
+        assert sorted(set(cuts)) == {"under the bound": [], "response over it": ["start"],
+                                     "prompt over it": ["end"], "both": ["end", "start"]}[name], name
+
+
+def test_a_20_mb_body_does_not_hold_the_server(server: dict[str, Any], material: dict[str, Any], whole: Any,
+                                               patient_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 20 MB response (under the 32 MiB body limit) and a small request sent while it is served:
+    neither waits on a whole-text tokenisation (33-43 s before, the small one blocked behind it)."""
+    from rmcore import formatting
+
+    tok, conv, seen = material["tok"], [{"role": "user", "content": "Tell me."}], []
+    ids = formatting._ids
+    monkeypatch.setattr(formatting, "_ids", lambda t, s: seen.append(len(s)) or ids(t, s))
+    head = long_text(material, 100_000, seed=3)
+    # 20 MB, the same 100 kB start; the query made without tokenising it here (what OpenRLHF's decode gives)
+    prompt = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+    big = {"query": [prompt + head * 200 + tok.eos_token], "prompts": [prompt], "labels": [json.dumps(conv)]}
+    url, answers = f"http://127.0.0.1:{patient_server}", {}
+
+    def send(name: str, body: dict[str, Any]) -> None:
+        t0 = time.monotonic()
+        answers[name] = (*post(url, body, timeout=60.0), time.monotonic() - t0)
+
+    t = threading.Thread(target=send, args=("big", big))
+    t.start()
+    time.sleep(0.2)  # the big body is on its way
+    send("small", request_of(tok, conv, "The sea rises."))
+    t.join(timeout=70)
+    (code, out, big_s), (small_code, _, small_s) = answers["big"], answers["small"]
+    assert code == 200 and small_code == 200, out
+    assert max(seen) < 100_000  # never more than a piece of the 20 MB tokenised
+    assert out["rewards"][0] == float(whole.score([(conv, head)])[0])  # its start decides, as before
+    assert small_s < 15 and big_s < 30, (small_s, big_s)  # loose: a shared machine; the old code took 33+ s
+
+
+def raw_answer(port: int, data: bytes, wait: float = 5.0) -> tuple[int, dict[str, str], bytes, float]:
+    """Status, headers and body of what the server answers to ``data`` sent on a raw connection, read
+    to the end of the answer, and the seconds until it came."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        t0 = time.monotonic()
+        s.sendall(data)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+        while len(body) < int(headers.get("content-length", 0)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return int(lines[0].split(" ", 2)[1]), headers, body, time.monotonic() - t0
+
+
+def test_content_length_over_the_limit_is_answered_at_once(patient_server: int, server: dict[str, Any],
+                                                           material: dict[str, Any]) -> None:
+    """A 10 GB Content-Length: the 413 comes from the header, not after reading (or waiting 30 s for)
+    the body; a client that sends its whole (over-limit) body before reading still gets the 413."""
+    head = b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n"
+    code, headers, body, seconds = raw_answer(patient_server, head + b'{"query": [', wait=10.0)
+    assert code == 413 and seconds < 5, seconds
+    assert headers["content-type"] == "application/json" and "over the limit" in json.loads(body)["error"]
+    code, out = post(server["url"], b'{"query": ["' + b"x" * 2_000_000 + b'"]}')  # urllib: body first, then the answer
+    assert code == 413 and "over the limit" in out["error"]
+    assert post(server["url"], request_of(material["tok"], material["convs"][2], "still here"))[0] == 200
+
+
+GARBAGE = [(b"\x00\x01garbage\r\n\r\n", 400, "Bad request syntax"),
+           (b"PUT /get_reward HTTP/1.1\r\nHost: x\r\n\r\n", 501, "Unsupported method"),
+           (b"GET /health HTTP/7.0\r\nHost: x\r\n\r\n", 505, "Invalid HTTP version")]
+
+
+@pytest.mark.parametrize("data,status,message", GARBAGE, ids=["garbage request line", "PUT", "HTTP/7.0"])
+def test_what_http_server_refuses_is_answered_in_json(server: dict[str, Any], data: bytes, status: int,
+                                                      message: str) -> None:
+    code, headers, body, _ = raw_answer(server["port"], data)
+    assert code == status and headers["content-type"] == "application/json"
+    assert message in json.loads(body)["error"]
+
+
+def test_every_reject_counts_in_bad_requests(server: dict[str, Any], material: dict[str, Any]) -> None:
+    port, url = server["port"], server["url"]
+
+    def bad_requests() -> int:
+        with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            return json.loads(r.read())["bad_requests"]
+
+    before = bad_requests()
+    answers = [post(url, b"{query: [")[0],  # not JSON
+               post(url, {"query": "a", "prompts": ["a"]})[0],  # a field of the wrong type
+               raw_answer(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"GET /get_reward HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")[0],  # 1 s
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\n\r\n")[0],
+               raw_answer(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n")[0],
+               raw_answer(port, GARBAGE[0][0])[0], raw_answer(port, GARBAGE[1][0])[0]]
+    assert answers == [400, 400, 404, 405, 408, 411, 413, 400, 501]
+    assert post(url, request_of(material["tok"], material["convs"][3], "good"))[0] == 200  # not counted
+    assert bad_requests() - before == len(answers)
+
+
+def test_max_length_defaults_to_the_models_own_limit(material: dict[str, Any], capsys: pytest.CaptureFixture,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from rmcore.device import Placement
+    from rmeval.cli import main
+    from rmeval.scoring.server import load_reward_scorer
+
+    with caplog.at_level(logging.WARNING, logger="rmcore.modeling"):
+        scorer = load_reward_scorer(str(material["ckpt"]), Placement(device="cpu"))
+    # the tiny model's position embeddings, taken as they are: not 2048 clamped to them with a warning
+    assert scorer.max_length == 1024 and "exceeds the model's limit" not in caplog.text
+    with pytest.raises(SystemExit):
+        main(["serve-reward", "--help"])
+    assert "default: the model's own limit" in " ".join(capsys.readouterr().out.split())

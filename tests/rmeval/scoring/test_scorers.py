@@ -177,8 +177,9 @@ def test_judge_and_dpo_take_the_limit_from_the_model(tmp_path):
 def test_max_tokens_reaches_every_scorer(tmp_path):
     from dataclasses import replace
 
+    from rmcore.settings import from_args
     from rmeval.cli import build_parser
-    from rmeval.cli.flags import scorer_settings
+    from rmeval.cli.audit import AuditCommand
     from rmeval.scoring import load_scorer
 
     _tiny_gpt2(tmp_path, n_positions=64)
@@ -186,7 +187,7 @@ def test_max_tokens_reaches_every_scorer(tmp_path):
         args = build_parser().parse_args(["audit", "--checkpoint", str(tmp_path), "--data", "simulated",
                                           "--out", "o", "--scorer", scorer, "--reference", str(tmp_path),
                                           "--max-tokens", "100"])
-        s = load_scorer(replace(scorer_settings(args), model=str(tmp_path)))
+        s = load_scorer(replace(from_args(AuditCommand, args).scorer, model=str(tmp_path)))
         assert s.max_tokens == 100, scorer
 
 

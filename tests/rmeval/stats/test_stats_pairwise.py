@@ -120,3 +120,43 @@ def test_rewardbench_section_weighting_by_hand():
 def test_no_rewardbench_section_without_its_subsets():
     prefs, scores = _rmbench_table()
     assert "rewardbench" not in pairwise_accuracy(prefs.assign(subset="chat"), scores, n_boot=10)
+
+
+def test_rewardbench_missing_section_reports_both_means_by_hand():
+    from rmeval.audit.pairwise import pairwise_markdown
+
+    # no Chat Hard subset; every pair its own prompt; 1 right, 0 wrong
+    plan = [("alpacaeval-easy", 1), ("alpacaeval-easy", 0), ("mt-bench-easy", 1), ("donotanswer", 1),
+            ("donotanswer", 1), ("hep-go", 0)]
+    prefs = pd.DataFrame([{"prompt_id": f"p{i}", "chosen_id": "c", "rejected_id": "r", "subset": s}
+                          for i, (s, _) in enumerate(plan)])
+    scores = _scores({**{(f"p{i}", "c"): 1.0 if ok else -1.0 for i, (_, ok) in enumerate(plan)},
+                      **{(f"p{i}", "r"): 0.0 for i in range(len(plan))}})
+    res = pairwise_accuracy(prefs, scores, n_boot=200, rng=0)
+    rb = res["rewardbench"]
+    chat = (100 * 0.5 + 28 * 1.0) / (100 + 28)  # 0.609375
+    safety, reasoning = 1.0, 0.0
+    assert rb["missing_sections"] == ["Chat Hard"]
+    assert rb["score"]["estimate"] == pytest.approx((chat + safety + reasoning) / 3)  # 0.536458...
+    assert rb["score_missing_as_zero"]["estimate"] == pytest.approx((chat + safety + reasoning + 0.0) / 4)  # 0.40234375
+    # the same resamples, divided by 4 instead of 3: the interval scales by 3/4
+    assert rb["score_missing_as_zero"]["ci95"] == pytest.approx([0.75 * v for v in rb["score"]["ci95"]])
+    md = pairwise_markdown("m", res)
+    assert "Sections missing: Chat Hard." in md
+    assert "mean of the 3 sections present (0.536)" in md
+    assert "counts a missing section 0 and averages all 4: 0.402 [" in md
+
+
+def test_rewardbench_all_sections_present_no_missing_line():
+    from rmeval.audit.pairwise import pairwise_markdown
+
+    subsets = ["alpacaeval-easy", "mt-bench-hard", "donotanswer", "hep-go"]
+    prefs = pd.DataFrame([{"prompt_id": f"p{i}", "chosen_id": "c", "rejected_id": "r", "subset": s}
+                          for i, s in enumerate(subsets)])
+    scores = _scores({**{(f"p{i}", "c"): 1.0 for i in range(4)}, **{(f"p{i}", "r"): float(i % 2) for i in range(4)}})
+    res = pairwise_accuracy(prefs, scores, n_boot=50, rng=0)
+    rb = res["rewardbench"]
+    # p0, p2 right (1 > 0); p1, p3 tied (1 = 1, half): sections 1, 0.5, 1, 0.5
+    assert rb["score"]["estimate"] == pytest.approx(0.75)
+    assert "missing_sections" not in rb and "score_missing_as_zero" not in rb
+    assert "Sections missing" not in pairwise_markdown("m", res)

@@ -1,6 +1,6 @@
 """Model-side prompt splits (longer vs shorter, balanced topic halves): every figure by hand on the
-same halves, the topic clusters against scikit-learn's own TF-IDF k-means, and a planted length
-effect recovered."""
+same halves, the halves cut on the scored prompts only (not the whole prompts table), the topic
+clusters against scikit-learn's own TF-IDF k-means, and a planted length effect recovered."""
 
 from __future__ import annotations
 
@@ -71,6 +71,55 @@ def test_single_turn_split_uses_the_subsets_median():
     s = sub["score"].to_numpy()
     assert res["length"]["single_turn"]["score_difference"]["estimate"] == pytest.approx(
         (s[a].mean() - s[~a].mean()) / s.std(ddof=1), abs=1e-12)
+
+
+def test_splits_are_cut_on_the_scored_prompts():
+    """300 scored prompts with distinct word counts (median cut: 150 / 150), 100 longer prompts in
+    the table without scores, and 5 prompts with a single scored response (no within-prompt
+    information, left out): the cut is the scored prompts' median; the generic condition, scored on
+    200 prompts only, is cut at its own prompts' median (100 / 100)."""
+    orig, prompts, wrong = _data(k=300, n=2, seed=6)
+    rng = np.random.default_rng(7)
+    prompts["prompt_words"] = rng.permutation(300) + 1
+    one = [f"p{i}" for i in range(5)]
+    lone = orig[orig["prompt_id"].isin(one)].groupby("prompt_id").head(1)
+    orig = pd.concat([orig[~orig["prompt_id"].isin(one)], lone], ignore_index=True)
+    unscored = pd.DataFrame({"prompt_id": [f"x{i}" for i in range(100)], "prompt_words": 1000 + np.arange(100),
+                             "turns": 1, "single_turn": True, "topic": rng.integers(0, 8, size=100)})
+    table = pd.concat([prompts, unscored], ignore_index=True)
+    gen_ids = [f"p{i}" for i in range(200)]
+    gen = orig[orig["prompt_id"].isin(gen_ids)].assign(score=lambda d: d["score"] * 0.5)
+    res = prompt_splits({"original": orig, "generic": gen}, table, "helpfulness", PromptSetResamples(0, 100),
+                        wrong=wrong)
+    scored = prompts[~prompts["prompt_id"].isin(one)]  # 295 analysed prompts
+    long_ids = set(scored.loc[scored["prompt_words"] > scored["prompt_words"].median(), "prompt_id"])
+    cell = res["length"]["all"]
+    assert (cell["n_prompts_a"], cell["n_prompts_b"]) == (147, 148)
+    kept = orig[~orig["prompt_id"].isin(one)]
+    a = kept["prompt_id"].isin(long_ids).to_numpy()
+    s = kept["score"].to_numpy()
+    assert cell["score_difference"]["estimate"] == pytest.approx((s[a].mean() - s[~a].mean()) / s.std(ddof=1),
+                                                                 abs=1e-12)
+    g_scored = scored[scored["prompt_id"].isin(gen_ids)]
+    g_long = set(g_scored.loc[g_scored["prompt_words"] > g_scored["prompt_words"].median(), "prompt_id"])
+    g_kept = gen[gen["prompt_id"].isin(g_scored["prompt_id"])]
+    ga = g_kept["prompt_id"].isin(g_long).to_numpy()
+    gs = g_kept["score"].to_numpy()
+    gcell = res["length"]["generic"]
+    assert (gcell["n_prompts_a"], gcell["n_prompts_b"]) == (len(g_long), len(g_scored) - len(g_long))
+    assert abs(gcell["n_prompts_a"] - gcell["n_prompts_b"]) <= 1
+    assert gcell["score_difference"]["estimate"] == pytest.approx(
+        (gs[ga].mean() - gs[~ga].mean()) / gs.std(ddof=1), abs=1e-12)
+    # the topic halves balance the analysed prompts: whole clusters, counts within one cluster's size
+    topic = res["topic_1"]["all"]
+    sizes = scored["topic"].value_counts()
+    assert topic["n_prompts_a"] + topic["n_prompts_b"] == 295
+    assert abs(topic["n_prompts_a"] - topic["n_prompts_b"]) <= sizes.max()
+    # and the unscored prompts change nothing: the same section from the table without them
+    alone = prompt_splits({"original": orig, "generic": gen}, prompts, "helpfulness", PromptSetResamples(0, 100),
+                          wrong=wrong)
+    for split in ("length", "topic_1", "topic_2"):
+        assert res[split] == alone[split], split
 
 
 def test_planted_length_effect_is_recovered():

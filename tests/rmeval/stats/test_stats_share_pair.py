@@ -10,6 +10,7 @@ import pytest
 
 from rmeval.stats.audit import compute_audit
 from rmeval.stats.bootstrap import PromptSetResamples
+from rmeval.stats.settings import StatsSettings
 from rmeval.stats.share import share_pair
 from tests.support import hand_icc
 
@@ -55,7 +56,7 @@ def test_audit_like_for_like_intervals_follow_n_boot_and_seed():
     rid = [f"r{i}" for i in range(len(a))]
     ratings = pd.DataFrame({"prompt_id": g, "response_id": rid, "helpfulness": np.round(b * 2)})
     scores = pd.DataFrame({"prompt_id": g, "response_id": rid, "condition": "original", "score": a})
-    res = {(n, s): compute_audit(scores, ratings, n_boot=n, n_boot_regression=50, seed=s)
+    res = {(n, s): compute_audit(scores, ratings, StatsSettings(n_boot=n, n_boot_regression=50, seed=s))
            for n, s in ((150, 0), (150, 1), (90, 0))}
     for (n, _), audit in res.items():
         vs = audit["share_vs_human"]["original"]

@@ -1,0 +1,208 @@
+"""One run of a recipe: where it writes, what it reads (the recipe's data, or the stand-ins'), how
+each model is loaded and placed, and the inputs some conditions need (related tasks, paraphrases,
+the reference pool), prepared once per data set under ``OUT/data/``.
+
+Layout of OUT: ``run.json`` (the recipe, stand-in or not), ``plan.json``/``plan.md`` (the dry
+run), ``rows/<row>/`` (each model's or human row's outputs; ``done.json`` once finished: a
+finished row is never scored again), ``panel/`` (the panel step), ``stand_ins/`` and
+``stand_in_data/`` (a stand-in run's tiny models and local files), ``table.md``, ``table.csv`` and
+``figures.csv``."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmcore.config import build_config
+from rmcore.errors import ConfigError
+
+
+@dataclass
+class Context:
+    recipe: Any
+    out: Path
+    stand_in: bool = False
+    wandb_mode: str | None = None
+    wandb_project: str = "matchrm"
+    _sets: dict[str, Any] = field(default_factory=dict)
+    _specs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wandb(self) -> dict[str, Any]:
+        return {"wandb_project": self.wandb_project, "wandb_mode": self.wandb_mode}
+
+    def row_dir(self, name: str) -> Path:
+        return self.out / "rows" / name
+
+    def done_path(self, row: str) -> Path:
+        """The record of a finished row: a row with one is never scored again."""
+        return self.row_dir(row) / "done.json"
+
+    # -- data ---------------------------------------------------------------------------------------
+    def data_keys(self) -> list[str]:
+        """The recipe's data sets; a stand-in run leaves out those whose stand-in is null."""
+        if not self.stand_in:
+            return list(self.recipe.data)
+        return [k for k in self.recipe.data if self.recipe.stand_in.data.get(k, "") is not None]
+
+    def model_data(self, m: Any) -> list[str]:
+        keys = self.data_keys()
+        return [k for k in self.recipe.model_data(m) if k in keys]
+
+    def entry(self, key: str) -> Any:
+        """The data entry, with a stand-in run's replacements (``stand_in.entries``)."""
+        from rmeval.reproduce.recipe import DataEntry
+
+        e = self.recipe.data[key]
+        over = self.recipe.stand_in.entries.get(key) if self.stand_in else None
+        if not over:
+            return e
+        raw = {**{f: getattr(e, f) for f in e.__dataclass_fields__}, **over}
+        for f in ("size", "related", "paraphrase", "reference_pool"):
+            if raw.get(f) is None:  # build_config would make a default block of a None
+                raw.pop(f, None)
+            elif hasattr(raw[f], "__dataclass_fields__"):
+                raw[f] = {k: getattr(raw[f], k) for k in raw[f].__dataclass_fields__}
+        return build_config(DataEntry, raw, f"{self.recipe.path}: stand_in.entries.{key}")
+
+    def spec(self, key: str) -> Any:
+        """The data SPEC read for ``key`` (a stand-in run's local or synthetic data)."""
+        if key not in self._specs:
+            spec = self.entry(key).spec
+            if self.stand_in:
+                from rmeval.reproduce.standins import stand_in_spec
+
+                if key not in self.recipe.stand_in.data:
+                    raise ConfigError(f"{self.recipe.path}: stand_in.data has no local data for {key!r}")
+                spec = stand_in_spec(key, self.recipe.stand_in.data[key], self.out / "stand_in_data")
+            self._specs[key] = spec
+        return self._specs[key]
+
+    def rating_set(self, key: str) -> Any:
+        if key not in self._sets:
+            from rmcore.data.registry import load_data
+
+            self._sets[key] = load_data(self.spec(key), self.entry(key).max_prompts, self.recipe.seed)
+        return self._sets[key]
+
+    def condition_inputs(self, key: str) -> dict[str, Any]:
+        """related_file, paraphrase_file and reference_pool of data set ``key``, written first where
+        the recipe says how (variants by ``rmeval variants``' library, the pool by ``rmeval pool``'s)."""
+        e, out = self.entry(key), {}
+        for task in ("related", "paraphrase"):
+            v = getattr(e, task)
+            if v is not None and task in e.conditions:
+                out[f"{task}_file"] = str(self._variants(key, task, v))
+        if e.reference_pool is not None:
+            out["reference_pool"] = str(self._pool(key, e.reference_pool))
+        return out
+
+    def _variants(self, key: str, task: str, v: Any) -> Path:
+        if v.file and Path(v.file).is_file():
+            return Path(v.file)
+        path = Path(v.file) if v.file else self.out / "data" / f"{key}.{task}.jsonl"
+        if path.is_file():
+            return path
+        if not v.generator:
+            raise ConfigError(f"{self.recipe.path}: data.{key}.{task}: {path} is missing and no generator writes it "
+                              f"(`rmeval variants --task {task}` does)")
+        if v.generator == "stand-in":
+            from rmeval.reproduce.standins import template_variants
+
+            return template_variants(self.rating_set(key), task, v.n, path, v.subtype)
+        from rmeval.audit.variants import VariantSettings, write_prompt_variants
+
+        write_prompt_variants(self.rating_set(key), VariantSettings(task=task, generator=v.generator, n=v.n,
+                                                                   subtype=v.subtype, seed=self.recipe.seed), path)
+        return path
+
+    def _pool(self, key: str, p: Any) -> Path:
+        if p.file and Path(p.file).is_file():
+            return Path(p.file)
+        out = self.out / "data" / f"{key}.pool"
+        if (out / "pool.parquet").is_file():
+            return out / "pool.parquet"
+        if not p.policies:
+            raise ConfigError(f"{self.recipe.path}: data.{key}.reference_pool: {p.file} is missing; "
+                              f"`rmeval pool --config {p.config}` writes it")
+        from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
+
+        cfg = PoolConfig(data=self.spec(key), policies=[{"name": f"policy-{i}", "model": m} for i, m in
+                                                        enumerate(p.policies)],
+                         sampling=PoolSampling(n=p.n, max_new_tokens=p.max_new_tokens, batch_size=8),
+                         max_prompts=self.entry(key).max_prompts, seed=self.recipe.seed, output_dir=str(out),
+                         toy=self.stand_in, progress=False)
+        cfg.validate()
+        build_pool(cfg, out=out, wandb_mode="disabled")
+        return out / "pool.parquet"
+
+    # -- models -------------------------------------------------------------------------------------
+    def stand_in_info(self, m: Any) -> dict[str, Any]:
+        from rmeval.reproduce.standins import stand_in_model
+
+        return stand_in_model(m, self.out / "stand_ins")
+
+    def model_path(self, m: Any) -> str:
+        """The local stand-in, the study's own checkpoint, the snapshot of a pinned revision (the
+        only download, in a real run), or the Hub id."""
+        if self.stand_in:
+            return self.stand_in_info(m)["path"]
+        if m.revision and not m.local:
+            from huggingface_hub import snapshot_download
+
+            return snapshot_download(m.hub_id, revision=m.revision)
+        return os.path.expanduser(m.hub_id)
+
+    def endpoint(self, m: Any) -> str | None:
+        return None if self.stand_in else m.endpoint
+
+    def max_length(self, m: Any) -> int | None:
+        from rmeval.reproduce.standins import STANDIN_MAX_LENGTH
+
+        return STANDIN_MAX_LENGTH if self.stand_in else m.max_length
+
+    def placement(self, m: Any) -> dict[str, Any]:
+        trust = m.trust_remote_code or (self.stand_in and self.stand_in_info(m)["trust_remote_code"])
+        if self.stand_in:  # the CPU in float32
+            return {"device": "auto", "dtype": "auto", "trust_remote_code": trust, "device_map": None}
+        return {"device": "auto", "dtype": m.dtype, "trust_remote_code": trust, "device_map": m.device_map}
+
+    def scorer_settings(self, m: Any) -> Any:
+        from rmeval.scoring import ScorerSettings
+
+        ref = m.reference
+        if self.stand_in and m.kind == "dpo_implicit":
+            ref = self.stand_in_info(m)["reference"]
+        values = {"model": self.model_path(m), "kind": m.kind, "reference": ref, "batch_size": m.batch_size,
+                  "max_length": self.max_length(m), "max_tokens": None if self.stand_in else m.max_tokens,
+                  "placement": self.placement(m), "reward_head": m.head, "loader": m.loader}
+        return build_config(ScorerSettings, values, f"{self.recipe.path}: model {m.name}")
+
+    def endpoint_scorer(self, m: Any) -> Any:
+        from rmeval.reproduce.endpoint_judge import EndpointJudgeScorer
+
+        return EndpointJudgeScorer(m.hub_id, base_url=m.endpoint)
+
+    def judge_stand_in(self) -> str:
+        """A tiny judge for a stand-in run's pairwise verdicts (the policy table's win rates)."""
+        from rmeval.reproduce.recipe import ModelSpec
+
+        return self.stand_in_info(ModelSpec(name="_judge", hub_id="stand-in/judge", kind="generative_judge",
+                                            params_b=0.001))["path"]
+
+
+def check_run_kind(out: Path, recipe: Any, stand_in: bool) -> None:
+    """OUT holds one kind of run: a stand-in run never mixes with a real one (their rows differ)."""
+    from rmcore.io import atomic_write_json
+
+    path = out / "run.json"
+    if path.is_file():
+        prev = json.loads(path.read_text())
+        if bool(prev.get("stand_in")) != stand_in:
+            what = "a stand-in" if prev.get("stand_in") else "a real"
+            raise ConfigError(f"{out} holds {what} run of {prev.get('recipe')}; write this one elsewhere")
+        return
+    atomic_write_json(path, {"recipe": str(recipe.path), "stand_in": stand_in, "table": recipe.reproduce.table})

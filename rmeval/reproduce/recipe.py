@@ -1,0 +1,399 @@
+"""A reproduction recipe (``recipes/reproduce/*.yaml``): one published table, read strictly.
+
+Top-level keys (every block goes through ``rmcore.config.build_config``: an unknown key is an error
+naming the key, the file and the allowed keys):
+
+- ``reproduce``: the study (``STUDIES``), the table as the paper names it, its title, and the
+  analysis that computes it (``ANALYSES``).
+- ``data``: named data sets, each a data SPEC (``rmcore.data.registry``) with the prompt
+  conditions it is scored under (audit), its size as the paper states it (what a dry run counts
+  when the data is not on disk), and the inputs some conditions need (related tasks, paraphrases,
+  the independent reference pool).
+- ``models``: one row each: the Hub id (and the revision where the paper gives one), the scorer
+  kind, the loader and head that read the reward, the dtype, the parameter count (what the dry run
+  sizes GPUs by when the config is not on disk), the batch and token limits, the device map or an
+  OpenAI-compatible endpoint; ``unsupported`` says why matchrm cannot score a model yet.
+- ``human`` (ratings-only reference rows) and ``panel_rows`` (rows computed over the whole panel).
+- ``columns``: the table's columns, each a dotted key into the row's result document.
+- ``published``: the figures transcribed from the paper (``Figure``), with table, row, column,
+  value and interval, or a range stated over several rows.
+- ``settings``: the analysis's settings (validated into its settings dataclass), ``stand_in``:
+  the local data and settings of a ``--stand-in`` run, ``compute``: the dry run's GPU assumptions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmcore.config import build_config, load_recipe
+from rmcore.errors import ConfigError
+
+STUDIES = {
+    "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
+    "reward-auditor": "Reward Auditor: Inference on Reward Modeling Suitability in Real-World Perturbed Scenarios",
+    "judgeprofile": "JudgeProfile: Understanding and Steering Subjectivity in LLM Judges",
+}
+ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
+KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
+AGGREGATES = ("range", "sum", "median", "max_abs", "median_abs")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+
+
+@dataclass
+class Study:
+    """``reproduce:``: which published table this recipe regenerates."""
+
+    study: str
+    table: str
+    title: str
+    analysis: str
+
+
+@dataclass
+class DataSize:
+    """A data set's size as the paper states it (counted from the data instead when it is on disk)."""
+
+    prompts: int | None = None
+    responses: int | None = None
+    multi_turn_prompts: int | None = None
+    items: int | None = None  # preference pairs (suitability, judges)
+    mean_tokens: int | None = None  # mean tokens per scored text (an assumption unless counted)
+    source: str = ""
+
+
+@dataclass
+class Variants:
+    """Related tasks or paraphrases of every prompt: a file (``rmeval variants``' format), or what
+    writes it when it is missing (``generator``: simulated | hf:MODEL | openai:MODEL)."""
+
+    file: str | None = None
+    generator: str | None = None
+    n: int = 3
+    subtype: str | None = None
+
+
+@dataclass
+class PoolSource:
+    """The independent reference pool: ``rmeval pool``'s pool.parquet, or what writes it (the
+    pool recipe, or tiny ``tiny:SEED`` policies for a stand-in run)."""
+
+    file: str | None = None
+    config: str | None = None
+    policies: list[str] = field(default_factory=list)
+    n: int = 3
+    max_new_tokens: int = 16
+
+
+@dataclass
+class DataEntry:
+    spec: Any  # a data SPEC string or mapping
+    conditions: list[str] = field(default_factory=list)
+    size: DataSize | None = None
+    max_prompts: int | None = None
+    related: Variants | None = None
+    paraphrase: Variants | None = None
+    reference_pool: PoolSource | None = None
+    note: str = ""
+
+
+@dataclass
+class ModelSpec:
+    """One released model (or the study's own checkpoint, ``local``) and how it is read."""
+
+    name: str
+    hub_id: str
+    label: str = ""
+    revision: str | None = None
+    kind: str = "seq_classifier"
+    loader: str | None = None  # rmeval.scoring.loaders: a kind or a named model; None: from the checkpoint
+    head: str | None = None  # --reward-head: an index or a label; None: the model's one output
+    head_name: str | None = None  # what the head is (e.g. helpfulness)
+    reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
+    params_b: float = 0.0  # billions of parameters (the dry run's size when no config is on disk)
+    dtype: str = "bfloat16"
+    max_length: int | None = 4096
+    batch_size: int = 8
+    max_tokens: int | None = None
+    trust_remote_code: bool = False
+    device_map: str | None = None  # auto: one model over every visible GPU
+    endpoint: str | None = None  # an OpenAI-compatible base_url (a served judge)
+    data: list[str] | None = None  # the data sets it is scored on; None: every one
+    local: bool = False  # the study's own checkpoint: a path that a recipe trains, not a Hub id
+    unsupported: str | None = None  # why matchrm cannot score it yet (its cells stay missing)
+    note: str = ""
+
+
+@dataclass
+class HumanRow:
+    """A ratings-only reference row (``rmeval human`` on a data set: no model)."""
+
+    name: str
+    data: str
+    label: str = ""
+    note: str = ""
+
+
+@dataclass
+class PanelRow:
+    """A row read from the panel's document (figures over all models: a Spearman, a mean)."""
+
+    name: str
+    label: str = ""
+    note: str = ""
+
+
+@dataclass
+class Column:
+    """A column: the dotted ``key`` of a figure in a row's result document for data set ``data``
+    (``human_key`` for human rows); ``minus``: a second key subtracted (a difference without an
+    interval); ``scale`` multiplies (100 for percent)."""
+
+    name: str
+    key: str = ""
+    label: str = ""
+    data: str | None = None
+    human_key: str | None = None
+    minus: str | None = None
+    card: str | None = None  # subtract the row's model-card value ``model_cards[row][card]``
+    rows: list[str] | None = None  # the rows it applies to (names, or "models"); None: every row
+    scale: float = 1.0
+    digits: int = 2
+    note: str = ""
+
+
+@dataclass
+class Figure:
+    """A published figure: one cell (``row``, ``value``, ``interval`` where the paper gives one) or
+    a statement over several rows (``rows``, ``range`` [lo, hi] of the rows' values, or their
+    ``sum`` / ``median`` / ``max_abs`` / ``median_abs`` as ``value``; ``expect_rows``: how many rows
+    the paper's statement covers)."""
+
+    table: str
+    column: str
+    source: str
+    row: str | None = None
+    rows: list[str] | None = None
+    value: float | None = None
+    interval: list[float] | None = None
+    range: list[float] | None = None
+    aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
+    also_columns: list[str] | None = None  # a statement over the cells of several columns
+    expect_rows: int | None = None  # with also_columns: how many cells the paper's statement covers
+    note: str = ""
+
+
+@dataclass
+class PolicyBlock:
+    """The PPO table's policies: the ``rmtrain policy`` recipe that trains them and where
+    ``rmtrain policy-eval`` writes each reward model's winrate.json (``<winrates>/<name>/``)."""
+
+    recipe: str
+    winrates: str
+    judge: str = ""
+    n_prompts: int = 100
+
+
+@dataclass
+class StandIn:
+    """What a ``--stand-in`` run reads instead: local data (SPEC strings or ``{synthetic: SCHEMA,
+    ...}``: a small file in the released schema), settings overrides and data-entry overrides."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    entries: dict[str, Any] = field(default_factory=dict)  # data key -> DataEntry fields replaced
+    note: str = ""
+
+
+@dataclass
+class Compute:
+    """The dry run's assumptions: GPU memory and effective throughput per GPU."""
+
+    gpu_memory_gb: float = 80.0
+    gpu_tflops: float = 150.0  # effective bf16 throughput of one GPU at inference (an assumption)
+    overhead: float = 1.25  # memory beyond the weights: activations, KV, CUDA context
+
+
+@dataclass
+class Recipe:
+    reproduce: Study
+    data: dict[str, Any]
+    columns: list[Any]
+    description: str = ""
+    models: list[Any] = field(default_factory=list)
+    human: list[Any] = field(default_factory=list)
+    panel_rows: list[Any] = field(default_factory=list)
+    published: list[Any] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    policy: PolicyBlock | None = None
+    stand_in: StandIn = field(default_factory=StandIn)
+    compute: Compute = field(default_factory=Compute)
+    not_reproducible: list[str] = field(default_factory=list)
+    model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
+    seed: int = 0  # data samples, suitability permutations, judge items
+    output_dir: str = "outputs/reproduce"
+    path: str = ""
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+    def model(self, name: str) -> ModelSpec:
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise ConfigError(f"{self.path}: no model named {name!r} (models: {', '.join(m.name for m in self.models)})")
+
+    def model_data(self, m: ModelSpec) -> list[str]:
+        """The data sets model ``m`` is scored on."""
+        return list(m.data) if m.data is not None else list(self.data)
+
+    def row_names(self) -> list[str]:
+        return [r.name for r in self.human] + [m.name for m in self.models] + [r.name for r in self.panel_rows]
+
+    def applies(self, column: Column, row: str) -> bool:
+        """Whether ``column`` has a cell in ``row`` (``Column.rows``)."""
+        if column.rows is None:
+            return True
+        return row in column.rows or ("models" in column.rows and row in {m.name for m in self.models})
+
+    def row_label(self, name: str) -> str:
+        for r in (*self.human, *self.models, *self.panel_rows):
+            if r.name == name:
+                return r.label or r.name
+        return name
+
+
+def _items(cls: type, block: Any, where: str) -> list[Any]:
+    if block is None:
+        return []
+    if not isinstance(block, list):
+        raise ConfigError(f"{where}: expected a list of mappings")
+    return [build_config(cls, item, f"{where}[{i}]") for i, item in enumerate(block)]
+
+
+def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
+    """A ``Recipe`` from the YAML mapping of ``path``, strictly; then ``validate_recipe``."""
+    where = str(path)
+    raw = dict(raw)
+    lists = {"models": ModelSpec, "human": HumanRow, "panel_rows": PanelRow, "columns": Column, "published": Figure}
+    parsed = {k: _items(cls, raw.pop(k, None), f"{where}.{k}") for k, cls in lists.items()}
+    data = raw.pop("data", None)
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{where}: data must map names to data entries ({{spec: SPEC, ...}})")
+    entries = {str(k): build_config(DataEntry, {"spec": v} if isinstance(v, str) else v, f"{where}.data.{k}")
+               for k, v in data.items()}
+    recipe = build_config(Recipe, {**raw, "data": entries, **parsed}, where)
+    recipe.path = where
+    validate_recipe(recipe)
+    return recipe
+
+
+def load_reproduction(path: str | os.PathLike) -> Recipe:
+    raw = load_recipe(path)
+    if "reproduce" not in raw:
+        raise ConfigError(f"{path}: not a reproduction recipe (no 'reproduce' block)")
+    return build_recipe(raw, path)
+
+
+def _unique(names: list[str], what: str, where: str) -> None:
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"{where}: {what} names must be unique; repeated: {dup}")
+
+
+def validate_recipe(r: Recipe) -> None:
+    """Every cross-reference and value checked: one-line ConfigErrors naming the file."""
+    where = r.path
+    if r.reproduce.study not in STUDIES:
+        raise ConfigError(f"{where}: reproduce.study must be one of {', '.join(STUDIES)}, got {r.reproduce.study!r}")
+    if r.reproduce.analysis not in ANALYSES:
+        raise ConfigError(f"{where}: reproduce.analysis must be one of {', '.join(ANALYSES)}, "
+                          f"got {r.reproduce.analysis!r}")
+    rows = r.row_names()
+    _unique(rows, "row", where)
+    _unique([c.name for c in r.columns], "column", where)
+    for m in r.models:
+        _validate_model(m, r, where)
+    for h in r.human:
+        if h.data not in r.data:
+            raise ConfigError(f"{where}: human row {h.name}: unknown data {h.data!r} (data: {', '.join(r.data)})")
+    for c in r.columns:
+        if c.data is not None and c.data not in r.data:
+            raise ConfigError(f"{where}: column {c.name}: unknown data {c.data!r} (data: {', '.join(r.data)})")
+        if not c.key and not c.human_key:
+            raise ConfigError(f"{where}: column {c.name}: needs a key")
+        unknown = sorted(set(c.rows or []) - set(rows) - {"models"})
+        if unknown:
+            raise ConfigError(f"{where}: column {c.name}: unknown rows {unknown}")
+    for f in r.published:
+        _validate_figure(f, rows, {c.name for c in r.columns}, where)
+        col = next(c for c in r.columns if c.name == f.column)
+        if f.row is not None and not r.applies(col, f.row):
+            raise ConfigError(f"{where}: published figure ({f.table}, {f.row}, {f.column}): the column has no cell "
+                              "in that row (its rows)")
+    for key in r.stand_in.data:
+        if key not in r.data:  # (a null stand-in leaves a data set out of a stand-in run)
+            raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
+    if r.reproduce.analysis == "policy" and r.policy is None:
+        raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
+    from rmeval.reproduce.settings import check_settings
+
+    check_settings(r)
+
+
+def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
+    from rmeval.scoring.loaders import KNOWN_MODELS, LOADER_KINDS
+
+    at = f"{where}: model {m.name}"
+    if m.kind not in KINDS:
+        raise ConfigError(f"{at}: kind must be one of {', '.join(KINDS)}, got {m.kind!r}")
+    if m.loader is not None and m.loader not in LOADER_KINDS and m.loader not in KNOWN_MODELS:
+        raise ConfigError(f"{at}: unknown loader {m.loader!r}; known: {', '.join(sorted([*LOADER_KINDS, *KNOWN_MODELS]))}")
+    if m.kind != "seq_classifier" and (m.loader or m.head is not None):
+        raise ConfigError(f"{at}: loader and head read a reward model's output; a {m.kind} has neither")
+    if m.kind == "dpo_implicit" and not m.reference:
+        raise ConfigError(f"{at}: a DPO model needs its reference ('none': pi_ref = 1)")
+    if m.dtype not in DTYPE_BYTES:
+        raise ConfigError(f"{at}: dtype must be one of {', '.join(DTYPE_BYTES)}, got {m.dtype!r}")
+    if m.params_b <= 0:
+        raise ConfigError(f"{at}: params_b (billions of parameters) must be > 0")
+    if m.device_map not in (None, "auto"):
+        raise ConfigError(f"{at}: device_map must be auto or absent, got {m.device_map!r}")
+    if m.endpoint and m.kind != "generative_judge":
+        raise ConfigError(f"{at}: an endpoint serves a generative judge, not a {m.kind}")
+    for d in r.model_data(m):
+        if d not in r.data:
+            raise ConfigError(f"{at}: unknown data {d!r} (data: {', '.join(r.data)})")
+    if not m.local and "/" not in m.hub_id:
+        raise ConfigError(f"{at}: hub_id must be owner/name (or set local: true for the study's own checkpoint)")
+
+
+def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) -> None:
+    at = f"{where}: published figure ({f.table}, {f.row or f.rows}, {f.column})"
+    for c in [f.column, *(f.also_columns or [])]:
+        if c not in columns:
+            raise ConfigError(f"{at}: unknown column {c!r}")
+    if f.also_columns and f.rows is None:
+        raise ConfigError(f"{at}: also_columns makes a statement over rows: give rows")
+    if (f.row is None) == (f.rows is None):
+        raise ConfigError(f"{at}: give exactly one of row and rows")
+    for name in [f.row] if f.row is not None else (f.rows or []):
+        if name != "all" and name not in rows:
+            raise ConfigError(f"{at}: unknown row {name!r}")
+    if f.row is not None and (f.value is None or f.range is not None or f.aggregate is not None):
+        raise ConfigError(f"{at}: a one-cell figure has a value (and an interval), no range or aggregate")
+    if f.rows is not None:
+        agg = f.aggregate or "range"
+        if agg not in AGGREGATES:
+            raise ConfigError(f"{at}: aggregate must be one of {', '.join(AGGREGATES)}")
+        if agg == "range" and (f.range is None or len(f.range) != 2 or f.range[0] > f.range[1]):
+            raise ConfigError(f"{at}: a range figure needs range: [lo, hi]")
+        if agg != "range" and f.value is None:
+            raise ConfigError(f"{at}: a {agg} figure needs a value")
+    if f.interval is not None and (len(f.interval) != 2 or f.interval[0] > f.interval[1]):
+        raise ConfigError(f"{at}: interval must be [lo, hi]")
+    if not f.source:
+        raise ConfigError(f"{at}: say where in the paper it is (source)")

@@ -1,0 +1,173 @@
+"""Run a reproduction recipe: its rows (human references and models) one after another on this
+machine, or as one submitit job array on SLURM (one row per task, each task ``python -m
+rmeval.reproduce.worker``, its GPUs and memory from the dry run's plan; one array per resource
+shape), then the panel step and the table.
+
+Resumable at two levels: a finished row (``rows/<row>/done.json``) is never scored again, and a row
+interrupted mid-way resumes from its score cache. A row that fails is reported and the others go
+on; its cells are listed as missing in the table, as are those of models matchrm cannot score
+(``unsupported``) and of rows not run yet (``--only``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmcore.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    table: dict[str, Path] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)  # published cells without our figure
+    seconds: dict[str, float] = field(default_factory=dict)
+    total_seconds: float = 0.0
+
+
+def run_row(ctx: Any, row: str) -> dict[str, Any]:
+    """Compute one row (a human reference or a model) unless it is done; its done record."""
+    from rmcore.io import atomic_write_json
+    from rmeval.reproduce.analyses import ANALYSIS_STEPS, run_human
+
+    path = ctx.done_path(row)
+    if path.is_file():
+        return {**json.loads(path.read_text()), "cached": True}
+    t0 = time.perf_counter()
+    human = {h.name: h for h in ctx.recipe.human}
+    if row in human:
+        docs = run_human(ctx, human[row])
+        how = "ratings only (rmeval human)"
+    else:
+        m = ctx.recipe.model(row)
+        if m.unsupported:
+            raise ConfigError(f"{row}: matchrm cannot score it: {m.unsupported}")
+        docs = ANALYSIS_STEPS[ctx.recipe.reproduce.analysis][0](ctx, m)
+        how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m)
+    record = {"row": row, "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
+              "seconds": round(time.perf_counter() - t0, 2), "stand_in": ctx.stand_in, "how": how,
+              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    atomic_write_json(path, record)
+    return record
+
+
+def _how(m: Any) -> str:
+    parts = [m.kind, f"loader {m.loader}" if m.loader else "", f"head {m.head}" if m.head is not None else "",
+             m.dtype, f"endpoint {m.endpoint}" if m.endpoint else "", "device_map auto" if m.device_map else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
+    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.unsupported]
+    if only:
+        unknown = sorted(set(only) - set(recipe.row_names()))
+        if unknown:
+            raise ConfigError(f"--only {unknown}: not rows of {recipe.path} (rows: {', '.join(recipe.row_names())})")
+        rows = [r for r in rows if r in only]
+    return rows
+
+
+def run_local(ctx: Any, rows: list[str], outcome: Outcome) -> None:
+    for row in rows:
+        try:
+            rec = run_row(ctx, row)
+        except Exception as e:  # one row's failure leaves the others, and the table says which failed
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            outcome.failed[row] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            log.error("row %s failed:\n%s", row, traceback.format_exc())
+            continue
+        (outcome.cached if rec.get("cached") else outcome.ran).append(row)
+        outcome.seconds[row] = rec["seconds"]
+
+
+def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
+    """Every finished row's documents, the panel step over them, and the table."""
+    from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs
+    from rmeval.reproduce.table import build_cells, write_table
+
+    recipe = ctx.recipe
+    docs: dict[str, Any] = {}
+    info: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, str] = {}
+    for m in recipe.models:
+        if m.unsupported:
+            reasons[m.name] = f"matchrm cannot score it: {m.unsupported}"
+    for row, why in outcome.failed.items():
+        reasons[row] = f"failed: {why}"
+    for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
+        path = ctx.done_path(row)
+        model = next((f"{m.hub_id}" + (f"@{m.revision}" if m.revision else "") for m in recipe.models
+                      if m.name == row), "")
+        if path.is_file():
+            rec = json.loads(path.read_text())
+            docs[row] = read_docs(rec["documents"], ctx.out)
+            info[row] = {"model": model, "how": rec["how"], "status": "done", "seconds": rec["seconds"]}
+        else:
+            reasons.setdefault(row, f"not yet computed (rmeval reproduce {recipe.path} --only {row})")
+            info[row] = {"model": model, "how": "", "status": reasons[row], "seconds": ""}
+    panel_step = ANALYSIS_STEPS[recipe.reproduce.analysis][1]
+    panel = panel_step(ctx, docs) if panel_step is not None and docs else None
+    if panel is not None:
+        from rmcore.io import atomic_write_json
+
+        atomic_write_json(ctx.out / "panel" / "panel.json", panel)
+    cells, statements = build_cells(recipe, docs, panel, reasons)
+    outcome.table = write_table(recipe, cells, statements, ctx.out, stand_in=ctx.stand_in, rows_info=info)
+    outcome.missing = [f"{c.row} × {c.column}" for c in cells.values() if c.ours is None and c.published is not None]
+    return {"cells": cells, "statements": statements, "panel": panel}
+
+
+def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: list[str] | None = None,
+               executor: str = "local", wandb_mode: str | None = None, wandb_project: str = "matchrm",
+               slurm: dict[str, Any] | None = None) -> Outcome:
+    """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths."""
+    from rmeval.reproduce.context import Context, check_run_kind
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    check_run_kind(out, recipe, stand_in)
+    ctx = Context(recipe, out, stand_in=stand_in, wandb_mode=wandb_mode, wandb_project=wandb_project)
+    outcome = Outcome()
+    t0 = time.perf_counter()
+    rows = rows_to_run(recipe, only)
+    with one_thread(stand_in):
+        if executor == "local":
+            run_local(ctx, rows, outcome)
+        elif executor in ("slurm", "submitit-local"):
+            from rmeval.reproduce.array import run_array
+
+            run_array(ctx, rows, outcome, cluster="local" if executor == "submitit-local" else None, **(slurm or {}))
+        else:
+            raise ConfigError(f"--executor must be local, slurm or submitit-local, got {executor!r}")
+        collect(ctx, outcome)
+    outcome.total_seconds = round(time.perf_counter() - t0, 2)
+    return outcome
+
+
+@contextmanager
+def one_thread(on: bool) -> Iterator[None]:
+    """A stand-in run's torch on one thread: tiny models gain nothing from more, and on a shared
+    machine several threads per process cost several times the time."""
+    import torch
+
+    if not on:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

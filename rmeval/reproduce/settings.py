@@ -1,0 +1,87 @@
+"""The analysis settings of a reproduction recipe: its ``settings`` block (and, in a stand-in run,
+``stand_in.settings`` over it) read strictly into the settings dataclass of the pipeline that computes
+the table: the audit's, pairwise accuracy's, the suitability audit's, or ``JudgeTableSettings``
+(JudgeProfile's tables, below)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmcore.config import build_config
+from rmcore.errors import ConfigError
+
+
+@dataclass
+class JudgeTableSettings:
+    """A JudgeProfile table's settings (the recipe's ``settings``)."""
+
+    attributes: list[str] = field(default_factory=list)  # attribute names ('core': the 20 core); empty: all 87
+    attributes_file: str | None = None  # a custom inventory (rmeval judges elicit --attributes)
+    max_items_per_source: int | None = None
+    rm_bench_pairing: str | None = "0:2"  # chosen:rejected style levels kept from RM-Bench (the paper's)
+    budgets: list[int] = field(default_factory=lambda: [32, 64, 128, 256])  # labels per source
+    n_repeats: int = 10
+    top_k: list[int] = field(default_factory=lambda: [6, 12])
+    n_splits: int = 20
+    null_repeats: int = 20
+    min_shared: int = 20  # jointly resolved attributes of a no-conflict case (the paper's 20)
+    chunk_items: int = 2
+    seed: int = 0
+
+
+def settings_class(analysis: str) -> type:
+    if analysis == "audit":
+        from rmeval.audit.pipeline import AuditSettings
+
+        return AuditSettings
+    if analysis == "pairwise":
+        from rmeval.audit.pairwise import PairwiseSettings
+
+        return PairwiseSettings
+    if analysis in ("suitability", "policy"):
+        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
+
+        return SuitabilityAuditSettings
+    return JudgeTableSettings
+
+
+def analysis_settings(recipe: Any, *, stand_in: bool = False, **fixed: Any) -> Any:
+    """The analysis's settings dataclass from the recipe's ``settings`` (and, in a stand-in run,
+    ``stand_in.settings`` over them), strictly; ``fixed`` are set by the runner (per data set)."""
+    values = {**recipe.settings, **(recipe.stand_in.settings if stand_in else {}), **fixed}
+    return strict_settings(settings_class(recipe.reproduce.analysis), values, f"{recipe.path}: settings")
+
+
+def strict_settings(cls: type, values: dict[str, Any], where: str) -> Any:
+    """``cls`` from ``values`` by ``rmcore.config.build_config`` (unknown keys are errors); a class
+    whose annotations name types imported only for type checking has its keys checked the same way
+    and its values taken as given."""
+    import dataclasses
+
+    try:
+        return build_config(cls, values, where)
+    except NameError:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(names)}") from None
+        return cls(**values)
+
+
+def check_settings(recipe: Any) -> None:
+    """The settings (and the stand-in's) load into the analysis's dataclass; an audit names its
+    conditions per data set (every registered condition would need inputs such as an embedder)."""
+    for stand_in in (False, True):
+        s = analysis_settings(recipe, stand_in=stand_in)
+        if hasattr(s, "validate") and recipe.reproduce.analysis in ("suitability", "policy"):
+            s.validate()
+    if recipe.reproduce.analysis == "audit":
+        from rmeval.conditions import check_condition_names
+
+        for key, entry in recipe.data.items():
+            if not entry.conditions:
+                raise ConfigError(f"{recipe.path}: data.{key}: an audit table names its conditions")
+            check_condition_names(entry.conditions)
+        if "conditions" in recipe.settings:
+            raise ConfigError(f"{recipe.path}: settings.conditions: name the conditions per data set (data.KEY.conditions)")

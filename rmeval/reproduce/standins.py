@@ -1,0 +1,255 @@
+"""Stand-ins for a ``--stand-in`` run: each Hub id mapped to a tiny local model of the same kind, and
+each data set the recipe reads from the Hub replaced by local data (nothing is downloaded).
+
+Models (``stand_in_model``), built once under ``OUT/stand_ins/<name>/`` with a seed drawn from the
+model's name (so two stand-ins score differently) and a byte-level BPE tokenizer (every text
+encodes) with the minimal chat template of ``rmcore.tiny``:
+
+- a sequence classifier (``loader`` classifier or none): a tiny Llama classifier, one output, or
+  as many as its ``head`` needs (a label name becomes ``id2label``);
+- a remote-code multi-head model (``remote_code``, or a named model loaded by it such as
+  ``armorm``): the gated multi-objective model of ``rmcore.tiny_rewards``;
+- a value-head model (``value_head``, ``ultrarm``, ``starling-rm-34b``): a backbone and a linear
+  head saved beside it (``rmcore.tiny_rewards``); a reward read at one token's logit of a causal LM
+  (``lm_logit``, ``nemotron-70b-reward``): a tiny causal LM;
+- a generative judge (its expected digit; a pairwise verdict in a suitability audit; a JudgeProfile
+  judge): a tiny Llama causal LM whose tokenizer spells 1-5 and A-C as single tokens;
+- a DPO pair: two tiny causal LMs, the policy and its reference (none when the recipe says none).
+
+Data (``stand_in_spec``): a recipe's ``stand_in.data`` names, per data set, a local SPEC (the real
+RM-Bench and HH-RLHF files under ../shared/data, read in place) or a ``{synthetic: SCHEMA, ...}``
+mapping: a small file in the released schema written under ``OUT/stand_in_data/`` from the shipped
+simulator (``rmcore.data.simulated``) and read back by the real loader: ``helpsteer2``,
+``helpsteer`` (HelpSteer's four responses per prompt), ``rewardbench``, ``rewardbench2``, and
+``rm_bench`` (a folder of RM-Bench files: the first rows of each local file, simulated rows in its
+schema for a subset not on disk); HelpSteer2 with ``preferences: true`` also writes its preference
+file. A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
+Stand-in figures mean nothing; the table says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rmcore.errors import ConfigError
+
+CORPUS = [
+    "You are an impartial judge. Rate how good the assistant's response is as a reply to the conversation below",
+    "Answer with a single digit from 1 to 5. Rating: 1 2 3 4 5 A B C [[A]] [[B]] [[C]] Yes No",
+    "Which response is more helpful? Response A or Response B. Final verdict: [[A]]",
+    "How do I bake bread at home? Mix flour water salt and yeast then bake it for forty minutes.",
+    "First, make sure you plan the week. A common mistake is forgetting to rest. For example, in short.",
+]
+STANDIN_MAX_LENGTH = 256
+VALUE_HEAD_LAYOUT = {"ultrarm": "ultrarm", "starling-rm-34b": "starling"}
+SYNTHETIC = ("helpsteer2", "helpsteer", "rewardbench", "rewardbench2", "rm_bench")
+
+
+def stand_in_seed(name: str) -> int:
+    return int(hashlib.sha256(name.encode()).hexdigest()[:6], 16) % 10_000
+
+
+def _tokenizer() -> Any:
+    from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, train_tokenizer
+
+    return train_tokenizer(CORPUS * 3, 500, chat_template=CHAT_TEMPLATE, eos_token=EOS, pad_token=PAD)
+
+
+def _loader_kind(loader: str | None) -> str:
+    from rmeval.scoring.loaders import KNOWN_MODELS
+
+    if loader in KNOWN_MODELS:
+        return KNOWN_MODELS[loader].loader
+    return loader or "classifier"
+
+
+def _classifier(path: Path, tok: Any, head: str | None, seed: int) -> None:
+    from rmcore.tiny import save_tiny, tiny_model
+
+    extra: dict[str, Any] = {"num_labels": 1}
+    if head is not None and str(head).lstrip("-").isdigit():
+        extra["num_labels"] = max(int(head) + 1, 2)
+    elif head is not None:  # a label name: the stand-in carries it in id2label
+        extra.update(num_labels=2, id2label={0: str(head), 1: "other"}, label2id={str(head): 0, "other": 1})
+    model = tiny_model(tok, "llama", head="classifier", seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH,
+                       **extra)
+    save_tiny(path, model, tok)
+
+
+def _causal_lm(path: Path, tok: Any, seed: int) -> None:
+    from rmcore.tiny import save_tiny, tiny_model
+
+    save_tiny(path, tiny_model(tok, "llama", seed=seed, max_position_embeddings=4 * STANDIN_MAX_LENGTH), tok)
+
+
+def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
+    """The tiny local model standing in for ``model`` (a ``ModelSpec``), built under
+    ``root/<name>/`` unless it is there: {path, reference?, loader, head, trust_remote_code, what}."""
+    root = Path(root) / model.name
+    done = root / "stand_in.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    seed, tok = stand_in_seed(model.name), _tokenizer()
+    path = root / "model"
+    info: dict[str, Any] = {"path": str(path), "loader": model.loader, "head": model.head, "trust_remote_code": False}
+    if model.kind == "seq_classifier":
+        kind = _loader_kind(model.loader)
+        if kind == "remote_code":
+            from rmcore.tiny_rewards import save_gated_remote_code
+
+            n = max(3, int(model.head) + 1) if model.head is not None and str(model.head).isdigit() else 3
+            save_gated_remote_code(path, tok, num_objectives=n, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
+            info.update(trust_remote_code=True, what=f"tiny gated multi-objective remote-code model ({n} heads)")
+        elif kind == "lm_logit":
+            _causal_lm(path, tok, seed)
+            info["what"] = "tiny Llama causal LM read at one token's logit (lm_logit)"
+        elif kind == "value_head":
+            from rmcore.tiny_rewards import save_value_head
+
+            layout = VALUE_HEAD_LAYOUT.get(str(model.loader), "openrlhf")
+            save_value_head(path, tok, layout=layout, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
+            info["what"] = f"tiny Llama backbone + value head ({layout} layout)"
+        else:
+            _classifier(path, tok, model.head, seed)
+            info["what"] = "tiny Llama sequence classifier"
+    elif model.kind == "generative_judge":
+        _causal_lm(path, tok, seed)
+        info["what"] = "tiny Llama causal LM judge (expected digit / verdict letters)"
+    elif model.kind == "dpo_implicit":
+        _causal_lm(path, tok, seed)
+        info["reference"] = "none"
+        if str(model.reference).lower() != "none":
+            _causal_lm(root / "reference", tok, seed + 1)
+            info["reference"] = str(root / "reference")
+        info["what"] = "tiny Llama DPO policy" + (" and reference" if info["reference"] != "none" else "")
+    else:
+        raise ConfigError(f"no stand-in for a {model.kind}")
+    done.write_text(json.dumps(info, indent=2))
+    return info
+
+
+# -- data ---------------------------------------------------------------------------------------------
+
+def stand_in_spec(key: str, spec: Any, root: str | os.PathLike) -> Any:
+    """The data SPEC a stand-in run reads for data set ``key``: a local SPEC as given, or the file a
+    ``{synthetic: SCHEMA, ...}`` mapping writes under ``root``."""
+    if not isinstance(spec, dict) or "synthetic" not in spec:
+        return spec
+    opts = dict(spec)
+    schema = opts.pop("synthetic")
+    if schema not in SYNTHETIC:
+        raise ConfigError(f"stand_in.data.{key}: synthetic must be one of {', '.join(SYNTHETIC)}, got {schema!r}")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    writer = {"helpsteer2": _helpsteer, "helpsteer": _helpsteer, "rewardbench": _rewardbench,
+              "rewardbench2": _rewardbench2, "rm_bench": _rm_bench}[schema]
+    return writer(schema, key, opts, root)
+
+
+def _simulated(opts: dict[str, Any], responses: int) -> Any:
+    from rmcore.data.simulated import simulate_rating_set
+
+    known = ("n_prompts", "multi_turn_fraction", "human_share", "seed")
+    extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir", "preferences"})
+    if extra:
+        raise ConfigError(f"synthetic data: unknown option(s) {extra}; allowed: {sorted(known)}")
+    return simulate_rating_set(responses_per_prompt=responses, **{k: opts[k] for k in known if k in opts})
+
+
+def _helpsteer(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    from rmcore.data.helpsteer import helpsteer_rows_from
+
+    split = opts.get("split", "validation")
+    rs = _simulated(opts, 2 if schema == "helpsteer2" else 4)
+    path = root / f"{key}.{schema}.jsonl"
+    rows = helpsteer_rows_from(rs)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {"name": schema, "path": str(path), "split": split}
+    if schema == "helpsteer2" and opts.get("preferences"):  # the released preference file's schema
+        prefs = []
+        for a, b in zip(rows[::2], rows[1::2]):
+            diff = int(b["helpfulness"]) - int(a["helpfulness"])  # > 0: response_2 better
+            prefs.append({"split": split, "prompt": a["prompt"], "response_1": a["response"], "response_2": b["response"],
+                          "preference_strength": max(-3, min(3, diff)) or 1, "preference_statement": ""})
+        pref = root / f"{key}.preference.jsonl"
+        pref.write_text("".join(json.dumps(r) + "\n" for r in prefs))
+        spec["preference_path"] = str(pref)
+    return spec
+
+
+def _ordered(rs: Any) -> list[tuple[Any, list[Any]]]:
+    """Each prompt with its responses, best rated first (ties: the first)."""
+    return [(p, sorted(p.responses, key=lambda r: -float(r.ratings.get("helpfulness", 0)))) for p in rs.prompts]
+
+
+RB_SUBSETS = ("alpacaeval-easy", "mt-bench-hard", "refusals-dangerous", "hep-python", "llmbar-natural",
+              "xstest-should-respond", "math-prm")
+RB2_SUBSETS = ("Factuality", "Precise IF", "Math", "Safety", "Focus")
+
+
+def _rewardbench(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    rows = []
+    for i, (p, rs) in enumerate(_ordered(_simulated(opts, 2))):
+        rows.append({"id": i, "prompt": p.messages[-1]["content"], "chosen": rs[0].text, "rejected": rs[-1].text,
+                     "subset": RB_SUBSETS[i % len(RB_SUBSETS)], "chosen_model": "sim", "rejected_model": "sim"})
+    path = root / f"{key}.rewardbench.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"name": "rewardbench", "path": str(path)}
+
+
+def _rewardbench2(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    rows = []
+    for i, (p, rs) in enumerate(_ordered(_simulated(opts, 4))):
+        rows.append({"id": str(i), "prompt": p.messages[-1]["content"], "chosen": [rs[0].text],
+                     "rejected": [r.text for r in rs[1:]], "num_correct": 1, "num_incorrect": 3,
+                     "total_completions": 4, "subset": RB2_SUBSETS[i % len(RB2_SUBSETS)], "models": ["sim"] * 4})
+    path = root / f"{key}.rewardbench2.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"name": "rewardbench2", "path": str(path)}
+
+
+def _styles(text: str) -> list[str]:
+    """RM-Bench's three style levels of one response: concise, detailed plain, detailed Markdown."""
+    detailed = text + " To explain in more detail: each step above matters, and skipping one changes the result."
+    return [text, detailed, "## Answer\n\n- " + detailed.replace(". ", ".\n- ")]
+
+
+def _rm_bench(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    """A folder of RM-Bench files: per subset the first ``limit_per_file`` rows of the local file
+    ``dir/<subset>_filtered.json`` when it exists, else simulated rows in RM-Bench's schema."""
+    n = int(opts.get("limit_per_file", 6))
+    src = Path(os.path.expanduser(str(opts.get("dir", "../shared/data/rm-bench"))))
+    out = root / f"{key}.rm_bench"
+    out.mkdir(parents=True, exist_ok=True)
+    for k, subset in enumerate(opts.get("subsets", ["chat"])):
+        local = src / f"{subset}_filtered.json"
+        if local.is_file():
+            rows = json.loads(local.read_text())[:n]
+        else:
+            sim = _ordered(_simulated({"n_prompts": n, "seed": k, **{x: opts[x] for x in ("human_share",) if x in opts}},
+                                      2))
+            rows = [{"id": f"{subset}-{i}", "subset": subset, "prompt": p.messages[-1]["content"],
+                     "chosen": _styles(rs[0].text), "rejected": _styles(rs[-1].text)} for i, (p, rs) in enumerate(sim)]
+        (out / f"{subset}_filtered.json").write_text(json.dumps(rows))
+    return {"name": "rm_bench", "path": str(out)}
+
+
+RELATED_TEMPLATES = ("A related question on the same subject: what should someone avoid when they try this? ({q})",
+                     "Different task, same topic: write a short checklist instead. ({q})",
+                     "Follow-up on the subject: how long does it usually take to learn this? ({q})")
+PARAPHRASE_TEMPLATES = ("In other words: {q}", "Put differently, {q}", "Let me rephrase my request: {q}")
+
+
+def template_variants(rating_set: Any, task: str, n: int, path: str | os.PathLike, subtype: str | None = None) -> Path:
+    """A stand-in run's related tasks or paraphrases of every prompt, from fixed templates around its
+    last user turn (any data: no model writes them), in ``rmeval variants``' file format."""
+    from rmeval.backends.generators import write_variants
+
+    templates = RELATED_TEMPLATES if task == "related" else PARAPHRASE_TEMPLATES
+    texts = {p.prompt_id: [templates[i % len(templates)].format(q=p.last_user_text) for i in range(n)]
+             for p in rating_set.prompts}
+    return write_variants(texts, path, subtype=subtype or ("different" if task == "related" else None))
