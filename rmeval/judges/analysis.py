@@ -49,6 +49,8 @@ from .panel import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .store import JudgmentStore
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
@@ -245,13 +247,10 @@ def _families(attributes_file: str | None) -> dict[str, str]:
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
-def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None = None, *,
-            settings: AnalysisSettings | None = None, **overrides: Any) -> dict[str, Any]:
-    """The analysis.json document: ``judges.<judge>.{weights, cv_accuracy, ...}``,
-    ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
-    controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
-    ``label_associations``. ``judgments``: a judgment store (``rmeval.judges.store``) or a long
-    table. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
+def _control_sections(panel: Panel, judges: dict[str, Any], labelled: pd.DataFrame | None,
+                      st: AnalysisSettings) -> list[tuple[str, Callable[[], Any]]]:
+    """The agreement controls ``analyze`` computes, in the document's order, as (key, thunk):
+    the cross-judge ones with two judges or more, the label ones with ``labelled`` items."""
     from .agreement_controls import (
         attribute_importance,
         difficulty_strata,
@@ -261,6 +260,32 @@ def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None 
         single_read_control,
         three_category_kappa,
     )
+
+    out: list[tuple[str, Callable[[], Any]]] = []
+    if len(panel.judges) > 1:
+        out += [("single_read_control", lambda: single_read_control(panel)),
+                ("three_category_kappa", lambda: three_category_kappa(panel)),
+                ("matched_items", lambda: matched_items(panel, CORE_ATTRIBUTES)),
+                ("no_conflict", lambda: no_conflict(panel, st.min_shared)),
+                ("attribute_importance", lambda: attribute_importance(
+                    panel, {n: j["weights"] for n, j in judges.items()}, _families(st.attributes_file)))]
+        if labelled is not None:
+            out.append(("difficulty_strata", lambda: difficulty_strata(panel, labelled)))
+    if labelled is not None:
+        out.append(("label_associations", lambda: label_associations(panel, labelled, min_n_source=st.min_n_source,
+                                                                     min_n_pooled=st.min_n_pooled)))
+    return out
+
+
+def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None = None, *,
+            settings: AnalysisSettings | None = None, **overrides: Any) -> dict[str, Any]:
+    """The analysis.json document: ``judges.<judge>.{weights, cv_accuracy, ...}``,
+    ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
+    controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
+    ``label_associations``. ``judgments``: a judgment store (``rmeval.judges.store``) or a long
+    table. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
+    from rmcore.progress import Progress
+
     from .priority_controls import priority_controls
 
     st = replace(settings or AnalysisSettings(), **overrides)
@@ -275,20 +300,14 @@ def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None 
         "weight_correlation": {"own": _weight_correlations(judges, panel.attributes, "weights"),
                                "shared": _weight_correlations(judges, panel.attributes, "shared_weights")},
     }
-    labelled = items is not None and items["label"].isin(["A", "B"]).any()
+    labelled = bool(items is not None and items["label"].isin(["A", "B"]).any())
     if st.controls:
-        if len(panel.judges) > 1:
-            res["single_read_control"] = single_read_control(panel)
-            res["three_category_kappa"] = three_category_kappa(panel)
-            res["matched_items"] = matched_items(panel, CORE_ATTRIBUTES)
-            res["no_conflict"] = no_conflict(panel, st.min_shared)
-            res["attribute_importance"] = attribute_importance(
-                panel, {n: j["weights"] for n, j in judges.items()}, _families(st.attributes_file))
-            if labelled:
-                res["difficulty_strata"] = difficulty_strata(panel, items)
-        if labelled:
-            res["label_associations"] = label_associations(panel, items, min_n_source=st.min_n_source,
-                                                           min_n_pooled=st.min_n_pooled)
+        sections = _control_sections(panel, judges, items if labelled else None, st)
+        with Progress("analysis controls", len(sections), unit="section", enabled=st.progress) as bar:
+            for key, compute in sections:
+                bar.set_postfix(section=key)
+                res[key] = compute()
+                bar.update()
         with one_blas_thread():
             res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed,
                                          jobs=st.jobs, progress=st.progress))

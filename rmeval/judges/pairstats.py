@@ -30,9 +30,12 @@ matrix, a second or two for the published panel (21 judges, 50,013 items, 87 att
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rmcore.progress import Progress
 
 # ``panel`` below is a rmeval.judges.panel.Panel (not imported: the panel imports this module)
 Panel = Any
@@ -73,10 +76,10 @@ class ProtocolCounts:
                           (joint + self.lead[k, j]) // 2)
 
 
-def _bar(progress: bool, total: int, desc: str):
-    from tqdm.auto import tqdm
+def _bar(progress: bool, total: int, desc: str) -> Progress:
+    from rmcore.progress import Progress
 
-    return tqdm(total=total, desc=desc, unit="item", disable=None if progress else True, leave=False)
+    return Progress(desc, total, unit="item", enabled=progress)
 
 
 def _per_item(z: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:

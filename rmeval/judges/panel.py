@@ -110,12 +110,34 @@ def _columns(store: JudgmentStore, attributes: list[str] | None) -> list[str]:
     return sorted(a for a, r in zip(store.attributes, read) if r and a != OVERALL)
 
 
+def _judge_cells(cells: np.ndarray, have: np.ndarray, src: np.ndarray, j: int, stable: np.ndarray,
+                 single: np.ndarray, present: np.ndarray, consistent: np.ndarray, both: np.ndarray, seen: np.ndarray,
+                 first: np.ndarray) -> None:
+    """Fill judge ``j``'s rows of the panel's arrays from its store cells (items, attributes, orders)."""
+    from .store import MISSING
+
+    d = np.full((cells.shape[0], len(have), 2), MISSING, dtype=np.int8)
+    d[:, have] = cells[:, src]
+    ab, ba = d[..., 0], d[..., 1]
+    seen[j] = ab != MISSING
+    present[j] = seen[j] & (ba != MISSING)
+    ab_res, ba_res = (ab == 1) | (ab == -1), (ba == 1) | (ba == -1)
+    both[j] = ab_res & ba_res
+    consistent[j] = both[j] & (ab == ba)
+    stable[j] = np.where(consistent[j], ab, 0)
+    single[j] = np.where(ab_res, ab, 0)
+    # first-shown response: A in order AB (+1), B in order BA (-1)
+    for k, sl in enumerate((np.s_[:, :-1], np.s_[:, -1])):
+        first[j, k, 0] = np.count_nonzero(ab[sl] == 1) + np.count_nonzero(ba[sl] == -1)
+        first[j, k, 1] = np.count_nonzero(ab_res[sl]) + np.count_nonzero(ba_res[sl])
+
+
 def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] | None = None, *,
                 progress: bool = False) -> Panel:
     """Judgment store (or a long judgments table, converted) -> Panel. Judges sorted, items in the
     store's order (a table's: order of first appearance). A cell read in only one order has no
     stable direction and is not ``present`` (it counts toward neither agreement nor coverage)."""
-    from .store import MISSING, JudgmentStore, table_to_store
+    from .store import JudgmentStore, table_to_store
 
     store = judgments if isinstance(judgments, JudgmentStore) else table_to_store(judgments)
     judges = sorted(store.judges)
@@ -132,24 +154,13 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
     both = np.zeros(shape, dtype=bool)
     seen = np.zeros(shape, dtype=bool)
     first = np.zeros((len(judges), 2, 2), dtype=np.int64)  # judge, (attributes, overall), (first, resolved)
-    from tqdm.auto import tqdm
+    from rmcore.progress import Progress
 
-    for j, name in enumerate(tqdm(judges, desc="panel", unit="judge", disable=None if progress else True,
-                                  leave=False)):
-        d = np.full((len(store.items), len(cols), 2), MISSING, dtype=np.int8)
-        d[:, have] = np.asarray(store.judge(name))[:, src]
-        ab, ba = d[..., 0], d[..., 1]
-        seen[j] = ab != MISSING
-        present[j] = seen[j] & (ba != MISSING)
-        ab_res, ba_res = (ab == 1) | (ab == -1), (ba == 1) | (ba == -1)
-        both[j] = ab_res & ba_res
-        consistent[j] = both[j] & (ab == ba)
-        stable[j] = np.where(consistent[j], ab, 0)
-        single[j] = np.where(ab_res, ab, 0)
-        # first-shown response: A in order AB (+1), B in order BA (-1)
-        for k, sl in enumerate((np.s_[:, :-1], np.s_[:, -1])):
-            first[j, k, 0] = np.count_nonzero(ab[sl] == 1) + np.count_nonzero(ba[sl] == -1)
-            first[j, k, 1] = np.count_nonzero(ab_res[sl]) + np.count_nonzero(ba_res[sl])
+    with Progress("panel", len(judges), unit="judge", enabled=progress) as bar:
+        for j, name in enumerate(judges):
+            _judge_cells(np.asarray(store.judge(name)), have, src, j, stable, single, present, consistent, both,
+                         seen, first)
+            bar.update()
     return Panel(judges, list(store.items), attrs, stable, present, consistent, both, first[:, 0], first[:, 1],
                  single, seen, progress=progress)
 

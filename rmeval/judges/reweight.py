@@ -168,7 +168,7 @@ def reweight(items: pd.DataFrame, judgments: pd.DataFrame | JudgmentStore | Pane
     fits (default: this process's CPUs; the figures do not depend on it)."""
     from .workers import run_tasks
 
-    panel = judgments if isinstance(judgments, Panel) else build_panel(judgments, attributes)
+    panel = judgments if isinstance(judgments, Panel) else build_panel(judgments, attributes, progress=progress)
     splits = source_split(items, panel, seed, test_fraction)
     kwargs = {"budgets": tuple(budgets), "n_repeats": n_repeats, "top_k": tuple(top_k), "seed": seed}
     tasks = [(panel.stable[j], panel.single[j, :, -1], panel.attributes, j, splits, kwargs)

@@ -1,4 +1,5 @@
-"""Independent tasks (one judge's logistic fits) over worker processes, with a progress bar.
+"""Independent tasks (one judge's logistic fits) over worker processes, with their progress on
+stderr (``rmcore.progress``: a bar on a terminal, a line every half minute elsewhere).
 
 Every task is seeded and runs its fits on one BLAS thread, so its result does not depend on the
 process it runs in, nor on how many there are: ``jobs`` changes the wall time only. The tasks go
@@ -23,11 +24,11 @@ def default_jobs() -> int:
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, jobs: int | None = None,
               desc: str = "", progress: bool = False) -> list[Any]:
     """``[fn(*t) for t in tasks]``, over up to ``jobs`` worker processes (default
-    ``default_jobs()``), with a progress bar on stderr when it is a terminal and ``progress``."""
-    from tqdm.auto import tqdm
+    ``default_jobs()``), with their progress on stderr when ``progress``."""
+    from rmcore.progress import Progress
 
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
-    with tqdm(total=len(tasks), desc=desc, unit="task", disable=None if progress else True, leave=False) as bar:
+    with Progress(desc, len(tasks), unit="task", enabled=progress) as bar:
         if jobs == 1 or len(tasks) <= 1:
             out = []
             for t in tasks:
