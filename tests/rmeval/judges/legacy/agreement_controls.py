@@ -49,6 +49,10 @@ pairs summed first).
   median accuracy is at least 0.5, coverage = the mean over all readers of the stable coverage
   (cells with a stable direction / labelled cells read). The pooled figures are recomputed on the
   pooled items, not averaged over sources.
+
+Legacy reference copy: ``rmeval/judges/agreement_controls.py`` at commit ea5a952 (before the judgment store),
+kept for ``test_judges_store_equivalence`` only; what that test does not reach (the Markdown
+renderers) was left out, the rest is verbatim.
 """
 
 from __future__ import annotations
@@ -58,8 +62,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from rmcore.markdown import num, table
 
 from .panel import PROTOCOLS, Panel, _kappa, _mean, _rate, pair_agreement
 
@@ -345,97 +347,3 @@ def label_associations(panel: Panel, items: pd.DataFrame, *, min_n_source: int =
 
 
 # -- report -----------------------------------------------------------------------------------------
-
-def controls_markdown(res: dict[str, Any]) -> list[str]:
-    """Markdown sections of the perception controls present in an analysis document."""
-    def f(x: Any) -> str:
-        return num(x, missing="n/a")
-
-    lines: list[str] = []
-    sr = res.get("single_read_control")
-    if sr:
-        lines += ["## Stable and single-read protocols", "",
-                  "Single read: every direction and verdict read in order AB only (the paper's control, B.1). "
-                  "Agreement conditions on jointly resolved directions; coverage is the share of cells both "
-                  "judges read that both resolve. Opposite-winner spread: pairs' min, max, and pairs above 0.5.", ""]
-        rows = []
-        for protocol, st in sr.items():
-            for key in STRATA:
-                r = st[key]
-                rows.append([protocol, key, f(r["mean"]), f(r["pooled"]), f(r.get("coverage")),
-                             f"{f(r['min'])}-{f(r['max'])}", f"{r['n_above_half']}/{r['n_pairs']}"])
-        lines += table(["protocol", "stratum", "mean over pairs", "pooled", "coverage", "pair range",
-                        "pairs > 0.5"], rows) + [""]
-    kap = res.get("three_category_kappa")
-    if kap:
-        lines += ["## Three-category kappa", "",
-                  "Cohen's kappa with abstention (direction 0) kept as a third category, on every cell both judges "
-                  "read; mean over judge pairs.", ""]
-        lines += table(["protocol", "verdict", "attributes", "pairs"],
-                       [[p, f(k["overall"]), f(k["attribute"]), k["n_pairs"]] for p, k in kap.items()]) + [""]
-    mi = res.get("matched_items")
-    if mi:
-        lines += ["## Matched items", "",
-                  "Per judge pair, items with two definite verdicts and at least one jointly resolved attribute; "
-                  "verdict agreement (one decision per item) against attribute agreement on the same items "
-                  "(pooled cells; item-averaged; "
-                  + (f"the {len(mi['core_attributes'])} core attributes present" if mi["core_attributes"]
-                     else "no core attribute in this panel") + "). Gap = attribute - verdict agreement.", ""]
-        rows = [[p, f(m["overall"]), f(m["attribute"]), f(m["attribute_item_mean"]), f(m["core"]), f(m["gap"]),
-                 f"{m['n_pairs_positive_gap']}/{m['n_pairs']}", f"{m['n_judges_positive_gap']}/{m['n_judges']}"]
-                for p, m in mi.items() if p in PROTOCOLS]
-        lines += table(["protocol", "verdict", "attribute (pooled)", "attribute (item mean)", "core", "gap",
-                        "pairs with gap > 0", "judges with gap > 0"], rows) + [""]
-    nc = res.get("no_conflict")
-    if nc:
-        lines += ["## No-conflict subset", "",
-                  "(Judge pair, item) cases with two definite stable verdicts, at least N jointly resolved attributes "
-                  "and agreement on every one of them: how often do the winners still differ? Coverage = cases / "
-                  "items with two definite verdicts.", ""]
-        lines += table(["N shared attributes", "cases", "different winners", "rate", "coverage"],
-                       [[t + (" (main)" if int(t) == nc["min_shared"] else ""), r["n_cases"], r["n_different_winner"],
-                         f(r["different_winner_rate"]), f(r["coverage"])] for t, r in nc["thresholds"].items()]) + [""]
-    imp = res.get("attribute_importance")
-    if imp and imp.get("quartiles"):
-        lines += ["## Agreement by fitted importance", "",
-                  "Importance: the mean over judges of |weight| / mean |weight| (own-perception fits). Agreement per "
-                  "attribute averages judge pairs equally, then the quartile averages its attributes (Q4 = most "
-                  "important).", ""]
-        lines += table(["quartile", "attributes", "importance", "agreement (all)", "same winner", "opposite winner",
-                        "opposite coverage"],
-                       [[q, r["n_attributes"], f(r["importance"]), f(r["all"]), f(r["same_winner"]),
-                         f(r["opposite_winner"]), f(r["opposite_coverage"])] for q, r in imp["quartiles"].items()])
-        c = imp.get("importance_vs_opposite_agreement")
-        if c:
-            lines += ["", f"Across {c['n_attributes']} attributes, importance against opposite-winner agreement: "
-                      f"Pearson {f(c['pearson'])}, Spearman {f(c['spearman'])}."]
-        if imp.get("families"):
-            lines += ["", *table(["family", "attributes", "importance", "opposite-winner agreement", "coverage"],
-                                 [[fam, r["n_attributes"], f(r["importance"]), f(r["opposite_winner"]),
-                                   f(r["opposite_coverage"])] for fam, r in imp["families"].items()])]
-        lines += [""]
-    ds = res.get("difficulty_strata")
-    if ds:
-        lines += ["## Difficulty strata (reference labels)", "",
-                  f"{ds['n_labelled_items']} items with an A/B label ({ds['n_ties_or_unlabelled']} ties or unlabelled "
-                  "left out); item observations summed over judge pairs with two definite stable verdicts.", ""]
-        lines += table(["stratum", "item observations", "attribute agreement (pooled)", "mean over pairs", "coverage"],
-                       [[n.replace("_", " "), ds[n]["n_items"], f(ds[n]["agreement_pooled"]),
-                         f(ds[n]["agreement_mean_over_pairs"]), f(ds[n]["coverage"])]
-                        for n in ("both_match", "both_depart", "judges_disagree")]) + [""]
-    la = res.get("label_associations")
-    if la:
-        lines += ["## Single-attribute associations with the reference labels", "",
-                  "Accuracy of 'the response with more of the attribute wins' per reader (stable directions, A/B "
-                  f"labels); readers enter with more than {la['min_n_pooled']} usable comparisons pooled "
-                  f"({la['min_n_source']} per source). Strength = median |accuracy - 0.5|; top 15 by strength.", ""]
-        rows = [[a, r["sign"] or "n/a", f(r["strength"]), f(r["median_accuracy"]), f(r["coverage"]), r["n_readers"]]
-                for a, r in list(la["pooled"].items())[:15]]
-        lines += table(["attribute", "sign", "strength", "median accuracy", "coverage", "readers"], rows)
-        if la["sources"]:
-            top = list(la["pooled"])[:8]
-            lines += ["", "Median accuracy per source (the same attributes):", ""]
-            lines += table(["source", *top], [[src, *(f(r[a]["median_accuracy"]) for a in top)]
-                                              for src, r in la["sources"].items()])
-        lines += [""]
-    return lines

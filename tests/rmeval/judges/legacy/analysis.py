@@ -21,6 +21,10 @@ are ``rmeval.judges.panel``. Here:
   the difficulty strata and single-attribute associations) and prioritisation controls
   (``rmeval.judges.priority_controls``: the identical-preference null with each judge's
   dispersion against it, component swaps).
+
+Legacy reference copy: ``rmeval/judges/analysis.py`` at commit ea5a952 (before the judgment store),
+kept for ``test_judges_store_equivalence`` only; what that test does not reach (the Markdown
+renderers) was left out, the rest is verbatim.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.markdown import num, table
 from rmeval.judges.inventory import CORE_ATTRIBUTES
 
 from .panel import (
@@ -47,7 +50,7 @@ from .panel import (
     pair_agreement,
 )
 
-__all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
+__all__ = ["AnalysisSettings", "Panel", "analyze", "build_panel"]
 
 
 @dataclass
@@ -253,30 +256,3 @@ def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
                    "min_shared": st.min_shared, "min_n_source": st.min_n_source, "min_n_pooled": st.min_n_pooled,
                    "labelled_items": int(items["label"].isin(["A", "B"]).sum()) if items is not None else 0}
     return res
-
-
-def analysis_markdown(res: dict[str, Any]) -> str:
-    from .agreement_controls import controls_markdown
-    from .priority_controls import priority_markdown
-
-    def f(x: float | None) -> str:
-        return num(x, missing="n/a")
-
-    ag = res["agreement"]
-    lines = ["# Judge analysis", "",
-             f"{res['meta']['n_judges']} judges, {res['meta']['n_items']} items, "
-             f"{len(res['meta']['attributes'])} attributes.", ""]
-    lines += table(["agreement", "mean over pairs", "pooled", "kappa", "coverage"],
-                   [[k, f(ag[k]), f(ag[k + "_pooled"]), f(ag[k + "_kappa"]), f(ag.get(k + "_coverage"))]
-                    for k in ("overall", "attribute", "same_winner", "opposite_winner")])
-    lines += [""] + table(["judge", "order consistency", "stable rate", "first-position rate", "cv accuracy",
-                           "cv accuracy (shared)", "split-half SB", "items (excluded)"],
-                          [[name, f(j["order_consistency"]), f(j["stable_rate"]), f(j["position_bias"]["first_rate"]),
-                            f(j["cv_accuracy"]), f(j["shared_cv_accuracy"]), f(j["split_half"]["spearman_brown"]),
-                            f"{j['n_items']} ({j['n_excluded']})"] for name, j in res["judges"].items()])
-    wc = res["weight_correlation"]
-    lines += ["", f"Cross-judge weight correlation: own perception Pearson {f(wc['own']['pearson'])}, "
-              f"Spearman {f(wc['own']['spearman'])}; shared perception Pearson {f(wc['shared']['pearson'])}, "
-              f"Spearman {f(wc['shared']['spearman'])}.", ""]
-    lines += controls_markdown(res) + priority_markdown(res)
-    return "\n".join(lines).rstrip() + "\n"

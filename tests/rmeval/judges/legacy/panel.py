@@ -12,6 +12,10 @@ resolve (a 0 on either side leaves the cell out; coverage = resolved cells / cel
 Cohen's kappa is (p_o - p_e) / (1 - p_e) with p_e = sum_c p_j(c) p_k(c) from the two judges'
 marginals over the categories present. A priority fit is an L2 logistic regression (C = 1, with
 intercept, scikit-learn's lbfgs) of a verdict on attribute directions.
+
+Legacy reference copy: ``rmeval/judges/panel.py`` at commit ea5a952 (before the judgment store),
+kept for ``test_judges_store_equivalence`` only; what that test does not reach (the Markdown
+renderers) was left out, the rest is verbatim.
 """
 
 from __future__ import annotations

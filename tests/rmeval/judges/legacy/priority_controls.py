@@ -39,6 +39,10 @@ The donor is ``donor`` when given, else the judge with the highest stable rate (
 order-consistent perception; the paper's donor was its large reference judge). The paper's
 caution applies: the swaps change objects of different size, so the drops measure sensitivity to
 each replacement, not the relative causal contribution of perception and prioritisation.
+
+Legacy reference copy: ``rmeval/judges/priority_controls.py`` at commit ea5a952 (before the judgment store),
+kept for ``test_judges_store_equivalence`` only; what that test does not reach (the Markdown
+renderers) was left out, the rest is verbatim.
 """
 
 from __future__ import annotations
@@ -49,7 +53,6 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError
-from rmcore.markdown import num, table
 
 from .panel import Panel, _mean, fit_weights
 
@@ -226,57 +229,3 @@ def priority_controls(panel: Panel, judges: dict[str, Any], *, repeats: int = 20
     if swaps is not None:
         out["component_swaps"] = swaps
     return out
-
-
-def priority_markdown(res: dict[str, Any]) -> list[str]:
-    def f(x: Any) -> str:
-        return num(x, missing="n/a")
-
-    lines: list[str] = []
-    null = res.get("identical_preference_null")
-    meta = res.get("meta", {})
-    if not meta.get("controls", True) or len(res.get("judges", {})) < 2:
-        return lines
-    n_fit = sum(bool(j.get("weights")) for j in res["judges"].values())
-    # say why a section is absent rather than leave it out silently
-    why = (f"{n_fit} of {len(res['judges'])} judges have a priority fit (a fit needs stable verdicts of both "
-           "kinds); the control needs two")
-    if not null:
-        reason = "--null-repeats 0" if meta.get("null_repeats", 1) < 1 and n_fit >= 2 else why
-        lines += ["## Identical-preference null", "", f"Not computed: {reason}.", ""]
-    else:
-        c = null["correlation"]
-        lines += ["## Identical-preference null", "",
-                  f"Every judge given the mean weights, verdicts redrawn from its own perception and refitted "
-                  f"({null['repeats']} repetitions, {null['n_failed_fits']} one-class fits left out). Cross-judge "
-                  f"weight correlation: Pearson {f(c['pearson']['observed'])} observed against "
-                  f"{f(c['pearson']['null_mean'])} under the null (ratio {f(c['pearson']['ratio'])}); Spearman "
-                  f"{f(c['spearman']['observed'])} against {f(c['spearman']['null_mean'])} (ratio "
-                  f"{f(c['spearman']['ratio'])}). Cross-judge SD of normalised weights above the null 95th "
-                  f"percentile on {null['n_attributes_exceeding']} of {null['n_attributes']} attributes; median "
-                  f"observed / null-mean SD ratio {f(null['median_ratio'])}."
-                  + (" The null's own correlation is near zero (too few items for stable fits), so the correlation "
-                     "ratio says nothing here." if (c["pearson"]["null_mean"] or 0) < 0.2 else ""), ""]
-        top = sorted(null["attributes"].items(), key=lambda kv: -(kv[1]["ratio"] or 0))[:15]
-        lines += table(["attribute", "observed SD", "null mean SD", "null 95th pct", "ratio", "above 95th pct"],
-                       [[a, f(r["observed_sd"]), f(r["null_mean_sd"]), f(r["null_p95_sd"]), f(r["ratio"]),
-                         "yes" if r["exceeds_null_p95"] else "no"] for a, r in top])
-        lines += ["", "Per judge: RMS distance of its normalised weights from the panel's mean profile, against "
-                  "the same distance under the null.", ""]
-        lines += table(["judge", "dispersion", "null mean", "null 95th pct", "ratio", "p"],
-                       [[j, f(r["dispersion"]), f(r["null_mean"]), f(r["null_p95"]), f(r["ratio"]), f(r["p_value"])]
-                        for j, r in null["judges"].items()]) + [""]
-    sw = res.get("component_swaps")
-    if not sw:
-        lines += ["## Component swaps", "", f"Not computed: {why}.", ""]
-    else:
-        lines += ["## Component swaps", "",
-                  f"Donor {sw['donor']}; in-sample accuracy on each target's own verdicts, mean over "
-                  f"{sw['n_targets']} targets: own {f(sw['own'])}, perception swap {f(sw['perception_swap'])} "
-                  f"(drop {f(sw['perception_swap_drop'])}), weight swap {f(sw['weight_swap'])} (drop "
-                  f"{f(sw['weight_swap_drop'])}). The swaps replace objects of different size; the drops measure "
-                  "sensitivity to each replacement, not causal shares.", ""]
-        lines += table(["target", "items", "own", "perception swap", "weight swap"],
-                       [[t, r["n_items"], f(r["own"]), f(r["perception_swap"]), f(r["weight_swap"])]
-                        for t, r in sw["targets"].items()]) + [""]
-    return lines

@@ -19,6 +19,10 @@ The unadapted judge's accuracy on the same held-out items, two ways:
 
 The panel summary (``summary``) averages judge-source cells equally (the paper's macro average)
 and counts the judges whose mean gain is positive.
+
+Legacy reference copy: ``rmeval/judges/reweight.py`` at commit ea5a952 (before the judgment store),
+kept for ``test_judges_store_equivalence`` only; what that test does not reach (the Markdown
+renderers) was left out, the rest is verbatim.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from rmcore.markdown import percent, table
 
 from .panel import Panel, _logreg, build_panel, one_blas_thread
 
@@ -171,47 +173,3 @@ def _means(cells: list[dict[str, Any]]) -> dict[str, float | None]:
 
     return {"mean_base_accuracy": m("base_accuracy"), "mean_base_accuracy_stable": m("base_accuracy_stable"),
             "mean_reweighted_accuracy": m("reweighted_accuracy"), "mean_gain": m("gain")}
-
-
-def gain_line(name: str, r: dict[str, Any]) -> str:
-    """One console line: base (paper's rule) -> reweighted, the gain, and the stable-verdict base."""
-    def pc(x: float | None) -> str:
-        return "n/a" if x is None else f"{100 * x:.1f}%"
-
-    return (f"{name}: held-out accuracy {pc(r['mean_base_accuracy'])} (one order, unparsed = error) -> "
-            f"{pc(r['mean_reweighted_accuracy'])} reweighted, gain {signed_points(r['mean_gain'])} points "
-            f"(stable-verdict base {pc(r['mean_base_accuracy_stable'])})")
-
-
-def signed_points(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:+.1f}"
-
-
-def reweight_markdown(res: dict[str, Any]) -> str:
-    def f(x: float | None) -> str:
-        return percent(x, missing="n/a")
-
-    budgets = res["meta"]["budgets"]
-    rows = []
-    for name, j in res["judges"].items():
-        for s, r in j["sources"].items():
-            bud, base = r.get("budgets", {}), r.get("baselines", {})
-            tk = "; ".join(f"k={k}: {f(t['accuracy'])} ({f(t['alignment'])})" for k, t in r.get("top_k", {}).items())
-            rows.append([name, s, r["n_test"], f(r["base_accuracy"]), r.get("n_base_unparsed", "n/a"),
-                         f(r.get("base_accuracy_stable")), f(r["reweighted_accuracy"]), signed_points(r.get("gain")),
-                         *(f(bud.get(str(b), {}).get("mean")) for b in budgets), tk,
-                         f(base.get("rubric", {}).get("accuracy")), f(base.get("lora_sft", {}).get("accuracy"))])
-    sm = res.get("summary", {})
-    lines = ["# Judge reweighting (accuracy %, held-out 25%)", "",
-             "Base: the judge's holistic verdict read in one presentation order (the original A first), an "
-             "unparsed or unresolved verdict counted as an error (the JudgeProfile paper's rule, Table 7); the gain "
-             "(percentage points) is reweighted minus this base. Stable base: the verdict both orders agree on, an "
-             "unresolved one counted as one half, kept beside it. Rubric and LoRA SFT are read like the base.", ""]
-    if sm.get("n_cells"):
-        lines += [f"Macro average over {sm['n_cells']} judge-source cells: base {f(sm['mean_base_accuracy'])}% -> "
-                  f"reweighted {f(sm['mean_reweighted_accuracy'])}% (gain {signed_points(sm['mean_gain'])} points; "
-                  f"stable base {f(sm['mean_base_accuracy_stable'])}%); {sm['n_judges_improved']} of "
-                  f"{sm['n_judges']} judges improve on average.", ""]
-    lines += table(["judge", "source", "n_test", "base", "unparsed", "stable base", "reweighted", "gain (points)",
-                    *(f"budget {b}" for b in budgets), "top-k (alignment)", "rubric", "LoRA SFT"], rows)
-    return "\n".join(lines) + "\n"
