@@ -36,6 +36,7 @@ from rmeval.judges.elicit import (
 )
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
+from rmeval.judges.store import is_store
 from rmeval.judges.tables import load_judgments
 from tests.support import ROOT, JsonHandler, save_tiny_judge
 
@@ -119,7 +120,10 @@ def test_end_to_end_local_sharded_with_submitit(judge_path, items, tmp_path):
             for i in range(2)]
     stats = run_shards(jobs, make_executor("debug", str(tmp_path / "submitit")))
     assert sum(s["n_made"] for s in stats) == len(items) * 2 * len(questions)
+    shards = sorted(p.name for p in (tmp_path / "out" / "shards").glob("tiny.shard-*"))
+    assert [n for n in shards if not n.endswith(".stats.json")] == [f"tiny.shard-0000{i}-of-00002.npz" for i in range(2)]
     table = merge_shards(tmp_path / "out")
+    assert is_store(table) and table == tmp_path / "out" / "judgments"  # the compact store, no long table
     j = load_judgments(table)
     assert len(j) == len(items) * 2 * (len(ATTRS) + 1)
     assert set(j["attribute"]) == {*ATTRS, OVERALL} and set(j["order"]) == {"AB", "BA"}
