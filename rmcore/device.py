@@ -18,23 +18,27 @@ Every command that loads a model for evaluation builds one ``Placement`` (from i
 its fields declare, listed under ``PLACEMENT_GROUP`` in a command's help, or a recipe's keys of
 the same names), passes
 ``Placement.load_kwargs()`` to ``from_pretrained`` and ``Placement.place`` the loaded model, and
-records ``describe(model)`` in its report."""
+records ``describe(model)`` in its report.
+
+torch is imported inside the functions that use it: every command's flags include the placement's
+fields, so its ``--help`` reads this module and must not load torch."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rmcore.errors import ConfigError
 from rmcore.settings import option
 
+if TYPE_CHECKING:
+    import torch
+
 DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 PLACEMENT_GROUP = "where the model runs"  # the argument group of the placement flags in --help
-_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_TORCH_DTYPES = ("float32", "bfloat16", "float16")  # torch's names of the dtypes asked for by name
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Placement:
     def resolve(self) -> tuple[torch.device, torch.dtype]:
         """(device, dtype) this placement means on this machine; an unavailable device is an error.
         With ``device_map`` the device is the first GPU (where the inputs of most models go)."""
+        import torch  # torch: --help stays cheap
+
         self.validate()
         if self.device_map and not torch.cuda.is_available():
             raise ConfigError("device_map auto spreads a model over the CUDA GPUs, but torch sees none on this "
@@ -111,6 +117,8 @@ def check_device_name(name: str) -> None:
 
 def resolve_device(name: str = "auto") -> torch.device:
     """The torch device for ``name`` (see the module docstring); an unavailable one is an error."""
+    import torch  # torch: --help stays cheap
+
     check_device_name(name)
     if name == "auto":
         if torch.cuda.is_available():
@@ -133,14 +141,15 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     """The torch dtype for ``name`` on ``device`` (``auto``: see the module docstring)."""
+    import torch  # torch: --help stays cheap
+
     if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    try:
-        return _TORCH_DTYPES[name]
-    except KeyError:
-        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got '{name}'") from None
+    if name not in _TORCH_DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got '{name}'")
+    return getattr(torch, name)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -150,6 +159,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 def input_device(model: Any) -> torch.device:
     """Where a model's inputs go: its input embeddings' device (the first of several under a device
     map), else its first parameter's."""
+    import torch  # torch: --help stays cheap
+
     get = getattr(model, "get_input_embeddings", None)
     emb = get() if callable(get) else None
     weight = getattr(emb, "weight", None)

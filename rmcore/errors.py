@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DataError(ValueError):
     """Bad input data. The message names the file, row and field."""
@@ -35,3 +37,10 @@ class PathNotFoundError(DataError, FileNotFoundError):
 
 class ConfigError(ValueError):
     """Bad configuration (unknown arm, attribute, option...)."""
+
+
+def invalid_json(e: Any, line: int | None = None) -> str:
+    """``json.JSONDecodeError`` as one line with its position: ``invalid JSON (Unterminated string
+    starting at: line 3 column 17)``. Its ``msg`` alone stops before the position; ``line``: the
+    line in the file when the text decoded was one line of it (jsonl)."""
+    return f"invalid JSON ({e.msg}: line {e.lineno if line is None else line} column {e.colno})"

@@ -111,7 +111,10 @@ def _ids_within(tokenizer: Any, text: str, need: int, keep: str) -> list[int]:
     return _ids(tokenizer, text)
 
 
-def _split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple[str, str]:
+def split_chat(tokenizer: Any, messages: list[Message], response: str) -> tuple[str, str]:
+    """(prompt text, response text) of the chat template applied to the conversation plus the
+    assistant's ``response``: the prompt is the template's generation prompt where the full text
+    starts with it, else everything before the response's last occurrence."""
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(
         list(messages) + [{"role": "assistant", "content": response}], tokenize=False
@@ -129,7 +132,7 @@ def encode_example(tokenizer: Any, messages: list[Message], response: str, max_l
     a text far over ``max_length`` by characters before tokenising it (same ids, see ``_ids_within``)."""
     kind = layout(tokenizer)
     if kind == "chat":
-        prompt_text, resp_text = _split_chat(tokenizer, messages, response)
+        prompt_text, resp_text = split_chat(tokenizer, messages, response)
         n_special = 0
     else:
         prompt_text, resp_text = plain_prompt(messages), (response if kind == "pair" else " " + response)

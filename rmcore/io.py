@@ -1,5 +1,6 @@
 """Atomic writes (a crash never leaves a half-written output behind), the one reader of local
-tables, and the check every user-given path goes through first.
+tables, the check every user-given path goes through first, and the check of a checkpoint's
+safetensors files before a model is built from them.
 
 Row numbers are those a user finds in the file: the line number for jsonl and csv (csv counts
 the header as line 1) and the 1-based record number for json and parquet. ``read_table`` keeps
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.errors import DataError, PathNotFoundError
+from rmcore.errors import DataError, PathNotFoundError, invalid_json
 
 Record = tuple[int, dict[str, Any]]  # (row number, row)
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
@@ -59,6 +60,37 @@ def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok
     if p.is_file() and p.stat().st_size == 0:
         raise DataError(f"{what}: is empty", file=str(path))
     return p
+
+
+def _safetensors_problem(f: Path) -> str | None:
+    """What is wrong with safetensors file ``f`` (None: nothing seen): its 8-byte little-endian
+    header length, the JSON header of that length, and the byte range of every tensor it names."""
+    size = f.stat().st_size
+    with open(f, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return "empty" if size == 0 else f"{size} bytes, shorter than a header"
+        n = int.from_bytes(head, "little")
+        if 8 + n > size:
+            return f"its header says {n} bytes, the file holds {size - 8} after it"
+        try:
+            header = json.loads(fh.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "its header is not a safetensors header"
+    return f"cut short: its tensors need {8 + n + end} bytes, it holds {size}" if 8 + n + end > size else None
+
+
+def check_safetensors(path: str | os.PathLike) -> None:
+    """Every ``*.safetensors`` file of the checkpoint directory ``path`` whole, checked from its
+    header before any model is built: an empty, cut or garbled file is a one-line DataError naming
+    it (safetensors' own error names no file). Anything but a local directory passes (a Hub id)."""
+    p = Path(os.path.expanduser(str(path)))
+    for f in sorted(p.glob("*.safetensors")) if p.is_dir() else ():
+        why = _safetensors_problem(f)
+        if why is not None:
+            raise DataError(f"not a readable safetensors file ({why}); save or download the checkpoint again",
+                            file=str(f))
 
 
 def current_umask() -> int:
@@ -146,7 +178,7 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8")
 
 
-def _py_row(row: dict[str, Any]) -> dict[str, Any]:
+def py_row(row: dict[str, Any]) -> dict[str, Any]:
     """numpy scalars/arrays from pandas -> plain Python, so all formats look alike downstream."""
     out = {}
     for k, v in row.items():
@@ -168,9 +200,9 @@ def _read_json_rows(path: Path) -> list[Record]:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.rstrip("\r\n"))  # one line: the decoder's column is the line's
                 except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=lineno) from None
+                    raise DataError(invalid_json(e, line=lineno), file=str(path), row=lineno) from None
                 if not isinstance(row, dict):
                     raise DataError("expected a JSON object per line", file=str(path), row=lineno)
                 out.append((lineno, row))
@@ -179,7 +211,7 @@ def _read_json_rows(path: Path) -> list[Record]:
         try:
             data = json.load(f)
         except json.JSONDecodeError as e:
-            raise DataError(f"invalid JSON ({e.msg})", file=str(path), row=e.lineno) from None
+            raise DataError(invalid_json(e), file=str(path)) from None
     if isinstance(data, dict):  # {"data": [...]} style wrappers
         lists = [v for v in data.values() if isinstance(v, list)]
         data = lists[0] if len(lists) == 1 else data
@@ -216,7 +248,7 @@ def read_records(path: str | os.PathLike) -> list[Record]:
         return _read_json_rows(path)
     if name.endswith((".parquet", ".csv")):
         df = _read_frame(path)
-        return [(n, _py_row(r)) for n, r in zip(df.attrs["source_rows"], df.to_dict(orient="records"))]
+        return [(n, py_row(r)) for n, r in zip(df.attrs["source_rows"], df.to_dict(orient="records"))]
     raise _suffix_error(path)
 
 

@@ -27,9 +27,11 @@ import torch
 
 from rmcore.batching import length_sorted_batches
 from rmcore.device import Placement, input_device
-from rmcore.errors import ConfigError
+from rmcore.errors import ConfigError, PathNotFoundError
 from rmcore.formatting import Encoded, pad_batch
+from rmcore.io import looks_like_hub_id, looks_local
 from rmcore.packed_encoder import packed_encoder_forward
+from rmcore.settings import bounded
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +40,9 @@ PAD_TOKEN = "<|pad|>"
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    r: int = bounded(16, ge=1)
+    alpha: int = bounded(32, ge=1)
+    dropout: float = bounded(0.05, ge=0, lt=1)
     target_modules: list[str] | str = "all-linear"
 
 
@@ -151,24 +153,24 @@ def check_model_name(name: str | os.PathLike, what: str = "--checkpoint", known:
     """Fail at once, with "not found" and the names known here, for a model that is neither a local
     path, a ``pkg:`` model, nor a Hub repository that exists (asked once, no retries: a typo must not
     cost 30 s of retried downloads). A Hub id in the local cache is not looked up."""
-    from rmcore.errors import PathNotFoundError
-    from rmcore.io import looks_like_hub_id, looks_local
-
     text = str(name)
     if text.startswith("pkg:") or Path(os.path.expanduser(text)).exists():
         return
-    names = [*known, *(m for m in cached_hub_models() if m not in known)]
-    hint = f"; known: {', '.join(names)}" if names else ""
+
+    def missing(why: str) -> PathNotFoundError:
+        names = [*known, *(m for m in cached_hub_models() if m not in known)]
+        hint = f"; known: {', '.join(names)}" if names else ""
+        return PathNotFoundError(f"{what}: not found ({why}){hint}", file=text)
+
     if looks_local(text) or not looks_like_hub_id(text):
-        raise PathNotFoundError(f"{what}: not found (not a local path, nor a Hub id owner/name){hint}", file=text)
+        raise missing("not a local path, nor a Hub id owner/name")
     from huggingface_hub import try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(text, "config.json"), str):
         return
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", ""):
-        raise PathNotFoundError(f"{what}: not found (not a local path, and not in the Hugging Face cache with the Hub "
-                                f"offline){hint}", file=text)
-    from huggingface_hub import HfApi
+        raise missing("not a local path, and not in the Hugging Face cache with the Hub offline")
+    from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     try:
@@ -176,17 +178,26 @@ def check_model_name(name: str | os.PathLike, what: str = "--checkpoint", known:
     except GatedRepoError:
         return  # it exists; loading it needs the user's token
     except RepositoryNotFoundError:
-        raise PathNotFoundError(f"{what}: not found (not a local path, nor a model on the Hugging Face Hub){hint}",
-                                file=text) from None
-    except Exception as e:  # the network: one attempt, then a clear line
-        raise PathNotFoundError(f"{what}: not found (not a local path, and the Hugging Face Hub cannot be reached: "
-                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}", file=text) from None
+        raise missing("not a local path, nor a model on the Hugging Face Hub") from None
+    except Exception:  # the network: one attempt, then our line (the library's own text names its internals)
+        raise missing(f"not a local path, not in the Hugging Face cache, and the Hub at {constants.ENDPOINT} "
+                      "cannot be reached") from None
+
+
+def loadable_model_path(name_or_path: str | os.PathLike, what: str = "model") -> str:
+    """``resolve_model_path``, checked by ``check_model_name``: a Hub id that is neither in the cache
+    nor reachable is one line of ours now, before ``from_pretrained`` retries the Hub for half a
+    minute and logs its own messages."""
+    path = resolve_model_path(name_or_path)
+    check_model_name(path, what)
+    return path
 
 
 def load_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model_path(name_or_path), trust_remote_code=trust_remote_code)
+    path = loadable_model_path(name_or_path, f"model {name_or_path}")
+    return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
 
 
 def load_causal_lm(name_or_path: str | os.PathLike, placement: Placement | None = None) -> tuple[Any, Any]:
@@ -216,10 +227,13 @@ def load_reward_model(settings: ModelSettings | str | os.PathLike, *, for_traini
     """(model, tokenizer) for a local path or Hub id, with one output label."""
     from transformers import AutoModelForSequenceClassification
 
+    # transformers: this module loads without it
     from rmcore.console import load_quietly
+    from rmcore.io import check_safetensors
 
     if not isinstance(settings, ModelSettings):
         settings = ModelSettings(str(settings))
+    check_safetensors(resolve_model_path(settings.name_or_path))  # an empty or cut file: one line naming it
     tok = load_tokenizer(settings.name_or_path, settings.trust_remote_code)
     kwargs: dict[str, Any] = {"num_labels": 1, "dtype": torch_dtype(settings.dtype),
                               "trust_remote_code": settings.trust_remote_code}

@@ -18,6 +18,11 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   so a settings object can *hold* another instead of copying its fields.
 - A field without ``option`` metadata is not a flag (set by code or by a recipe only).
 - ``positional=True`` makes the field a positional argument (named by the field) instead of a flag.
+- ``deprecated=`` names old spellings of a renamed flag: they still parse onto the same field,
+  are left out of ``--help`` and print one line to stderr once per process (``rmeval: --output-dir
+  is now --out (the old name still works)``), so every command renames a flag the same way.
+  :class:`AppendEach` is the repeatable ``--set K=V --set K2=V2`` flag, which still reads the old
+  form ``--set K=V K2=V2`` with such a line.
 - ``recipe_key=`` declares the flag an override of a recipe key (``"model.name_or_path"``, or a
   tuple of keys it sets together): :func:`flag_overrides` maps the flags given onto those keys.
 - The holder says how the held settings appear (``nested``): in an argument ``group`` of the help,
@@ -27,6 +32,18 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   turns the judge profile on). ``keys`` limits an embedded block's recipe keys to some of its fields.
 - A flag that is not given reads back as the field's default: ``parse`` sees only what was typed.
 
+Every numeric field (``int``, ``float``, optional or not, lists and mappings of them) declares the
+values it takes on the field itself: ``ge``/``gt``/``le``/``lt`` bounds, ``also`` (values allowed
+outside them, ``max_steps: -1``) or ``finite=True`` alone (any finite number), given to
+:func:`option` for a flag or to :func:`bounded` for a field set by a recipe or by code (a ``Range``
+in the field's metadata, readable for any dataclass field). A number must be finite as well: NaN
+and inf are refused wherever a range is declared. :func:`check_ranges` walks a settings object
+(held settings, lists, mapping values; a None is allowed wherever the type allows it) and raises
+:class:`rmcore.errors.ConfigError` with one line naming the flag (``--n-boot``) or the recipe key
+(``F.training.learning_rate``), the value and the range; :func:`from_args` applies it to every
+command's settings and :func:`rmcore.config.build_config` to every recipe block, so a bad value
+stops a command before any model, data or output folder is touched.
+
 :func:`flag_names` lists what a dataclass generates, which a test compares with each command's
 parser: every field has a flag, every flag a field."""
 
@@ -34,16 +51,78 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import numbers
+import os
 import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field
+from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
+
+from rmcore.errors import ConfigError
 
 T = TypeVar("T")
 
 _KEY = "matchrm.option"
 _NESTED = "matchrm.nested"
+_RANGE = "matchrm.range"
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric field takes: finite, within the bounds given, or one of ``also``."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    also: tuple[float, ...] = ()  # values allowed outside the bounds (a special meaning: max_steps -1)
+
+    def allows(self, v: float) -> bool:
+        if v in self.also:
+            return True
+        return (math.isfinite(v) and (self.ge is None or v >= self.ge) and (self.gt is None or v > self.gt)
+                and (self.le is None or v <= self.le) and (self.lt is None or v < self.lt))
+
+    def describe(self, integer: bool) -> str:
+        """``an integer >= 1``, ``a finite number in (0, 1]``, ``an integer >= 1, or -1``."""
+        kind = "an integer" if integer else "a finite number"
+        lo, lo_v = ("[", self.ge) if self.ge is not None else ("(", self.gt) if self.gt is not None else ("", None)
+        hi, hi_v = ("]", self.le) if self.le is not None else (")", self.lt) if self.lt is not None else ("", None)
+        if lo and hi:
+            text = f"{kind} in {lo}{lo_v:g}, {hi_v:g}{hi}"
+        elif lo:
+            text = f"{kind} {'>=' if lo == '[' else '>'} {lo_v:g}"
+        elif hi:
+            text = f"{kind} {'<=' if hi == ']' else '<'} {hi_v:g}"
+        else:
+            text = kind
+        return text + "".join(f", or {a:g}" for a in self.also)
+
+
+def _range_meta(bounds: dict[str, Any]) -> dict[str, Range]:
+    """The metadata of a field declaring ``bounds`` (``finite=True`` alone: any finite number)."""
+    if not bounds:
+        return {}
+    return {_RANGE: Range(**{k: tuple(v) if k == "also" else v for k, v in bounds.items() if k != "finite"})}
+
+
+def bounded(default: Any = MISSING, *, default_factory: Any = MISSING, metadata: dict[str, Any] | None = None,
+            **bounds: Any) -> Any:
+    """A dataclass field that is not a flag (set by a recipe or by code), with its range: ``ge``,
+    ``gt``, ``le``, ``lt``, ``also`` (see :class:`Range`), or ``finite=True`` alone; ``metadata``
+    adds to the field's."""
+    meta = {**(metadata or {}), **_range_meta(bounds)}
+    if default_factory is not MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def field_range(f: Field) -> Range | None:
+    """The range field ``f`` declares (:func:`option` or :func:`bounded`); None when it declares none."""
+    return f.metadata.get(_RANGE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,24 +137,25 @@ class Option:
     nargs: str | int | None = None
     parse: Callable[[Any], Any] | None = None
     required: bool = False
-    action: str | None = None  # an argparse action other than the one the type implies
+    action: str | type[argparse.Action] | None = None  # an argparse action other than the one the type implies
     positional: bool = False
     recipe_keys: tuple[str, ...] = ()  # the recipe keys this flag overrides (flag_overrides)
+    deprecated: tuple[str, ...] = ()  # old spellings: hidden, warn once, same field
 
 
 def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING, flag: str | None = None,
            aliases: tuple[str, ...] = (), metavar: str | None = None, choices: Any = None,
            nargs: str | int | None = None, parse: Callable[[Any], Any] | None = None, required: bool = False,
-           action: str | None = None, positional: bool = False,
-           recipe_key: str | tuple[str, ...] | None = None) -> Any:
-    """A dataclass field that is also a command-line flag (the field's doc is its ``help``)."""
+           action: str | type[argparse.Action] | None = None, positional: bool = False,
+           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = (), **bounds: Any) -> Any:
+    """A dataclass field that is also a command-line flag (the field's doc is its ``help``); a
+    numeric one declares its range in ``bounds`` (``ge=1``; see :class:`Range`)."""
     keys = (recipe_key,) if isinstance(recipe_key, str) else tuple(recipe_key or ())
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
-                         required=required, action=action, positional=positional, recipe_keys=keys)}
-    if default_factory is not MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+                         required=required, action=action, positional=positional, recipe_keys=keys,
+                         deprecated=tuple(deprecated))}
+    return bounded(default, default_factory=default_factory, metadata=meta, **bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +270,11 @@ class _Flag:
     default: Any
     group: str | None
 
+    @property
+    def name(self) -> str:
+        """The flag's first spelling."""
+        return self.opt.flag or "--" + self.field.name.replace("_", "-")
+
 
 def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, prefix: str = "",
            options: dict[str, dict[str, Any]] | None = None, optional: bool = False,
@@ -213,6 +298,7 @@ def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, pr
         over = dict((options or {}).get(f.name, {}))
         if prefix and "flag" not in over:
             over["flag"] = "--" + prefix + (opt.flag or "--" + f.name.replace("_", "-"))[2:]
+            over.setdefault("deprecated", tuple("--" + prefix + d[2:] for d in opt.deprecated))
         opt = dataclasses.replace(opt, **over) if over else opt
         # a flag inside an optional block, or one parsed, is None when not given (read back as the default)
         default = None if optional or opt.parse is not None else _default(f)
@@ -234,12 +320,68 @@ def _lookup(defaults: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, cur
 
 
+_WARNED: set[str] = set()  # the notices already printed by this process (each is printed once)
+
+
+def warn_once(parser: argparse.ArgumentParser, notice: str, key: str | None = None) -> None:
+    """``notice`` on stderr as one line prefixed by the tool's name (``rmeval: ...``), once per
+    process for each ``key`` (default: the notice itself)."""
+    import sys
+
+    if (key or notice) not in _WARNED:
+        _WARNED.add(key or notice)
+        print(f"{parser.prog.split()[0]}: {notice}", file=sys.stderr)
+
+
+class _OldName(argparse.Action):
+    """An old spelling of a renamed flag (``Option.deprecated``): hidden from ``--help``; it says
+    once that the flag is renamed, then does what the new spelling does, onto the same field."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: argparse.Action, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=new.nargs, const=new.const, default=argparse.SUPPRESS,
+                         type=new.type, choices=new.choices, help=argparse.SUPPRESS, metavar=new.metavar)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        warn_once(parser, f"{option_string} is now {self.new.option_strings[0]} (the old name still works)")
+        self.new(parser, namespace, values, option_string)
+
+
+class AppendEach(argparse.Action):
+    """A repeatable flag taking one value each time (``--set K=V --set K2=V2``), the values kept in
+    order. Several values after one flag (``--set K=V K2=V2``, the old form of some commands) are
+    still read, with a one-line notice; ``--help`` shows the one-value form."""
+
+    def __init__(self, option_strings: list[str], dest: str, nargs: str | int | None = "+", **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=nargs, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if len(values) > 1:
+            flag = option_string or self.option_strings[0]
+            warn_once(parser, f"{flag} {' '.join(values)} is now {' '.join(f'{flag} {v}' for v in values)} "
+                              "(the old form still works)", key=f"{flag} several")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
+
+
+class _Formatter(argparse.HelpFormatter):
+    """``--help`` and usage lines: an :class:`AppendEach` flag shown with its one value."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if isinstance(action, AppendEach):
+            return self._metavar_formatter(action, default_metavar)(1)[0]
+        return super()._format_args(action, default_metavar)
+
+
 def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *, prefix: str = "",
                 defaults: dict[str, Any] | None = None, exclude: tuple[str, ...] = ()) -> None:
     """Add the flags of settings dataclass ``cls`` to ``p``; ``defaults`` replace field defaults (a
     command whose default differs from the library's; nested as the fields are), ``exclude`` leaves
     fields out by name."""
     defaults = defaults or {}
+    if isinstance(p, argparse.ArgumentParser) and p.formatter_class is argparse.HelpFormatter:
+        p.formatter_class = _Formatter
     for flag in _flags(cls, dest=prefix, exclude=exclude):
         f, opt = flag.field, flag.opt
         t, many = _scalar(flag.hint)
@@ -271,13 +413,26 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
                 kw["nargs"] = opt.nargs
             elif many and opt.parse is None:  # a parsed flag is one word unless its nargs says otherwise
                 kw["nargs"] = "+"
-        _group(p, flag.group).add_argument(*names, **kw)
+        group = _group(p, flag.group)
+        action = group.add_argument(*names, **kw)
+        if opt.deprecated:
+            if opt.required:  # argparse would still ask for the new name when only the old one is given
+                raise ValueError(f"{names[0]}: a required flag cannot keep an old name")
+            group.add_argument(*opt.deprecated, dest=flag.dest, action=_OldName, new=action)
 
 
 def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
               **given: Any) -> T:
-    """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given); ``given``
-    sets fields that are not flags of this command (or overrides them)."""
+    """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given), every
+    numeric value checked against its field's range (:func:`check_ranges`); ``given`` sets fields
+    that are not flags of this command (or overrides them)."""
+    settings = _read(cls, args, prefix=prefix, only=only, **given)
+    check_ranges(settings)
+    return settings
+
+
+def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
+          **given: Any) -> T:
     kwargs: dict[str, Any] = {}
     for f, hint in _fields(cls):
         if f.name in given:
@@ -293,7 +448,7 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
             inner = f"{prefix}{f.name}."
             if n.when and all(getattr(args, inner + w, None) is None for w in n.when):
                 continue  # none of the flags that turn it on: the field's default (None)
-            kwargs[f.name] = from_args(sub, args, prefix=inner, only=_narrow(n.only, deeper))
+            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper))
             continue
         opt: Option | None = f.metadata.get(_KEY)
         dest = prefix + f.name
@@ -306,16 +461,89 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
     return cls(**kwargs)
 
 
+def _numbers(value: Any, item: bool = False) -> list[float]:
+    """The numbers a field's value holds (itself, a list's items, a mapping's values)."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, numbers.Real):  # numpy's numbers too
+        return [value]
+    if isinstance(value, str) and item:  # YAML 1.1 reads 1e-5 in a list as text (a scalar is coerced)
+        try:
+            return [float(value)]
+        except ValueError:
+            return []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [x for v in items for x in _numbers(v, True)]
+
+
+def _ranged(obj: Any, dest: str = "", key: str = "") -> Iterator[tuple[str, str, Any, Range, Any]]:
+    """(dest, recipe key, annotation, range, value) of every field of ``obj`` and of the settings
+    it holds that declares a range and is not None; an embedded block's keys are its holder's."""
+    for f, hint in _fields(type(obj)):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _ranged(value, f"{dest}{f.name}.", key if is_embedded(f) else f"{key}{f.name}.")
+        elif (rng := field_range(f)) is not None and value is not None:
+            yield dest + f.name, key + f.name, hint, rng, value
+
+
+def number_type(hint: Any) -> type | None:
+    """``int`` or ``float`` when a field of this annotation holds numbers (optional, a list or a
+    mapping of them: such a field declares its range), else None."""
+    t, _ = _scalar(hint)
+    if typing.get_origin(t) is dict:
+        t, _ = _scalar((typing.get_args(t) or (None, None))[-1])
+    return t if t in (int, float) else None
+
+
+def check_ranges(settings: Any, *, where: str | None = None) -> None:
+    """Raise :class:`ConfigError` (one line) for a number of ``settings`` outside its field's range,
+    naming the recipe key (``where.key``) when ``where`` is given, else the flag of a command's
+    settings (a field that is not a flag by its dotted path; a flag is reported first)."""
+    flags = {} if where is not None else {f.dest: f.name for f in _flags(type(settings))}
+    found: list[tuple[bool, str]] = []
+    for dest, key, hint, rng, value in _ranged(settings):
+        bad = next((v for v in _numbers(value) if not rng.allows(v)), None)
+        if bad is None:
+            continue
+        name = f"{where}.{key}" if where is not None else flags.get(dest, dest)
+        shown = f"{bad} (in {value})" if isinstance(value, (list, tuple, dict)) else bad
+        found.append((dest in flags, f"{name}: {shown} is out of range; allowed: "
+                                     f"{rng.describe(number_type(hint) is int)}"))
+    if found:
+        raise ConfigError(max(found, key=lambda x: x[0])[1])  # max: the first flag, else the first
+
+
+def flag_ranges(cls: type) -> dict[str, tuple[Range, type]]:
+    """{flag: (its range, ``int`` or ``float``)} for every flag of ``cls`` that declares a range."""
+    return {f.name: (rng, number_type(f.hint) or float) for f in _flags(cls) if (rng := field_range(f.field))}
+
+
 def flag_names(cls: type, *, exclude: tuple[str, ...] = ()) -> set[str]:
     """Every flag (first spelling) that :func:`add_options` generates for ``cls`` (positional
     arguments are not flags: see :func:`option_dests`)."""
-    return {flag.opt.flag or "--" + flag.field.name.replace("_", "-") for flag in _flags(cls, exclude=exclude)
-            if not flag.opt.positional}
+    return {flag.name for flag in _flags(cls, exclude=exclude) if not flag.opt.positional}
 
 
 def comma_list(text: str) -> list[str]:
     """A comma-separated flag value (``ridge,mlp``) as a list, blanks dropped: a ``parse`` of ``option``."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def output_folder(flag: str) -> Callable[[str], str]:
+    """The ``parse`` of a flag naming an output folder (``--out``): a path that is, or lies under, an
+    existing file is a one-line ConfigError naming the flag, read with the other flags, before
+    anything is loaded or written (mkdir would fail later with a bare ``[Errno 17] File exists``)."""
+    def check(value: str) -> str:
+        path = Path(os.path.expanduser(value))
+        for part in (path, *path.parents):
+            if part.exists():
+                if not part.is_dir():
+                    raise ConfigError(f"{flag}: {value if part == path else part} is a file, not a folder")
+                break
+        return value
+
+    return check
 
 
 def option_dests(cls: type, *, prefix: str = "") -> set[str]:
@@ -349,5 +577,12 @@ def parser_dests(p: argparse.ArgumentParser) -> set[str]:
 
 
 def parser_flags(p: argparse.ArgumentParser) -> set[str]:
-    """Every long flag of a parser (its first spelling), ``--help`` left out."""
-    return {a.option_strings[0] for a in p._actions if a.option_strings and a.option_strings[0] != "-h"}
+    """Every long flag of a parser (its first spelling), ``--help`` and the hidden old spellings
+    (``Option.deprecated``) left out."""
+    return {a.option_strings[0] for a in p._actions
+            if a.option_strings and a.option_strings[0] != "-h" and not isinstance(a, _OldName)}
+
+
+def renamed_flags(p: argparse.ArgumentParser) -> dict[str, str]:
+    """The hidden old spellings of a parser's flags -> the flag each is now (``Option.deprecated``)."""
+    return {old: a.new.option_strings[0] for a in p._actions if isinstance(a, _OldName) for old in a.option_strings}

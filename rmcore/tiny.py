@@ -108,6 +108,7 @@ def lora_with_effect(model: Any, r: int = 4, seed: int = 1) -> Any:
     zero, and a comparison of gradients needs adapters that change the output."""
     import torch
 
+    # torch: this module loads without it
     from rmcore.modeling import LoraSettings, apply_lora
 
     model = apply_lora(model, LoraSettings(r=r, dropout=0.0))

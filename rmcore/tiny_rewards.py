@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rmcore.tiny import tiny_model
+
 GATED_MODULE = "modeling_gated_rm"
 GATED_CODE = '''
 from dataclasses import dataclass
@@ -117,8 +119,6 @@ def save_value_head(path: str | os.PathLike, tokenizer: Any, *, layout: str = "o
     Returns (backbone, head weight (1, hidden))."""
     import torch
     from safetensors.torch import save_file
-
-    from rmcore.tiny import tiny_model
 
     prefix, name = VALUE_HEAD_LAYOUTS[layout]
     backbone = tiny_model(tokenizer, "llama", seed=seed, max_position_embeddings=max_position_embeddings).model.eval()

@@ -41,6 +41,7 @@ import numpy as np
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError
 from rmcore.registry import Registry
+from rmeval.backends.generators import FileGenerator
 
 DEFAULT_INSTRUCTION = "Please respond."
 # Content-free but well-formed: scores it gets reflect the prompt, not the reply.
@@ -191,9 +192,10 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from rmcore.modeling import resolve_model_path
+    # torch: this module loads without it
+    from rmcore.modeling import loadable_model_path
 
-    name = resolve_model_path(model or default_embedder())  # Hub id, path or pkg:<module>
+    name = loadable_model_path(model or default_embedder(), "embedder")  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)
     enc_model = AutoModel.from_pretrained(name).eval()
     limit = getattr(enc_model.config, "max_position_embeddings", None)
@@ -247,8 +249,6 @@ def _rewritten(rs: RatingSet, condition: str, *, file: str | os.PathLike | None,
                n_variants: int, reply: str | None = None, source: str | None = None) -> list[ConditionItem]:
     """Each prompt's last user turn replaced by its ``source`` texts (default: the condition's
     own); scored with its responses, or with the one ``reply`` when given."""
-    from rmeval.backends.generators import FileGenerator
-
     source = source or condition
     if generator is None:
         if file is None:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from rmcore.errors import DataError
 from rmcore.io import read_table
+from rmeval.conditions import CONDITIONS, FIXED_REPLY
 
 TRANSPLANT_KINDS = ("random", "overlap", "embedding", "length", "related")
 PROMPT_ONLY_SENTINEL = "__generic_reply__"
@@ -29,8 +30,6 @@ SCORE_KEY = ["prompt_id", "response_id", "condition", "variant"]
 
 def condition_names() -> tuple[str, ...]:
     """Known conditions: the registry in ``rmeval.conditions`` is the one source."""
-    from rmeval.conditions import CONDITIONS
-
     return tuple(CONDITIONS)
 
 
@@ -159,9 +158,6 @@ def validate_scores(scores: pd.DataFrame, ratings: pd.DataFrame | None = None, *
     df["donor_prompt_id"] = [None if _missing(v) else norm_id(v) for v in df["donor_prompt_id"].tolist()]
     _check_duplicates(df, SCORE_KEY, "(prompt_id, response_id, condition, variant)", file, rows)
     if ratings is not None:
-        # conditions that score the fixed reply, not a rated response
-        from rmeval.conditions import FIXED_REPLY
-
         rkeys = set(zip(ratings["prompt_id"].astype(str), ratings["response_id"].astype(str)))
         rprompts = set(ratings["prompt_id"].astype(str))
         for i, (p, r, c, d) in enumerate(zip(df["prompt_id"], df["response_id"], df["condition"],

@@ -23,19 +23,22 @@ from rmcore.config import (  # noqa: F401
 )
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
+from rmcore.settings import bounded
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
 )
+from rmtrain.arms import ARMS, make_arm
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 HF_ARGUMENTS = "matchrm.training_arguments"
 
 
-def hf(default: Any, *keywords: str) -> Any:
+def hf(default: Any, *keywords: str, **bounds: Any) -> Any:
     """A setting that transformers' ``TrainingArguments`` takes as it is, as ``keywords`` (one or
-    more); :func:`hf_arguments` collects them, so no field is mapped by hand."""
-    return field(default=default, metadata={HF_ARGUMENTS: keywords})
+    more); :func:`hf_arguments` collects them, so no field is mapped by hand. A numeric one declares
+    its range in ``bounds`` (``gt=0``; ``rmcore.settings.bounded``)."""
+    return bounded(default, metadata={HF_ARGUMENTS: keywords}, **bounds)
 
 
 def hf_arguments(settings: Any) -> dict[str, Any]:
@@ -50,27 +53,28 @@ class TrainingSettings:
     is passed to ``TrainingArguments`` under that keyword, the others are read by rmtrain itself or
     turned into ``TrainingArguments`` in ``rmtrain.train._training_arguments``."""
 
-    learning_rate: float = hf(2e-5, "learning_rate")
-    num_epochs: float = hf(1.0, "num_train_epochs")
-    max_steps: int = hf(-1, "max_steps")  # > 0 overrides num_epochs
+    learning_rate: float = hf(2e-5, "learning_rate", gt=0)
+    num_epochs: float = hf(1.0, "num_train_epochs", gt=0)
+    max_steps: int = hf(-1, "max_steps", ge=1, also=(-1,))  # -1: num_epochs decides; > 0 overrides it
     # in pairs: each step scores 2x this many texts
-    per_device_batch_size: int = hf(16, "per_device_train_batch_size")
-    gradient_accumulation_steps: int = hf(1, "gradient_accumulation_steps")
-    max_length: int = 512
-    warmup_ratio: float = hf(0.03, "warmup_steps")  # transformers 5: a float < 1 is a ratio of the total steps
-    weight_decay: float = hf(0.0, "weight_decay")
+    per_device_batch_size: int = hf(16, "per_device_train_batch_size", ge=1)
+    gradient_accumulation_steps: int = hf(1, "gradient_accumulation_steps", ge=1)
+    max_length: int = bounded(512, ge=1)
+    # transformers 5: a float < 1 is a ratio of the total steps
+    warmup_ratio: float = hf(0.03, "warmup_steps", ge=0, lt=1)
+    weight_decay: float = hf(0.0, "weight_decay", ge=0)
     lr_scheduler: str = hf("linear", "lr_scheduler_type")
-    max_grad_norm: float = hf(1.0, "max_grad_norm")
-    logging_steps: int = hf(10, "logging_steps")
+    max_grad_norm: float = hf(1.0, "max_grad_norm", ge=0)
+    logging_steps: int = hf(10, "logging_steps", ge=1)
     # held-out evaluation every N steps (needed for best_* selection)
-    eval_steps: int | None = hf(None, "eval_steps")
-    save_steps: int | None = None  # None: only the final model is saved
-    save_total_limit: int | None = hf(2, "save_total_limit")
+    eval_steps: int | None = hf(None, "eval_steps", ge=1)
+    save_steps: int | None = bounded(None, ge=1)  # None: only the final model is saved
+    save_total_limit: int | None = hf(2, "save_total_limit", ge=1)
     selection: str = "final"  # final | best_pair_accuracy (on the held-out prompts)
     bf16: bool = hf(False, "bf16")
     group_by_length: bool = True  # length-grouped batches: less padding, same data
-    dataloader_num_workers: int = hf(0, "dataloader_num_workers")
-    eval_batch_size: int = 64
+    dataloader_num_workers: int = hf(0, "dataloader_num_workers", ge=0)
+    eval_batch_size: int = bounded(64, ge=1)
     use_cpu: bool = False
     # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.shared_prompt).
     # auto: where the model takes a custom attention mask; true: required; false: never.
@@ -94,14 +98,15 @@ class TrainConfig:
     arm: str
     model: ModelSettings
     data: dict[str, Any]
-    seed: int = hf(1, "seed", "data_seed")
+    seed: int = hf(1, "seed", "data_seed", ge=0)
     output_dir: str = hf("outputs/run", "output_dir")
     attribute: str = "helpfulness"
-    heldout_fraction: float = 0.1  # prompts for the reported held-out figures
-    selection_fraction: float = 0.0  # > 0: prompts for selection (checkpoint, search); else held-out
-    split_seed: int = 0  # fixed across arms and seeds: every arm sees the same split
+    heldout_fraction: float = bounded(0.1, gt=0, lt=1)  # prompts for the reported held-out figures
+    # > 0: prompts for selection (checkpoint, search); else held-out
+    selection_fraction: float = bounded(0.0, ge=0, lt=1)
+    split_seed: int = bounded(0, ge=0)  # fixed across arms and seeds: every arm sees the same split
     use_released_preferences: bool = True
-    max_train_pairs: int | None = None
+    max_train_pairs: int | None = bounded(None, ge=1)
     # raise | skip: the data specs' switch, same name and values (skips counted in train_summary.json);
     # a data spec's own on_bad wins
     on_bad: str = "raise"
@@ -115,10 +120,9 @@ class TrainConfig:
         return recipe_dict(self)
 
     def validate(self) -> None:
-        from rmtrain.arms import ARMS
-
         if self.arm not in ARMS:
             raise ARMS.unknown(self.arm)
+        make_arm(self.arm, self.arm_options)  # its options: known fields, numbers in range
         if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
             raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
         if self.training.selection not in SELECTION_RULES:
@@ -159,11 +163,11 @@ class SlurmSettings:
 
     accelerate_config: str | None = "accelerate_configs/single_gpu.yaml"  # None: plain python
     partition: str | None = None
-    timeout_min: int = 24 * 60
-    gpus_per_node: int = 1
-    cpus_per_task: int = 8
-    mem_gb: float = 64
-    array_parallelism: int = 64
+    timeout_min: int = bounded(24 * 60, ge=1)
+    gpus_per_node: int = bounded(1, ge=0)
+    cpus_per_task: int = bounded(8, ge=1)
+    mem_gb: float = bounded(64, gt=0)
+    array_parallelism: int = bounded(64, ge=1)
     setup: list[str] = field(default_factory=list)  # shell lines before each task (module load, venv)
     additional_parameters: dict[str, Any] = field(default_factory=dict)  # any other #SBATCH flag
 
@@ -177,13 +181,13 @@ class SweepSettings:
     with the best held-out pair accuracy is then trained at every seed."""
 
     arms: list[str]
-    seeds: list[int] = field(default_factory=lambda: [1])
+    seeds: list[int] = bounded(default_factory=lambda: [1], ge=0)
     models: list[str] = field(default_factory=list)  # empty: the base config's model
     output_root: str = "outputs/sweep"
     search: dict[str, list[Any]] = field(default_factory=dict)
-    search_seed: int | None = None  # default: the first seed
+    search_seed: int | None = bounded(None, ge=0)  # default: the first seed
     name: str | None = None  # W&B group of every run; default wandb.group, else the output directory's name
-    max_parallel: int = 1  # local executor: runs at once
+    max_parallel: int = bounded(1, ge=1)  # local executor: runs at once
     audit: FinalAuditSettings = field(default_factory=FinalAuditSettings)
     # Both checkpoint-selection rules side by side (the study's Table 26): [final, best_pair_accuracy]
     # audits each run's final-step checkpoint beside its best one (training.selection best_pair_accuracy);
@@ -219,7 +223,7 @@ class Sweep:
         ov = dict(self.overrides)
         ov.update(extra or {})
         ov.update({"arm": arm, "seed": seed, "model.name_or_path": model,
-                   "output_dir": output_dir or str(Path(self.settings.output_root) / _short(model) / arm / f"seed{seed}")})
+                   "output_dir": output_dir or str(Path(self.settings.output_root) / short_model_name(model) / arm / f"seed{seed}")})
         base = dict(self.base)
         if isinstance(base.get("model"), str):
             base["model"] = {"name_or_path": base["model"]}
@@ -228,7 +232,7 @@ class Sweep:
 
     def search_dir(self, model: str, arm: str, combo: dict[str, Any]) -> str:
         tag = "_".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()) or "default"
-        return str(Path(self.settings.output_root) / _short(model) / arm / "search" / tag)
+        return str(Path(self.settings.output_root) / short_model_name(model) / arm / "search" / tag)
 
     def runs(self) -> list[TrainConfig]:
         """The final runs, one per (model, arm, seed), at the base settings (no search)."""
@@ -294,7 +298,7 @@ def _check_extra_audits(sw: Sweep) -> None:
             raise ConfigError(f"{where}.released_scorers.{label}: a Hub id or path, or a mapping with 'model'")
 
 
-def _short(model_name: str) -> str:
+def short_model_name(model_name: str) -> str:
     """Directory name for a model: 'Qwen/Qwen3-0.6B' -> 'Qwen3-0.6B', 'pkg:gt_x' -> 'gt_x'."""
     name = model_name.split(":", 1)[1] if model_name.startswith("pkg:") else model_name
     p = Path(name)

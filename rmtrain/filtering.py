@@ -48,8 +48,37 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.config import build_config, load_recipe
+from rmcore.data.pairs import build_pairs, split_by_prompt
+from rmcore.data.registry import load_data
+from rmcore.data.schema import pick_attribute
+from rmcore.device import resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
+from rmcore.formatting import plain_prompt
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.markdown import estimate, interval, num, table
 from rmcore.modeling import LoraSettings
+from rmcore.settings import bounded
+from rmcore.tracking import Tracker, flatten
+from rmeval.experiments.comparisons import HelpfulnessJudge
+from rmeval.experiments.leaderboard import load_leaderboard_config
+from rmeval.experiments.pool import candidates_table, load_pool_config, load_reward_scorer, score_pool
+from rmeval.experiments.recipe import (
+    KINDS,
+    TOY_NOTICE,
+    check_reward_models,
+    judge_specs,
+    load_experiment,
+    reward_models,
+)
+from rmeval.experiments.responses import (
+    PolicySpec,
+    SamplingSettings,
+    corpus,
+    generate_responses,
+    resolve_model,
+)
+from rmeval.stats.ranking import head_to_head, jaccard, paired_difference
 
 ARMS = ("random", "raw", "centred")
 COMPARISONS = (("raw", "centred"), ("raw", "base"), ("centred", "base"))
@@ -58,24 +87,24 @@ METRICS_FILE = "metrics.json"
 
 @dataclass
 class FilterSettings:
-    keep_fraction: float = 0.3  # share of the training pairs each filter keeps
+    keep_fraction: float = bounded(0.3, gt=0, lt=1)  # share of the training pairs each filter keeps
 
 
 @dataclass
 class DPOSettings:
     """trl DPOTrainer settings shared by every arm of a variant."""
 
-    beta: float = 0.1
-    num_epochs: float = 2.0
-    pairs_per_step: int = 32  # per optimiser step, over devices and gradient accumulation
-    per_device_batch_size: int = 4
-    learning_rates: list[float] = field(default_factory=lambda: [5e-7, 1e-6, 2e-6])  # grid on the random arm
-    max_length: int = 2048  # tokens of prompt and response (trl truncates beyond)
-    warmup_ratio: float = 0.1  # of the training steps
+    beta: float = bounded(0.1, gt=0)
+    num_epochs: float = bounded(2.0, gt=0)
+    pairs_per_step: int = bounded(32, ge=1)  # per optimiser step, over devices and gradient accumulation
+    per_device_batch_size: int = bounded(4, ge=1)
+    learning_rates: list[float] = bounded(default_factory=lambda: [5e-7, 1e-6, 2e-6], gt=0)  # grid on the random arm
+    max_length: int = bounded(2048, ge=1)  # tokens of prompt and response (trl truncates beyond)
+    warmup_ratio: float = bounded(0.1, ge=0, lt=1)  # of the training steps
     gradient_checkpointing: bool = False
     device: str = "auto"  # rmcore.device's rule
     dtype: str = "auto"  # bfloat16 on a recent GPU, float32 on the CPU
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
 
 
 @dataclass
@@ -86,15 +115,15 @@ class VariantSettings:
     name: str
     judge: str
     lora: LoraSettings | None = None
-    learning_rates: list[float] | None = None
+    learning_rates: list[float] | None = bounded(None, gt=0)
 
 
 @dataclass
 class FilterEvalSettings:
     data: Any = None  # prompts the policies answer for the judge (None: the held-out prompts)
-    n_prompts: int | None = None  # a seeded sample of them
-    max_new_tokens: int = 2048
-    batch_size: int = 8
+    n_prompts: int | None = bounded(None, ge=1)  # a seeded sample of them
+    max_new_tokens: int = bounded(2048, ge=1)
+    batch_size: int = bounded(8, ge=1)
 
 
 @dataclass
@@ -109,13 +138,13 @@ class FilteringConfig:
     filter: FilterSettings = field(default_factory=FilterSettings)
     dpo: DPOSettings = field(default_factory=DPOSettings)
     evaluation: FilterEvalSettings = field(default_factory=FilterEvalSettings)
-    heldout_fraction: float = 0.1
-    max_prompts: int | None = None  # a seeded sample of the data's prompts
-    max_train_pairs: int | None = None
+    heldout_fraction: float = bounded(0.1, gt=0, lt=1)
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of the data's prompts
+    max_train_pairs: int | None = bounded(None, ge=1)
     attribute: str | None = None  # the rating that orders pairs when the data has no released labels
-    split_seed: int = 0
-    seed: int = 0
-    n_boot: int = 2000
+    split_seed: int = bounded(0, ge=0)
+    seed: int = bounded(0, ge=0)
+    n_boot: int = bounded(2000, ge=1)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # the policies' chat template options
     output_dir: str = "outputs/filtering"
     toy: bool = False
@@ -152,18 +181,12 @@ class FilteringConfig:
         self.reward_model_settings()
 
     def reward_model_settings(self) -> Any:
-        from rmeval.experiments.recipe import reward_models
-
         return reward_models({"reward_model": self.reward_model}, "")["reward_model"]
 
     def judge_settings(self) -> dict[str, Any]:
-        from rmeval.experiments.recipe import judge_specs
-
         return judge_specs(self.judges, "judges")
 
     def variant_settings(self) -> list[VariantSettings]:
-        from rmcore.config import build_config
-
         if not isinstance(self.variants, list) or not self.variants:
             raise ConfigError("variants must be a non-empty list of {name, judge, lora, learning_rates}")
         out = [build_config(VariantSettings, v, f"variants[{i}]") for i, v in enumerate(self.variants)]
@@ -174,17 +197,12 @@ class FilteringConfig:
 
 
 def load_filtering_config(path: str | os.PathLike, overrides: list[str] | None = None) -> FilteringConfig:
-    from rmeval.experiments.recipe import load_experiment
-
     return load_experiment(FilteringConfig, path, "filtering", overrides=overrides,
                            required=("data", "reward_model", "base_model", "judges", "variants"))
 
 
 def check_experiment_recipe(path: str | os.PathLike) -> str:
     """What an experiment recipe (pool, leaderboard or filtering) holds, validated like its command."""
-    from rmcore.config import load_recipe
-    from rmeval.experiments.recipe import KINDS
-
     kind = load_recipe(path).get("experiment")
     if kind == "filtering":
         cfg = load_filtering_config(path)
@@ -192,13 +210,9 @@ def check_experiment_recipe(path: str | os.PathLike) -> str:
         return (f"ok (filtering, {len(cfg.variant_settings())} variants x {len(ARMS)} arms, "
                 f"{len(cfg.dpo.learning_rates)} learning rates)")
     if kind == "pool":
-        from rmeval.experiments.pool import load_pool_config
-
         pc = load_pool_config(path)
         return f"ok (pool, {len(pc.policy_specs())} policies x {pc.sampling.n} responses)"
     if kind == "leaderboard":
-        from rmeval.experiments.leaderboard import load_leaderboard_config
-
         lb = load_leaderboard_config(path)
         return (f"ok (leaderboard, {len(lb.policy_specs())} policies, {len(lb.reward_model_settings())} reward "
                 f"models, {lb.n_assignments} assignments)")
@@ -233,8 +247,6 @@ def kept(keys: np.ndarray, n_keep: int) -> np.ndarray:
 
 def select_pairs(keyed: pd.DataFrame, keep_fraction: float, seed: int) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The kept flags of the three arms and their overlaps (see the module doc)."""
-    from rmeval.stats.ranking import jaccard
-
     n = len(keyed)
     n_keep = int(round(keep_fraction * n))
     if n_keep < 1:
@@ -264,8 +276,6 @@ def dpo_rows(pairs: pd.DataFrame, rs: Any, tokenizer: Any,
     """trl's preference format: conversational when the tokenizer has a chat template (with the
     template options on every row, where trl reads them), else the plain layout
     (``rmcore.formatting.plain_prompt``) with the responses as continuations."""
-    from rmcore.formatting import plain_prompt
-
     by_id = rs.by_id()
     text = {(p.prompt_id, r.response_id): r.text for p in rs.prompts for r in p.responses}
     chat = bool(getattr(tokenizer, "chat_template", None))
@@ -295,9 +305,8 @@ def train_dpo(base: str, train_rows: list[dict[str, Any]], held_rows: list[dict[
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
+    # transformers: this module loads without it
     from rmcore.console import use_progress_bar
-    from rmcore.device import resolve_device, resolve_dtype
-    from rmcore.io import atomic_write_json
 
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
@@ -359,11 +368,6 @@ def _pairs_table(pairset: Any) -> pd.DataFrame:
 def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None = None,
                           wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
     """The filtering experiment of ``cfg`` into ``out`` (default cfg.output_dir); see the module doc."""
-    from rmcore.data.registry import load_data
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
-    from rmeval.experiments.responses import SamplingSettings, corpus, resolve_model
-
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(out or cfg.output_dir)
@@ -416,8 +420,7 @@ class _PairSplit:
 def _split_pairs(cfg: FilteringConfig, rs: Any) -> _PairSplit:
     """Build the preference pairs of ``rs`` and split them by conversation text into training and held-out
     pairs (the training pairs capped at a seeded ``max_train_pairs``)."""
-    from rmcore.data.pairs import build_pairs, split_by_prompt
-    from rmcore.data.schema import pick_attribute
+    # transformers: this module loads without it
     from rmtrain.prepare import prompt_texts
 
     by_text = prompt_texts(rs)
@@ -444,10 +447,6 @@ def _score_and_filter(cfg: FilteringConfig, rs: Any, train_pairs: pd.DataFrame, 
                       build: Path) -> tuple[str, pd.DataFrame, dict[str, Any]]:
     """Score the training prompts' responses with the reward model and keep pairs by raw, centred and random
     keys; returns (the reward model's path, the filters table, the kept sets' overlap)."""
-    from rmcore.io import atomic_write_table
-    from rmeval.experiments.pool import candidates_table, load_reward_scorer, score_pool
-    from rmeval.experiments.responses import resolve_model
-
     train_rs = rs.subset(set(train_pairs["prompt_id"]))
     settings = cfg.reward_model_settings()
     settings = replace(settings, model=resolve_model(settings.model, texts=texts, build_dir=build))
@@ -465,8 +464,6 @@ def _score_and_filter(cfg: FilteringConfig, rs: Any, train_pairs: pd.DataFrame, 
 
 def _evaluation_prompts(cfg: FilteringConfig, rs: Any, held_ids: list[str]) -> list[Any]:
     """The prompts the policies answer: the evaluation data's, else a seeded sample of the held-out prompts."""
-    from rmcore.data.registry import load_data
-
     if cfg.evaluation.data is not None:
         return load_data(cfg.evaluation.data, cfg.evaluation.n_prompts, cfg.seed).prompts
     return rs.subset(held_ids).sample(cfg.evaluation.n_prompts, cfg.seed).prompts
@@ -499,10 +496,6 @@ def _judge_comparisons(cfg: FilteringConfig, v: VariantSettings, eval_prompts: l
                        build: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The variant's judge on each pair of policies in both orders: head-to-head win rates, the raw minus
     centred difference against the base (paired over prompts), and the judge's counts."""
-    from rmcore.io import atomic_write_table
-    from rmeval.experiments.comparisons import HelpfulnessJudge
-    from rmeval.stats.ranking import head_to_head, paired_difference
-
     judge = HelpfulnessJudge(cfg.judge_settings()[v.judge], cache=out / "judgments.sqlite", texts=texts,
                              build_dir=build)
     msgs = [p.messages for p in eval_prompts]
@@ -529,9 +522,6 @@ def _run_variant(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict
                  held_rows: list[dict[str, Any]], eval_prompts: list[Any], greedy: Any, out: Path, *, texts: Any,
                  build: Path) -> dict[str, Any]:
     """One variant: its DPO arms, their greedy responses to the evaluation prompts and the judge's comparisons."""
-    from rmcore.io import atomic_write_table
-    from rmeval.experiments.responses import PolicySpec, generate_responses
-
     vdir = out / v.name
     lr, search, arms = _train_arms(cfg, v, base, rows, held_rows, vdir)
     # -- responses and judgments
@@ -553,8 +543,6 @@ def _run_variant(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict
 
 
 def _log(result: dict[str, Any], out: Path, cfg: FilteringConfig, project: str, mode: str | None) -> None:
-    from rmcore.tracking import Tracker, flatten
-
     tracker = Tracker(project=project, name="filter-experiment", mode=mode, dir=out, job_type="filtering",
                       config={"data": str(cfg.data), "base_model": cfg.base_model, "keep_fraction": cfg.filter.keep_fraction,
                               "beta": cfg.dpo.beta})
@@ -566,8 +554,6 @@ def _log(result: dict[str, Any], out: Path, cfg: FilteringConfig, project: str, 
 
 
 def filtering_markdown(result: dict[str, Any]) -> str:
-    from rmcore.markdown import estimate, interval, num, table
-
     f, m = result["filter"], result["meta"]
     lines = ["# Raw against centred filtering", ""]
     if result.get("notice"):

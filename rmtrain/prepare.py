@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.data.pairs import build_pairs, split_by_prompt
+from rmcore.data.registry import load_rating_set
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError
 from rmcore.formatting import Encoded, encode_example
@@ -35,8 +37,6 @@ class PreparedData:
 
 def load_run_data(cfg: TrainConfig) -> RatingSet:
     """The run's rating set, loaded with the run's on_bad (a data spec's own on_bad wins)."""
-    from rmcore.data.registry import load_rating_set
-
     spec = dict(cfg.data)
     spec.setdefault("on_bad", cfg.on_bad)
     return load_rating_set(spec)
@@ -44,8 +44,6 @@ def load_run_data(cfg: TrainConfig) -> RatingSet:
 
 def split_prompts(cfg: TrainConfig, rs: RatingSet) -> tuple[list[str], list[str], list[str]]:
     """(train, held-out, selection) prompt ids of ``rs``: the split alone, no pairs built."""
-    from rmcore.data.pairs import split_by_prompt
-
     # Split on the conversation text, not the id: a prompt that recurs under two ids (HelpSteer2
     # repeats some non-consecutively; HH-RLHF rows share openings) must not sit on both sides.
     text_of = prompt_texts(rs)
@@ -67,8 +65,6 @@ def split_prompts(cfg: TrainConfig, rs: RatingSet) -> tuple[list[str], list[str]
 
 
 def prepare_data(cfg: TrainConfig) -> PreparedData:
-    from rmcore.data.pairs import build_pairs
-
     rs = load_run_data(cfg)
     _check_attribute(cfg, rs)
     pairset = build_pairs(rs, attribute=cfg.attribute, use_released=cfg.use_released_preferences)

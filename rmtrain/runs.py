@@ -10,9 +10,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rmeval.audit.pipeline import FinalAuditSettings
+from rmcore.data.registry import load_rating_set
+from rmeval.audit.callback import AuditCallback
+from rmeval.audit.pipeline import FinalAuditSettings, audit_checkpoint, audit_line
+from rmeval.scoring import ScorerSettings
 from rmtrain.config import TrainConfig
 from rmtrain.prepare import PreparedData, load_run_data, prompt_texts, split_prompts
+from rmtrain.train import train
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +33,6 @@ AUDIT_FIGURES = {
 
 def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     """rmeval's AuditCallback on the run's held-out prompts (the recipe's `audit` section)."""
-    from rmeval.audit.callback import AuditCallback
-
     # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited;
     # the scorer lowers max_length to what the model can read
     held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
@@ -40,8 +42,6 @@ def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
 
 def train_run(cfg: TrainConfig, *, force: bool = False) -> dict[str, Any]:
     """`rmtrain.train.train` with the audit callback attached when the recipe enables it."""
-    from rmtrain.train import train
-
     return train(cfg, force=force, callbacks=[audit_callback] if cfg.audit.enabled else [])
 
 
@@ -50,8 +50,6 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
     with every prompt whose text is a training or selection prompt removed (and counted). Every run
     of a sweep shares the split, so no run trained on these prompts. The split alone is redrawn
     (rmtrain.prepare.split_prompts): no pairs are built."""
-    from rmcore.data.registry import load_rating_set
-
     run_rs = load_run_data(cfg)
     train_ids, held_ids, sel_ids = split_prompts(cfg, run_rs)
     if settings.data is None:
@@ -75,9 +73,6 @@ def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
     user would, placed as ``settings`` say), written to `out`; the audited prompts' counts go into
     audit.json's ``meta.prompts``. Returns the sweep figures (``audit_record_figures``); None in a
     process that only scored its share (``shard``: one of several processes of one audit)."""
-    from rmeval.audit.pipeline import audit_checkpoint, audit_line
-    from rmeval.scoring import ScorerSettings
-
     rs, counts = audit_rating_set(cfg, settings)
     where = json.dumps(settings.data) if settings.data else f"held-out prompts of {json.dumps(cfg.data)}"
     name = f"{cfg.arm}-seed{cfg.seed}"

@@ -20,6 +20,8 @@ import torch
 from rmcore.console import use_progress_bar
 from rmcore.errors import ConfigError
 from rmcore.modeling import load_reward_model, resolve_max_length
+from rmcore.shared_prompt import unsupported_reason
+from rmcore.tracking import Tracker
 from rmtrain.arms import make_arm
 from rmtrain.config import TrainConfig, hf_arguments
 from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers know)
@@ -54,8 +56,6 @@ CallbackFactory = Callable[[TrainConfig, PreparedData, Any], Any]
 def use_shared_prompt(setting: bool | str, model: Any) -> bool:
     """Resolve ``training.shared_prompt`` for this model: auto uses it where the model can take it
     and says once when it cannot; true requires it."""
-    from rmcore.shared_prompt import unsupported_reason
-
     mode = str(setting).lower()
     if mode == "false":
         return False
@@ -198,8 +198,6 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
 
 
 def _tracker(cfg: TrainConfig, out: Path) -> Any:
-    from rmcore.tracking import Tracker
-
     return Tracker(project=cfg.wandb.project, name=f"{cfg.arm}-seed{cfg.seed}", group=cfg.wandb.group,
                    tags=[f"arm:{cfg.arm}", f"seed:{cfg.seed}", *cfg.wandb.tags], config=cfg.to_dict(),
                    mode=cfg.wandb.mode, dir=out, job_type="train", entity=cfg.wandb.entity)

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--checkpoint and --model are alternatives")
     if args.rounds < 1 or args.requests < 1 or args.clients < 1:
         ap.error("--rounds, --requests and --clients must be at least 1")
-    from rmcore.console import quiet_libraries
+    from rmcore.quiet import quiet_libraries
 
     quiet_libraries()
     if args.data == DEFAULT_DATA and args.rollouts_per_prompt > 4:  # distinct responses for every rollout

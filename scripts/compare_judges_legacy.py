@@ -18,7 +18,9 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -44,10 +46,12 @@ def compare(a: Any, b: Any, path: str = "") -> tuple[int, float, list[str]]:
 
 
 def plain(doc: dict[str, Any]) -> Any:
-    """The document as the pipeline writes it (numpy scalars as JSON numbers)."""
-    from rmcore.io import _json_default
+    """The document as the pipeline writes it (numpy scalars as JSON numbers): written with
+    rmcore.io.atomic_write_json and read back."""
+    from rmcore.io import atomic_write_json  # pandas: --help stays cheap
 
-    return json.loads(json.dumps(doc, default=_json_default, allow_nan=True))
+    with tempfile.TemporaryDirectory() as d:
+        return json.loads(atomic_write_json(Path(d) / "doc.json", doc).read_text())
 
 
 def main() -> int:

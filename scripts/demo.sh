@@ -10,5 +10,5 @@ bash scripts/setup.sh
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
 CONFIG=${DEMO_CONFIG:-recipes/demo.yaml}
 OUT=${DEMO_OUT:-outputs/$(basename "$CONFIG" .yaml)}
-.venv/bin/rmtrain sweep --config "$CONFIG" --output-dir "$OUT" "$@"
+.venv/bin/rmtrain sweep --config "$CONFIG" --out "$OUT" "$@"
 echo "Report: $OUT/report.md; per-run table: $OUT/summary.csv; plots: $OUT/share_vs_margin.png, $OUT/arm_bars.png"

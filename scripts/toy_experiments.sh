@@ -10,7 +10,7 @@ bash scripts/setup.sh
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true TOKENIZERS_PARALLELISM=false
 RM=outputs/toy/reward_model
 OUT=outputs/experiments
-.venv/bin/rmtrain train --config recipes/toy_reward_model.yaml --output-dir "$RM"
+.venv/bin/rmtrain train --config recipes/toy_reward_model.yaml --out "$RM"
 .venv/bin/rmeval pool --config recipes/pool_toy.yaml --out "$OUT/pool_toy"
 .venv/bin/rmeval audit --checkpoint "$RM" --data simulated:n_prompts=24,responses_per_prompt=4,seed=0 \
   --reference-pool "$OUT/pool_toy/pool.parquet" --conditions original --n-boot 500 --n-boot-regression 100 \

@@ -12,6 +12,8 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
 - The MiniLM run every arm test trains (``base_config``) and its independent reference scores
   (``plain_scores``: plain transformers, one unpadded text per forward pass).
 - ``longest_rm_bench_rows``: the longest real RM-Bench rows, written to small files.
+- ``subcommands``: every command of a command-line parser (``rmeval``, ``rmtrain``), nested ones
+  (``judges elicit``) included, by its words.
 - ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server. The file is a
   LevelDB-log stream: a 7-byte file header ("W&B" magic, version), then 32 KiB blocks of records,
   each with a 7-byte header (crc32 4, length 2, type 1; FULL=1, FIRST=2, MIDDLE=3, LAST=4) carrying
@@ -19,8 +21,10 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,18 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository root
 
 
 # -- reference formulas ------------------------------------------------------------------------------
+
+def subcommands(p: argparse.ArgumentParser, path: tuple[str, ...] = (),
+                has: str = "settings") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(words, parser) of every command under ``p`` whose parser sets ``has``: "settings" for the
+    commands declared by a settings dataclass (``rmcore.settings``), "func" for every command."""
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                if sp.get_default(has) is not None:
+                    yield " ".join((*path, name)), sp
+                yield from subcommands(sp, (*path, name), has)
+
 
 def hand_icc(values, groups) -> float:
     """The ANOVA ICC(1) formula, written out plainly as an independent reference."""

@@ -169,6 +169,41 @@ def test_importing_the_foundations_and_the_training_library_loads_no_layer_above
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
+def _private_imports(path: Path, mod: str) -> list[str]:
+    """``from <project module> import _name`` in a file: a helper one module shares with another has
+    a public name (a leading underscore means "this module's own")."""
+    files = {_module(p) for layer in LAYERS for p in (ROOT / layer).rglob("*.py")}
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        for a in node.names:
+            private = a.name.startswith("_") and not a.name.startswith("__")
+            if private and base in files and base != mod and f"{base}.{a.name}" not in files:
+                out.append(f"{mod}:{node.lineno} imports {a.name} from {base}")
+    return out
+
+
+def test_no_module_imports_a_private_name_of_another():
+    bad = [line for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))
+           for line in _private_imports(p, _module(p))]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_name_check_sees_one(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("from .panel import Panel, _mean\nfrom rmtrain.config import __doc__\n"
+                 "def f():\n    from rmcore.io import _private\n")
+    assert _private_imports(f, "rmeval.judges.probe") == [
+        "rmeval.judges.probe:1 imports _mean from rmeval.judges.panel",
+        "rmeval.judges.probe:4 imports _private from rmcore.io"]
+
+
 @pytest.mark.heavy
 def test_pip_install_editable_installs_every_package(tmp_path):
     """`pip install -e .` from the repository root: rmcore, rmeval and rmtrain import from the new

@@ -31,7 +31,7 @@ from typing import Any
 from rmcore.data.schema import Message, PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
-from rmcore.io import Record, _py_row, looks_like_hub_id, looks_local, read_records
+from rmcore.io import Record, looks_like_hub_id, looks_local, py_row, read_records
 
 __all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
            "read_records", "require_text", "source_records"]
@@ -61,7 +61,7 @@ def hub_records(repo_id: str, split: str, **kwargs: Any) -> list[Record]:
     from datasets import load_dataset
 
     ds = load_dataset(repo_id, split=split, **kwargs)
-    return [(i + 1, _py_row(dict(r))) for i, r in enumerate(ds)]
+    return [(i + 1, py_row(dict(r))) for i, r in enumerate(ds)]
 
 
 def source_records(path: str | os.PathLike, split: str) -> tuple[list[Record], str]:
@@ -100,7 +100,7 @@ def require_text(value: Any, *, file: str, row: int, field: str) -> str:
     return value
 
 
-def _prompt_messages(value: Any, *, file: str, row: int, field: str) -> list[Message]:
+def prompt_messages(value: Any, *, file: str, row: int, field: str) -> list[Message]:
     """A prompt cell: plain text (one user turn) or a list of chat messages ending with a user turn."""
     if isinstance(value, str):
         return [{"role": "user", "content": require_text(value, file=file, row=row, field=field)}]
@@ -141,7 +141,7 @@ def load_generic(path: str | os.PathLike, columns: Mapping[str, Any], *, name: s
                 if col not in row:
                     raise DataError(f"column missing; this row has columns {sorted(row)}", file=file,
                                     row=row_no, field=col)
-            msgs = _prompt_messages(row[columns["prompt"]], file=file, row=row_no, field=columns["prompt"])
+            msgs = prompt_messages(row[columns["prompt"]], file=file, row=row_no, field=columns["prompt"])
             text = require_text(row[columns["response"]], file=file, row=row_no, field=columns["response"])
             ratings = {attr: coerce_rating(row[col], file=file, row=row_no, field=col)
                        for col, attr in rating_cols.items()}

@@ -154,7 +154,7 @@ def attach_helpsteer2_preferences(rs: RatingSet, preference_path: str | os.PathL
     # index: raw prompt text -> records; response text -> id within each record
     by_prompt: dict[str, list[PromptRecord]] = {}
     for rec in rs.prompts:
-        by_prompt.setdefault(_raw_prompt(rec), []).append(rec)
+        by_prompt.setdefault(raw_prompt(rec), []).append(rec)
     for row_no, row in records:
         if split is not None and not is_missing(row.get("split")) and _split_name(row["split"]) != _split_name(split):
             rs.skipped["preference_other_split"] += 1
@@ -187,7 +187,7 @@ def attach_helpsteer2_preferences(rs: RatingSet, preference_path: str | os.PathL
     return rs
 
 
-def _raw_prompt(rec: PromptRecord) -> str:
+def raw_prompt(rec: PromptRecord) -> str:
     """The prompt in HelpSteer's inline format: as loaded, else re-serialised from the messages."""
     if isinstance(rec.meta.get("raw_prompt"), str):
         return rec.meta["raw_prompt"]
@@ -212,7 +212,7 @@ def helpsteer_rows_from(rs: RatingSet) -> list[dict[str, Any]]:
     rows = []
     for rec in rs.prompts:
         for r in rec.responses:
-            rows.append({"prompt": _raw_prompt(rec), "response": r.text,
+            rows.append({"prompt": raw_prompt(rec), "response": r.text,
                          **{a: r.ratings.get(a) for a in HELPSTEER_ATTRIBUTES}})
     return rows
 

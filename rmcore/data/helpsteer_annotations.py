@@ -22,7 +22,7 @@ from collections import Counter
 import pandas as pd
 
 from rmcore.data.generic import check_on_bad, coerce_rating, is_missing, read_records, require_text
-from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_ATTRIBUTES, _raw_prompt
+from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_ATTRIBUTES, raw_prompt
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
 
@@ -48,7 +48,7 @@ def load_helpsteer2_annotations(path: str | os.PathLike, rating_set: RatingSet |
     index: dict[tuple[str, str], tuple[str, str]] = {}
     if rating_set is not None:
         for rec in rating_set.prompts:
-            raw = _raw_prompt(rec)
+            raw = raw_prompt(rec)
             for r in rec.responses:
                 index.setdefault((raw, r.text), (rec.prompt_id, r.response_id))
     skipped: Counter = Counter()

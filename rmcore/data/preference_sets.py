@@ -153,6 +153,9 @@ def load_rm_bench(path: str | os.PathLike, *, limit: int | None = None) -> Ratin
         raise FileNotFoundError(f"{p}: no such file. RM-Bench is distributed as JSON files on GitHub "
                                 f"({RM_BENCH_URL}); download one and pass its path.")
     files = sorted(p.glob("*.json")) if p.is_dir() else [p]
+    if not files:
+        raise DataError(f"rm_bench: no files matching *.json found in the folder {p} (RM-Bench is distributed as "
+                        f"JSON files on GitHub: {RM_BENCH_URL})")
     prompts: list[PromptRecord] = []
     prefs: list[Preference] = []
     seen: set[str] = set()

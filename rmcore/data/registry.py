@@ -48,8 +48,8 @@ from rmcore.data.rewardbench import (
 )
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
-from rmcore.data.simulated import CONFIG_FIELDS, simulate_rating_set
-from rmcore.errors import ConfigError, DataError
+from rmcore.data.simulated import CONFIG_FIELDS, SimulationConfig, simulate_rating_set
+from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.registry import Registry
 
 Loader = Callable[[dict[str, Any]], RatingSet]
@@ -97,7 +97,14 @@ def _helpsteer(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("simulated")
 def _simulated(spec: dict[str, Any]) -> RatingSet:
-    return simulate_rating_set(**_take(spec, CONFIG_FIELDS))
+    from rmcore.config import build_config
+
+    # the knobs read as a recipe block: typed, and each in its range (simulated.n_prompts: -5 is ...)
+    cfg = build_config(SimulationConfig, _take(spec, CONFIG_FIELDS), "simulated")
+    try:
+        return simulate_rating_set(cfg)
+    except ValueError as e:  # knobs in range that together leave no within-prompt variance
+        raise ConfigError(f"simulated: {e}") from None
 
 
 @register_loader("rm_bench")
@@ -187,7 +194,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
         try:
             loaded = json.loads(spec)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"--data: invalid JSON ({e.msg})") from None
+            raise ConfigError(f"--data: {invalid_json(e)}") from None
         if "name" not in loaded:
             raise ConfigError("--data: a JSON spec needs a 'name'")
         return loaded

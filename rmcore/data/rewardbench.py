@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.data.generic import _prompt_messages, check_on_bad, is_hub_id, is_missing, source_records
+from rmcore.data.generic import check_on_bad, is_hub_id, is_missing, prompt_messages, source_records
 from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
 
@@ -67,7 +67,7 @@ def _prompted_rows(records: list[tuple[int, dict[str, Any]]], file: str, rows: _
     parse is counted as bad (``<tag>_bad_prompt``) and skipped."""
     for row_no, row in records[:limit] if limit is not None else records:
         try:
-            messages = _prompt_messages(row.get("prompt"), file=file, row=row_no, field="prompt")
+            messages = prompt_messages(row.get("prompt"), file=file, row=row_no, field="prompt")
         except DataError as e:
             rows.bad(f"{tag}_bad_prompt", e.message, row_no, "prompt")
             continue

@@ -80,6 +80,7 @@ import numpy as np
 from scipy.stats import norm
 
 from rmcore.data.schema import DEFAULT_ATTRIBUTES, Preference, PromptRecord, RatingSet, Response
+from rmcore.settings import bounded
 from rmcore.variance import icc1
 
 ROUNDING_VAR = 1.0 / 12.0
@@ -96,16 +97,17 @@ W_CONSTRAINT = 0.5
 
 @dataclass
 class SimulationConfig:
-    n_prompts: int = 600
-    responses_per_prompt: int = 4
-    human_share: float = 0.3  # target ICC(1) of helpfulness by prompt
-    rater_noise_sd: float = 0.5
-    total_sd: float = 1.0  # SD of the latent helpfulness before rounding
-    prompt_visibility: float = 0.6  # share of the prompt-offset variance visible in the prompt text
-    multi_turn_fraction: float = 0.2
-    label_agreement: float = 0.9
+    n_prompts: int = bounded(600, ge=2)
+    responses_per_prompt: int = bounded(4, ge=2)
+    human_share: float = bounded(0.3, ge=0, le=1)  # target ICC(1) of helpfulness by prompt
+    rater_noise_sd: float = bounded(0.5, ge=0)
+    total_sd: float = bounded(1.0, gt=0)  # SD of the latent helpfulness before rounding
+    # share of the prompt-offset variance visible in the prompt text
+    prompt_visibility: float = bounded(0.6, ge=0, le=1)
+    multi_turn_fraction: float = bounded(0.2, ge=0, le=1)
+    label_agreement: float = bounded(0.9, ge=0, le=1)
     with_preferences: bool = True
-    seed: int = 0
+    seed: int = bounded(0, ge=0)
 
     def variance_budget(self) -> tuple[float, float]:
         """(sd_u, sd_q): prompt-offset and response-quality SDs implied by the knobs."""

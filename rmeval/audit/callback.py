@@ -26,8 +26,10 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rmcore.data.schema import RatingSet
+from rmcore.errors import ConfigError
 from rmcore.tracking import flatten
 from rmeval.audit.pipeline import AuditSettings, TrainingAuditSettings, audit
+from rmeval.perturbations.suite import build_suite
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,6 @@ log = logging.getLogger(__name__)
 def check_audit_supported(zero_stage: int | None) -> None:
     """AuditCallback scores on rank 0 alone; under ZeRO-3 that forward waits forever for the other
     ranks' weight shards. Refuse it, as LoRA under ZeRO-3 is refused."""
-    from rmcore.errors import ConfigError
-
     if zero_stage == 3:
         raise ConfigError("audit.enabled under DeepSpeed ZeRO-3 would hang: the audit scores on rank 0 only and "
                           "ZeRO-3 forwards are collective. Use ZeRO-2 or DDP, or audit the saved checkpoints "
@@ -61,8 +61,6 @@ class AuditCallback(TrainerCallback):
         self.preference_set = None
         suit = self.settings.suitability
         if suit is not None:
-            from rmeval.perturbations.suite import build_suite
-
             build_suite(list(suit.perturbations or ()), [])  # unknown codes fail now, not at step N
             if suit.data:  # loaded once, not at every save
                 self.preference_set = suit.rating_set(rating_set, self.settings.stats.seed)

@@ -37,8 +37,12 @@ import numpy as np
 import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
-from rmcore.errors import ConfigError
+from rmcore.device import resolve_device, resolve_dtype
+from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_write_json, atomic_write_table, check_path, read_table
 from rmcore.settings import comma_list, option
+from rmeval.conditions import default_embedder, embed_texts, first_turn_key, prompt_text
+from rmeval.scoring.run import data_digest
 
 N_TOPICS = 20
 HELP_EMBEDDERS = ("sentence encoders of the feature probes (Hub ids, paths or pkg:<module>); "
@@ -60,10 +64,10 @@ class FeatureSettings:
     learners: list[str] = option(default_factory=lambda: list(LEARNERS), parse=comma_list,
                                  help="response probes' learners, comma-separated "
                                       "(ridge,kernel_ridge,boosted_trees,mlp; default all)")
-    n_topics: int = option(N_TOPICS, help="k-means clusters of the first turns (topic splits)")
-    batch_size: int = option(32, help="texts per forward of the encoders")
+    n_topics: int = option(N_TOPICS, ge=2, help="k-means clusters of the first turns (topic splits)")
+    batch_size: int = option(32, ge=1, help="texts per forward of the encoders")
     # tokens per text (the embedder's own limit is the ceiling)
-    max_length: int = option(512, help="tokens per text (the model's limit is the ceiling)")
+    max_length: int = option(512, ge=8, help="tokens per text (the model's limit is the ceiling)")
     device: str = option("auto", help="auto|cpu|cuda|cuda:N")
     dtype: str = option("auto", help="auto|float32|bfloat16|float16 (the base model)")
 
@@ -75,8 +79,6 @@ class FeatureSettings:
             raise ConfigError("features: n_topics >= 2, batch_size >= 1 and max_length >= 8 are required")
 
     def resolved_embedders(self) -> list[str]:
-        from rmeval.conditions import default_embedder
-
         return list(self.embedders) or [default_embedder()]
 
 
@@ -108,8 +110,6 @@ def topic_clusters(texts: list[str], n_topics: int = N_TOPICS, seed: int = 0) ->
 
 def prompt_table(rating_set: RatingSet, *, n_topics: int = N_TOPICS, seed: int = 0) -> pd.DataFrame:
     """``prompts.parquet`` (module doc)."""
-    from rmeval.conditions import first_turn_key
-
     keys = [first_turn_key(p) for p in rating_set.prompts]
     group = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     return pd.DataFrame({
@@ -149,6 +149,7 @@ def text_features(text: str) -> dict[str, float]:
 def prompt_input(tokenizer: Any, messages: list[Message]) -> tuple[str, bool]:
     """(text, add_special_tokens) of a prompt as the model reads it before its reply: the chat
     template with the generation cue where the tokenizer has one, else the plain layout."""
+    # torch: --help stays cheap
     from rmcore.formatting import plain_prompt
 
     if getattr(tokenizer, "chat_template", None):
@@ -162,10 +163,10 @@ def last_token_states(conversations: list[list[Message]], model: str | os.PathLi
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from rmcore.device import resolve_device, resolve_dtype
-    from rmcore.modeling import resolve_model_path
+    # torch: --help stays cheap
+    from rmcore.modeling import loadable_model_path
 
-    name = resolve_model_path(model)
+    name = loadable_model_path(model, "--probe-base-model")
     dev = resolve_device(device)
     tok = AutoTokenizer.from_pretrained(name)
     tok.truncation_side = "left"  # the last token is the one read: keep the prompt's end
@@ -194,8 +195,6 @@ def _embedding_columns(prefix: str, e: int, emb: np.ndarray) -> dict[str, np.nda
 
 def response_features(rating_set: RatingSet, settings: FeatureSettings) -> pd.DataFrame:
     """``features.parquet`` (module doc)."""
-    from rmeval.conditions import embed_texts
-
     keys = [(p.prompt_id, r.response_id) for p in rating_set.prompts for r in p.responses]
     texts = [r.text for p in rating_set.prompts for r in p.responses]
     cols: dict[str, Any] = {"prompt_id": [k[0] for k in keys], "response_id": [k[1] for k in keys]}
@@ -210,8 +209,6 @@ def response_features(rating_set: RatingSet, settings: FeatureSettings) -> pd.Da
 
 def prompt_features(rating_set: RatingSet, settings: FeatureSettings) -> pd.DataFrame:
     """``prompt_features.parquet`` (module doc)."""
-    from rmeval.conditions import embed_texts, prompt_text
-
     cols: dict[str, Any] = {"prompt_id": [p.prompt_id for p in rating_set.prompts]}
     texts = [prompt_text(p) for p in rating_set.prompts]
     for e, embedder in enumerate(settings.resolved_embedders()):
@@ -227,16 +224,12 @@ def prompt_features(rating_set: RatingSet, settings: FeatureSettings) -> pd.Data
 
 
 def _device(settings: FeatureSettings) -> str:
-    from rmcore.device import resolve_device
-
     return str(resolve_device(settings.device))
 
 
 def write_prompt_table(rating_set: RatingSet, out: str | os.PathLike, *, n_topics: int = N_TOPICS,
                        seed: int = 0) -> pd.DataFrame:
     """Write OUT/prompts.parquet (atomically) and return it."""
-    from rmcore.io import atomic_write_table
-
     table = prompt_table(rating_set, n_topics=n_topics, seed=seed)
     atomic_write_table(Path(out) / "prompts.parquet", table)
     return table
@@ -246,9 +239,6 @@ def write_features(rating_set: RatingSet, settings: FeatureSettings, out: str | 
                    seed: int = 0) -> dict[str, pd.DataFrame]:
     """Write the three tables into OUT (atomically; reused when ``features.json`` says the same
     settings made them on the same data) and return them by name (prompts, features, prompt_features)."""
-    from rmcore.io import atomic_write_json, atomic_write_table, read_table
-    from rmeval.scoring.run import data_digest
-
     settings.validate()
     out = Path(out)
     made_by = {k: v for k, v in asdict(settings).items() if k != "learners"}  # the learners read the tables only
@@ -291,9 +281,6 @@ def read_feature_tables(folder: str | os.PathLike, *, explicit: bool = False) ->
     """The prompt and feature tables in ``folder`` (those present; ``explicit``: the folder was
     named by the user, so it must hold at least the prompt table). Keyed as ``compute_audit`` takes them."""
     import sys
-
-    from rmcore.errors import DataError
-    from rmcore.io import check_path, read_table
 
     folder = Path(folder)
     if explicit:

@@ -27,7 +27,6 @@ calls.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import zlib
@@ -39,11 +38,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
+from rmcore.data.registry import load_data
 from rmcore.data.schema import pick_attribute
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.markdown import interval, num, table
-from rmcore.settings import option
+from rmcore.settings import check_ranges, option
 from rmeval.stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
 from rmeval.stats.settings import parse_reliabilities
@@ -191,32 +192,24 @@ class HumanSettings:
     attribute: str | None = option(None, help="only this attribute (default: all; helpfulness is the main one)")
     annotations: str | None = option(None, help="per-annotator ratings (HelpSteer2 disagreements.jsonl.gz, or 'hub') "
                                                 "for reliabilities")
-    raters_per_rating: float = option(1.0, help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's "
+    raters_per_rating: float = option(1.0, ge=1, help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's "
                                                 "released label)")
-    reliabilities: dict[str, float] = option(default_factory=dict, flag="--reliability", nargs="+",
+    reliabilities: dict[str, float] = option(default_factory=dict, flag="--human-reliability",
+                                             deprecated=("--reliability",), nargs="+",
                                              parse=parse_reliabilities,
-                                             help="borrowed reliabilities NAME=R for the corrected share")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    n_boot: int = option(2000, help="bootstrap resamples over prompts")
-    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
+                                             gt=0, le=1, help="borrowed rater reliabilities NAME=R for the reliability-corrected "
+                                                  "human share")
+    max_prompts: int | None = option(None, ge=2, help="seeded sample of this many prompts")
+    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")
+    seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.raters_per_rating) and self.raters_per_rating >= 1):
-            raise ConfigError(f"--raters-per-rating must be a number >= 1, got {self.raters_per_rating}")
-        if self.n_boot < 1:
-            raise ConfigError(f"--n-boot must be at least 1, got {self.n_boot}")
-        if self.max_prompts is not None and self.max_prompts < 2:
-            raise ConfigError(f"--max-prompts must be at least 2, got {self.max_prompts}")
-        for label, r in self.reliabilities.items():
-            if not (math.isfinite(r) and 0 < r <= 1):
-                raise ConfigError(f"--reliability {label}={r}: a reliability must be in (0, 1]")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> dict[str, Any]:
     """Every ratings-only statistic of the rating set ``spec`` (a data SPEC), written to
     OUT/human.json and OUT/human.md; returns the document."""
-    from rmcore.data.registry import load_data
-
     rs = load_data(spec, settings.max_prompts, settings.seed)
     if not rs.attributes:
         raise ConfigError(f"--data {spec}: no rated attribute (a preference set such as RM-Bench or HH-RLHF "
@@ -224,8 +217,6 @@ def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> d
                           "shp, simulated or a generic file with rating columns")
     annotations, skipped = None, None
     if settings.annotations:
-        from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
-
         annotations, skipped = load_helpsteer2_annotations(settings.annotations, rs)
         if annotations.empty:
             raise DataError(f"{settings.annotations}: no annotation matches a response of {spec} "

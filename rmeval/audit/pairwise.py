@@ -15,9 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name
+from rmcore.data.rewardbench import rewardbench2_table
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.markdown import estimate, num, table
 from rmcore.settings import option
+from rmcore.tracking import flatten
+from rmeval.scoring import load_scorer
+from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
+from rmeval.stats.pairwise import pairwise_accuracy
+from rmeval.stats.rewardbench2 import rewardbench2_scores
+from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:
     from rmcore.tracking import Tracker
@@ -31,8 +40,8 @@ STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the mat
 class PairwiseSettings:
     """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
 
-    n_boot: int = option(2000, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
-    seed: int = option(0, help="seed of the prompt sample and the bootstrap")
+    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
+    seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
     # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
     ties: str = option("half", choices=["half", "wrong"],
                        help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
@@ -50,12 +59,6 @@ def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, 
     process's share of a multi-process run (the main process returns the result, the others None)."""
     import numpy as np
 
-    from rmcore.data.rewardbench import rewardbench2_table
-    from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmcore.tracking import flatten
-    from rmeval.scoring.run import score_conditions, truncation_summary
-    from rmeval.stats.pairwise import pairwise_accuracy
-
     out = Path(out)
     prefs = _preferences(rating_set, data)
     placement = scorer.describe()
@@ -72,8 +75,6 @@ def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, 
                             ties=settings.ties)
     rb2 = rewardbench2_table(rating_set)
     if rb2 is not None:
-        from rmeval.stats.rewardbench2 import rewardbench2_scores
-
         res["rewardbench2"] = rewardbench2_scores(rb2, table, n_boot=settings.n_boot, rng=settings.seed)
     res["truncation"] = truncation_summary(scores)["total"]
     res["meta"] = {"checkpoint": None if checkpoint is None else str(checkpoint), "data": data,
@@ -102,9 +103,6 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
                         shard: Shard | None = None) -> dict[str, Any] | None:
     """``pairwise`` of a saved checkpoint, with a W&B run of its own (``pairwise-<name>``; the main
     process's alone when several share the scoring)."""
-    from rmeval.scoring import load_scorer
-    from rmeval.tracking import evaluation_tracker
-
     _preferences(rating_set, data)  # before any model is loaded
     model = load_scorer(replace(scorer, model=str(checkpoint)))
     label = display_name(name, checkpoint)
@@ -121,8 +119,6 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
 
 def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.PathLike) -> str:
     """The command's one line per checkpoint: accuracy, benchmark scores, truncation counts."""
-    from rmeval.scoring.run import truncation_note
-
     bench = ""
     if "rewardbench" in res:
         bench += f", RewardBench score {res['rewardbench']['score']['estimate']:.3f}"
@@ -134,8 +130,6 @@ def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.P
 
 def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
     """The report: overall accuracy, RewardBench sections, per-group accuracy, RM-Bench's matrix."""
-    from rmcore.markdown import estimate, num, table
-
     lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {estimate(res['accuracy'])} "
              f"(ties count {'0.5' if res.get('ties', 'half') == 'half' else '0'}; {res.get('n_ties', 0)} tied pairs)", ""]
     if "rewardbench" in res:
@@ -173,7 +167,4 @@ def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
 
 def write_pairwise_summary(results: dict[str, dict[str, Any]], out: str | os.PathLike) -> Path:
     """OUT/summary.json: every checkpoint's figures, flattened, side by side."""
-    from rmcore.io import atomic_write_json
-    from rmcore.tracking import flatten
-
     return atomic_write_json(Path(out) / "summary.json", {n: flatten(r) for n, r in results.items()})

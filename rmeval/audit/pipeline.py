@@ -24,18 +24,28 @@ from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
+from rmcore.markdown import num, table
 from rmcore.progress import Progress
-from rmcore.settings import nested, option
-from rmeval.audit.features import FeatureSettings
+from rmcore.settings import bounded, nested, option
+from rmcore.tracking import flatten
+from rmeval.audit.features import FeatureSettings, audit_feature_tables, read_feature_tables
+from rmeval.audit.report import log_audit, write_report
+from rmeval.audit.variants import variant_counts
+from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
 from rmeval.perturbations.suite import CHEAP
+from rmeval.scoring import load_scorer
+from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
 from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.settings import SuitabilityAuditSettings
+from rmeval.tables import load_preferences, load_ratings, load_scores
+from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     import pandas as pd
 
-    from rmcore.device import Placement
     from rmcore.tracking import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
@@ -58,10 +68,12 @@ class JudgeProfileSettings:
 
     items: str = option(metavar="FILE", help="items table: also profile the checkpoint as a pairwise judge "
                                              "(rmeval judges)")
-    attributes: list[str] = option(default_factory=lambda: ["core"], metavar="NAMES", parse=_names,
+    # --judge-attribute-names in rmeval audit (its prefix), formerly --judge-attributes
+    attributes: list[str] = option(default_factory=lambda: ["core"], flag="--attribute-names",
+                                   deprecated=("--attributes",), metavar="NAMES", parse=_names,
                                    help="attributes for --judge-items (comma-separated)")
-    max_length: int | None = None  # tokens per text: the scorer's (--max-length)
-    batch_size: int = 32  # the scorer's (--batch-size)
+    max_length: int | None = bounded(None, ge=1)  # tokens per text: the scorer's (--max-length)
+    batch_size: int = bounded(32, ge=1)  # the scorer's (--batch-size)
 
 
 @dataclass
@@ -74,7 +86,7 @@ class AuditSettings:
     # share: the statistics' settings (rmeval.stats.settings), their keys at this level in a recipe
     stats: StatsSettings = nested(StatsSettings, embed=True)
     attribute: str | None = option(None, help="rated attribute (default helpfulness, else the first)")  # pick_attribute
-    n_donors: int = option(4, help="donor prompts per transplant condition")
+    n_donors: int = option(4, ge=1, help="donor prompts per transplant condition")
     related_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of related tasks")
     paraphrase_file: str | None = option(None, help="jsonl {prompt_id, variant, text} of paraphrases")
     embedder: str | None = option(None, help="sentence encoder for the embedding condition")
@@ -106,6 +118,11 @@ class AuditSettings:
                 opts[key] = getattr(self, key)
         return opts
 
+    def statistics(self) -> StatsSettings:
+        """The statistics' settings with the probes' learners of ``--probe-learners`` (None without
+        the probes: all four)."""
+        return replace(self.stats, probe_learners=self.features.learners if self.features else None)
+
     def validate(self) -> None:
         """The suitability step's settings (before any scoring), ``conditions`` checked against the
         registry and resolved (comma lists split; None: every one whose inputs are at hand), the
@@ -122,8 +139,6 @@ def resolve_conditions(requested: list[str] | None, *, related_file: str | None 
                        paraphrase_file: str | None = None) -> list[str]:
     """``requested`` (names or comma-separated lists) checked against the registry
     (rmeval.conditions.CONDITIONS); None: every registered condition whose inputs are at hand."""
-    from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
-
     given = {"related_file": related_file, "paraphrase_file": paraphrase_file}
     if requested:
         conds = [c for part in requested for c in part.split(",") if c]
@@ -171,7 +186,7 @@ class TrainingAuditSettings:
     enabled: bool = False
     # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
     audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
-    max_prompts: int = 64
+    max_prompts: int = bounded(64, ge=1)
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
@@ -194,21 +209,19 @@ class FinalAuditSettings:
     # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
     audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
                                                                   "related_file", "seed", "features"))
-    max_prompts: int | None = 200  # seeded sample, the same for every run
-    batch_size: int = 32
-    max_length: int | None = None  # None: training.max_length
-    max_tokens: int | None = None  # cap on padded tokens per batch
+    max_prompts: int | None = bounded(200, ge=1)  # seeded sample, the same for every run
+    batch_size: int = bounded(32, ge=1)
+    max_length: int | None = bounded(None, ge=1)  # None: training.max_length
+    max_tokens: int | None = bounded(None, ge=1)  # cap on padded tokens per batch
     # where each audit runs (rmcore.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
     attn_implementation: str | None = None  # None: the model section's
     device_map: str | None = None
-    num_processes: int = 1  # processes (GPUs) sharing one checkpoint's scoring, in its own job
+    num_processes: int = bounded(1, ge=1)  # processes (GPUs) sharing one checkpoint's scoring, in its own job
 
     def placement(self, trust_remote_code: bool = False, attn_implementation: str | None = None) -> Placement:
         """Where each final audit's model runs: these keys, the model's remote-code and kernel settings."""
-        from rmcore.device import Placement
-
         p = Placement(device=self.device, dtype=self.dtype, trust_remote_code=trust_remote_code,
                       attn_implementation=self.attn_implementation or attn_implementation, device_map=self.device_map)
         p.validate()
@@ -284,11 +297,10 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
                 preference_set: RatingSet | None, shard: Shard | None) -> _Scored | None:
     """Score every condition, and the judge digits, the reference pool and the suitability suite when
     asked, then close the scorer; None on a process that is not the main one."""
-    from rmeval.scoring.run import score_conditions
-
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
     suitability = digits = None
     if settings.reference_pool:  # read first: a bad pool table fails before any scoring
+        # scipy: --help stays cheap
         from rmeval.experiments.pool import read_pool, score_pool
 
         pool_table = read_pool(settings.reference_pool)
@@ -304,6 +316,7 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
         if scores is None:  # another process's share
             return None
         if is_judge:
+            # torch: --help stays cheap
             from rmeval.scoring.judge import judge_digit_table
 
             digits = judge_digit_table(scorer, rating_set, settings.resolved_conditions(),
@@ -326,9 +339,7 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
                  cache: bool, label: str = "") -> dict[str, Any]:
     """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
     (``rmeval.stats.audit``), with the truncation counts and the reference pool's."""
-    from rmcore.io import atomic_write_table
-    from rmeval.audit.features import audit_feature_tables
-    from rmeval.scoring.run import truncation_summary
+    # scipy: --help stays cheap
     from rmeval.stats.audit import compute_audit
 
     scores, ratings, pool_scores = scored.scores, scored.ratings, scored.pool_scores
@@ -344,7 +355,7 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
         tables = audit_feature_tables(rating_set, settings.features, out, seed=settings.stats.seed)
     # the statistics report no count of their own: a line every half minute while they run
     with Progress(f"statistics {label}".strip(), enabled=settings.progress):
-        result = compute_audit(scores, ratings, settings.stats, preferences=prefs,
+        result = compute_audit(scores, ratings, settings.statistics(), preferences=prefs,
                                attribute=pick_attribute(rating_set.attributes, settings.attribute)
                                if rating_set.attributes or settings.attribute else None,
                                reference_scores=pool_scores, **tables)
@@ -365,7 +376,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     meta and provenance, the judge profile, donor exclusions and the suitability record; returns the
     judge profile's images."""
     if scored.digits is not None:
-        from rmcore.io import atomic_write_table
+        # scipy: --help stays cheap
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
         atomic_write_table(out / "judge_digits.parquet", scored.digits)
@@ -373,7 +384,6 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
-            from rmeval.audit.variants import variant_counts
 
             section["variants"] = variant_counts(path, rating_set)
     result["meta"]["placement"] = scored.placement
@@ -384,6 +394,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
         result["markers_dropped"] = dict(scorer.markers_dropped)
     judge_images: dict[str, Path] = {}
     if settings.judge is not None:  # a judge checkpoint: its attribute profile joins the audit
+        # torch: --help stays cheap
         from rmeval.judges.audit_hook import profile_checkpoint
 
         if checkpoint is None:
@@ -395,6 +406,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     if "donor_exclusions" in scored.scores.attrs:
         result["donor_exclusions"] = scored.scores.attrs["donor_exclusions"]
     if scored.suitability is not None:
+        # scipy: --help stays cheap
         from rmeval.suitability import model_json
 
         result["suitability"] = model_json(next(iter(scored.suitability[0].values())))
@@ -411,8 +423,6 @@ def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Trac
     """Write the report (``rmeval.audit.report``; ``meta.seconds`` from ``started`` to the report
     written) and, with a tracker, log the audit, the judge profile's images, the suitability figures
     and the checkpoint to it."""
-    from rmeval.audit.report import log_audit, write_report
-
     paths = write_report(result, out, title=title, started=started)
     if tracker is not None:
         # the suitability figures go to W&B once, with their table and plot (log_suitability)
@@ -420,6 +430,7 @@ def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Trac
         for key, path in judge_images.items():
             tracker.log_image(f"audit/judge_profile/{key}", path)
         if suitability is not None:
+            # scipy: --help stays cheap
             from rmeval.suitability import log_suitability
 
             log_suitability(tracker, *suitability)
@@ -430,6 +441,7 @@ def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Trac
 def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,
                       cache_path: Path | None, checkpoint: str | os.PathLike | None,
                       data: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    # scipy: --help stays cheap
     from rmeval.suitability.checkpoints import audit_suitability
 
     # a checkpoint on disk is named by its directory; an in-memory model by the audit's title
@@ -437,7 +449,7 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
                              title=f"Suitability of {name}" if checkpoint is not None else f"Suitability: {title}",
                              seed=settings.stats.seed, attribute=settings.attribute, cache_path=cache_path,
-                             checkpoint=checkpoint, data=data)
+                             checkpoint=checkpoint, data=data, progress=settings.progress)
 
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
@@ -448,9 +460,6 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
     grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``).
     ``shard``: this process's share of a multi-process audit (``rmeval.scoring.run.Shard``); the
     main process alone logs to W&B and returns the record, the others return None."""
-    from rmeval.scoring import load_scorer
-    from rmeval.tracking import evaluation_tracker
-
     started = time.perf_counter()  # meta.seconds counts the model's loading too
     label = display_name(name, checkpoint)
     model = load_scorer(replace(scorer, model=str(checkpoint)))
@@ -470,8 +479,6 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
     """One line per audited checkpoint, titled as its report is (``display_name``: the run's arm and
     seed, else ``name``): how many scores, how many texts were cut to fit."""
-    from rmeval.scoring.run import truncation_note
-
     total = result["truncation"]["total"]
     return f"{result_title(name, result)}: {total['n']:,} scores ({truncation_note(total)}) -> {out}"
 
@@ -495,12 +502,8 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     own, so an error names the file it is in. ``features``: the folder of the prompt and feature
     tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
-    from rmcore.io import read_table
-    from rmeval.audit.features import read_feature_tables
-    from rmeval.audit.report import log_audit, write_report
+    # scipy: --help stays cheap
     from rmeval.stats.audit import compute_audit
-    from rmeval.tables import load_preferences, load_ratings, load_scores
-    from rmeval.tracking import evaluation_tracker
 
     started = time.perf_counter()
     attribute = settings.attribute
@@ -523,13 +526,12 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                         file=str(reference_scores))
     tables = read_feature_tables(features if features is not None else Path(scores).parent,
                                  explicit=features is not None)
-    # the probes' learners of --probe-learners (the audit itself leaves them at all four)
-    stats = replace(settings.stats, probe_learners=settings.features.learners if settings.features else None)
-    result = compute_audit(st, rt, stats, preferences=prefs, attribute=attribute, reference_scores=pool,
+    result = compute_audit(st, rt, settings.statistics(), preferences=prefs, attribute=attribute, reference_scores=pool,
                            compare={name: load_scores(path, rt) for name, path in (compare or {}).items()},
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
     if digits.is_file():
+        # scipy: --help stays cheap
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
@@ -552,10 +554,6 @@ SUMMARY_KEYS = re.compile(r"(estimate|accuracy|margin)$|/(hard|normal|easy|avera
 
 def write_summary(audits: dict[str, dict[str, Any]], out: str | os.PathLike) -> dict[str, Path]:
     """Comparison of checkpoints: every numeric figure to JSON; point estimates to a Markdown table."""
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmcore.markdown import num, table
-    from rmcore.tracking import flatten
-
     out = Path(out)
     flat = {name: {k: v for k, v in flatten(a).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             for name, a in audits.items()}

@@ -440,64 +440,74 @@ def _variants_markdown(sv: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     return lines + table(["variant", "figure", "reference", "variant", "variant − reference"], rows) + [""]
 
 
-def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], ylabel: str, title: str,
-                   band: dict[str, Any] | None = None, zero_line: bool = True) -> Path:
+# The interval figures (shares, transplant, variance explained) draw one row per label, the labels
+# on the y axis: a long or numerous label set grows the figure downwards and leaves its width, and
+# so its text size on a page, as it is (labels along x grew a 12-label figure to 16 x 3.8 inches).
+# Constrained layout keeps every label, the title and the legend inside the canvas.
+INTERVAL_WIDTH = 6.0  # inches, before the labels' room
+INTERVAL_DPI = 130
+INTERVAL_PAD = 0.1  # inches of clear canvas around the drawn content (13 px at INTERVAL_DPI)
+
+
+def _interval_axes(labels: list[str], title: str, xlabel: str, rows_per_label: int = 1) -> tuple[Any, Any, Any]:
+    """(figure, axes, y of each label, top to bottom) of an interval figure sized to its labels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
+
+    longest = max((len(label) for label in labels), default=1)
+    width = INTERVAL_WIDTH + min(0.075 * longest, 4.0)  # 9-point text: about 0.075 inches a character
+    height = max(2.8, 1.5 + 0.32 * len(labels) * (1 + 0.5 * (rows_per_label - 1)))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    fig.get_layout_engine().set(w_pad=INTERVAL_PAD, h_pad=INTERVAL_PAD)
+    y = np.arange(len(labels))[::-1].astype(float)
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", color="0.9", lw=0.6)
+    return fig, ax, y
+
+
+def _intervals(rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """(estimates, 2 x n error lengths below and above) of interval rows {estimate, ci95}."""
     import numpy as np
 
     est = np.array([float(r["estimate"]) for r in rows])
     lo = np.array([float(r["ci95"][0]) for r in rows])
     hi = np.array([float(r["ci95"][1]) for r in rows])
-    err = np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)])
-    err = np.nan_to_num(err)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 1.5), 3.6))
-    x = np.arange(len(labels))
+    return est, np.nan_to_num(np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)]))
+
+
+def _errorbar_plot(path: Path, labels: list[str], rows: list[dict[str, Any]], value_label: str, title: str,
+                   band: dict[str, Any] | None = None, zero_line: bool = True) -> Path:
+    """One estimate with its 95% interval per label; ``band``: the human figure and its interval."""
+    fig, ax, y = _interval_axes(labels, title, value_label)
     if band is not None:
-        ax.axhspan(band["ci95"][0], band["ci95"][1], color="tab:green", alpha=0.2, label="human 95% CI")
-        ax.axhline(band["estimate"], color="tab:green", lw=1.5, label="human rating")
+        ax.axvspan(band["ci95"][0], band["ci95"][1], color="tab:green", alpha=0.2, label="human 95% CI")
+        ax.axvline(band["estimate"], color="tab:green", lw=1.5, label="human rating")
     if zero_line:
-        ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-    ax.errorbar(x, est, yerr=err, fmt="o", color="tab:blue", capsize=4)
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=20)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+        ax.axvline(0.0, color="grey", lw=0.8, ls=":")
+    est, err = _intervals(rows)
+    ax.errorbar(est, y, xerr=err, fmt="o", color="tab:blue", capsize=4)
     if band is not None:
-        ax.legend(loc="best", fontsize=8)
-    return _save_figure(fig, path)
+        fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return atomic_save_figure(fig, path, dpi=INTERVAL_DPI)
 
 
 def _paired_plot(path: Path, labels: list[str], model: list[dict[str, Any]], human: list[dict[str, Any]]) -> Path:
     """Model share and human share of the same responses and transform, side by side per row."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(labels) + 1.5), 3.8))
-    x = np.arange(len(labels))
-    for rows, dx, color, name in ((model, -0.12, "tab:blue", "model"), (human, 0.12, "tab:green", "human, same responses")):
-        est = np.array([float(r["estimate"]) for r in rows])
-        lo = np.array([float(r["ci95"][0]) for r in rows])
-        hi = np.array([float(r["ci95"][1]) for r in rows])
-        err = np.nan_to_num(np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)]))
-        ax.errorbar(x + dx, est, yerr=err, fmt="o", color=color, capsize=4, label=name)
-    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=20, ha="right")
-    ax.set_ylabel("between-prompt share (ICC1)")
-    ax.set_title("Between-prompt share: model vs human on the same responses")
-    ax.legend(loc="best", fontsize=8)
-    return _save_figure(fig, path)
-
-
-def _save_figure(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    return atomic_save_figure(fig, path)
+    fig, ax, y = _interval_axes(labels, "Between-prompt share: model vs human on the same responses",
+                                "between-prompt share (ICC1)", rows_per_label=2)
+    for rows, dy, color, name in ((model, 0.15, "tab:blue", "model"), (human, -0.15, "tab:green",
+                                                                       "human, same responses")):
+        est, err = _intervals(rows)
+        ax.errorbar(est, y + dy, xerr=err, fmt="o", color=color, capsize=4, label=name)
+    ax.axvline(0.0, color="grey", lw=0.8, ls=":")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return atomic_save_figure(fig, path, dpi=INTERVAL_DPI)
 
 
 def write_report(audit: dict[str, Any], out_dir: str | os.PathLike, title: str = "matchrm audit", *,

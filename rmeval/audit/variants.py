@@ -35,7 +35,8 @@ import numpy as np
 from rmcore.data.schema import RatingSet
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import nested, option
+from rmcore.io import atomic_write_json, check_path
+from rmcore.settings import bounded, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
@@ -67,20 +68,20 @@ class VariantSettings:
                                               "--base-url) | file:PATH (variants written before, to judge again)")
     # the generator's OpenAI-compatible endpoint
     base_url: str | None = option(None, help="OpenAI-compatible endpoint base URL of the generator")
-    n: int = option(4, help="variants per prompt")
+    n: int = option(4, ge=1, help="variants per prompt")
     # related tasks: different (default) | contains | sub_question
     subtype: str | None = option(None, choices=RELATED_SUBTYPES,
                                  help="related tasks: different (default: another request on the topic), contains (a "
                                       "request that contains the original), sub_question (one part of the original)")
-    seed: int = option(0, help="seed of the prompt sample and the generator")
+    seed: int = option(0, ge=0, help="seed of the prompt sample and the generator")
     # paraphrases: hf:MODEL | openai:MODEL
     validity_judge: str | None = option(
         None, help="paraphrases: hf:MODEL | openai:MODEL (with --judge-base-url) asked whether each keeps the "
                    "original's meaning; invalid ones are marked and left out by the paraphrase condition")
     judge_base_url: str | None = option(None, help="OpenAI-compatible endpoint of the validity judge")
-    judge_max_length: int | None = None  # tokens of a local judge's prompt (None: the model's limit)
+    judge_max_length: int | None = bounded(None, ge=1)  # tokens of a local judge's prompt (None: the model's limit)
     # p_valid at or above it: valid
-    threshold: float = option(0.5, help="p(Yes) at or above which a paraphrase is valid")
+    threshold: float = option(0.5, gt=0, lt=1, help="p(Yes) at or above which a paraphrase is valid")
     # where local (hf:) generator and judge run
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
 
@@ -109,7 +110,7 @@ def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0
     if kind == "file":
         return FileGenerator(name, include_invalid=True)
     if kind == "hf":
-        from rmcore.io import check_path
+        # torch: --help stays cheap
         from rmcore.modeling import resolve_model_path
 
         if not name.startswith("pkg:"):
@@ -124,7 +125,7 @@ def make_judge_backend(spec: str, *, base_url: str | None = None, placement: Pla
     OpenAI-compatible endpoint at ``base_url``, greedy)."""
     kind, _, name = spec.partition(":")
     if kind == "hf" and name:
-        from rmcore.io import check_path
+        # torch: --help stays cheap
         from rmcore.modeling import resolve_model_path
         from rmeval.backends.local import LocalBackend
 
@@ -132,6 +133,7 @@ def make_judge_backend(spec: str, *, base_url: str | None = None, placement: Pla
             check_path(name, "--validity-judge hf:MODEL", kind="dir", hub_ok=True)
         return LocalBackend(resolve_model_path(name), placement=placement)
     if kind == "openai" and name:
+        # torch: --help stays cheap
         from rmeval.backends.endpoint import EndpointBackend
 
         if not base_url:
@@ -228,8 +230,6 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
     """Generate ``settings.task`` variants of every prompt, judge paraphrases when a validity judge
     is set, write the variants file to ``out`` and its summary beside it (``<out>.summary.json``:
     the settings, the instruction and ``variant_counts``). Returns the summary."""
-    from rmcore.io import atomic_write_json
-
     settings.check()
     subtype = settings.subtype or (DEFAULT_SUBTYPE if settings.task == "related" else None)
     gen = make_text_generator(settings.generator, base_url=settings.base_url, seed=settings.seed,
@@ -243,6 +243,7 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
                                      placement=settings.placement)
         max_length = settings.judge_max_length or 4096  # an endpoint: not read
         if getattr(backend, "model", None) is not None:  # a local model: never past its positions
+            # torch: --help stays cheap
             from rmcore.modeling import resolve_max_length
 
             max_length = resolve_max_length(settings.judge_max_length, backend.model, backend.tokenizer)

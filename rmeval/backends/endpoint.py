@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from rmeval.backends import JudgeBackend, Question, named_scores
+from rmeval.backends.generators import openai_client
 
 
 class EndpointBackend(JudgeBackend):
@@ -24,8 +25,6 @@ class EndpointBackend(JudgeBackend):
 
     def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", max_tokens: int = 4,
                  timeout: float = 60.0, max_retries: int = 5, concurrency: int = 8, seed: int | None = None) -> None:
-        from rmeval.backends.generators import openai_client
-
         super().__init__()
         self.model, self.base_url, self.max_tokens, self.concurrency, self.seed = (model, base_url, max_tokens,
                                                                                    concurrency, seed)

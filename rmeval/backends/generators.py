@@ -36,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.schema import Message, PromptRecord
+from rmcore.data.schema import Message, PromptRecord, RatingSet
+from rmcore.device import Placement, input_device
 from rmcore.errors import ConfigError, DataError
+from rmcore.io import atomic_write_text, read_jsonl_rows
 
 TASKS = ("paraphrase", "related")
 
@@ -133,8 +135,6 @@ class FileGenerator(Generator):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike, *, include_invalid: bool = False) -> None:
-        from rmcore.io import read_jsonl_rows
-
         self.path = Path(path)
         self.all_rows: list[VariantRow] = []
         for line_no, row in read_jsonl_rows(self.path, "generator file", ("prompt_id", "text")):
@@ -195,7 +195,7 @@ class HFGenerator(Generator):
                  temperature: float = 0.8, top_p: float = 0.95, do_sample: bool | None = None, seed: int = 0,
                  device: str | None = None, dtype: str | None = None, batch_size: int = 8,
                  chat_template_kwargs: dict[str, Any] | None = None, placement: Any | None = None) -> None:
-        from rmcore.device import Placement
+        # torch: --help stays cheap
         from rmcore.modeling import load_causal_lm
 
         if isinstance(model, (str, os.PathLike)):
@@ -219,6 +219,7 @@ class HFGenerator(Generator):
     def wrap(self, text: str | list[Message]) -> str:
         """A user message (or a conversation ending in a user turn) as the model's input: its chat
         template, else the plain layout."""
+        # torch: --help stays cheap
         from rmcore.formatting import plain_prompt
 
         messages = [{"role": "user", "content": text}] if isinstance(text, str) else list(text)
@@ -236,6 +237,7 @@ class HFGenerator(Generator):
     def fit_request(self, template: str, text: str) -> str:
         """``text`` cut at its end so that the wrapped instruction and ``max_new_tokens`` fit the
         model's positions (a longer input would crash the forward pass); ``n_truncated`` counts cuts."""
+        # torch: --help stays cheap
         from rmcore.modeling import resolve_max_length
 
         tok = self.tokenizer
@@ -259,7 +261,7 @@ class HFGenerator(Generator):
         model's positions less the reply's cap keeps its end (counted in ``n_truncated``)."""
         import torch
 
-        from rmcore.device import input_device
+        # torch: --help stays cheap
         from rmcore.modeling import model_max_length
 
         sample = self.do_sample if self.do_sample is not None else n > 1
@@ -375,7 +377,7 @@ class SimulatedGenerator(Generator):
 
     def generate(self, prompts: list[PromptRecord], task: str, n: int = 4,
                  subtype: str | None = None) -> dict[str, list[str]]:
-        from rmcore.data.schema import RatingSet
+        # scipy: --help stays cheap
         from rmcore.data.simulated import prompt_features, simulated_prompt_variants
 
         _check_task(task, subtype)
@@ -397,6 +399,7 @@ class SimulatedGenerator(Generator):
         ``sub_question``: one of the subject's specific points (a part of how to do the task)."""
         import numpy as np
 
+        # scipy: --help stays cheap
         from rmcore.data.simulated import RELATED, TOPICS, prompt_features
 
         rng = np.random.default_rng([self.seed, 1 if subtype == "contains" else 2])
@@ -416,8 +419,6 @@ def write_variants(generated: dict[str, list[str]], path: str | os.PathLike, *, 
     """Generated texts as a FileGenerator jsonl (``{prompt_id, variant, text}``, plus ``subtype``
     and ``valid``/``p_valid`` when given), atomically, so an expensive generation is done once and
     reused by every audit."""
-    from rmcore.io import atomic_write_text
-
     lines = []
     for pid, texts in generated.items():
         for v, t in enumerate(texts):

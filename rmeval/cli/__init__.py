@@ -9,7 +9,7 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
     rmeval features --data SPEC --out DIR [--embedders MODEL ...] [--base-model MODEL]
     rmeval pairwise --checkpoint DIR --data SPEC --out OUT [--ties half|wrong]
     rmeval judges elicit|analyze|reweight ...   (LLM-judge profiling; see rmeval.cli.judges)
-    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--reliability NAME=R ...]
+    rmeval human --data SPEC --out OUT [--annotations FILE --raters-per-rating 3] [--human-reliability NAME=R ...]
     rmeval suitability --checkpoint DIR --data SPEC --out OUT [--perturbations EF PH ... SP@rmbench]
                        [--rewriter hf:MODEL|openai:MODEL|file:PATH] [--n-permutations 10000] [--q 0.05]
                        [--eta 0.5] [--margin M]
@@ -40,6 +40,7 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
+from rmcore.quiet import quiet_libraries
 from rmeval.cli import (
     audit,
     features,
@@ -68,8 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    from rmcore.console import quiet_libraries
-
     quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay
     args.argv = list(sys.argv[1:] if argv is None else argv)  # --num-processes runs the same command again
     try:  # the settings are read inside: a flag's value that does not parse is a one-line error too

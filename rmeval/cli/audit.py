@@ -11,10 +11,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_data
+from rmcore.io import check_path
 from rmcore.settings import nested, option
-from rmeval.audit.pipeline import AuditSettings
+from rmeval.audit.pipeline import AuditSettings, audit_checkpoint, audit_line, write_summary
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
-from rmeval.cli.suitability import check_model_flags
+from rmeval.scoring.run import Shard
+from rmeval.suitability.checkpoints import suitability_line
 
 
 @dataclass
@@ -23,7 +27,7 @@ class AuditCommand(ScoringCommand):
     audit (``AuditSettings``: conditions, statistics, probes, judge profile, suitability step)."""
 
     audit: AuditSettings = nested(AuditSettings)
-    num_processes: int = option(1, metavar="N", help=NUM_PROCESSES_HELP)
+    num_processes: int = option(1, metavar="N", ge=1, help=NUM_PROCESSES_HELP)
     argv: list[str] = field(default_factory=list)  # the command line, run again by --num-processes
 
     def __post_init__(self) -> None:
@@ -43,13 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: AuditCommand) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
-    from rmcore.io import check_path
-    from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.scoring.run import Shard
-    from rmeval.suitability.checkpoints import suitability_line
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched
@@ -59,8 +58,6 @@ def run(s: AuditCommand) -> int:
     for flag in ("related_file", "paraphrase_file", "reference_pool"):
         if getattr(settings, flag):
             check_path(getattr(settings, flag), "--" + flag.replace("_", "-"))
-    if settings.suitability is not None:
-        check_model_flags(s.scorer, s.max_prompts)
     settings.validate()  # --conditions against the registry, the suitability and probe settings
     rating_set = load_data(s.data, s.max_prompts, settings.stats.seed)
     if not rating_set.attributes and settings.attribute is None:

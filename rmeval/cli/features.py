@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
-from rmeval.audit.features import FeatureSettings
+from rmcore.data.registry import load_data
+from rmcore.settings import nested, option, output_folder
+from rmeval.audit.features import FeatureSettings, write_features
 from rmeval.cli.flags import DATA_HELP, add_command
 
 # every setting of the probes' models but the learners (the statistics' part, rmeval stats)
@@ -19,9 +20,9 @@ class FeaturesCommand:
     """``rmeval features``' settings: the data set, the output, and the probes' models (``FeatureSettings``)."""
 
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    seed: int = option(0, help="prompt sample and k-means seed")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
+    seed: int = option(0, ge=0, help="prompt sample and k-means seed")
     features: FeatureSettings = nested(FeatureSettings, only=MODEL_FLAGS)
 
 
@@ -31,9 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: FeaturesCommand) -> int:
-    from rmcore.data.registry import load_data
-    from rmeval.audit.features import write_features
-
     s.features.validate()
     rating_set = load_data(s.data, s.max_prompts, s.seed)
     tables = write_features(rating_set, s.features, s.out, seed=s.seed)

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, from_args, nested, option
+from rmcore.io import check_path
+from rmcore.jobs import launch_command
+from rmcore.settings import add_options, from_args, nested, option, output_folder
 from rmeval.scoring import ScorerSettings
 
 T = TypeVar("T")
@@ -61,25 +63,14 @@ class ScoringCommand:
 
     checkpoint: str = option("", required=True, help="checkpoint dir, dir of checkpoints, or Hub id")
     data: str = option("", required=True, help=DATA_HELP)
-    out: str = option("", required=True, help="output directory")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
     wandb: WandbFlags = nested(WandbFlags)
 
 
-def wandb_target(settings: Any) -> dict[str, Any]:
-    """``--wandb-project`` and ``--wandb-mode`` as the keywords the library takes: of a command's
-    settings (its ``wandb``), or of a namespace parsed with ``rmeval.cli.experiments.add_experiment_flags``
-    (``rmtrain filter-experiment``)."""
-    if isinstance(settings, argparse.Namespace):
-        settings = from_args(WandbFlags, settings, prefix="wandb.")
-    return (settings if isinstance(settings, WandbFlags) else settings.wandb).target()
-
-
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:
     """NAME=PATH arguments -> {NAME: PATH}, each path checked."""
-    from rmcore.io import check_path
-
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, path = item.partition("=")
@@ -105,7 +96,6 @@ def relaunch(num_processes: int, argv: list[str]) -> int | None:
         raise ConfigError(f"--num-processes must be >= 1, got {n}")
     if n == 1 or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         return None
-    from rmcore.jobs import launch_command
 
     argv = list(argv)
     for i, a in enumerate(argv):  # the launched processes must not launch again

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
-from rmeval.audit.human import HumanSettings
+from rmcore.settings import nested, option, output_folder
+from rmeval.audit.human import HumanSettings, human_audit
 from rmeval.cli.flags import add_command
 
 
@@ -15,7 +15,7 @@ class HumanCommand:
     """``rmeval human``'s settings: the rating set, the output, and what is computed (``HumanSettings``)."""
 
     data: str = option("", required=True, help="data SPEC")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     human: HumanSettings = nested(HumanSettings)
 
 
@@ -26,8 +26,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: HumanCommand) -> int:
     """OUT/human.json and OUT/human.md."""
     from pathlib import Path
-
-    from rmeval.audit.human import human_audit
 
     res = human_audit(s.data, s.human, s.out)
     main = res["meta"]["main_attribute"]

@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
+from rmcore.markdown import num
+from rmcore.settings import nested, option, output_folder
 from rmeval.cli.flags import WandbFlags, add_command
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
-from rmeval.judges.pipeline import ElicitConfig, ReweightSettings
+from rmeval.judges.pipeline import ElicitConfig, ReweightSettings, analyze_judgments, reweight_judgments
+from rmeval.judges.pipeline import run_elicit as elicit_judgments
+from rmeval.judges.reweight import gain_line
 
 
 @dataclass
@@ -28,7 +31,7 @@ class AnalyzeCommand:
 
     judgments: str = option("", required=True, help="judgment store (rmeval judges elicit's) or a "
                                                     "long judgments table (jsonl/parquet)")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table with reference labels: adds the difficulty strata and the "
                                           "attribute-label associations")
     analysis: AnalysisSettings = nested(AnalysisSettings)
@@ -43,7 +46,7 @@ class ReweightCommand:
     judgments: str = option("", required=True, help="judgment store (rmeval judges elicit's) or a "
                                                     "long judgments table (jsonl/parquet)")
     items: str = option("", required=True, help="items table with reference labels")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     reweight: ReweightSettings = nested(ReweightSettings)
     baselines: BaselineSettings | None = nested(BaselineSettings, when="kinds")
     wandb: WandbFlags = nested(WandbFlags)
@@ -65,22 +68,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_elicit(cfg: ElicitConfig) -> int:
-    from rmeval.judges.pipeline import run_elicit
-
     cfg.placement.validate()  # malformed device flags fail here; the device itself is resolved where the judge runs
-    s = run_elicit(cfg)
+    s = elicit_judgments(cfg)
     print(f"elicited {s['n_cells']} calls ({s['n_made']} asked now, {s['n_cached']} from the cache; "
           f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed) -> {s.get('judgments', cfg.out)}")
     return 0
 
 
 def run_analyze(s: AnalyzeCommand) -> int:
+    import sys
     from pathlib import Path
 
-    from rmcore.markdown import num
-    from rmeval.judges.pipeline import analyze_judgments
+    # matplotlib: --help stays cheap
+    from rmeval.judges.plots import plots_not_drawn
 
     res = analyze_judgments(s.judgments, s.out, items=s.items, settings=s.analysis, **s.wandb.target())
+    for note in plots_not_drawn(res):
+        print(note, file=sys.stderr)
     ag = res["agreement"]
 
     def f(x: float | None) -> str:
@@ -98,9 +102,6 @@ def run_analyze(s: AnalyzeCommand) -> int:
 
 def run_reweight(s: ReweightCommand) -> int:
     from pathlib import Path
-
-    from rmeval.judges.pipeline import reweight_judgments
-    from rmeval.judges.reweight import gain_line
 
     res = reweight_judgments(s.judgments, s.items, s.out, s.reweight, baselines=s.baselines, **s.wandb.target())
     for j, jr in res["judges"].items():

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from rmcore.quiet import quiet_libraries
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.cli.flags import add_command
+from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,10 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
-    from rmcore.console import quiet_libraries
-    from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
-    from rmeval.experiments.recipe import TOY_NOTICE
-
     quiet_libraries()
     cfg = load_leaderboard_config(s.config, s.recipe_overrides())
     out = s.out or cfg.output_dir

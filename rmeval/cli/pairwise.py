@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from rmcore.checkpoints import display_name, find_checkpoints
+from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
-from rmeval.audit.pairwise import PairwiseSettings
+from rmeval.audit.pairwise import PairwiseSettings, pairwise_checkpoint, pairwise_line, write_pairwise_summary
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
+from rmeval.scoring.run import Shard
 
 
 @dataclass
@@ -16,7 +19,7 @@ class PairwiseCommand(ScoringCommand):
     accuracy's (``PairwiseSettings``)."""
 
     pairwise: PairwiseSettings = nested(PairwiseSettings)
-    num_processes: int = option(1, metavar="N", help=NUM_PROCESSES_HELP)
+    num_processes: int = option(1, metavar="N", ge=1, help=NUM_PROCESSES_HELP)
     argv: list[str] = field(default_factory=list)  # the command line, run again by --num-processes
 
 
@@ -25,11 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: PairwiseCommand) -> int:
-    from rmcore.checkpoints import display_name, find_checkpoints
-    from rmcore.data.registry import load_data
-    from rmeval.audit.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.scoring.run import Shard
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched

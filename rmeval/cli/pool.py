@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from rmcore.quiet import quiet_libraries
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.cli.flags import add_command
+from rmeval.experiments.pool import build_pool, load_pool_config
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,10 +17,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
-    from rmcore.console import quiet_libraries
-    from rmeval.experiments.pool import build_pool, load_pool_config
-    from rmeval.experiments.recipe import TOY_NOTICE
-
     quiet_libraries()
     cfg = load_pool_config(s.config, s.recipe_overrides())
     out = s.out or cfg.output_dir

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.settings import add_options, from_args, option
+from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.settings import add_options, from_args, option, output_folder
+from rmeval.reproduce.plan import plan_markdown, plan_recipe
+from rmeval.reproduce.recipe import load_reproduction
+from rmeval.reproduce.runner import run_recipe
 
 
 @dataclass
@@ -17,7 +21,7 @@ class ReproduceCommand:
     """``rmeval reproduce``'s settings; ``recipe`` is the positional argument."""
 
     recipe: str = ""
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir/<recipe name>, "
+    out: str | None = option(None, parse=output_folder("--out"), help="output directory (default: the recipe's output_dir/<recipe name>, "
                                         "with -stand-in for a stand-in run)")
     dry_run: bool = option(False, help="print each row's loader, head, GPU memory, texts and GPU hours; "
                                        "download and score nothing")
@@ -29,8 +33,8 @@ class ReproduceCommand:
                            help="local: one row after another here; slurm: one submitit job array (one row per "
                                 "task); submitit-local: the same tasks as local processes")
     partition: str | None = option(None, help="SLURM partition of the job array")
-    cpus_per_task: int = option(8, help="CPUs per array task")
-    array_parallelism: int = option(16, help="array tasks running at once")
+    cpus_per_task: int = option(8, ge=1, help="CPUs per array task")
+    array_parallelism: int = option(16, ge=1, help="array tasks running at once")
     wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
                                     help="default: online with an API key, else offline")
     wandb_project: str = option("matchrm", help="W&B project")
@@ -49,11 +53,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ReproduceCommand) -> int:
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmeval.reproduce.plan import plan_markdown, plan_recipe
-    from rmeval.reproduce.recipe import load_reproduction
-    from rmeval.reproduce.runner import run_recipe
-
     recipe = load_reproduction(s.recipe)
     out = s.output(recipe)
     if s.dry_run:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rmcore.settings import nested, option
 from rmeval.cli.flags import add_command
-from rmeval.scoring.server import ServerSettings
+from rmeval.scoring.server import ServerSettings, serve_reward
 
 
 @dataclass
@@ -26,7 +26,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ServeRewardCommand) -> int:
-    from rmeval.scoring.server import serve_reward
-
     serve_reward(s.checkpoint, s.server)
     return 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import nested, option
-from rmeval.audit.pipeline import AuditSettings
+from rmcore.settings import nested, option, output_folder
+from rmeval.audit.pipeline import AuditSettings, audit_tables
 from rmeval.cli.flags import WandbFlags, add_command, named_paths
 
 
@@ -17,7 +17,7 @@ class StatsCommand:
 
     scores: str = option("", required=True, help="scores table (rmeval audit's scores.parquet)")
     ratings: str = option("", required=True, help="ratings table (rmeval audit's ratings.parquet)")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     preferences: str | None = option(None, help="preferences table (default: preferences.parquet beside --scores, "
                                                 "when there)")
     reference_scores: str | None = option(None, help="table (prompt_id, score) of independent reference responses, "
@@ -37,8 +37,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: StatsCommand) -> int:
-    from rmeval.audit.pipeline import audit_tables
-
     if s.audit.features is not None:
         s.audit.features.validate()
     _, paths = audit_tables(s.scores, s.ratings, s.audit, s.out, preferences=s.preferences,

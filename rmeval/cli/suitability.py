@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmcore.checkpoints import find_checkpoints
+from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
-from rmcore.settings import nested, option
+from rmcore.io import check_path
+from rmcore.settings import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
-from rmeval.scoring import ScorerSettings
+from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
-# The flags these commands share with rmeval audit (its AuditSettings'): the seed, the rated attribute
-# and the score cache are read; the resamples and --no-progress are accepted and unused (no bootstrap
-# here), so a command line written for rmeval audit runs here too.
+# The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
+# attribute, the score cache and --no-progress are read; the resamples are accepted and unused (no
+# bootstrap here), so a command line written for rmeval audit runs here too. suitability-stats takes
+# the seed alone (its pairs need no rated attribute, and it has no audit command line to share).
 SHARED_WITH_AUDIT = ("attribute", "stats.n_boot", "stats.n_boot_regression", "stats.seed")
 MODEL_FLAGS = tuple(f.name for f in dataclasses.fields(SuitabilityAuditSettings) if f.name not in ("data", "groups"))
 
@@ -31,6 +34,8 @@ class SuitabilityCommand(ScoringCommand):
     """``rmeval suitability``'s settings: the checkpoints, data and scorer (``ScoringCommand``), the
     suitability audit's perturbations, rewriting and inference, and the flags shared with rmeval audit."""
 
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts, drawn before the preference "
+                                                "items are built (--max-items then keeps the first N items)")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=MODEL_FLAGS)
     common: AuditSettings = nested(AuditSettings, only=(*SHARED_WITH_AUDIT, "cache", "progress"))
 
@@ -44,21 +49,10 @@ class SuitabilityStatsCommand:
 
     pairs: str = option("", required=True, help="jsonl/csv/parquet rows item_id, perturbation, m_original, "
                                                 "m_perturbed [, model, changed]")
-    out: str = option("", required=True, help="output directory")
+    out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
-    common: AuditSettings = nested(AuditSettings, only=SHARED_WITH_AUDIT)
+    common: AuditSettings = nested(AuditSettings, only=("stats.seed",))
     wandb: WandbFlags = nested(WandbFlags)
-
-
-def check_model_flags(scorer: ScorerSettings, max_prompts: int | None) -> None:
-    """The scorer's numeric flags in range (one-line errors, before any model loads)."""
-    for flag, v in (("max_prompts", max_prompts), ("batch_size", scorer.batch_size),
-                    ("max_length", scorer.max_length), ("max_tokens", scorer.max_tokens)):
-        if v is not None and v < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
-    beta = scorer.beta
-    if beta is not None and not (math.isfinite(beta) and beta > 0):
-        raise ConfigError(f"--beta must be a finite number > 0, got {beta}")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,13 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SuitabilityCommand) -> int:
-    from rmcore.checkpoints import find_checkpoints
-    from rmcore.data.registry import load_data
+    # torch: --help stays cheap
     from rmeval.scoring.loaders import known_hub_ids
-    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
-    seed = s.common.stats.seed
-    check_model_flags(s.scorer, s.max_prompts)
+    seed = s.common.stats.seed  # the numeric flags were checked against their ranges as they were read
     s.suitability.inference(seed)  # validates every setting now: bad flags fail before anything loads
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
@@ -85,7 +76,7 @@ def run(s: SuitabilityCommand) -> int:
     s.scorer.placement.validate()
     results, joint = audit_checkpoints(checkpoints, rating_set, s.scorer, s.suitability, s.out, seed=seed,
                                        attribute=s.common.attribute, data=s.data, cache=s.common.cache,
-                                       **s.wandb.target())
+                                       progress=s.common.progress, **s.wandb.target())
     for name, res in results.items():
         print(suitability_line(name, res, dest(s.out, name, joint is None)))
     if joint is not None:
@@ -94,8 +85,7 @@ def run(s: SuitabilityCommand) -> int:
 
 
 def run_stats(s: SuitabilityStatsCommand) -> int:
-    from rmeval.suitability.checkpoints import suitability_from_pairs
-
+    check_path(s.pairs, "--pairs")  # first: a missing table is named before the settings' check loads torch
     settings = s.suitability.inference(s.common.stats.seed)
     results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
                                             **s.wandb.target())

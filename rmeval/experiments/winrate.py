@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.io import atomic_save_figure
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
+from rmeval.stats.bootstrap import mean_of_prompt_values
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -136,6 +137,7 @@ class HFPairwiseJudge(PairwiseJudge):
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
                  batch_size: int = 8, device: str | None = None, dtype: str = "float32") -> None:
+        # torch: this module loads without it
         from rmcore.modeling import resolve_max_length
         from rmeval.backends.local import LocalBackend
 
@@ -151,6 +153,7 @@ class OpenAIPairwiseJudge(PairwiseJudge):
 
     def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key_env: str = "OPENAI_API_KEY",
                  max_tokens: int = 1024, timeout: float = 120.0, seed: int | None = 0) -> None:
+        # torch: this module loads without it
         from rmeval.backends.endpoint import EndpointBackend
 
         super().__init__(EndpointBackend(model, base_url=base_url, api_key_env=api_key_env, max_tokens=max_tokens,
@@ -163,6 +166,7 @@ def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096
     if not name or kind not in ("hf", "openai"):
         raise ConfigError(f"judge '{spec}': use hf:PATH (a local causal LM) or openai:MODEL (with a base URL)")
     if kind == "hf":
+        # torch: this module loads without it
         from rmcore.modeling import resolve_model_path
 
         return HFPairwiseJudge(resolve_model_path(name), max_length=max_length)
@@ -184,8 +188,6 @@ def prompt_outcomes(first: list[str | None], second: list[str | None]) -> np.nda
 
 
 def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    from rmeval.stats.bootstrap import mean_of_prompt_values
-
     o = prompt_outcomes(first, second)
     res = mean_of_prompt_values(o, n_boot=n_boot, rng=seed)
     unreadable = sum(v is None for v in list(first) + list(second))
@@ -228,7 +230,7 @@ def _suitability_doc(path: str | os.PathLike) -> tuple[dict[str, Any], Path]:
     try:
         return json.loads(path.read_text()), path
     except json.JSONDecodeError as e:
-        raise DataError(f"not JSON ({e.msg})", file=str(path), row=e.lineno) from None
+        raise DataError(invalid_json(e), file=str(path)) from None
 
 
 def read_suitability(path: str | os.PathLike) -> dict[str, float]:

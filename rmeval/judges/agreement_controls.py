@@ -61,7 +61,16 @@ import pandas as pd
 
 from rmcore.markdown import num, table
 
-from .panel import PROTOCOLS, Panel, _kappa, _mean, _rate, kappa_from_counts, pair_agreement, pair_verdicts
+from .panel import (
+    PROTOCOLS,
+    Panel,
+    cohen_kappa,
+    kappa_from_counts,
+    mean_or_none,
+    pair_agreement,
+    pair_verdicts,
+    rate_or_none,
+)
 
 STRATA = ("overall", "attribute", "same_winner", "opposite_winner")
 
@@ -80,11 +89,11 @@ def protocol_strata(panel: Panel, protocol: str) -> dict[str, Any]:
     for key in STRATA:
         vals = [p[key]["agreement"] for p in pairs if p[key]["agreement"] is not None]
         n = sum(p[key]["n"] for p in pairs)
-        out[key] = {"mean": _mean(vals), "pooled": _rate(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
+        out[key] = {"mean": mean_or_none(vals), "pooled": rate_or_none(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
                     "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                     "n_above_half": int(sum(v > 0.5 for v in vals)), "n_pairs": len(vals), "n": int(n)}
         if key != "overall":
-            out[key]["coverage"] = _mean([p[key]["coverage"] for p in pairs])
+            out[key]["coverage"] = mean_or_none([p[key]["coverage"] for p in pairs])
     return out
 
 
@@ -106,14 +115,14 @@ def three_category_kappa(panel: Panel) -> dict[str, Any]:
         ov, at = [], []
         for j, k in _pairs(panel):
             read = p[j, :, -1] & p[k, :, -1]
-            ov.append(_kappa(s[j, read, -1], s[k, read, -1]))
+            ov.append(cohen_kappa(s[j, read, -1], s[k, read, -1]))
             n, joint = int(c.cells[j, k].sum()), int(c.joint[j, k].sum())
             agree = (joint + int(c.signed[j, k].sum())) // 2
             res_j, res_k = int(c.total_ap[j, k]), int(c.total_ap[k, j])
             pos_j, pos_k = (res_j + int(c.total_dp[j, k])) // 2, (res_k + int(c.total_dp[k, j])) // 2
             equal = agree + n - res_j - res_k + joint
             at.append(kappa_from_counts(n, equal, (res_j - pos_j, n - res_j, pos_j), (res_k - pos_k, n - res_k, pos_k)))
-        out[protocol] = {"overall": _mean(ov), "attribute": _mean(at),
+        out[protocol] = {"overall": mean_or_none(ov), "attribute": mean_or_none(at),
                          "n_pairs": sum(x is not None for x in at)}
     return out
 
@@ -147,7 +156,7 @@ def matched_items(panel: Panel, core_attributes: tuple[str, ...] | list[str]) ->
             if r is not None:
                 per[(j, k)] = r
         rows = list(per.values())
-        summary: dict[str, Any] = {key: _mean([r[key] for r in rows])
+        summary: dict[str, Any] = {key: mean_or_none([r[key] for r in rows])
                                    for key in ("overall", "attribute", "attribute_item_mean", "core", "gap", "core_gap")}
         summary["n_pairs"] = len(rows)
         summary["n_pairs_positive_gap"] = int(sum(r["gap"] > 0 for r in rows))
@@ -155,7 +164,7 @@ def matched_items(panel: Panel, core_attributes: tuple[str, ...] | list[str]) ->
         for j, name in enumerate(panel.judges):
             mine = [r for (a, b), r in per.items() if j in (a, b)]
             if mine:
-                judges[name] = {key: _mean([r[key] for r in mine]) for key in ("overall", "attribute", "core", "gap")}
+                judges[name] = {key: mean_or_none([r[key] for r in mine]) for key in ("overall", "attribute", "core", "gap")}
                 judges[name]["n_partners"] = len(mine)
         summary["n_judges_positive_gap"] = int(sum((v["gap"] or 0) > 0 for v in judges.values()))
         summary["n_judges"] = len(judges)
@@ -187,8 +196,8 @@ def no_conflict(panel: Panel, min_shared: int = 20) -> dict[str, Any]:
             if cases.any():
                 per_pair[t].append(float(np.mean(differ[cases])))
     rows = {str(t): {"n_cases": acc[t][0], "n_different_winner": acc[t][1],
-                     "different_winner_rate": _rate(acc[t][1], acc[t][0]), "coverage": _rate(acc[t][0], acc[t][2]),
-                     "mean_over_pairs": _mean(per_pair[t]), "n_pairs": len(per_pair[t])} for t in thresholds}
+                     "different_winner_rate": rate_or_none(acc[t][1], acc[t][0]), "coverage": rate_or_none(acc[t][0], acc[t][2]),
+                     "mean_over_pairs": mean_or_none(per_pair[t]), "n_pairs": len(per_pair[t])} for t in thresholds}
     return {"min_shared": int(min_shared), **rows[str(int(min_shared))], "thresholds": rows}
 
 
@@ -210,9 +219,9 @@ def per_attribute_agreement(panel: Panel) -> dict[str, dict[str, Any]]:
         cells_opp, joint_opp = ac.opp_cells[:, j, k], ac.opp_joint[:, j, k]
         for a in np.flatnonzero(cells_opp):
             vals["opposite_coverage"][a].append(joint_opp[a] / cells_opp[a])
-    return {name: {"all": _mean(vals["all"][a]), "same_winner": _mean(vals["same_winner"][a]),
-                   "opposite_winner": _mean(vals["opposite_winner"][a]),
-                   "opposite_coverage": _mean(vals["opposite_coverage"][a]),
+    return {name: {"all": mean_or_none(vals["all"][a]), "same_winner": mean_or_none(vals["same_winner"][a]),
+                   "opposite_winner": mean_or_none(vals["opposite_winner"][a]),
+                   "opposite_coverage": mean_or_none(vals["opposite_coverage"][a]),
                    "n_pairs_opposite": len(vals["opposite_winner"][a])}
             for a, name in enumerate(panel.attributes)}
 
@@ -246,7 +255,7 @@ def attribute_importance(panel: Panel, weights: dict[str, dict[str, float] | Non
     stats = ("importance", "all", "same_winner", "opposite_winner", "opposite_coverage")
 
     def summarise(names: list[str]) -> dict[str, Any]:
-        return {**{s: _mean([per[n][s] for n in names]) for s in stats}, "n_attributes": len(names)}
+        return {**{s: mean_or_none([per[n][s] for n in names]) for s in stats}, "n_attributes": len(names)}
 
     if len(panel.attributes) >= 4:
         n_a = len(panel.attributes)
@@ -306,8 +315,8 @@ def difficulty_strata(panel: Panel, items: pd.DataFrame) -> dict[str, Any]:
             a["cells"] += int(c.cells[rows].sum())
             if joint:
                 a["pairs"].append(agree / joint)
-    out = {n: {"n_items": a["n_items"], "n_cells": a["joint"], "agreement_pooled": _rate(a["agree"], a["joint"]),
-               "agreement_mean_over_pairs": _mean(a["pairs"]), "coverage": _rate(a["joint"], a["cells"]),
+    out = {n: {"n_items": a["n_items"], "n_cells": a["joint"], "agreement_pooled": rate_or_none(a["agree"], a["joint"]),
+               "agreement_mean_over_pairs": mean_or_none(a["pairs"]), "coverage": rate_or_none(a["joint"], a["cells"]),
                "n_pairs": len(a["pairs"])} for n, a in acc.items()}
     return {**out, "n_labelled_items": int((y != 0).sum()), "n_ties_or_unlabelled": int((y == 0).sum())}
 
@@ -345,7 +354,7 @@ def _associations(attributes: list[str], n: np.ndarray, hits: np.ndarray, n_read
         out[name] = {"median_accuracy": med,
                      "strength": float(np.median(np.abs(accs - 0.5))) if len(accs) else None,
                      "sign": None if med is None else ("+" if med >= 0.5 else "-"),
-                     "coverage": _mean(cov), "n_readers": int(entered.sum()), "n_comparisons": int(n[entered, a].sum())}
+                     "coverage": mean_or_none(cov), "n_readers": int(entered.sum()), "n_comparisons": int(n[entered, a].sum())}
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["strength"] if kv[1]["strength"] is not None else -1)))
 
 

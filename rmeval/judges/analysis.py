@@ -26,32 +26,42 @@ are ``rmeval.judges.panel``. Here:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
-from rmcore.settings import comma_list, option
+from rmcore.progress import Progress
+from rmcore.settings import bounded, check_ranges, comma_list, option
 
-from .inventory import CORE_ATTRIBUTES
+from .agreement_controls import (
+    attribute_importance,
+    controls_markdown,
+    difficulty_strata,
+    label_associations,
+    matched_items,
+    no_conflict,
+    single_read_control,
+    three_category_kappa,
+)
+from .inventory import CORE_ATTRIBUTES, load_inventory
 from .panel import (
     Panel,
-    _logreg,
-    _mean,
-    _rate,
     build_panel,
     fit_weights,
+    logistic_regression,
+    mean_or_none,
     one_blas_thread,
     pair_agreement,
+    rate_or_none,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .store import JudgmentStore
+from .priority_controls import priority_controls, priority_markdown
+from .store import JudgmentStore, table_to_store
+from .workers import run_tasks
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
@@ -77,30 +87,28 @@ class AnalysisSettings:
 
     attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
                                           help="comma-separated subset of the attributes (default: all)")
-    seed: int = option(0, help="seed of the half splits, the null and the swaps")
-    n_splits: int = option(20, help="random half splits for split-half reliability")
-    null_repeats: int = option(20, help="repetitions of the identical-preference null (0: skip it)")
+    seed: int = option(0, ge=0, help="seed of the half splits, the null and the swaps")
+    n_splits: int = option(20, ge=0, help="random half splits for split-half reliability")
+    null_repeats: int = option(20, ge=0, help="repetitions of the identical-preference null (0: skip it)")
     donor: str | None = option(None, help="donor judge of the component swaps (default: highest stable rate)")
     min_shared: int = option(20, flag="--min-shared-attributes",
-                             help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
-    min_n_source: int = option(50, help="usable comparisons a reader needs in a source to enter a label "
+                             ge=1, help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
+    min_n_source: int = option(50, ge=0, help="usable comparisons a reader needs in a source to enter a label "
                                         "association")
-    min_n_pooled: int = option(200, help="the same over all sources pooled")
-    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom (families)")
+    min_n_pooled: int = option(200, ge=0, help="the same over all sources pooled")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom (families)")
     controls: bool = True
-    jobs: int | None = None
+    jobs: int | None = bounded(None, ge=1)  # set by code, not a flag; None: this process's CPUs
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.jobs is not None and (isinstance(self.jobs, bool) or not isinstance(self.jobs, (int, np.integer))
-                                      or self.jobs < 1):
-            raise ConfigError(f"jobs must be an integer >= 1, got {self.jobs!r}")
-        for name, flag, low in (("n_splits", "--n-splits", 0), ("null_repeats", "--null-repeats", 0),
-                                ("min_shared", "--min-shared-attributes", 1), ("min_n_source", "--min-n-source", 0),
-                                ("min_n_pooled", "--min-n-pooled", 0)):
+        integers = ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled")
+        for name in integers + (("jobs",) if self.jobs is not None else ()):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ConfigError(f"{flag} must be an integer >= {low}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def agreement(panel: Panel) -> dict[str, Any]:
@@ -109,17 +117,17 @@ def agreement(panel: Panel) -> dict[str, Any]:
     for key in ("overall", "attribute", "same_winner", "opposite_winner"):
         num = sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs)
         den = sum(p[key]["n"] for p in pairs)
-        out[key] = _mean([p[key]["agreement"] for p in pairs])
-        out[f"{key}_pooled"] = _rate(num, den)
-        out[f"{key}_kappa"] = _mean([p[key]["kappa"] for p in pairs])
+        out[key] = mean_or_none([p[key]["agreement"] for p in pairs])
+        out[f"{key}_pooled"] = rate_or_none(num, den)
+        out[f"{key}_kappa"] = mean_or_none([p[key]["kappa"] for p in pairs])
         if key != "overall":
-            out[f"{key}_coverage"] = _mean([p[key]["coverage"] for p in pairs])
+            out[f"{key}_coverage"] = mean_or_none([p[key]["coverage"] for p in pairs])
     out["n_pairs"] = len(pairs)
     # per attribute, pooled over judge pairs (cells where both resolve a stable direction)
     ac = panel.attribute_counts()
     upper = np.triu_indices(len(panel.judges), 1)
     agree, n, cells = (x[:, upper[0], upper[1]].sum(axis=1) for x in (ac.agree(), ac.joint, ac.cells))
-    out["per_attribute"] = {name: {"agreement": _rate(agree[a], n[a]), "n": int(n[a]), "coverage": _rate(n[a], cells[a])}
+    out["per_attribute"] = {name: {"agreement": rate_or_none(agree[a], n[a]), "n": int(n[a]), "coverage": rate_or_none(n[a], cells[a])}
                             for a, name in enumerate(panel.attributes)}
     out["pairs"] = pairs
     return out
@@ -131,12 +139,12 @@ def judge_consistency(panel: Panel, j: int) -> dict[str, Any]:
     cons = panel.consistent[j, :, :-1]
     fr, fro = panel.first_reads[j], panel.first_reads_overall[j]
     return {
-        "order_consistency": _rate(cons.sum(), both.sum()),
-        "stable_rate": _rate(cons.sum(), present.sum()),
-        "overall_order_consistency": _rate(panel.consistent[j, :, -1].sum(), panel.both_resolved[j, :, -1].sum()),
-        "overall_stable_rate": _rate(panel.consistent[j, :, -1].sum(), panel.present[j, :, -1].sum()),
-        "position_bias": {"first_rate": _rate(fr[0], fr[1]), "n_reads": int(fr[1]),
-                          "overall_first_rate": _rate(fro[0], fro[1]), "overall_n_reads": int(fro[1])},
+        "order_consistency": rate_or_none(cons.sum(), both.sum()),
+        "stable_rate": rate_or_none(cons.sum(), present.sum()),
+        "overall_order_consistency": rate_or_none(panel.consistent[j, :, -1].sum(), panel.both_resolved[j, :, -1].sum()),
+        "overall_stable_rate": rate_or_none(panel.consistent[j, :, -1].sum(), panel.present[j, :, -1].sum()),
+        "position_bias": {"first_rate": rate_or_none(fr[0], fr[1]), "n_reads": int(fr[1]),
+                          "overall_first_rate": rate_or_none(fro[0], fro[1]), "overall_n_reads": int(fro[1])},
     }
 
 
@@ -149,7 +157,7 @@ def cv_accuracy(x: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0) 
     if len(counts) < 2 or counts.min() < folds:
         return None
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    return float(np.mean(cross_val_score(_logreg(seed), x, y, cv=cv, scoring="accuracy")))
+    return float(np.mean(cross_val_score(logistic_regression(seed), x, y, cv=cv, scoring="accuracy")))
 
 
 def split_half(x: np.ndarray, y: np.ndarray, *, n_splits: int = 20, seed: int = 0) -> dict[str, Any]:
@@ -222,8 +230,6 @@ def priorities(panel: Panel, j: int, *, seed: int = 0, n_splits: int = 20) -> di
 def all_priorities(panel: Panel, *, seed: int = 0, n_splits: int = 20, jobs: int | None = None,
                    progress: bool = False) -> list[dict[str, Any]]:
     """``priorities`` of every judge, in panel order, over worker processes."""
-    from .workers import run_tasks
-
     shared = shared_features(panel)
     tasks = [_priority_args(panel, j, shared, seed, n_splits) for j in range(len(panel.judges))]
     return run_tasks(_priority_task, tasks, jobs=jobs, desc="priority fits", progress=progress)
@@ -238,12 +244,10 @@ def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str
         if np.std(u) > 0 and np.std(w) > 0:
             pr.append(float(pearsonr(u, w)[0]))
             sr.append(float(spearmanr(u, w)[0]))
-    return {"pearson": _mean(pr), "spearman": _mean(sr), "n_pairs": len(pr)}
+    return {"pearson": mean_or_none(pr), "spearman": mean_or_none(sr), "n_pairs": len(pr)}
 
 
 def _families(attributes_file: str | None) -> dict[str, str]:
-    from .inventory import load_inventory
-
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
@@ -251,16 +255,6 @@ def _control_sections(panel: Panel, judges: dict[str, Any], labelled: pd.DataFra
                       st: AnalysisSettings) -> list[tuple[str, Callable[[], Any]]]:
     """The agreement controls ``analyze`` computes, in the document's order, as (key, thunk):
     the cross-judge ones with two judges or more, the label ones with ``labelled`` items."""
-    from .agreement_controls import (
-        attribute_importance,
-        difficulty_strata,
-        label_associations,
-        matched_items,
-        no_conflict,
-        single_read_control,
-        three_category_kappa,
-    )
-
     out: list[tuple[str, Callable[[], Any]]] = []
     if len(panel.judges) > 1:
         out += [("single_read_control", lambda: single_read_control(panel)),
@@ -284,14 +278,12 @@ def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None 
     controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
     ``label_associations``. ``judgments``: a judgment store (``rmeval.judges.store``) or a long
     table. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
-    from rmcore.progress import Progress
-
-    from .priority_controls import priority_controls
-
     st = replace(settings or AnalysisSettings(), **overrides)
-    panel = build_panel(judgments, st.attributes, progress=st.progress)
-    if st.controls and st.donor is not None and st.donor not in panel.judges:  # before minutes of fits
-        raise ConfigError(f"--donor '{st.donor}' is not a judge of the panel ({', '.join(panel.judges)})")
+    store = judgments if isinstance(judgments, JudgmentStore) else table_to_store(judgments)
+    judge_names = sorted(store.judges)  # the panel's judges, named before the panel's progress line
+    if st.controls and st.donor is not None and st.donor not in judge_names:  # before minutes of fits
+        raise ConfigError(f"--donor '{st.donor}' is not a judge of the panel ({', '.join(judge_names)})")
+    panel = build_panel(store, st.attributes, progress=st.progress)
     fits = all_priorities(panel, seed=st.seed, n_splits=st.n_splits, jobs=st.jobs, progress=st.progress)
     judges = {name: {**judge_consistency(panel, j), **fits[j]} for j, name in enumerate(panel.judges)}
     res: dict[str, Any] = {
@@ -319,9 +311,6 @@ def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None 
 
 
 def analysis_markdown(res: dict[str, Any]) -> str:
-    from .agreement_controls import controls_markdown
-    from .priority_controls import priority_markdown
-
     def f(x: float | None) -> str:
         return num(x, missing="n/a")
 

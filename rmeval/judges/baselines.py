@@ -11,36 +11,33 @@
 Both are read like the unadapted judge's base accuracy (``rmeval.judges.reweight``): ``accuracy``
 is the verdict read in order AB with an unparsed or unresolved verdict counted as an error (the
 paper's rule), ``accuracy_stable`` the stable verdict with an unresolved one counted as one half.
+
+torch and the elicitation (``rmeval.judges.elicit``, which loads torch) are imported where they are
+used: ``rmeval judges reweight`` reads ``BaselineSettings`` here to build its flags.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, option
+from rmcore.settings import bounded, check_ranges, comma_list, option
 
-from .elicit import (
-    OVERALL_QUESTION,
-    Call,
-    LocalPairJudge,
-    PairJudge,
-    elicit_shard,
-    item_prefix,
-    rubric_question,
-)
-from .inventory import OVERALL, Attribute
-from .reweight import single_read_accuracy, verdict_accuracy
+from .inventory import OVERALL, Attribute, load_inventory
+from .panel import build_panel
+from .reweight import single_read_accuracy, source_split, verdict_accuracy
+from .store import load_store
 from .tables import load_judgments
+
+if TYPE_CHECKING:
+    from .elicit import LocalPairJudge, PairJudge
 
 
 def stable_verdicts(table: pd.DataFrame) -> pd.Series:
@@ -66,6 +63,9 @@ def _accuracy(table: pd.DataFrame, items: pd.DataFrame) -> dict[str, float]:
 def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[Attribute], out: str | os.PathLike,
                     *, progress: bool = False) -> dict[str, Any]:
     """Held-out accuracy of the judge prompted with ``criteria`` as its rubric."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import elicit_shard, rubric_question
+
     name = f"{judge.name}+rubric{len(criteria)}"
     stats = elicit_shard(test_items, judge, {OVERALL: rubric_question(criteria)}, out, name=name, progress=progress)
     table = load_judgments(stats.table)
@@ -75,6 +75,9 @@ def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[A
 
 def _sft_examples(judge: LocalPairJudge, items: pd.DataFrame) -> list[tuple[list[int], int]]:
     """(token ids, target: 0 for letter A, 1 for B) for every item in both orders."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import OVERALL_QUESTION, Call, item_prefix
+
     out = []
     for row in items.itertuples(index=False):
         for order in ("AB", "BA"):
@@ -89,7 +92,11 @@ def lora_sft(model: str | os.PathLike, train_items: pd.DataFrame, out: str | os.
              seed: int = 0, device: str | None = None, dtype: str = "float32") -> dict[str, Any]:
     """Fine-tune a LoRA adapter of the causal judge ``model`` on the labels of ``train_items``
     (A/B only); saves the adapter and tokenizer to ``out`` (a loadable judge checkpoint)."""
+    import torch
     from peft import LoraConfig, get_peft_model
+
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import LocalPairJudge
 
     t0 = time.perf_counter()
     train_items = train_items[train_items["label"].isin(["A", "B"])]
@@ -132,6 +139,9 @@ def lora_sft(model: str | os.PathLike, train_items: pd.DataFrame, out: str | os.
 def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_items: pd.DataFrame,
                       out: str | os.PathLike, *, progress: bool = False, **kwargs: Any) -> dict[str, Any]:
     """Train the LoRA judge on ``train_items`` and score its stable verdict on ``test_items``."""
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import OVERALL_QUESTION, LocalPairJudge, elicit_shard
+
     out = Path(out)
     info = lora_sft(model, train_items, out / "adapter", **kwargs)
     judge = LocalPairJudge(out / "adapter", max_length=kwargs.get("max_length", 4096),
@@ -158,31 +168,25 @@ class BaselineSettings:
     kinds: tuple[str, ...] = option(("rubric", "lora"), flag="--baselines", parse=_kinds,
                                     help="rubric,lora: baselines with --baseline-model")
     # the attribute YAML used at elicitation, if custom
-    attributes_file: str | None = option(None, help="attribute YAML used at elicitation, if custom")
-    rubric_k: int = option(6, help="attributes the rubric prompt names")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom")
+    rubric_k: int = option(6, ge=1, help="attributes the rubric prompt names")
     # training labels per source for LoRA SFT (None: all)
-    lora_budget: int | None = option(256, help="training labels per source for LoRA SFT")
-    lora_steps: int = option(200, help="LoRA SFT steps")
-    lora_lr: float = option(2e-4, help="LoRA SFT learning rate")
-    lora_batch_size: int = option(8, help="LoRA SFT batch size")
-    max_length: int = option(4096, help="tokens per prompt of the baselines")
-    batch_size: int = option(32, help="texts per forward of the baselines")
+    lora_budget: int | None = option(256, ge=2, help="training labels per source for LoRA SFT")
+    lora_steps: int = option(200, ge=1, help="LoRA SFT steps")
+    lora_lr: float = option(2e-4, gt=0, help="LoRA SFT learning rate")
+    lora_batch_size: int = option(8, ge=1, help="LoRA SFT batch size")
+    max_length: int = option(4096, ge=8, help="tokens per prompt of the baselines")
+    batch_size: int = option(32, ge=1, help="texts per forward of the baselines")
     device: str | None = option(None, help="device of the baselines' model (default: auto)")
-    seed: int = 0  # the reweighting's (--seed)
+    seed: int = bounded(0, ge=0)  # the reweighting's (--seed)
 
     def __post_init__(self) -> None:
         if not set(self.kinds) <= {"rubric", "lora"}:
             raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
         if not self.model or not self.judge:
             raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
-        for flag, value, low in (("--rubric-k", self.rubric_k, 1), ("--lora-steps", self.lora_steps, 1),
-                                 ("--lora-batch-size", self.lora_batch_size, 1), ("--batch-size", self.batch_size, 1),
-                                 ("--max-length", self.max_length, 8),
-                                 ("--lora-budget", 2 if self.lora_budget is None else self.lora_budget, 2)):
-            if value < low:
-                raise ConfigError(f"{flag} must be at least {low}, got {value}")
-        if not (math.isfinite(self.lora_lr) and self.lora_lr > 0):
-            raise ConfigError(f"--lora-lr must be a positive number, got {self.lora_lr}")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,
@@ -190,10 +194,8 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
     """Rubric prompting and LoRA SFT of ``settings.model``, per source, on that source's split and
     training labels (the reweighting's own split); each source's figures go to
     ``res["judges"][judge]["sources"][source]["baselines"]``, their files under ``out``."""
-    from .inventory import load_inventory
-    from .panel import build_panel
-    from .reweight import source_split
-    from .store import load_store
+    # torch (rmeval.judges.elicit loads it): --help stays cheap
+    from .elicit import LocalPairJudge
 
     if settings.judge not in res["judges"]:
         raise ConfigError(f"--baseline-judge '{settings.judge}' is not a judge in {judgments}")
@@ -218,7 +220,7 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
             top = r["top_k"].get(str(k), r["top_k"]["all"])["attributes"][:k]
             missing = [a for a in top if a not in inv]
             if missing:
-                raise ConfigError(f"rubric criteria {missing} are not in the attribute inventory (--attributes-file)")
+                raise ConfigError(f"rubric criteria {missing} are not in the attribute inventory (--attributes)")
             base["rubric"] = rubric_accuracy(judge, test, [inv[a] for a in top], out / source / "rubric")
         if "lora" in settings.kinds:
             base["lora_sft"] = lora_sft_accuracy(settings.model, train, test, out / source / "lora",

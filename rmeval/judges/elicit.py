@@ -36,13 +36,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rmcore.device import Placement
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_table
+from rmcore.progress import Progress
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.endpoint import EndpointBackend
 from rmeval.backends.local import LocalBackend
 from rmeval.scoring.base import fingerprint_of, model_identity
 from rmeval.scoring.cache import ScoreCache, cache_key
+from rmeval.scoring.judge import conversation_text
 
 from .inventory import OVERALL, Attribute
 from .store import (
@@ -54,7 +57,7 @@ from .store import (
     write_shard,
     write_store,
 )
-from .tables import ORDERS
+from .tables import ORDERS, load_items
 
 ITEM_TEMPLATE = ("You are comparing two responses to the same query.\n\n[Query]\n{query}\n\n"
                  "[Response A]\n{first}\n\n[Response B]\n{second}\n\n")
@@ -188,8 +191,6 @@ class LocalPairJudge(PairJudge):
                  batch_size: int = 32, max_length: int = 4096, device: str | None = None, dtype: str | None = None,
                  prefix_reuse: bool = True, margin: float = 0.0, trust_remote_code: bool = False,
                  attn_implementation: str | None = None, device_map: str | None = None) -> None:
-        from rmcore.device import Placement
-
         placement = Placement(device=device or "auto", dtype=dtype or "auto", attn_implementation=attn_implementation,
                               trust_remote_code=trust_remote_code, device_map=device_map)
         backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype,
@@ -304,8 +305,6 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     through the score cache in ``out/cache/``. Answers already in any cache file of this judge are
     not asked again. ``name`` overrides the judge's name in the table (a rubric-prompted variant of
     the same model)."""
-    from rmcore.progress import Progress
-
     out = Path(out)
     t0 = time.perf_counter()
     sub = shard_items(items, shard, n_shards)
@@ -429,8 +428,6 @@ class ElicitJob:
     progress: bool = True
 
     def __call__(self) -> dict[str, Any]:
-        from .tables import load_items
-
         items = load_items(self.items_path)
         judge = make_pair_judge(self.judge_spec)
         try:
@@ -443,8 +440,6 @@ class ElicitJob:
 def items_from_rating_set(rs: Any, source: str, *, limit: int | None = None, seed: int = 0) -> pd.DataFrame:
     """A preference set (rmtrain RatingSet with ``preferences``) as an items table: the chosen
     response goes to A or B by a seeded coin flip, and the label names it."""
-    from rmeval.scoring.judge import conversation_text
-
     rng = np.random.default_rng(seed)
     by_id = {p.prompt_id: p for p in rs.prompts}
     rows = []

@@ -30,12 +30,11 @@ matrix, a second or two for the published panel (21 judges, 50,013 items, 87 att
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from rmcore.progress import Progress
+from rmcore.progress import Progress
 
 # ``panel`` below is a rmeval.judges.panel.Panel (not imported: the panel imports this module)
 Panel = Any
@@ -77,8 +76,6 @@ class ProtocolCounts:
 
 
 def _bar(progress: bool, total: int, desc: str) -> Progress:
-    from rmcore.progress import Progress
-
     return Progress(desc, total, unit="item", enabled=progress)
 
 

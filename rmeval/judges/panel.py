@@ -23,16 +23,16 @@ directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .inventory import OVERALL
+from rmcore.progress import Progress
 
-if TYPE_CHECKING:
-    from .pairstats import AttributeCounts, ProtocolCounts
-    from .store import JudgmentStore
+from .inventory import OVERALL
+from .pairstats import AttributeCounts, ProtocolCounts, attribute_counts, protocol_counts
+from .store import MISSING, JudgmentStore, table_to_store
 
 PROTOCOLS = ("stable", "single_read")
 
@@ -74,8 +74,6 @@ class Panel:
 
     def counts(self, protocol: str = "stable") -> ProtocolCounts:
         """Per-item attribute counts of every judge pair under ``protocol`` (computed once)."""
-        from .pairstats import protocol_counts
-
         key = ("counts", protocol)
         if key not in self._cache:
             self._cache[key] = protocol_counts(self, protocol, progress=self.progress)
@@ -83,8 +81,6 @@ class Panel:
 
     def core_counts(self, protocol: str, core: np.ndarray) -> ProtocolCounts:
         """The same over the attributes in the mask ``core`` only (computed once per mask)."""
-        from .pairstats import protocol_counts
-
         key = ("core", protocol, core.tobytes())
         if key not in self._cache:
             self._cache[key] = protocol_counts(self, protocol, columns=np.flatnonzero(core), progress=False)
@@ -92,8 +88,6 @@ class Panel:
 
     def attribute_counts(self) -> AttributeCounts:
         """Per-attribute counts of every judge pair (stable; computed once)."""
-        from .pairstats import attribute_counts
-
         if "attribute_counts" not in self._cache:
             self._cache["attribute_counts"] = attribute_counts(self, progress=self.progress)
         return self._cache["attribute_counts"]
@@ -114,8 +108,6 @@ def _judge_cells(cells: np.ndarray, have: np.ndarray, src: np.ndarray, j: int, s
                  single: np.ndarray, present: np.ndarray, consistent: np.ndarray, both: np.ndarray, seen: np.ndarray,
                  first: np.ndarray) -> None:
     """Fill judge ``j``'s rows of the panel's arrays from its store cells (items, attributes, orders)."""
-    from .store import MISSING
-
     d = np.full((cells.shape[0], len(have), 2), MISSING, dtype=np.int8)
     d[:, have] = cells[:, src]
     ab, ba = d[..., 0], d[..., 1]
@@ -137,8 +129,6 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
     """Judgment store (or a long judgments table, converted) -> Panel. Judges sorted, items in the
     store's order (a table's: order of first appearance). A cell read in only one order has no
     stable direction and is not ``present`` (it counts toward neither agreement nor coverage)."""
-    from .store import JudgmentStore, table_to_store
-
     store = judgments if isinstance(judgments, JudgmentStore) else table_to_store(judgments)
     judges = sorted(store.judges)
     attrs = _columns(store, attributes)
@@ -154,7 +144,6 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
     both = np.zeros(shape, dtype=bool)
     seen = np.zeros(shape, dtype=bool)
     first = np.zeros((len(judges), 2, 2), dtype=np.int64)  # judge, (attributes, overall), (first, resolved)
-    from rmcore.progress import Progress
 
     with Progress("panel", len(judges), unit="judge", enabled=progress) as bar:
         for j, name in enumerate(judges):
@@ -165,11 +154,12 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
                  single, seen, progress=progress)
 
 
-def _rate(num: float, den: float) -> float | None:
+def rate_or_none(num: float, den: float) -> float | None:
+    """num / den, or None when there is nothing to divide by (den 0)."""
     return float(num / den) if den else None
 
 
-def _kappa(x: np.ndarray, y: np.ndarray) -> float | None:
+def cohen_kappa(x: np.ndarray, y: np.ndarray) -> float | None:
     """Cohen's kappa (po - pe) / (1 - pe) with pe from the two raters' marginals."""
     if len(x) == 0:
         return None
@@ -180,9 +170,9 @@ def _kappa(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def kappa_from_counts(n: int, n_equal: int, x_counts: tuple[int, ...], y_counts: tuple[int, ...]) -> float | None:
-    """``_kappa`` from counts: ``n`` cells, ``n_equal`` with equal labels, and each rater's count
+    """``cohen_kappa`` from counts: ``n`` cells, ``n_equal`` with equal labels, and each rater's count
     per label in ascending label order. The same floating-point operations in the same order as
-    ``_kappa`` on the cells themselves (a label neither rater uses adds nothing), so the same value."""
+    ``cohen_kappa`` on the cells themselves (a label neither rater uses adds nothing), so the same value."""
     if n == 0:
         return None
     po = float(n_equal / n)
@@ -221,21 +211,22 @@ def pair_agreement(panel: Panel, j: int, k: int, protocol: str = "stable") -> di
     c = panel.counts(protocol).pair(j, k)
     both_v, vj, vk = v.definite, v.vj, v.vk
     out: dict[str, Any] = {"judges": [panel.judges[j], panel.judges[k]]}
-    out["overall"] = {"agreement": _rate(np.sum(vj[both_v] == vk[both_v]), both_v.sum()), "n": int(both_v.sum()),
-                      "kappa": _kappa(vj[both_v], vk[both_v])}
+    out["overall"] = {"agreement": rate_or_none(np.sum(vj[both_v] == vk[both_v]), both_v.sum()), "n": int(both_v.sum()),
+                      "kappa": cohen_kappa(vj[both_v], vk[both_v])}
     same = both_v & (vj == vk)
     opp = both_v & (vj != vk)
     for name, rows in (("attribute", None), ("same_winner", same), ("opposite_winner", opp)):
         joint, agree, cells, jpos, kpos = (x if rows is None else x[rows] for x in
                                            (c.joint, c.agree, c.cells, c.j_positive, c.k_positive))
         n, n_agree, n_pos_j, n_pos_k = joint.sum(), agree.sum(), jpos.sum(), kpos.sum()
-        out[name] = {"agreement": _rate(n_agree, n), "n": int(n), "coverage": _rate(n, cells.sum()),
+        out[name] = {"agreement": rate_or_none(n_agree, n), "n": int(n), "coverage": rate_or_none(n, cells.sum()),
                      "kappa": kappa_from_counts(int(n), int(n_agree), (int(n - n_pos_j), int(n_pos_j)),
                                                 (int(n - n_pos_k), int(n_pos_k)))}
     return out
 
 
-def _mean(values: list[float | None]) -> float | None:
+def mean_or_none(values: list[float | None]) -> float | None:
+    """The mean of the values that are not None; None when there are none."""
     v = [x for x in values if x is not None]
     return float(np.mean(v)) if v else None
 
@@ -252,7 +243,8 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _logreg(seed: int = 0):
+def logistic_regression(seed: int = 0) -> Any:
+    """The logistic fit every analysis shares: L2 with C = 1, an intercept, seeded (sklearn)."""
     from sklearn.linear_model import LogisticRegression
 
     return LogisticRegression(C=1.0, l1_ratio=0.0, fit_intercept=True, max_iter=2000, random_state=seed)
@@ -261,5 +253,5 @@ def _logreg(seed: int = 0):
 def fit_weights(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float] | None:
     if len(np.unique(y)) < 2:
         return None
-    m = _logreg(seed).fit(x, y)
+    m = logistic_regression(seed).fit(x, y)
     return m.coef_[0].astype(float), float(m.intercept_[0])

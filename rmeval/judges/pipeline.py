@@ -10,9 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, nested, option
+from rmcore.settings import comma_list, nested, option, output_folder
+from rmcore.tracking import flatten
+
+from .inventory import load_inventory
+from .shards import make_executor, run_shards
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -27,9 +33,10 @@ class ExecutorSettings:
     """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
     submitit's defaults."""
 
-    slurm_partition: str | None = option(None, help="SLURM partition of the shards' jobs")
-    timeout_min: int | None = option(None, help="minutes a shard's job may run")
-    gpus_per_node: int | None = option(None, help="GPUs of each shard's job")
+    slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),
+                                         metavar="PARTITION", help="SLURM partition of the shards' jobs")
+    timeout_min: int | None = option(None, ge=1, help="minutes a shard's job may run")
+    gpus_per_node: int | None = option(None, ge=0, help="GPUs of each shard's job")
 
     def params(self) -> dict[str, Any]:
         """The parameters given (a timeout or partition that is empty or 0 is not)."""
@@ -48,12 +55,12 @@ class ElicitConfig:
     """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
     judge, the attributes asked, the shards and how the judge runs."""
 
-    out: str = option(required=True, help="output directory")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
                                           "response_b[, label]")
     data: list[str] = option(default_factory=list, action="append",
                              help="preference-set SPEC, one source each (repeatable)")
-    max_items_per_source: int | None = option(None, help="first N items of each --data source")
+    max_items_per_source: int | None = option(None, ge=1, help="first N items of each --data source")
     model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
     endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
     endpoint_model: str | None = option(None, help="the served model's name (--endpoint)")
@@ -64,23 +71,23 @@ class ElicitConfig:
     attribute_names: list[str] = option(default_factory=list, parse=comma_list,
                                         help="comma-separated subset; 'core' = the 20 core attributes")
     overall: bool = option(True, flag="--no-overall", action="store_false", help="skip the overall verdict")
-    n_shards: int = option(1, help="shards of the items (one job each with --executor)")
-    shard: int | None = option(None, help="run only this shard (no merge)")
+    n_shards: int = option(1, ge=1, help="shards of the items (one job each with --executor)")
+    shard: int | None = option(None, ge=0, help="run only this shard (no merge)")
     executor: str = option("none", choices=["none", "local", "slurm", "debug"],
                            help="submitit executor for the shards (slurm: one job array)")
     executor_params: ExecutorSettings = nested(ExecutorSettings)
-    batch_size: int = option(32, help="texts per forward (local)")
-    max_length: int = option(4096, help="tokens per prompt (local)")
+    batch_size: int = option(32, ge=1, help="texts per forward (local)")
+    max_length: int = option(4096, ge=1, help="tokens per prompt (local)")
     # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
     # CPU), kernel, remote code, device map: where a local --model judge runs
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
     prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false",
                                 help="one full forward per call (slower)")
-    margin: float = option(0.0, help="unresolved when |p(A)-0.5| <= margin (local)")
-    concurrency: int = option(8, help="parallel requests (endpoint)")
-    chunk_items: int = option(2, help="items per committed chunk")
+    margin: float = option(0.0, ge=0, lt=0.5, help="unresolved when |p(A)-0.5| <= margin (local)")
+    concurrency: int = option(8, ge=1, help="parallel requests (endpoint)")
+    chunk_items: int = option(2, ge=1, help="items per committed chunk")
     progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
-    seed: int = option(0, help="A/B assignment of --data pairs")
+    seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
     table: str | None = option(None, help="also write the merged judgments as a long table OUT/TABLE "
                                           "(judgments.jsonl or .parquet) for inspection")
 
@@ -104,9 +111,11 @@ def prepare_items(cfg: ElicitConfig) -> Path:
     spec one source; the same seed gives the same file, so a restarted run sees the same items)."""
     import pandas as pd
 
+    # scipy, pandas: --help stays cheap
     from rmcore.data.registry import load_data, parse_data_spec
     from rmcore.io import atomic_write_table
 
+    # torch, pandas: --help stays cheap
     from .elicit import items_from_rating_set
     from .tables import load_items
 
@@ -129,16 +138,16 @@ def prepare_items(cfg: ElicitConfig) -> Path:
 
 
 def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json
 
+    # torch: --help stays cheap
     from .elicit import ElicitJob, merge_shards, questions_for
-    from .inventory import load_inventory
-    from .shards import make_executor, run_shards
 
-    items_path = prepare_items(cfg)
+    spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
     questions = questions_for(attrs, overall=cfg.overall)
-    spec = cfg.judge_spec()
+    items_path = prepare_items(cfg)
     shards = [cfg.shard] if cfg.shard is not None else list(range(cfg.n_shards))
     jobs = [ElicitJob(str(items_path), spec, questions, cfg.out, shard=i, n_shards=cfg.n_shards,
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
@@ -156,8 +165,6 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
 
 
 def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
-    from rmcore.tracking import flatten
-
     scalars = {k: v for k, v in flatten(doc, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     tracker.log(scalars)
     for key, path in images.items():
@@ -166,6 +173,7 @@ def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]
 
 def _log_run(name: str, out: Path, config: dict[str, Any], prefix: str, doc: dict[str, Any], images: dict[str, Path],
              wandb_project: str, wandb_mode: str | None) -> None:
+    # pandas: --help stays cheap
     from rmeval.tracking import evaluation_tracker
 
     tracker = evaluation_tracker(name, out, config, project=wandb_project, mode=wandb_mode, job_type="judges")
@@ -196,10 +204,12 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run.
     ``settings``: rmeval.judges.analysis.AnalysisSettings; ``items`` (optional): the items table,
     whose reference labels add the difficulty strata and the label associations."""
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json, atomic_write_text
 
+    # pandas: --help stays cheap
     from .analysis import AnalysisSettings, analysis_markdown, analyze
-    from .plots import agreement_heatmap, weight_profiles
+    from .plots import analysis_plots, plots_not_drawn
     from .store import load_store
     from .tables import load_items
 
@@ -213,14 +223,9 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     if items is not None:
         res["meta"]["items"] = str(items)
     atomic_write_json(out / "analysis.json", res)
-    atomic_write_text(out / "analysis.md", analysis_markdown(res))
-    images: dict[str, Path] = {}
-    fitted = {k: v["weights"] for k, v in res["judges"].items() if v["weights"]}
-    if fitted:  # no fit when no judge gave a stable verdict on both classes
-        images["weight_profiles"] = weight_profiles(fitted, out / "weight_profiles.png",
-                                                    title="priority weights (own verdicts)")
-    if len(res["judges"]) > 1:
-        images["agreement_heatmap"] = agreement_heatmap(res, out / "agreement_heatmap.png")
+    notes = "".join(f"\n{note}.\n" for note in plots_not_drawn(res))
+    atomic_write_text(out / "analysis.md", analysis_markdown(res) + notes)
+    images = analysis_plots(res, out)
     _log_run("judges-analyze", out, {"judgments": str(judgments), "items": None if items is None else str(items),
                                      "seed": settings.seed, "null_repeats": settings.null_repeats},
              "judges", _headline(res), images, wandb_project, wandb_mode)
@@ -232,8 +237,6 @@ MAX_PROFILES = 20  # lines in the reweighted-weights plot before it shows one pe
 
 def _source_means(res: dict[str, Any]) -> dict[str, dict[str, float]]:
     """source -> the mean over judges of the reweighted weights (sources by name)."""
-    import numpy as np
-
     by_source: dict[str, list[dict[str, float]]] = {}
     for jr in res["judges"].values():
         for s, r in jr["sources"].items():
@@ -247,11 +250,11 @@ class ReweightSettings:
     """How attribute weights are refitted to reference labels (``rmeval judges reweight``)."""
 
     budgets: tuple[int, ...] = option((32, 64, 128, 256), parse=_ints, metavar="N,N,...",
-                                      help="labels per source the weights are refitted on (comma-separated)")
-    n_repeats: int = option(10, help="random label draws per budget")
+                                      ge=2, help="labels per source the weights are refitted on (comma-separated)")
+    n_repeats: int = option(10, ge=1, help="random label draws per budget")
     top_k: tuple[int, ...] = option((6, 12), parse=_ints, metavar="K,K,...",
-                                    help="attributes kept in the sparse refits (comma-separated)")
-    seed: int = option(0, help="seed of the label draws (and the baselines)")
+                                    ge=1, help="attributes kept in the sparse refits (comma-separated)")
+    seed: int = option(0, ge=0, help="seed of the label draws (and the baselines)")
 
     def validate(self) -> None:
         if any(b < 2 for b in self.budgets) or any(k < 1 for k in self.top_k) or self.n_repeats < 1:
@@ -267,8 +270,10 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric
     and LoRA baselines too. ``jobs``: worker processes for the fits (default: this process's CPUs;
     the figures do not depend on it)."""
+    # pandas: --help stays cheap
     from rmcore.io import atomic_write_json, atomic_write_text
 
+    # pandas: --help stays cheap
     from .plots import weight_profiles
     from .reweight import reweight, reweight_markdown
     from .store import load_store
@@ -282,6 +287,7 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:
+        # pandas: --help stays cheap
         from .baselines import run_baselines
 
         run_baselines(baselines, res, item_table, judgments, out / "baselines")

@@ -1,5 +1,9 @@
 """Figures (matplotlib, Agg): judge-pair agreement heatmap and attribute weight profiles.
 
+``analysis_plots`` draws those an analysis can show: the weight profiles need one judge with a
+priority fit (stable verdicts of both kinds), the heatmap two judges; ``plots_not_drawn`` says in
+one line each why a figure is missing (the CLI's stderr and ``analysis.md`` carry it).
+
 Both are sized from their content (judges, attributes, the longest label) with a floor that fits
 the title, laid out by matplotlib's constrained layout (nothing cut at the edges), and written
 atomically (``rmcore.io.atomic_save_figure``)."""
@@ -22,6 +26,34 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def plots_not_drawn(analysis: dict[str, Any]) -> list[str]:
+    """One line per figure of ``analysis_plots`` that ``analysis`` cannot draw, saying why."""
+    judges = analysis["judges"]
+    names = ", ".join(judges)
+    notes = []
+    if not any(j["weights"] for j in judges.values()):
+        notes.append(f"weight_profiles.png not drawn: no judge has a priority fit (stable verdicts of both kinds) "
+                     f"among {len(judges)} ({names})")
+    if len(judges) < 2:
+        notes.append(f"agreement_heatmap.png not drawn: agreement needs two judges, the judgments hold {len(judges)} "
+                     f"({names})")
+    return notes
+
+
+def analysis_plots(analysis: dict[str, Any], out: str | os.PathLike) -> dict[str, Path]:
+    """OUT/weight_profiles.png (the judges with a priority fit) and OUT/agreement_heatmap.png (two
+    judges or more), those that ``analysis`` can draw; {name: path}."""
+    out = Path(out)
+    images: dict[str, Path] = {}
+    fitted = {k: v["weights"] for k, v in analysis["judges"].items() if v["weights"]}
+    if fitted:
+        images["weight_profiles"] = weight_profiles(fitted, out / "weight_profiles.png",
+                                                    title="priority weights (own verdicts)")
+    if len(analysis["judges"]) > 1:
+        images["agreement_heatmap"] = agreement_heatmap(analysis, out / "agreement_heatmap.png")
+    return images
 
 
 def agreement_heatmap(analysis: dict[str, Any], path: str | os.PathLike) -> Path:

@@ -51,7 +51,8 @@ import numpy as np
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
 
-from .panel import Panel, _mean, fit_weights, one_blas_thread
+from .panel import Panel, fit_weights, mean_or_none, one_blas_thread
+from .workers import run_tasks
 
 NULL_STREAM = 0x1D
 
@@ -76,7 +77,7 @@ def _mean_correlations(w: np.ndarray) -> tuple[float | None, float | None]:
         if np.std(u) > 0 and np.std(v) > 0:
             pr.append(float(pearsonr(u, v)[0]))
             sr.append(float(spearmanr(u, v)[0]))
-    return _mean(pr), _mean(sr)
+    return mean_or_none(pr), mean_or_none(sr)
 
 
 def _dispersion(norm: np.ndarray) -> np.ndarray:
@@ -129,8 +130,6 @@ def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, fl
     obs_sd, obs_disp = _sd(norm_obs), _dispersion(norm_obs)
     obs_pr, obs_sr = _mean_correlations(w_obs)
     from scipy.special import expit
-
-    from .workers import run_tasks
 
     rng = np.random.default_rng([seed, NULL_STREAM])
     data = [panel.stable[j, fit_items(panel, j), :-1] for j in idx]
@@ -185,8 +184,8 @@ def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, fl
     ratios = [r["ratio"] for r in attrs.values() if r["ratio"] is not None]
     return {
         "repeats": int(repeats), "n_judges": len(names), "n_failed_fits": int(failed), "intercept": b_star,
-        "correlation": {"pearson": {"observed": obs_pr, "null_mean": _mean(null_pr), "ratio": ratio(obs_pr, _mean(null_pr))},
-                        "spearman": {"observed": obs_sr, "null_mean": _mean(null_sr), "ratio": ratio(obs_sr, _mean(null_sr))}},
+        "correlation": {"pearson": {"observed": obs_pr, "null_mean": mean_or_none(null_pr), "ratio": ratio(obs_pr, mean_or_none(null_pr))},
+                        "spearman": {"observed": obs_sr, "null_mean": mean_or_none(null_sr), "ratio": ratio(obs_sr, mean_or_none(null_sr))}},
         "n_attributes_exceeding": int(sum(r["exceeds_null_p95"] for r in attrs.values())),
         "n_attributes": len(attrs), "median_ratio": float(np.median(ratios)) if ratios else None,
         "attributes": attrs, "judges": judges,
@@ -233,7 +232,7 @@ def component_swaps(panel: Panel, fits: dict[str, tuple[np.ndarray, float]], don
         targets[name] = {"n_items": int(len(keep)), "n_items_donor_read": int(panel.present[d, keep, -1].sum()),
                          "own": _accuracy(x_t, w_t, b_t, y), "perception_swap": _accuracy(x_d, w_t, b_t, y),
                          "weight_swap": _accuracy(x_t, w_d, b_t, y)}
-    means = {k: _mean([r[k] for r in targets.values()]) for k in ("own", "perception_swap", "weight_swap")}
+    means = {k: mean_or_none([r[k] for r in targets.values()]) for k in ("own", "perception_swap", "weight_swap")}
     return {"donor": donor, **means,
             "perception_swap_drop": means["own"] - means["perception_swap"],
             "weight_swap_drop": means["own"] - means["weight_swap"],

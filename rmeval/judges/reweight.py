@@ -23,17 +23,16 @@ and counts the judges whose mean gain is positive.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rmcore.markdown import percent, table
 
-from .panel import Panel, _logreg, build_panel, one_blas_thread
-
-if TYPE_CHECKING:
-    from .store import JudgmentStore
+from .panel import Panel, build_panel, logistic_regression, one_blas_thread
+from .store import JudgmentStore
+from .workers import run_tasks
 
 BUDGETS = (32, 64, 128, 256)
 TOP_K = (6, 12)
@@ -61,7 +60,7 @@ def _fit_score(x_tr: np.ndarray, y_tr: np.ndarray, x_te: np.ndarray, y_te: np.nd
                seed: int) -> tuple[float, np.ndarray] | None:
     if len(np.unique(y_tr)) < 2:
         return None
-    m = _logreg(seed).fit(x_tr, y_tr)
+    m = logistic_regression(seed).fit(x_tr, y_tr)
     return float(np.mean(m.predict(x_te) == y_te)), m.coef_[0]
 
 
@@ -166,8 +165,6 @@ def reweight(items: pd.DataFrame, judgments: pd.DataFrame | JudgmentStore | Pane
     reweighted_accuracy, n_test, ...}`` and per-judge means over sources. ``judgments``: a
     judgment store, a long table or a built panel; ``jobs``: worker processes for the judges'
     fits (default: this process's CPUs; the figures do not depend on it)."""
-    from .workers import run_tasks
-
     panel = judgments if isinstance(judgments, Panel) else build_panel(judgments, attributes, progress=progress)
     splits = source_split(items, panel, seed, test_fraction)
     kwargs = {"budgets": tuple(budgets), "n_repeats": n_repeats, "top_k": tuple(top_k), "seed": seed}

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
+from rmcore.io import read_table
 
 JUDGMENT_COLUMNS = ("item_id", "judge", "attribute", "order", "direction")  # the long table (rmeval.judges.tables)
 ORDERS = ("AB", "BA")
@@ -169,8 +170,6 @@ def load_store(path: str | os.PathLike) -> JudgmentStore:
         return read_shard(p)
     if p.name.lower().endswith(".parquet") and p.is_file():
         return parquet_to_store(p)
-    from rmcore.io import read_table
-
     df = read_table(p)
     df.attrs.clear()  # its row-number list would be deep-copied by every pandas operation below
     return table_to_store(df, file=str(path))

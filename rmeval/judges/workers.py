@@ -13,20 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rmcore.progress import Progress
+from rmeval.stats.probes import default_jobs  # this process's CPUs, or fewer where OMP_NUM_THREADS says so
 
-def default_jobs() -> int:
-    """This process's CPUs, or fewer where ``OMP_NUM_THREADS`` says so (``rmeval.stats.probes``)."""
-    from rmeval.stats.probes import default_jobs as jobs
-
-    return jobs()
+__all__ = ["default_jobs", "run_tasks"]
 
 
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, jobs: int | None = None,
               desc: str = "", progress: bool = False) -> list[Any]:
     """``[fn(*t) for t in tasks]``, over up to ``jobs`` worker processes (default
     ``default_jobs()``), with their progress on stderr when ``progress``."""
-    from rmcore.progress import Progress
-
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     with Progress(desc, len(tasks), unit="task", enabled=progress) as bar:
         if jobs == 1 or len(tasks) <= 1:

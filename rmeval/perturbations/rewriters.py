@@ -132,6 +132,7 @@ class FileRewriter(Rewriter):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike) -> None:
+        # pandas: --help stays cheap
         from rmcore.io import read_jsonl_rows
 
         self.path = Path(path)
@@ -203,6 +204,7 @@ def make_rewriter(spec: str, *, seed: int = 0, language: str = DEFAULT_LANGUAGE,
                   max_new_tokens: int = 1024, cache_path: str | os.PathLike | None = None) -> Rewriter:
     """``rule`` | ``file:PATH`` | ``hf:MODEL`` | ``openai:MODEL`` (with ``base_url``); model-backed
     rewriters are cached in ``cache_path`` when given."""
+    # pandas: --help stays cheap
     from rmeval.backends.generators import make_generator
 
     kind, _, arg = spec.partition(":")

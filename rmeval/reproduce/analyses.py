@@ -27,7 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_json
+from rmeval.audit.human import HumanSettings, human_audit
+from rmeval.audit.pairwise import pairwise_checkpoint
+from rmeval.audit.pipeline import audit, audit_checkpoint
+from rmeval.reproduce.judges import elicit_judge, judges_table
+from rmeval.reproduce.policy import policy_table
 from rmeval.reproduce.settings import analysis_settings, strict_settings
+from rmeval.scoring import load_scorer
+from rmeval.stats.suitability_structure import subset_summary
+from rmeval.suitability import finalize, write_suitability
+from rmeval.suitability import run_suitability as run_suite
 
 RowDocs = dict[str, dict[str, Any]]  # row -> data key -> document
 
@@ -35,8 +45,6 @@ RowDocs = dict[str, dict[str, Any]]  # row -> data key -> document
 # -- rows ---------------------------------------------------------------------------------------------
 
 def run_human(ctx: Any, row: Any) -> dict[str, str]:
-    from rmeval.audit.human import HumanSettings, human_audit
-
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     entry = ctx.entry(row.data)
     hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.stats.n_boot, "seed": s.stats.seed,
@@ -47,8 +55,6 @@ def run_human(ctx: Any, row: Any) -> dict[str, str]:
 
 
 def run_audit(ctx: Any, m: Any) -> dict[str, str]:
-    from rmeval.audit.pipeline import audit, audit_checkpoint
-
     docs = {}
     for key in ctx.model_data(m):
         entry, out = ctx.entry(key), ctx.row_dir(m.name) / key
@@ -67,8 +73,6 @@ def run_audit(ctx: Any, m: Any) -> dict[str, str]:
 
 
 def run_pairwise(ctx: Any, m: Any) -> dict[str, str]:
-    from rmeval.audit.pairwise import pairwise_checkpoint
-
     docs = {}
     for key in ctx.model_data(m):
         out = ctx.row_dir(m.name) / key
@@ -82,10 +86,6 @@ def run_pairwise(ctx: Any, m: Any) -> dict[str, str]:
 
 def run_suitability(ctx: Any, m: Any) -> dict[str, str]:
     """One model's suites scored and inferred (no margin yet): suitability_model.json per data set."""
-    from rmcore.io import atomic_write_json
-    from rmeval.scoring import load_scorer
-    from rmeval.suitability import run_suitability as run_suite
-
     docs = {}
     seed = ctx.recipe.seed
     for key in ctx.model_data(m):
@@ -106,8 +106,6 @@ def run_suitability(ctx: Any, m: Any) -> dict[str, str]:
 
 
 def run_judge(ctx: Any, m: Any) -> dict[str, str]:
-    from rmeval.reproduce.judges import elicit_judge
-
     return elicit_judge(ctx, m)
 
 
@@ -116,9 +114,6 @@ def run_judge(ctx: Any, m: Any) -> dict[str, str]:
 def suitability_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
     """Per data set: the margins by the panel rule over the models present, their unsuitable flags
     and risks (each row's document replaced by its finalized record), the radar and the joint report."""
-    from rmeval.stats.suitability_structure import subset_summary
-    from rmeval.suitability import finalize, write_suitability
-
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     panel: dict[str, Any] = {}
     for key in ctx.recipe.data:
@@ -163,14 +158,10 @@ def _fails(results: dict[str, Any]) -> None:
 
 
 def policy_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
-    from rmeval.reproduce.policy import policy_table
-
     return policy_table(ctx, docs, suitability_panel(ctx, docs))
 
 
 def judges_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
-    from rmeval.reproduce.judges import judges_table
-
     return judges_table(ctx, docs)
 
 

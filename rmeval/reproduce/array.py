@@ -12,6 +12,9 @@ import os
 import sys
 from typing import Any
 
+from rmcore.jobs import make_executor
+from rmeval.reproduce.plan import plan_recipe
+
 log = logging.getLogger(__name__)
 
 
@@ -30,9 +33,6 @@ def run_array(ctx: Any, rows: list[str], outcome: Any, *, cluster: str | None = 
     import json
 
     from submitit.helpers import CommandFunction
-
-    from rmcore.jobs import make_executor
-    from rmeval.reproduce.plan import plan_recipe
 
     plan = {r["row"]: r for r in plan_recipe(ctx.recipe, ctx.out, stand_in=ctx.stand_in)["rows"]}
     todo = []

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.config import build_config
+from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json
+from rmeval.audit.variants import VariantSettings, write_prompt_variants
+from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
+from rmeval.reproduce.recipe import DataEntry, ModelSpec
+from rmeval.reproduce.standins import STANDIN_MAX_LENGTH, stand_in_model, stand_in_spec, template_variants
+from rmeval.scoring import ScorerSettings
 
 
 @dataclass
@@ -54,8 +61,6 @@ class Context:
 
     def entry(self, key: str) -> Any:
         """The data entry, with a stand-in run's replacements (``stand_in.entries``)."""
-        from rmeval.reproduce.recipe import DataEntry
-
         e = self.recipe.data[key]
         over = self.recipe.stand_in.entries.get(key) if self.stand_in else None
         if not over:
@@ -73,8 +78,6 @@ class Context:
         if key not in self._specs:
             spec = self.entry(key).spec
             if self.stand_in:
-                from rmeval.reproduce.standins import stand_in_spec
-
                 if key not in self.recipe.stand_in.data:
                     raise ConfigError(f"{self.recipe.path}: stand_in.data has no local data for {key!r}")
                 spec = stand_in_spec(key, self.recipe.stand_in.data[key], self.out / "stand_in_data")
@@ -83,8 +86,6 @@ class Context:
 
     def rating_set(self, key: str) -> Any:
         if key not in self._sets:
-            from rmcore.data.registry import load_data
-
             self._sets[key] = load_data(self.spec(key), self.entry(key).max_prompts, self.recipe.seed)
         return self._sets[key]
 
@@ -110,10 +111,7 @@ class Context:
             raise ConfigError(f"{self.recipe.path}: data.{key}.{task}: {path} is missing and no generator writes it "
                               f"(`rmeval variants --task {task}` does)")
         if v.generator == "stand-in":
-            from rmeval.reproduce.standins import template_variants
-
             return template_variants(self.rating_set(key), task, v.n, path, v.subtype)
-        from rmeval.audit.variants import VariantSettings, write_prompt_variants
 
         write_prompt_variants(self.rating_set(key), VariantSettings(task=task, generator=v.generator, n=v.n,
                                                                    subtype=v.subtype, seed=self.recipe.seed), path)
@@ -128,7 +126,6 @@ class Context:
         if not p.policies:
             raise ConfigError(f"{self.recipe.path}: data.{key}.reference_pool: {p.file} is missing; "
                               f"`rmeval pool --config {p.config}` writes it")
-        from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
 
         cfg = PoolConfig(data=self.spec(key), policies=[{"name": f"policy-{i}", "model": m} for i, m in
                                                         enumerate(p.policies)],
@@ -141,8 +138,6 @@ class Context:
 
     # -- models -------------------------------------------------------------------------------------
     def stand_in_info(self, m: Any) -> dict[str, Any]:
-        from rmeval.reproduce.standins import stand_in_model
-
         return stand_in_model(m, self.out / "stand_ins")
 
     def model_path(self, m: Any) -> str:
@@ -160,8 +155,6 @@ class Context:
         return None if self.stand_in else m.endpoint
 
     def max_length(self, m: Any) -> int | None:
-        from rmeval.reproduce.standins import STANDIN_MAX_LENGTH
-
         return STANDIN_MAX_LENGTH if self.stand_in else m.max_length
 
     def placement(self, m: Any) -> dict[str, Any]:
@@ -171,8 +164,6 @@ class Context:
         return {"device": "auto", "dtype": m.dtype, "trust_remote_code": trust, "device_map": m.device_map}
 
     def scorer_settings(self, m: Any) -> Any:
-        from rmeval.scoring import ScorerSettings
-
         ref = m.reference
         if self.stand_in and m.kind == "dpo_implicit":
             ref = self.stand_in_info(m)["reference"]
@@ -182,22 +173,19 @@ class Context:
         return build_config(ScorerSettings, values, f"{self.recipe.path}: model {m.name}")
 
     def endpoint_scorer(self, m: Any) -> Any:
+        # torch: this module loads without it
         from rmeval.reproduce.endpoint_judge import EndpointJudgeScorer
 
         return EndpointJudgeScorer(m.hub_id, base_url=m.endpoint)
 
     def judge_stand_in(self) -> str:
         """A tiny judge for a stand-in run's pairwise verdicts (the policy table's win rates)."""
-        from rmeval.reproduce.recipe import ModelSpec
-
         return self.stand_in_info(ModelSpec(name="_judge", hub_id="stand-in/judge", kind="generative_judge",
                                             params_b=0.001))["path"]
 
 
 def check_run_kind(out: Path, recipe: Any, stand_in: bool) -> None:
     """OUT holds one kind of run: a stand-in run never mixes with a real one (their rows differ)."""
-    from rmcore.io import atomic_write_json
-
     path = out / "run.json"
     if path.is_file():
         prev = json.loads(path.read_text())

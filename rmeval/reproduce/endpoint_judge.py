@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rmeval.experiments.comparisons import LogprobEndpointBackend
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of
 from rmeval.scoring.judge import DIGITS, JUDGE_TEMPLATE, conversation_text
 
@@ -23,8 +24,6 @@ class EndpointJudgeScorer(Scorer):
 
     def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", top_logprobs: int = 20,
                  concurrency: int = 8, template: str = JUDGE_TEMPLATE) -> None:
-        from rmeval.experiments.comparisons import LogprobEndpointBackend
-
         super().__init__()
         self.model_name, self.base_url, self.template = model, base_url, template
         self.backend = LogprobEndpointBackend(model, base_url=base_url, api_key_env=api_key_env,

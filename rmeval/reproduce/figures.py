@@ -33,6 +33,7 @@ class Cell:
     ours: Value | None = None
     published: Any | None = None  # recipe.Figure
     missing: str | None = None
+    ours_mark: str = ""  # our significance mark (the column's mark_key), beside ours as the paper's beside it
 
     @property
     def applies(self) -> bool:
@@ -126,6 +127,14 @@ def cell_value(row: str, row_doc: dict[str, Any] | None, column: Any, *, human: 
     return Value(v.estimate * s, *(sorted((lo, hi)) if lo is not None else (None, None)))
 
 
+def cell_mark(row: str, row_doc: dict[str, Any] | None, column: Any) -> str:
+    """Our significance mark of ``column`` for ``row`` (the string at ``column.mark_key``; "" if none)."""
+    if row_doc is None or not column.mark_key:
+        return ""
+    mark = lookup(_doc_for(row_doc, column), column.mark_key.replace("{row}", row))
+    return mark if isinstance(mark, str) else ""
+
+
 def figure_rows(recipe: Any, figure: Any) -> list[str]:
     rows = figure.rows or []
     return [m.name for m in recipe.models] if rows == ["all"] else list(rows)
@@ -145,7 +154,9 @@ def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> S
         got = {r: cells[(r, figure.column)].ours for r in rows if (r, figure.column) in cells}
         waiting = [r for r in rows if got.get(r) is None]
         if waiting:
-            st.missing = f"waits for {', '.join(waiting)}"
+            nr = {r for r in waiting if (r, figure.column) in cells
+                  and (cells[(r, figure.column)].missing or "").startswith("not reproducible")}
+            st.missing = "waits for " + ", ".join(r + (" (not reproducible)" if r in nr else "") for r in waiting)
             return st
         if figure.expect_rows and len(rows) < figure.expect_rows:
             st.missing = (f"the paper's statement covers {figure.expect_rows} rows; the recipe names {len(rows)} "

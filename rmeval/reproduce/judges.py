@@ -12,12 +12,25 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.device import Placement
+from rmcore.io import atomic_write_table
+from rmeval.judges.analysis import AnalysisSettings
+from rmeval.judges.pipeline import (
+    ElicitConfig,
+    ReweightSettings,
+    analyze_judgments,
+    reweight_judgments,
+    run_elicit,
+)
+from rmeval.judges.tables import load_judgments
+from rmeval.reproduce.settings import analysis_settings
+
 
 def _items_table(ctx: Any, s: Any) -> Path:
     """OUT/data/items.jsonl: every data set's preference pairs, one source per data key (built once)."""
     import pandas as pd
 
-    from rmcore.io import atomic_write_table
+    # torch: this module loads without it
     from rmeval.judges.elicit import items_from_rating_set
 
     path = ctx.out / "data" / "items.jsonl"
@@ -36,9 +49,6 @@ def _items_table(ctx: Any, s: Any) -> Path:
 
 def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     """One judge's attribute and overall verdicts in both orders (OUT/rows/<judge>/)."""
-    from rmeval.judges.pipeline import ElicitConfig, run_elicit
-    from rmeval.reproduce.settings import analysis_settings
-
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     items = _items_table(ctx, s)
     out = ctx.row_dir(m.name)
@@ -47,8 +57,7 @@ def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     cfg = ElicitConfig(out=str(out), items=str(items), model=None if endpoint else str(model),
                        endpoint=endpoint, endpoint_model=m.hub_id if endpoint else None, judge_name=m.name,
                        attributes=s.attributes_file, attribute_names=list(s.attributes), batch_size=m.batch_size,
-                       max_length=ctx.max_length(m) or 4096, dtype=ctx.placement(m)["dtype"],
-                       device_map=ctx.placement(m)["device_map"], trust_remote_code=m.trust_remote_code,
+                       max_length=ctx.max_length(m) or 4096, placement=Placement(**ctx.placement(m)),
                        chunk_items=s.chunk_items, progress=False, seed=s.seed)
     run_elicit(cfg)
     return {"elicit": str(out / "elicit_stats.json")}
@@ -71,12 +80,6 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Reweighting and agreement over the judges present; each judge's row gains its ``reweight``."""
     import pandas as pd
 
-    from rmcore.io import atomic_write_table
-    from rmeval.judges.analysis import AnalysisSettings
-    from rmeval.judges.pipeline import analyze_judgments, reweight_judgments
-    from rmeval.judges.tables import load_judgments
-    from rmeval.reproduce.settings import analysis_settings
-
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     present = {row: d["elicit"]["judgments"] for row, d in docs.items() if "elicit" in d}
     if not present:
@@ -85,8 +88,9 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     judgments = atomic_write_table(panel_dir / "judgments.jsonl",
                                    pd.concat([load_judgments(p) for p in present.values()], ignore_index=True))
     items = ctx.out / "data" / "items.jsonl"
-    rw = reweight_judgments(judgments, items, panel_dir / "reweight", budgets=tuple(s.budgets),
-                            n_repeats=s.n_repeats, top_k=tuple(s.top_k), seed=s.seed, **ctx.wandb)
+    rw = reweight_judgments(judgments, items, panel_dir / "reweight",
+                            ReweightSettings(budgets=tuple(s.budgets), n_repeats=s.n_repeats, top_k=tuple(s.top_k),
+                                             seed=s.seed), **ctx.wandb)
     for row, jr in rw["judges"].items():
         if row in docs:
             docs[row]["reweight"] = jr

@@ -23,6 +23,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.data.registry import parse_data_spec
+from rmcore.markdown import table
+from rmeval.reproduce.context import Context
+from rmeval.reproduce.recipe import DTYPE_BYTES
+from rmeval.reproduce.settings import analysis_settings
+
 DEFAULT_TOKENS = 512  # tokens per text when neither the data nor the recipe says
 N_ATTRIBUTES = 87
 CORE_ATTRIBUTES = 20
@@ -30,8 +36,6 @@ CORE_ATTRIBUTES = 20
 
 def is_local(spec: Any) -> bool:
     """Whether a data SPEC reads only local files (so counting it downloads nothing)."""
-    from rmcore.data.registry import parse_data_spec
-
     s = parse_data_spec(spec) if isinstance(spec, str) else dict(spec)
     if s.get("name") == "simulated":
         return True
@@ -78,8 +82,6 @@ def condition_texts(cond: str, n: dict[str, Any], *, n_donors: int, n_related: i
 
 def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
     """Texts one model scores on data set ``key``."""
-    from rmeval.reproduce.settings import analysis_settings
-
     analysis = ctx.recipe.reproduce.analysis
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     e = ctx.entry(key)
@@ -125,9 +127,17 @@ def local_params(path: str) -> float | None:
     return total / 1e9
 
 
-def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from rmeval.reproduce.recipe import DTYPE_BYTES
+def not_reproducible_plan(m: Any) -> dict[str, Any]:
+    """A row kept for the paper's layout that nothing runs: no GPU, no text, the reason."""
+    return {"row": m.name, "model": m.hub_id or "no public Hub id", "kind": m.kind, "loader": m.loader or "-",
+            "head": m.head if m.head is not None else "-", "dtype": m.dtype, "params_b": m.params_b, "gpus": 0,
+            "texts": {}, "texts_total": 0, "tokens_m": 0.0, "gpu_hours": 0.0,
+            "slurm": {"gpus": 0, "mem_gb": 0, "timeout_min": 0}, "note": f"NOT REPRODUCIBLE: {m.not_reproducible}"}
 
+
+def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    if m.not_reproducible:
+        return not_reproducible_plan(m)
     c = ctx.recipe.compute
     where = os.path.expanduser(m.hub_id)
     counted = local_params(where) if (m.local or Path(where).exists()) else None
@@ -143,8 +153,6 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
     notes = [m.note] if m.note else []
     if gpus > 1 and m.device_map != "auto":
         notes.append(f"needs {gpus} GPUs: set device_map: auto")
-    if m.unsupported:
-        notes.append(f"UNSUPPORTED: {m.unsupported}")
     return {"row": m.name, "model": m.hub_id + (f"@{m.revision}" if m.revision else ""), "kind": m.kind,
             "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"),
             "head": (f"{m.head} ({m.head_name})" if m.head_name else m.head) if m.head is not None else ("its one output" if m.kind == "seq_classifier" else
@@ -165,8 +173,6 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
     """The plan: per data set its sizes, per row its resources and texts, and the totals."""
     import tempfile
 
-    from rmeval.reproduce.context import Context
-
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="reproduce-plan-"))
     ctx = Context(recipe, out, stand_in=stand_in)
     sizes = {k: data_sizes(ctx, k) for k in ctx.data_keys()}
@@ -175,11 +181,18 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
             for h in recipe.human]
     rows += [model_plan(ctx, m, sizes) for m in recipe.models]
     for r in rows:
-        r["status"] = "done" if ctx.done_path(r["row"]).is_file() else "to run"
+        r["status"] = ("done" if ctx.done_path(r["row"]).is_file() else
+                       "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
     hours = sum(r["gpu_hours"] for r in rows)
+    policy = None
+    if recipe.policy is not None and not stand_in:
+        from rmeval.reproduce.policy import launch_plan
+
+        policy = launch_plan(recipe, out)
     return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
-            "rows": rows, "gpu_hours": round(hours, 2), "compute": vars(recipe.compute),
-            "downloads": sorted({m.hub_id for m in recipe.models if not m.local and not m.endpoint}),
+            "rows": rows, "gpu_hours": round(hours, 2), "compute": vars(recipe.compute), "policy": policy,
+            "downloads": sorted({m.hub_id for m in recipe.models
+                                 if not m.local and not m.endpoint and not m.not_reproducible}),
             "steps": [] if stand_in else preparation_steps(ctx)}
 
 
@@ -204,18 +217,16 @@ def preparation_steps(ctx: Any) -> list[str]:
         if m.endpoint:
             steps.append(f"serve {m.hub_id} at {m.endpoint} (e.g. vllm serve {m.hub_id} --tensor-parallel-size "
                          f"{max(1, math.ceil(m.params_b * 2 * 1.2 / r.compute.gpu_memory_gb))})")
-    if r.policy is not None:
-        for m in r.models:
-            steps.append(f"rmtrain policy --config {r.policy.recipe} --reward-model {m.name} --environment clean")
-            steps.append(f"rmtrain policy --config {r.policy.recipe} --reward-model {m.name} --environment perturbed")
-        steps.append(f"rmtrain policy-eval --config {r.policy.recipe} --out {r.policy.winrates}  "
-                     f"(reward_models in {r.policy.recipe} named as the rows here; judge {r.policy.judge})")
+    if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
+        from rmeval.reproduce.policy import launch_plan
+
+        lp = launch_plan(r, ctx.out, write=False)
+        steps += [c for p in lp["models"] for c in p.get("commands", [])]
+        steps.append(f"{lp['evaluate']}  (judge {r.policy.judge})")
     return steps
 
 
 def plan_markdown(plan: dict[str, Any]) -> str:
-    from rmcore.markdown import table
-
     lines = [f"# Dry run: {plan['table']} ({plan['recipe']})", ""]
     lines += table(["data", "prompts", "responses", "items", "mean tokens", "source"],
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]
@@ -233,5 +244,22 @@ def plan_markdown(plan: dict[str, Any]) -> str:
               "Would download: " + (", ".join(plan["downloads"]) or "nothing"), ""]
     if plan.get("steps"):
         lines += ["Before the rows run (not done by this command):", "", *[f"- `{s}`" for s in plan["steps"]], ""]
+    lines += _policy_lines(plan.get("policy"))
     return "\n".join(lines)
+
+
+def _policy_lines(lp: dict[str, Any] | None) -> list[str]:
+    """The PPO launch plan: one line per reward model (its commands, or why it has none)."""
+    from rmcore.markdown import table
+
+    if not lp:
+        return []
+    rows = [[p["reward_model"], p["hub_id"] or "-", "yes" if p["servable"] else "no",
+             "<br>".join(f"`{c}`" for c in p.get("commands", [])) or p.get("not_reproducible", ""), p["winrate"]]
+            for p in lp["models"]]
+    return ["## PPO launch plan", "",
+            f"Policy recipe `{lp['policy_recipe']}` (from `{lp['base_recipe']}`); {lp['note']}.", "",
+            *table(["reward model", "Hub id", "served by rmeval serve-reward", "commands (or why not)", "win rate read from"],
+                   rows), "", f"Then `{lp['evaluate']}` (judge {lp['judge']}). PPO GPU hours are not estimated "
+            "here (the rows' GPU hours above are the suitability audit's).", ""]
 

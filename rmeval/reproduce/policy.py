@@ -4,28 +4,122 @@ environment, beside the reward model's suitability risk on RM-Bench chat, and th
 correlations of the risk (published −0.881) and of the accuracy change (published −0.261,
 p = 0.4671) with the win rate.
 
-The policies are trained by ``rmtrain policy`` (PPO through OpenRLHF, ``recipes/policy_llama3_8b_ppo.yaml``)
-and judged by ``rmtrain policy-eval``, which writes ``<winrates>/<reward model>/winrate.json``;
-this table reads those files (a reward model without one is a missing cell, and the dry run prints
-the commands). rmeval does not train policies. In a stand-in run each reward model's two policies
-are two untrained tiny causal LMs (``tiny:SEED``, ``rmeval.experiments.responses``) answering the
+The policies are trained by ``rmtrain policy`` (PPO through OpenRLHF: its command lines are
+generated, and checked against OpenRLHF's own parser, in ``rmtrain.policy.openrlhf``) and judged
+by ``rmtrain policy-eval``, which writes ``<winrates>/<reward model>/winrate.json``; this table
+reads those files (a reward model without one is a missing cell that says what to run). rmeval
+does not train policies and writes no PPO of its own: the launch plan (``launch_plan``, printed by
+``--dry-run`` and written to ``OUT/policy/``) is a policy recipe for ``rmtrain policy`` derived from
+the recipe's ``policy.recipe`` (its ``reward_models`` the rows here, each a local snapshot of its
+Hub id, since OpenRLHF's reward comes from ``rmeval serve-reward --checkpoint DIR``; its
+``evaluation.suitability`` this run's suitability panel) and, per reward model, the commands: the
+snapshot, ``rmtrain policy`` in each environment (which writes OpenRLHF's ``train_ppo.sh`` and
+``plan.json``; ``--launch`` runs it) and the evaluation. ``rmeval serve-reward`` serves a one-label
+sequence classifier: a reward model read through another loader or a head has no launch plan, and
+its win-rate cell says "not reproducible" and why (``serve_reason``); its risk is still shown. The
+Spearman correlations are over the reward models that have a win rate. In a stand-in run each
+reward model's two policies are two untrained tiny causal LMs (``tiny:SEED``, ``rmeval.experiments.responses``) answering the
 held-out prompts greedily, judged in both orders by the tiny judge through the same win-rate code
 (``rmeval.experiments.winrate``): the plumbing of the table, not a policy result."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_json, atomic_write_text
+from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
+from rmeval.experiments.winrate import (
+    HFPairwiseJudge,
+    read_panel_suitability,
+    spearman_markdown,
+    spearman_table,
+    win_rate,
+)
+from rmeval.reproduce.standins import stand_in_seed
+
 STANDIN_PROMPTS = 6
+POLICY_RECIPE = "policy_recipe.yaml"
+
+
+def serve_reason(m: Any) -> str | None:
+    """Why ``rmeval serve-reward`` cannot be the PPO reward of model ``m`` (None: it can)."""
+    if m.not_reproducible:
+        return m.not_reproducible
+    if m.kind != "seq_classifier":
+        return f"a {m.kind} gives no scalar reward that rmeval serve-reward serves"
+    if m.loader not in (None, "classifier") or m.head is not None or m.trust_remote_code:
+        how = ", ".join(x for x in (f"loader {m.loader}" if m.loader else "", f"head {m.head}" if m.head else "",
+                                    "remote code" if m.trust_remote_code else "") if x)
+        return (f"rmeval serve-reward serves a one-label sequence classifier; {m.hub_id} is read through {how}, "
+                "so no PPO reward server can be started for it")
+    return None
+
+
+def snapshot_dir(out: Path, name: str) -> Path:
+    return out / "policy" / "reward_models" / name
+
+
+def policy_recipe_text(recipe: Any, out: Path, key: str) -> str:
+    """The ``rmtrain policy`` recipe of this table: ``policy.recipe`` with the servable rows as its
+    reward models (local snapshots) and this run's suitability panel as their suitability."""
+    import yaml
+
+    from rmcore.config import load_recipe
+
+    raw = dict(load_recipe(recipe.policy.recipe))
+    names = [m.name for m in recipe.models if serve_reason(m) is None]
+    raw["reward_models"] = {n: str(snapshot_dir(out, n)) for n in names}
+    raw.pop("reward_models_from", None)
+    suit = out / "panel" / key / "suitability.json"
+    ev = dict(raw.get("evaluation") or {})
+    ev.update(n_prompts=recipe.policy.n_prompts, suitability={n: f"{suit}#{n}" for n in names})
+    if recipe.policy.judge:
+        ev["judge"] = recipe.policy.judge
+    raw["evaluation"] = ev
+    head = (f"# written by `rmeval reproduce {recipe.path}` from {recipe.policy.recipe}: the reward models are the\n"
+            "# table's rows that rmeval serve-reward can serve, each a local snapshot of its Hub id\n")
+    return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+
+
+def launch_plan(recipe: Any, out: str | os.PathLike, *, write: bool = True) -> dict[str, Any]:
+    """Per reward model of the PPO table: the snapshot, the two ``rmtrain policy`` runs and where
+    their win rate will be, or why it has none; with the evaluation command. ``write``: the policy
+    recipe and the plan are written under ``OUT/policy/``."""
+    from rmcore.io import atomic_write_json, atomic_write_text
+
+    out = Path(out)
+    key = next(iter(recipe.data))
+    cfg = out / "policy" / POLICY_RECIPE
+    models = []
+    for m in recipe.models:
+        why = serve_reason(m)
+        row: dict[str, Any] = {"reward_model": m.name, "hub_id": m.hub_id, "servable": why is None,
+                               "winrate": str(Path(recipe.policy.winrates) / m.name / "winrate.json")}
+        if why is not None:
+            row["not_reproducible"] = why
+        else:
+            rev = f" --revision {m.revision}" if m.revision else ""
+            row["snapshot"] = str(snapshot_dir(out, m.name))
+            row["commands"] = [f"hf download {m.hub_id}{rev} --local-dir {row['snapshot']}",
+                               *[f"rmtrain policy --config {cfg} --reward-model {m.name} --environment {env}"
+                                 for env in ("clean", "perturbed")]]
+        models.append(row)
+    plan = {"policy_recipe": str(cfg), "base_recipe": recipe.policy.recipe, "judge": recipe.policy.judge,
+            "models": models,
+            "evaluate": f"rmtrain policy-eval --config {cfg} --out {recipe.policy.winrates}",
+            "note": ("each `rmtrain policy` writes OUT/openrlhf/train_ppo.sh (rmeval serve-reward on the snapshot, "
+                     "OpenRLHF's train_ppo_ray, the collection) and plan.json; add --launch to run it there")}
+    if write:
+        atomic_write_text(cfg, policy_recipe_text(recipe, out, key))
+        atomic_write_json(out / "policy" / "launch_plan.json", plan)
+    return plan
 
 
 def _stand_in_winrate(ctx: Any, name: str, key: str) -> dict[str, Any]:
-    from rmcore.io import atomic_write_json
-    from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
-    from rmeval.experiments.winrate import HFPairwiseJudge, win_rate
-    from rmeval.reproduce.standins import stand_in_seed
+    # torch: this module loads without it
     from rmeval.scoring.judge import conversation_text
 
     path = ctx.out / "stand_in_policy" / name / "winrate.json"
@@ -58,22 +152,27 @@ def _winrate(ctx: Any, name: str, key: str) -> dict[str, Any] | None:
 
 def policy_table(ctx: Any, docs: dict[str, dict[str, Any]], spanel: dict[str, Any]) -> dict[str, Any]:
     """The suitability panel, each reward model's win rate and the Spearman table across them."""
-    from rmcore.io import atomic_write_json, atomic_write_text
-    from rmeval.experiments.winrate import read_panel_suitability, spearman_markdown, spearman_table
-
     key = next(iter(ctx.recipe.data))
-    panel: dict[str, Any] = {**spanel, "missing_winrates": []}
+    panel: dict[str, Any] = {**spanel, "missing_winrates": [], "cell_reasons": []}
     if key not in spanel:
         return panel
     risks = read_panel_suitability(ctx.out / "panel" / key / "suitability.json")
+    lp = launch_plan(ctx.recipe, ctx.out, write=not ctx.stand_in)
+    plan = {p["reward_model"]: p for p in lp["models"]}
     rows = []
     for name in risks:
-        wr = _winrate(ctx, name, key)
+        docs[name]["policy"] = dict(risks[name])  # the risk and accuracy change, with or without a win rate
+        why = None if ctx.stand_in else plan[name].get("not_reproducible")
+        wr = None if why else _winrate(ctx, name, key)
         if wr is None:
             panel["missing_winrates"].append(name)
+            todo = "; ".join(plan[name].get("commands", [])[1:]) + f"; then {lp['evaluate']}"
+            panel["cell_reasons"].append([name, "win_rate", f"not reproducible: {why}" if why
+                                          else f"no {plan[name]['winrate']} yet: {todo}"])
             continue
-        docs[name]["policy"] = {"win_rate": {"estimate": wr["win_rate"], "ci95": wr.get("ci95")}, **risks[name]}
+        docs[name]["policy"]["win_rate"] = {"estimate": wr["win_rate"], "ci95": wr.get("ci95")}
         rows.append({"name": name, "win_rate": wr["win_rate"], **risks[name]})
+    panel["spearman_n"] = len(rows)
     if len(rows) >= 3:
         table = spearman_table(rows)
         atomic_write_json(ctx.out / "panel" / "spearman.json", table)

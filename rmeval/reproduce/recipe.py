@@ -12,11 +12,14 @@ naming the key, the file and the allowed keys):
 - ``models``: one row each: the Hub id (and the revision where the paper gives one), the scorer
   kind, the loader and head that read the reward, the dtype, the parameter count (what the dry run
   sizes GPUs by when the config is not on disk), the batch and token limits, the device map or an
-  OpenAI-compatible endpoint; ``unsupported`` says why matchrm cannot score a model yet.
+  OpenAI-compatible endpoint. A model of the paper that has no public Hub id, or that matchrm
+  cannot load, stays in the table as a row with ``not_reproducible: WHY`` (no Hub id needed): its
+  cells show the published figures beside "not reproducible: WHY", so the layout is the paper's.
 - ``human`` (ratings-only reference rows) and ``panel_rows`` (rows computed over the whole panel).
 - ``columns``: the table's columns, each a dotted key into the row's result document.
 - ``published``: the figures transcribed from the paper (``Figure``), with table, row, column,
-  value and interval, or a range stated over several rows.
+  value and interval (and the paper's significance mark, e.g. ``***``), or a range stated over
+  several rows.
 - ``settings``: the analysis's settings (validated into its settings dataclass), ``stand_in``:
   the local data and settings of a ``--stand-in`` run, ``compute``: the dry run's GPU assumptions.
 """
@@ -30,6 +33,8 @@ from typing import Any
 
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
+from rmeval.reproduce.settings import check_settings
 
 STUDIES = {
     "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
@@ -56,11 +61,11 @@ class Study:
 class DataSize:
     """A data set's size as the paper states it (counted from the data instead when it is on disk)."""
 
-    prompts: int | None = None
-    responses: int | None = None
-    multi_turn_prompts: int | None = None
-    items: int | None = None  # preference pairs (suitability, judges)
-    mean_tokens: int | None = None  # mean tokens per scored text (an assumption unless counted)
+    prompts: int | None = bounded(None, ge=0)
+    responses: int | None = bounded(None, ge=0)
+    multi_turn_prompts: int | None = bounded(None, ge=0)
+    items: int | None = bounded(None, ge=0)  # preference pairs (suitability, judges)
+    mean_tokens: int | None = bounded(None, ge=0)  # mean tokens per scored text (an assumption unless counted)
     source: str = ""
 
 
@@ -71,7 +76,7 @@ class Variants:
 
     file: str | None = None
     generator: str | None = None
-    n: int = 3
+    n: int = bounded(3, ge=1)
     subtype: str | None = None
 
 
@@ -83,8 +88,8 @@ class PoolSource:
     file: str | None = None
     config: str | None = None
     policies: list[str] = field(default_factory=list)
-    n: int = 3
-    max_new_tokens: int = 16
+    n: int = bounded(3, ge=1)
+    max_new_tokens: int = bounded(16, ge=1)
 
 
 @dataclass
@@ -92,7 +97,7 @@ class DataEntry:
     spec: Any  # a data SPEC string or mapping
     conditions: list[str] = field(default_factory=list)
     size: DataSize | None = None
-    max_prompts: int | None = None
+    max_prompts: int | None = bounded(None, ge=1)
     related: Variants | None = None
     paraphrase: Variants | None = None
     reference_pool: PoolSource | None = None
@@ -104,7 +109,7 @@ class ModelSpec:
     """One released model (or the study's own checkpoint, ``local``) and how it is read."""
 
     name: str
-    hub_id: str
+    hub_id: str = ""  # owner/name; may be empty only for a not_reproducible row (no public Hub id)
     label: str = ""
     revision: str | None = None
     kind: str = "seq_classifier"
@@ -112,17 +117,17 @@ class ModelSpec:
     head: str | None = None  # --reward-head: an index or a label; None: the model's one output
     head_name: str | None = None  # what the head is (e.g. helpfulness)
     reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
-    params_b: float = 0.0  # billions of parameters (the dry run's size when no config is on disk)
+    params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk; 0: unknown)
     dtype: str = "bfloat16"
-    max_length: int | None = 4096
-    batch_size: int = 8
-    max_tokens: int | None = None
+    max_length: int | None = bounded(4096, ge=1)
+    batch_size: int = bounded(8, ge=1)
+    max_tokens: int | None = bounded(None, ge=1)
     trust_remote_code: bool = False
     device_map: str | None = None  # auto: one model over every visible GPU
     endpoint: str | None = None  # an OpenAI-compatible base_url (a served judge)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
     local: bool = False  # the study's own checkpoint: a path that a recipe trains, not a Hub id
-    unsupported: str | None = None  # why matchrm cannot score it yet (its cells stay missing)
+    not_reproducible: str | None = None  # why the row cannot be reproduced (its cells say so)
     note: str = ""
 
 
@@ -159,8 +164,9 @@ class Column:
     minus: str | None = None
     card: str | None = None  # subtract the row's model-card value ``model_cards[row][card]``
     rows: list[str] | None = None  # the rows it applies to (names, or "models"); None: every row
-    scale: float = 1.0
-    digits: int = 2
+    mark_key: str | None = None  # dotted key of our cell's significance mark (e.g. by_code.EF.stars)
+    scale: float = bounded(1.0, finite=True)
+    digits: int = bounded(2, ge=0, le=12)
     note: str = ""
 
 
@@ -176,12 +182,13 @@ class Figure:
     source: str
     row: str | None = None
     rows: list[str] | None = None
-    value: float | None = None
-    interval: list[float] | None = None
-    range: list[float] | None = None
+    value: float | None = bounded(None, finite=True)
+    interval: list[float] | None = bounded(None, finite=True)
+    mark: str = ""  # the paper's significance mark beside the value (*, **, ***)
+    range: list[float] | None = bounded(None, finite=True)
     aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
     also_columns: list[str] | None = None  # a statement over the cells of several columns
-    expect_rows: int | None = None  # with also_columns: how many cells the paper's statement covers
+    expect_rows: int | None = bounded(None, ge=1)  # with also_columns: how many cells the paper's statement covers
     note: str = ""
 
 
@@ -193,7 +200,7 @@ class PolicyBlock:
     recipe: str
     winrates: str
     judge: str = ""
-    n_prompts: int = 100
+    n_prompts: int = bounded(100, ge=1)
 
 
 @dataclass
@@ -211,9 +218,9 @@ class StandIn:
 class Compute:
     """The dry run's assumptions: GPU memory and effective throughput per GPU."""
 
-    gpu_memory_gb: float = 80.0
-    gpu_tflops: float = 150.0  # effective bf16 throughput of one GPU at inference (an assumption)
-    overhead: float = 1.25  # memory beyond the weights: activations, KV, CUDA context
+    gpu_memory_gb: float = bounded(80.0, gt=0)
+    gpu_tflops: float = bounded(150.0, gt=0)  # effective bf16 throughput of one GPU at inference (an assumption)
+    overhead: float = bounded(1.25, ge=1)  # memory beyond the weights: activations, KV, CUDA context
 
 
 @dataclass
@@ -232,7 +239,7 @@ class Recipe:
     compute: Compute = field(default_factory=Compute)
     not_reproducible: list[str] = field(default_factory=list)
     model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
-    seed: int = 0  # data samples, suitability permutations, judge items
+    seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
     path: str = ""
 
@@ -339,12 +346,12 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
-    from rmeval.reproduce.settings import check_settings
 
     check_settings(r)
 
 
 def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
+    # torch: this module loads without it
     from rmeval.scoring.loaders import KNOWN_MODELS, LOADER_KINDS
 
     at = f"{where}: model {m.name}"
@@ -358,7 +365,7 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
         raise ConfigError(f"{at}: a DPO model needs its reference ('none': pi_ref = 1)")
     if m.dtype not in DTYPE_BYTES:
         raise ConfigError(f"{at}: dtype must be one of {', '.join(DTYPE_BYTES)}, got {m.dtype!r}")
-    if m.params_b <= 0:
+    if m.params_b <= 0 and not m.not_reproducible:  # (a row nothing runs may not know its size)
         raise ConfigError(f"{at}: params_b (billions of parameters) must be > 0")
     if m.device_map not in (None, "auto"):
         raise ConfigError(f"{at}: device_map must be auto or absent, got {m.device_map!r}")
@@ -367,7 +374,9 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
     for d in r.model_data(m):
         if d not in r.data:
             raise ConfigError(f"{at}: unknown data {d!r} (data: {', '.join(r.data)})")
-    if not m.local and "/" not in m.hub_id:
+    if not m.hub_id and not m.not_reproducible:
+        raise ConfigError(f"{at}: needs a hub_id (or not_reproducible: why, for a model without a public one)")
+    if m.hub_id and not m.local and "/" not in m.hub_id:
         raise ConfigError(f"{at}: hub_id must be owner/name (or set local: true for the study's own checkpoint)")
 
 
@@ -393,6 +402,8 @@ def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) 
             raise ConfigError(f"{at}: a range figure needs range: [lo, hi]")
         if agg != "range" and f.value is None:
             raise ConfigError(f"{at}: a {agg} figure needs a value")
+    if f.mark and (f.row is None or set(f.mark) != {"*"} or len(f.mark) > 3):
+        raise ConfigError(f"{at}: mark is a one-cell figure's significance stars (*, ** or ***), got {f.mark!r}")
     if f.interval is not None and (len(f.interval) != 2 or f.interval[0] > f.interval[1]):
         raise ConfigError(f"{at}: interval must be [lo, hi]")
     if not f.source:

@@ -6,7 +6,8 @@ shape), then the panel step and the table.
 Resumable at two levels: a finished row (``rows/<row>/done.json``) is never scored again, and a row
 interrupted mid-way resumes from its score cache. A row that fails is reported and the others go
 on; its cells are listed as missing in the table, as are those of models matchrm cannot score
-(``unsupported``) and of rows not run yet (``--only``)."""
+(``not_reproducible``: "not reproducible: why" beside the published figures) and of rows not run
+yet (``--only``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_json
+from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
+from rmeval.reproduce.array import run_array
+from rmeval.reproduce.context import Context, check_run_kind
+from rmeval.reproduce.table import build_cells, write_table
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +44,6 @@ class Outcome:
 
 def run_row(ctx: Any, row: str) -> dict[str, Any]:
     """Compute one row (a human reference or a model) unless it is done; its done record."""
-    from rmcore.io import atomic_write_json
-    from rmeval.reproduce.analyses import ANALYSIS_STEPS, run_human
-
     path = ctx.done_path(row)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
@@ -51,8 +54,8 @@ def run_row(ctx: Any, row: str) -> dict[str, Any]:
         how = "ratings only (rmeval human)"
     else:
         m = ctx.recipe.model(row)
-        if m.unsupported:
-            raise ConfigError(f"{row}: matchrm cannot score it: {m.unsupported}")
+        if m.not_reproducible:
+            raise ConfigError(f"{row}: not reproducible: {m.not_reproducible}")
         docs = ANALYSIS_STEPS[ctx.recipe.reproduce.analysis][0](ctx, m)
         how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m)
     record = {"row": row, "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
@@ -69,7 +72,7 @@ def _how(m: Any) -> str:
 
 
 def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
-    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.unsupported]
+    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.not_reproducible]
     if only:
         unknown = sorted(set(only) - set(recipe.row_names()))
         if unknown:
@@ -94,22 +97,19 @@ def run_local(ctx: Any, rows: list[str], outcome: Outcome) -> None:
 
 def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     """Every finished row's documents, the panel step over them, and the table."""
-    from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs
-    from rmeval.reproduce.table import build_cells, write_table
-
     recipe = ctx.recipe
     docs: dict[str, Any] = {}
     info: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
     for m in recipe.models:
-        if m.unsupported:
-            reasons[m.name] = f"matchrm cannot score it: {m.unsupported}"
+        if m.not_reproducible:
+            reasons[m.name] = f"not reproducible: {m.not_reproducible}"
     for row, why in outcome.failed.items():
         reasons[row] = f"failed: {why}"
     for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
         path = ctx.done_path(row)
-        model = next((f"{m.hub_id}" + (f"@{m.revision}" if m.revision else "") for m in recipe.models
-                      if m.name == row), "")
+        model = next(((m.hub_id or "no public Hub id") + (f"@{m.revision}" if m.revision else "")
+                      for m in recipe.models if m.name == row), "")
         if path.is_file():
             rec = json.loads(path.read_text())
             docs[row] = read_docs(rec["documents"], ctx.out)
@@ -120,9 +120,9 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     panel_step = ANALYSIS_STEPS[recipe.reproduce.analysis][1]
     panel = panel_step(ctx, docs) if panel_step is not None and docs else None
     if panel is not None:
-        from rmcore.io import atomic_write_json
-
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
+        for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)
+            reasons[f"{row}|{col}"] = why
     cells, statements = build_cells(recipe, docs, panel, reasons)
     outcome.table = write_table(recipe, cells, statements, ctx.out, stand_in=ctx.stand_in, rows_info=info)
     outcome.missing = [f"{c.row} × {c.column}" for c in cells.values() if c.ours is None and c.published is not None]
@@ -133,8 +133,6 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
                executor: str = "local", wandb_mode: str | None = None, wandb_project: str = "matchrm",
                slurm: dict[str, Any] | None = None) -> Outcome:
     """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths."""
-    from rmeval.reproduce.context import Context, check_run_kind
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_run_kind(out, recipe, stand_in)
@@ -146,8 +144,6 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
         if executor == "local":
             run_local(ctx, rows, outcome)
         elif executor in ("slurm", "submitit-local"):
-            from rmeval.reproduce.array import run_array
-
             run_array(ctx, rows, outcome, cluster="local" if executor == "submitit-local" else None, **(slurm or {}))
         else:
             raise ConfigError(f"--executor must be local, slurm or submitit-local, got {executor!r}")

@@ -10,6 +10,11 @@ from typing import Any
 
 from rmcore.config import build_config
 from rmcore.errors import ConfigError
+from rmcore.settings import bounded
+from rmeval.audit.pairwise import PairwiseSettings
+from rmeval.audit.pipeline import AuditSettings
+from rmeval.conditions import check_condition_names
+from rmeval.suitability.checkpoints import SuitabilityAuditSettings
 
 
 @dataclass
@@ -18,30 +23,24 @@ class JudgeTableSettings:
 
     attributes: list[str] = field(default_factory=list)  # attribute names ('core': the 20 core); empty: all 87
     attributes_file: str | None = None  # a custom inventory (rmeval judges elicit --attributes)
-    max_items_per_source: int | None = None
+    max_items_per_source: int | None = bounded(None, ge=1)
     rm_bench_pairing: str | None = "0:2"  # chosen:rejected style levels kept from RM-Bench (the paper's)
-    budgets: list[int] = field(default_factory=lambda: [32, 64, 128, 256])  # labels per source
-    n_repeats: int = 10
-    top_k: list[int] = field(default_factory=lambda: [6, 12])
-    n_splits: int = 20
-    null_repeats: int = 20
-    min_shared: int = 20  # jointly resolved attributes of a no-conflict case (the paper's 20)
-    chunk_items: int = 2
-    seed: int = 0
+    budgets: list[int] = bounded(default_factory=lambda: [32, 64, 128, 256], ge=2)  # labels per source
+    n_repeats: int = bounded(10, ge=1)
+    top_k: list[int] = bounded(default_factory=lambda: [6, 12], ge=1)
+    n_splits: int = bounded(20, ge=0)
+    null_repeats: int = bounded(20, ge=0)
+    min_shared: int = bounded(20, ge=1)  # jointly resolved attributes of a no-conflict case (the paper's 20)
+    chunk_items: int = bounded(2, ge=1)
+    seed: int = bounded(0, ge=0)
 
 
 def settings_class(analysis: str) -> type:
     if analysis == "audit":
-        from rmeval.audit.pipeline import AuditSettings
-
         return AuditSettings
     if analysis == "pairwise":
-        from rmeval.audit.pairwise import PairwiseSettings
-
         return PairwiseSettings
     if analysis in ("suitability", "policy"):
-        from rmeval.suitability.checkpoints import SuitabilityAuditSettings
-
         return SuitabilityAuditSettings
     return JudgeTableSettings
 
@@ -77,8 +76,6 @@ def check_settings(recipe: Any) -> None:
         if hasattr(s, "validate") and recipe.reproduce.analysis in ("suitability", "policy"):
             s.validate()
     if recipe.reproduce.analysis == "audit":
-        from rmeval.conditions import check_condition_names
-
         for key, entry in recipe.data.items():
             if not entry.conditions:
                 raise ConfigError(f"{recipe.path}: data.{key}: an audit table names its conditions")

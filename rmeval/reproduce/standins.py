@@ -35,7 +35,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.data.helpsteer import helpsteer_rows_from
+from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import ConfigError
+from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
+from rmcore.tiny_rewards import save_gated_remote_code, save_value_head
+from rmeval.backends.generators import write_variants
 
 CORPUS = [
     "You are an impartial judge. Rate how good the assistant's response is as a reply to the conversation below",
@@ -54,12 +59,11 @@ def stand_in_seed(name: str) -> int:
 
 
 def _tokenizer() -> Any:
-    from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, train_tokenizer
-
     return train_tokenizer(CORPUS * 3, 500, chat_template=CHAT_TEMPLATE, eos_token=EOS, pad_token=PAD)
 
 
 def _loader_kind(loader: str | None) -> str:
+    # torch: this module loads without it
     from rmeval.scoring.loaders import KNOWN_MODELS
 
     if loader in KNOWN_MODELS:
@@ -68,8 +72,6 @@ def _loader_kind(loader: str | None) -> str:
 
 
 def _classifier(path: Path, tok: Any, head: str | None, seed: int) -> None:
-    from rmcore.tiny import save_tiny, tiny_model
-
     extra: dict[str, Any] = {"num_labels": 1}
     if head is not None and str(head).lstrip("-").isdigit():
         extra["num_labels"] = max(int(head) + 1, 2)
@@ -81,8 +83,6 @@ def _classifier(path: Path, tok: Any, head: str | None, seed: int) -> None:
 
 
 def _causal_lm(path: Path, tok: Any, seed: int) -> None:
-    from rmcore.tiny import save_tiny, tiny_model
-
     save_tiny(path, tiny_model(tok, "llama", seed=seed, max_position_embeddings=4 * STANDIN_MAX_LENGTH), tok)
 
 
@@ -99,8 +99,6 @@ def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
     if model.kind == "seq_classifier":
         kind = _loader_kind(model.loader)
         if kind == "remote_code":
-            from rmcore.tiny_rewards import save_gated_remote_code
-
             n = max(3, int(model.head) + 1) if model.head is not None and str(model.head).isdigit() else 3
             save_gated_remote_code(path, tok, num_objectives=n, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
             info.update(trust_remote_code=True, what=f"tiny gated multi-objective remote-code model ({n} heads)")
@@ -108,8 +106,6 @@ def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
             _causal_lm(path, tok, seed)
             info["what"] = "tiny Llama causal LM read at one token's logit (lm_logit)"
         elif kind == "value_head":
-            from rmcore.tiny_rewards import save_value_head
-
             layout = VALUE_HEAD_LAYOUT.get(str(model.loader), "openrlhf")
             save_value_head(path, tok, layout=layout, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
             info["what"] = f"tiny Llama backbone + value head ({layout} layout)"
@@ -151,8 +147,6 @@ def stand_in_spec(key: str, spec: Any, root: str | os.PathLike) -> Any:
 
 
 def _simulated(opts: dict[str, Any], responses: int) -> Any:
-    from rmcore.data.simulated import simulate_rating_set
-
     known = ("n_prompts", "multi_turn_fraction", "human_share", "seed")
     extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir", "preferences"})
     if extra:
@@ -161,8 +155,6 @@ def _simulated(opts: dict[str, Any], responses: int) -> Any:
 
 
 def _helpsteer(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
-    from rmcore.data.helpsteer import helpsteer_rows_from
-
     split = opts.get("split", "validation")
     rs = _simulated(opts, 2 if schema == "helpsteer2" else 4)
     path = root / f"{key}.{schema}.jsonl"
@@ -247,8 +239,6 @@ PARAPHRASE_TEMPLATES = ("In other words: {q}", "Put differently, {q}", "Let me r
 def template_variants(rating_set: Any, task: str, n: int, path: str | os.PathLike, subtype: str | None = None) -> Path:
     """A stand-in run's related tasks or paraphrases of every prompt, from fixed templates around its
     last user turn (any data: no model writes them), in ``rmeval variants``' file format."""
-    from rmeval.backends.generators import write_variants
-
     templates = RELATED_TEMPLATES if task == "related" else PARAPHRASE_TEMPLATES
     texts = {p.prompt_id: [templates[i % len(templates)].format(q=p.last_user_text) for i in range(n)]
              for p in rating_set.prompts}

@@ -16,12 +16,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmeval.reproduce.figures import Cell, Statement, Value, cell_value, statement
+from rmcore.io import atomic_write_text
+from rmcore.markdown import table
+from rmeval.reproduce.figures import Cell, Statement, Value, cell_mark, cell_value, statement
+from rmeval.reproduce.recipe import STUDIES
 
 STAND_IN_BANNER = ("> **STAND-IN RUN.** Every model below is a tiny untrained local stand-in of the same kind "
                    "and the data are small local files in the released schemas: the *ours* cells exercise the "
                    "pipeline end to end and mean nothing. Only the *published* cells are the paper's.")
 MARK = "†"
+NOT_REPRODUCIBLE = "not reproducible"
 
 
 def build_cells(recipe: Any, docs: dict[str, dict[str, Any] | None], panel: dict[str, Any] | None,
@@ -43,14 +47,16 @@ def build_cells(recipe: Any, docs: dict[str, dict[str, Any] | None], panel: dict
                 c.ours = None if doc is None else cell_value(row, {"_": doc}, replace(col, data=None))
             else:
                 c.ours = cell_value(row, doc, col, human=row in human)
+                c.ours_mark = cell_mark(row, doc, col) if c.ours is not None else ""
             if col.card and c.ours is not None:
                 card = recipe.model_cards.get(row, {}).get(col.card)
                 c.ours = None if card is None else shift(c.ours, -float(card))
                 if card is None:
                     c.missing = f"no model-card score in the recipe (model_cards.{row}.{col.card})"
             if c.ours is None and c.missing is None:
-                c.missing = reasons.get(row) or ("not yet computed" if doc is None or not doc
-                                                 else f"no figure at {col.key!r} (absent, or undefined here)")
+                c.missing = (reasons.get(f"{row}|{col.name}") or reasons.get(row)
+                             or ("not yet computed" if doc is None or not doc
+                                 else f"no figure at {col.key!r} (absent, or undefined here)"))
             cells[(row, col.name)] = c
     for f in recipe.published:
         if f.row is not None:
@@ -70,7 +76,7 @@ def _num(x: float | None, digits: int) -> str:
 def _published(f: Any, digits: int) -> str:
     if f is None:
         return "—"
-    text = _num(f.value, digits)
+    text = _num(f.value, digits) + (f.mark or "")
     if f.interval:
         text += f" [{_num(f.interval[0], digits)}, {_num(f.interval[1], digits)}]"
     return text
@@ -78,8 +84,10 @@ def _published(f: Any, digits: int) -> str:
 
 def _ours(c: Cell, digits: int) -> str:
     if c.ours is None:
+        if c.missing and c.missing.startswith(NOT_REPRODUCIBLE):
+            return c.missing if c.published is not None else NOT_REPRODUCIBLE
         return "missing" if c.published is not None else "—"
-    text = _num(c.ours.estimate, digits)
+    text = _num(c.ours.estimate, digits) + c.ours_mark
     if c.ours.lo is not None:
         text += f" [{_num(c.ours.lo, digits)}, {_num(c.ours.hi, digits)}]"
     return text
@@ -109,8 +117,6 @@ def table_rows(recipe: Any, cells: dict[tuple[str, str], Cell]) -> tuple[list[st
 
 
 def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
-    from rmcore.markdown import table
-
     if not statements:
         return []
     digits = {c.name: c.digits for c in recipe.columns}
@@ -130,9 +136,6 @@ def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
 
 def markdown(recipe: Any, cells: dict[tuple[str, str], Cell], statements: list[Statement], *, stand_in: bool,
              rows_info: dict[str, dict[str, Any]]) -> str:
-    from rmcore.markdown import table
-    from rmeval.reproduce.recipe import STUDIES
-
     r = recipe.reproduce
     lines = [f"# {r.table}: {r.title}", "", f"*{STUDIES[r.study]}*; recipe `{recipe.path}` (analysis: {r.analysis}).", ""]
     if stand_in:
@@ -174,20 +177,19 @@ def csv_text(header: list[str], rows: list[list[Any]]) -> str:
 
 def figures_rows(recipe: Any, cells: dict[tuple[str, str], Cell]) -> tuple[list[str], list[list[Any]]]:
     header = ["row", "column", "published", "published_lo", "published_hi", "ours", "ours_lo", "ours_hi",
-              "difference", "outside_interval", "missing", "source"]
+              "difference", "outside_interval", "missing", "source", "published_mark", "ours_mark"]
     rows = []
     for (row, col), c in cells.items():
         f, o = c.published, c.ours
         iv = (f.interval if f is not None and f.interval else [None, None])
         rows.append([row, col, None if f is None else f.value, *iv, *(([o.estimate, o.lo, o.hi]) if o else [None] * 3),
-                     c.difference, c.outside, c.missing or "", "" if f is None else f.source])
+                     c.difference, c.outside, c.missing or "", "" if f is None else f.source,
+                     "" if f is None else f.mark, c.ours_mark])
     return header, rows
 
 
 def write_table(recipe: Any, cells: dict[tuple[str, str], Cell], statements: list[Statement],
                 out: str | os.PathLike, *, stand_in: bool, rows_info: dict[str, dict[str, Any]]) -> dict[str, Path]:
-    from rmcore.io import atomic_write_text
-
     out = Path(out)
     header, rows = table_rows(recipe, cells)
     fh, fr = figures_rows(recipe, cells)

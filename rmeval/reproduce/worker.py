@@ -12,6 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from rmeval.reproduce.context import Context
+from rmeval.reproduce.recipe import load_reproduction
+from rmeval.reproduce.runner import one_thread, run_row
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rmeval.reproduce.worker")
@@ -21,13 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stand-in", action="store_true")
     p.add_argument("--wandb-mode", default=None)
     a = p.parse_args(argv)
-    from rmeval.reproduce.context import Context
-    from rmeval.reproduce.recipe import load_reproduction
-    from rmeval.reproduce.runner import run_row
 
     recipe = load_reproduction(a.recipe)
     ctx = Context(recipe, Path(a.out), stand_in=a.stand_in, wandb_mode=a.wandb_mode)
-    from rmeval.reproduce.runner import one_thread
 
     with one_thread(a.stand_in):
         rec = run_row(ctx, a.row)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import comma_list, nested, option
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
 
@@ -29,11 +30,11 @@ class ScorerSettings:
                        help="a sequence classifier's reward, a generative judge's verdict, or a DPO policy's implicit "
                             "reward")
     reference: str | None = option(None, help="DPO reference model (dpo_implicit)")  # dpo_implicit only
-    beta: float = option(0.1, help="DPO beta (dpo_implicit)")  # dpo_implicit only
-    batch_size: int = option(32, help="texts per forward")
+    beta: float = option(0.1, gt=0, help="DPO beta (dpo_implicit)")  # dpo_implicit only
+    batch_size: int = option(32, ge=1, help="texts per forward")
     # None: the model's own limit (also the ceiling)
-    max_length: int | None = option(None, help="tokens per text (default and ceiling: the model's own limit)")
-    max_tokens: int | None = option(None, help="cap on padded tokens per batch")
+    max_length: int | None = option(None, ge=1, help="tokens per text (default and ceiling: the model's own limit)")
+    max_tokens: int | None = option(None, ge=1, help="cap on padded tokens per batch")
     # device, dtype, kernel, remote code, device map
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
     # which output of a multi-output reward model (seq_classifier only)
@@ -59,6 +60,7 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "
                           "reads a causal LM")
     if settings.drop_special:
+        # torch: --help stays cheap
         from rmcore.formatting import MARKERS
 
         bad = sorted(set(settings.drop_special) - set(MARKERS))
@@ -75,7 +77,6 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         if not settings.reference:
             raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model, or 'none' for "
                               "pi_ref = 1)")
-        from rmcore.io import check_path
 
         if settings.reference.lower() != "none":
             check_path(settings.reference, "--reference", kind="dir", hub_ok=True)

@@ -24,7 +24,7 @@ from rmcore import prefix_scoring as prefix
 from rmcore.batching import length_sorted_batches
 from rmcore.data.schema import Message
 from rmcore.device import Placement, describe, dtype_name, input_device
-from rmcore.formatting import _split_chat, plain_prompt
+from rmcore.formatting import plain_prompt, split_chat
 from rmcore.modeling import load_causal_lm, load_tokenizer, model_max_length, resolve_max_length
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
@@ -94,7 +94,7 @@ class DPOImplicitScorer(Scorer):
         """(prompt ids, response ids, prompt truncated, response truncated)."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            p_text, r_text = _split_chat(tok, messages, response)
+            p_text, r_text = split_chat(tok, messages, response)
             p_ids = tok(p_text, add_special_tokens=False)["input_ids"]
         else:
             p_text, r_text = plain_prompt(messages), " " + response

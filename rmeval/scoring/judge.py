@@ -41,6 +41,7 @@ from rmcore.modeling import resolve_max_length
 from rmeval.backends.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmeval.scoring.cache import cache_key
+from rmeval.scoring.run import KEY_COLUMNS, build_items
 from rmeval.stats.judge_diagnostics import DIGIT_COLUMNS  # the per-row table's schema
 
 JUDGE_TEMPLATE = (
@@ -213,8 +214,6 @@ def judge_digit_table(scorer: GenerativeJudgeScorer, rating_set: Any, conditions
     (prompt_id, response_id, condition, variant, donor_prompt_id) and ``DIGIT_COLUMNS``, one row
     per text of ``conditions`` built with ``opts`` (the items ``rmeval.scoring.run`` scored). Call
     it before the scorer is closed."""
-    from rmeval.scoring.run import KEY_COLUMNS, build_items
-
     items = build_items(rating_set, conditions, **opts)
     rows = scorer.digit_rows([it.item for it in items])
     df = pd.DataFrame([it.key for it in items], columns=KEY_COLUMNS)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.cache import content_key
 from rmcore.data.schema import RatingSet
 from rmcore.io import atomic_write_table, atomic_write_text, read_table
 from rmcore.progress import Progress
@@ -261,8 +262,6 @@ def _my_share(scorer: Scorer, uniq_items: list[Any], out_path: str | os.PathLike
               shard: Shard) -> tuple[np.ndarray, str, Path, bool]:
     """This rank's share of the distinct texts: (which are mine, the work's content token, my part's path,
     whether my part is already written, in which case none are left to score)."""
-    from rmcore.cache import content_key
-
     renders = [scorer.render(it) for it in uniq_items]
     token = content_key(scorer.fingerprint, *renders)[:16]
     owner = assign_shards(uniq_items, [len(r) for r in renders], shard.world)

@@ -26,6 +26,7 @@ from rmcore.formatting import Encoded, drop_markers, encode_example, layout
 from rmcore.modeling import ensure_pad_token, first_logit, resolve_max_length, score_encoded
 from rmcore.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
+from rmeval.scoring.loaders import load_reward
 
 
 class SeqClassifierScorer(Scorer):
@@ -47,8 +48,6 @@ class SeqClassifierScorer(Scorer):
         super().__init__()
         self.read, self.prefix_head, self.loader, self.head = first_logit, 0, "classifier", None
         if isinstance(model, (str, os.PathLike)):
-            from rmeval.scoring.loaders import load_reward
-
             self.model_id = str(model)
             placement = placement or Placement(device=device or "auto", dtype=dtype or "auto",
                                                trust_remote_code=trust_remote_code)

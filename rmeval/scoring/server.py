@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rmcore.device import PLACEMENT_GROUP, Placement
+from rmcore.device import PLACEMENT_GROUP, Placement, describe, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
+from rmcore.io import check_path
 from rmcore.settings import nested, option
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     """A reward model must be a sequence classifier with one label; say what to do otherwise."""
     from transformers import AutoConfig
 
-    from rmcore.io import check_path
+    # torch: --help stays cheap
     from rmcore.modeling import resolve_model_path
     from rmeval.scoring.loaders import check_reward_path
 
@@ -256,8 +257,6 @@ class RewardService:
             raise RequestError(f"no reward within {self.result_timeout:.0f} s: the server is overloaded", 503) from None
 
     def health(self) -> dict[str, Any]:
-        from rmcore.device import describe
-
         with self._counts_lock:
             counts = dict(self.counts)
         return {"status": "ok" if self._thread.is_alive() else "scoring thread stopped",
@@ -493,7 +492,7 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
                        batch_size: int = 32) -> Any:
     """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
     bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the model's own limit."""
-    from rmcore.device import dtype_name, resolve_device, resolve_dtype
+    # torch: --help stays cheap
     from rmcore.modeling import ModelSettings, load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
@@ -523,20 +522,20 @@ class ServerSettings:
     """How ``serve_reward`` serves a checkpoint (the flags of ``rmeval serve-reward``)."""
 
     host: str = option("127.0.0.1", help="bind address (default: this machine only)")
-    port: int = option(5000, help="port to listen on")
-    max_length: int | None = option(None, help="tokens per text (default: the model's own limit); the "
+    port: int = option(5000, ge=0, le=65535, help="port to listen on")
+    max_length: int | None = option(None, ge=1, help="tokens per text (default: the model's own limit); the "
                                                  "prompt is cut from the left")
     # device (auto: cuda:LOCAL_RANK where CUDA is, else cpu), dtype (auto: bfloat16 on a GPU, float32 on
     # the CPU), kernel, the checkpoint's own modelling code, one model over every visible GPU
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
-    max_batch_tokens: int = option(32768, help="tokens scored in one forward, over the requests waiting "
+    max_batch_tokens: int = option(32768, ge=1, help="tokens scored in one forward, over the requests waiting "
                                                "(default 32768)")
-    max_batch_items: int = option(256, help="texts scored in one forward (default 256)")
-    batch_wait_ms: float = option(0.0, help="how long the first waiting request waits for others to join its "
+    max_batch_items: int = option(256, ge=1, help="texts scored in one forward (default 256)")
+    batch_wait_ms: float = option(0.0, ge=0, help="how long the first waiting request waits for others to join its "
                                             "forward (default 0: a forward takes what is waiting; requests that "
                                             "arrive during it join the next)")
-    max_body_bytes: int = option(MAX_BODY_BYTES, help="larger request bodies get a 413")
-    request_timeout: float = option(60.0, help="seconds a client may take to send its request before a 408 "
+    max_body_bytes: int = option(MAX_BODY_BYTES, ge=1, help="larger request bodies get a 413")
+    request_timeout: float = option(60.0, gt=0, help="seconds a client may take to send its request before a 408 "
                                                "(default 60)")
 
 

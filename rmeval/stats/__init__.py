@@ -7,10 +7,9 @@ functions from them (``from rmeval.stats.share import share``)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rmcore.lazy import lazy_exports
 
-_MODULES = {
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "bootstrap": ("PromptSetResamples", "mean_of_prompt_values", "percentile_ci", "prompt_bootstrap",
                   "resample_weights"),
     "centering": ("centering_variants", "weighted_spearman"),
@@ -22,15 +21,4 @@ _MODULES = {
     "selection": ("loo_centered", "top_selection"),
     "share": ("icc1", "residual_share", "share_pair"),
     "transplant": ("prompt_only", "shift"),
-}
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
-
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+})

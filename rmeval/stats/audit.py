@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from rmcore.data.schema import table_attributes
 from rmcore.errors import DataError
 
 from ..tables import (
@@ -36,13 +37,16 @@ from ..tables import (
 )
 from .bootstrap import PromptSetResamples, resample_weights, rows_with_siblings, summarize
 from .centering import centering_variants
+from .explain import variance_explained
 from .pairwise import pairwise_accuracy
+from .probes import LEARNERS, default_jobs
 from .prompt_means import disjoint_half_correlation, prompt_mean_correlation
 from .regression import sibling_regression
 from .reliability import corrected_share
 from .selection import top_selection
 from .settings import StatsSettings
 from .share import residual_share, share, share_pair
+from .splits import prompt_splits
 from .transplant import fixed_reply_match, prompt_only, shift, transplant
 
 # A fixed stream per statistic: adding or removing one condition never changes another's interval.
@@ -142,8 +146,6 @@ def _prompt_means(frames: dict[str, pd.DataFrame], attribute: str, resamples: Pr
 
 def _rated_columns(ratings: pd.DataFrame, attribute: str | None) -> list[str]:
     """The numeric rated attributes of a ratings table, the audited one first."""
-    from rmcore.data.schema import table_attributes
-
     cols = [c for c in table_attributes(ratings) if pd.api.types.is_numeric_dtype(ratings[c])]
     return ([attribute] if attribute else []) + [c for c in cols if c != attribute]
 
@@ -378,10 +380,6 @@ def _explained(orig: pd.DataFrame, frames: dict[str, pd.DataFrame], by_cond: dic
                prompt_features: pd.DataFrame | None) -> dict[str, Any]:
     """``prompt_splits`` (with the prompt table) and ``variance_explained`` (calibration, residuals,
     the probes and the crossed decomposition)."""
-    from .explain import variance_explained
-    from .probes import LEARNERS, default_jobs
-    from .splits import prompt_splits
-
     out: dict[str, Any] = {}
     if prompts is not None:
         sp = prompt_splits(frames, prompts, attribute, resamples, wrong=by_cond.get("random"), seed=settings.seed)

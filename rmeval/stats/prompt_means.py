@@ -26,7 +26,7 @@ import numpy as np
 
 from .bootstrap import bootstrap_stat, per_prompt_sums, resample_weights, rows_with_siblings, summarize
 from .splits import above_median, split_in_sd, split_points, split_sums
-from .transplant import _pearson_from_sums as pearson_from_sums  # the one Pearson-from-sums
+from .transplant import pearson_from_sums  # the one Pearson-from-sums
 
 
 def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:

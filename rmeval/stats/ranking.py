@@ -38,7 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from .bootstrap import mean_of_prompt_values, resample_weights, summarize
+from rmcore.variance import group_codes
+
+from .bootstrap import (
+    mean_of_prompt_values,
+    per_prompt_sums,
+    prompt_bootstrap,
+    ratio_of_sums,
+    resample_weights,
+    summarize,
+)
 
 
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -177,10 +186,6 @@ def pair_agreement(p_chosen: Sequence[float], groups: Sequence[Any], *, n_boot: 
     """Share of labelled pairs whose judged P(chosen better) exceeds 1/2 (exactly 1/2 counts half),
     pooled over pairs and bootstrapped over their prompts (``groups``): a judge's agreement with
     the human order."""
-    from rmcore.variance import group_codes
-
-    from .bootstrap import per_prompt_sums, prompt_bootstrap, ratio_of_sums
-
     p = np.asarray(p_chosen, dtype=float)
     ok = np.isfinite(p)
     if not ok.any():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmcore.errors import ConfigError
-from rmcore.settings import option
+from rmcore.settings import bounded, option
 
 
 def parse_reliabilities(items: list[str] | None) -> dict[str, float]:
@@ -27,13 +27,14 @@ def parse_reliabilities(items: list[str] | None) -> dict[str, float]:
 class StatsSettings:
     """How the audit's statistics are computed: resamples, seed, and what they correct or probe."""
 
-    n_boot: int = option(2000, help="bootstrap resamples over prompts")
-    n_boot_regression: int = option(5000, help="resamples for the sibling regression")
-    seed: int = option(0, help="seed of the prompt sample and of every random draw (bootstrap, donors, permutations)")
+    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")
+    n_boot_regression: int = option(5000, ge=1, help="resamples for the sibling regression")
+    seed: int = option(0, ge=0,
+                       help="seed of the prompt sample and of every random draw (bootstrap, donors, permutations)")
     # {label: R} rater reliabilities: the reliability-corrected human share (a sensitivity analysis)
     human_reliability: dict[str, float] = option(
         default_factory=dict, nargs="+", parse=parse_reliabilities,
-        help="rater reliabilities NAME=R for the reliability-corrected human share")
-    top_fraction: float = 0.3  # the share of each prompt's responses a top selection keeps
+        gt=0, le=1, help="rater reliabilities NAME=R for the reliability-corrected human share")
+    top_fraction: float = bounded(0.3, gt=0, le=1)  # the share of each prompt's responses a top selection keeps
     probe_learners: list[str] | None = None  # the response probes' learners; None: all four
-    probe_jobs: int | None = None  # worker processes of the probes' fits; None: this process's CPUs
+    probe_jobs: int | None = bounded(None, ge=1)  # worker processes of the probes' fits; None: this process's CPUs

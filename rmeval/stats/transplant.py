@@ -190,7 +190,9 @@ def shift(original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = 2000
     return out
 
 
-def _pearson_from_sums(s: np.ndarray) -> np.ndarray:
+def pearson_from_sums(s: np.ndarray) -> np.ndarray:
+    """Pearson's r from the sums along the last axis (n, Σx, Σy, Σx², Σy², Σxy):
+    r = (Σxy − ΣxΣy/n) / sqrt((Σx² − (Σx)²/n)(Σy² − (Σy)²/n))."""
     n, sx, sy, qx, qy, sxy = (s[..., i] for i in range(6))
     cov = sxy - sx * sy / n
     return cov / np.sqrt((qx - sx * sx / n) * (qy - sy * sy / n))
@@ -212,5 +214,5 @@ def prompt_only(original: pd.DataFrame, prompt_only_scores: pd.DataFrame, *, n_b
     if k < 3:
         return summarize(float("nan"), None, k, 0)
     w = resample_weights(k, n_boot, np.random.default_rng(rng))
-    est, boot = bootstrap_stat(per, _pearson_from_sums, w)
+    est, boot = bootstrap_stat(per, pearson_from_sums, w)
     return summarize(est, boot, k, n_boot)

@@ -26,10 +26,9 @@ recipes' audit blocks hold) load without the inference and its scipy.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rmcore.lazy import lazy_exports
 
-_MODULES = {
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "report": ("log_suitability", "plot_effects", "plot_structure", "plot_subsets", "render_markdown",
                "write_suitability"),
     "run": ("METRICS", "RECORD_KEYS", "SuitabilitySettings", "finalize", "infer", "model_json", "ordered_record",
@@ -37,15 +36,4 @@ _MODULES = {
     "scoring": ("confidence_scorer", "confidences", "input_changed", "pair_metrics", "score_suite", "suite_counts"),
     "settings": ("parse_groups",),
     "tables": ("LOG_COLUMNS", "PAIR_COLUMNS", "read_pairs", "validate_pairs"),
-}
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
-
-__all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+})

@@ -53,13 +53,14 @@ def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) ->
 def _run_one(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSettings, specs: list[str],
              dest: Path, rewriters: dict[str, Any], *, seed: int, attribute: str | None,
              cache_path: str | os.PathLike | None, checkpoint: str | os.PathLike | None,
-             data: str | dict[str, Any] | None) -> dict[str, Any]:
-    """One model's suite scored and its inference (no margin yet), its pairs table in ``dest``."""
+             data: str | dict[str, Any] | None, progress: bool = True) -> dict[str, Any]:
+    """One model's suite scored and its inference (no margin yet), its pairs table in ``dest``
+    (``progress``: the scoring's count on stderr)."""
     res = run_suitability(scorer, rating_set, specs, settings=settings.inference(seed), rewriters=rewriters,
                           cache_path=cache_path, pairs_path=dest / "suitability_pairs.parquet",
                           max_items=settings.max_items, base_level=settings.base_level,
                           attribute=pick_attribute(rating_set.attributes, attribute), judge_style=settings.judge_style,
-                          judge_explain_tokens=settings.judge_explain_tokens)
+                          judge_explain_tokens=settings.judge_explain_tokens, progress=progress)
     res["meta"]["placement"] = scorer.describe()  # device, dtype, attention kernel, loader
     if checkpoint is not None:
         res["meta"].update({"checkpoint": str(checkpoint), "data": settings.data or data, **provenance(checkpoint)})
@@ -69,14 +70,16 @@ def _run_one(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSe
 def audit_suitability(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSettings,
                       out: str | os.PathLike, *, name: str, title: str, seed: int = 0, attribute: str | None = None,
                       cache_path: str | os.PathLike | None = None, checkpoint: str | os.PathLike | None = None,
-                      data: str | dict[str, Any] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+                      data: str | dict[str, Any] | None = None,
+                      progress: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
     """The suitability step of an audit: one model's suitability on the preference set
     ``rating_set`` (``settings.rating_set`` resolves it), written to ``out`` (suitability.json/.md/.png
     and the pairs table); returns ({name: results}, paths) for the audit record and its W&B run. A
     checkpoint's report is titled by its arm and seed (``display_name``), else by ``title``."""
     out = Path(out)
     res = _run_one(scorer, rating_set, settings, settings.specs(rating_set), out, settings.rewriters(out, seed),
-                   seed=seed, attribute=attribute, cache_path=cache_path, checkpoint=checkpoint, data=data)
+                   seed=seed, attribute=attribute, cache_path=cache_path, checkpoint=checkpoint, data=data,
+                   progress=progress)
     results = {name: res}
     finalize(results, settings.inference(seed))
     if checkpoint is not None:
@@ -87,11 +90,12 @@ def audit_suitability(scorer: Scorer, rating_set: RatingSet, settings: Suitabili
 def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet, scorer: ScorerSettings,
                       settings: SuitabilityAuditSettings, out: str | os.PathLike, *, seed: int = 0,
                       attribute: str | None = None, data: str | None = None, cache: str | None = None,
-                      wandb_project: str = "matchrm", wandb_mode: str | None = None
+                      wandb_project: str = "matchrm", wandb_mode: str | None = None, progress: bool = True
                       ) -> tuple[dict[str, dict[str, Any]], dict[str, Path] | None]:
     """Suitability of each (name, checkpoint) on ``rating_set``, into OUT (one checkpoint) or
     OUT/<name>/, each with its W&B run; with several, their margins by the panel rule and a joint
-    report in OUT. Returns (results by name, the joint report's paths or None)."""
+    report in OUT. Returns (results by name, the joint report's paths or None). ``progress``: the
+    scoring's count on stderr."""
     out = Path(out)
     specs = settings.specs(rating_set)
     inference = settings.inference(seed)
@@ -104,7 +108,7 @@ def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet
         try:
             results[name] = _run_one(model, rating_set, settings, specs, dest, rewriters, seed=seed,
                                      attribute=attribute, cache_path=Path(cache) if cache else dest / "score_cache.sqlite",
-                                     checkpoint=ckpt, data=data)
+                                     checkpoint=ckpt, data=data, progress=progress)
         finally:
             model.close()
     finalize(results, inference)  # margins need every model (the panel rule)

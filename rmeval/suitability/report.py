@@ -19,6 +19,7 @@ import numpy as np
 
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
 from rmcore.markdown import MISSING, num, table
+from rmcore.tracking import flatten
 from rmeval.suitability.run import model_json
 
 
@@ -398,7 +399,6 @@ def log_suitability(tracker: Any, results: dict[str, dict[str, Any]], paths: Map
     """Scalars per perturbation (and model), a table, and the figures, like the other audits."""
     if tracker is None or not tracker.enabled:
         return
-    from rmcore.tracking import flatten
 
     single = len(results) == 1
     scalars: dict[str, Any] = {}

@@ -259,9 +259,11 @@ def run_suitability(scorer: Scorer, rating_set: RatingSet, specs: list[str], *, 
                     cache_path: str | os.PathLike | None = None, pairs_path: str | os.PathLike | None = None,
                     max_items: int | None = None, base_level: int = 0, attribute: str = "helpfulness",
                     controlled_options: Mapping[str, dict[str, Any]] | None = None,
-                    judge_style: str = "verdict", judge_explain_tokens: int = 256) -> dict[str, Any]:
+                    judge_style: str = "verdict", judge_explain_tokens: int = 256,
+                    progress: bool = True) -> dict[str, Any]:
     """Build the suite, score original and perturbed items, run the inference (margins are set by
-    ``finalize``). The pairs table goes to ``pairs_path`` when given."""
+    ``finalize``). The pairs table goes to ``pairs_path`` when given; ``progress``: the scoring's
+    count on stderr."""
     skipped: dict[str, int] = {}
     if items is None:
         items, sk = preference_items(rating_set, base_level=base_level, attribute=attribute, max_items=max_items)
@@ -274,7 +276,7 @@ def run_suitability(scorer: Scorer, rating_set: RatingSet, specs: list[str], *, 
     cs, own_cache = confidence_scorer(scorer, cache_path, judge_style=judge_style,
                                       judge_explain_tokens=judge_explain_tokens)
     try:
-        pairs = score_suite(cs, suite)
+        pairs = score_suite(cs, suite, progress=progress)
     finally:
         if own_cache:
             cs.cache.close()

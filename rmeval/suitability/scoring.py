@@ -29,9 +29,11 @@ import pandas as pd
 from scipy.special import expit, log_expit
 
 from rmcore.errors import ConfigError
+from rmcore.progress import Progress
 from rmeval.perturbations.suite import Pair, PerturbedSet
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
+from rmeval.scoring.run import PROGRESS_CHUNK
 from rmeval.suitability.tables import PAIR_COLUMNS
 
 
@@ -43,6 +45,7 @@ def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = Non
     cached = scorer if isinstance(scorer, CachedScorer) else None
     inner = cached.inner if cached is not None else scorer
     if inner.kind == "generative_judge":
+        # torch: this module loads without it
         from rmeval.scoring.pairwise_judge import PairwiseJudgeScorer
 
         inner = PairwiseJudgeScorer(inner, style=judge_style, max_new_tokens=judge_explain_tokens)
@@ -70,9 +73,6 @@ def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
 def _score_unique(scorer: Scorer, items: list[Any], progress: str | None = None) -> np.ndarray:
     """Scores of ``items``, each distinct text scored once; with ``progress`` (its description) in
     chunks, the count shown on stderr (``rmcore.progress``; scores do not depend on the chunks)."""
-    from rmcore.progress import Progress
-    from rmeval.scoring.run import PROGRESS_CHUNK
-
     uniq: dict[str, int] = {}
     idx = [uniq.setdefault(scorer.render(it), len(uniq)) for it in items]
     todo: list[Any] = [None] * len(uniq)
@@ -138,13 +138,14 @@ def input_changed(scorer: Scorer, originals: list[Pair], perturbed: list[Pair]) 
                      for j in range(0, n2, 2)], dtype=bool)
 
 
-def score_suite(scorer: Scorer, suite: list[PerturbedSet]) -> pd.DataFrame:
+def score_suite(scorer: Scorer, suite: list[PerturbedSet], progress: bool = True) -> pd.DataFrame:
     """The pairs table of a built suite (failed twins are absent from it; see ``suite_counts``):
-    confidence and log confidence of original and perturbed, ``changed`` (the scorer's input)."""
+    confidence and log confidence of original and perturbed, ``changed`` (the scorer's input);
+    ``progress``: the scoring's count on stderr."""
     twins = [(ps.spec, t) for ps in suite for t in ps.twins if t.perturbed is not None]
     changed = input_changed(scorer, [t.original for _, t in twins], [t.perturbed for _, t in twins])
     to_score = [t.original for _, t in twins] + [t.perturbed for (_, t), c in zip(twins, changed) if c]
-    m, log_m = pair_metrics(scorer, to_score, progress="scoring suitability pairs")
+    m, log_m = pair_metrics(scorer, to_score, progress="scoring suitability pairs" if progress else None)
     n = len(twins)
     mp, lp = m[:n].copy(), log_m[:n].copy()  # an unchanged twin: exactly its original's values
     mp[changed], lp[changed] = m[n:], log_m[n:]

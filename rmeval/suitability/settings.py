@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.errors import ConfigError
-from rmcore.settings import option
+from rmcore.settings import bounded, option
+from rmeval.perturbations.rewriters import make_rewriter
 
 if TYPE_CHECKING:
     from rmcore.data.schema import RatingSet
@@ -68,14 +69,16 @@ class SuitabilityAuditSettings:
     # a preference-set spec; None: the audit's own rating set
     data: str | dict[str, Any] | None = option(None, flag="--suitability-data",
                                                help="preference set for --suitability (default --data)")
-    max_prompts: int | None = None  # seeded sample of `data`'s prompts (a command's --max-prompts)
-    max_items: int | None = option(None, help="first N preference items")
-    base_level: int = option(0, choices=[0, 1, 2], help="RM-Bench style level of the base pairs")
-    n_permutations: int = option(10_000, help="sign-flip permutations B")
-    q: float = option(0.05, help="FDR level of the group-aware BH")
-    eta: float = option(0.5, help="Storey threshold for each group's null share")
+    max_prompts: int | None = bounded(None, ge=1)  # seeded sample of `data`'s prompts (a command's --max-prompts)
+    max_items: int | None = option(None, ge=1, help="keep the first N preference items (one chosen/rejected pair per "
+                                              "prompt, in the data's order), after --max-prompts has sampled "
+                                              "the prompts")
+    base_level: int = option(0, choices=[0, 1, 2], ge=0, le=2, help="RM-Bench style level of the base pairs")
+    n_permutations: int = option(10_000, ge=1, help="sign-flip permutations B")
+    q: float = option(0.05, gt=0, lt=1, help="FDR level of the group-aware BH")
+    eta: float = option(0.5, gt=0, lt=1, help="Storey threshold for each group's null share")
     # None: the panel rule for several models, else 0
-    margin: float | None = option(None, help="effect-size margin m >= 0 (default: panel rule max{d : p >= alpha} "
+    margin: float | None = option(None, ge=0, help="effect-size margin m >= 0 (default: panel rule max{d : p >= alpha} "
                                              "for several models, else 0)")
     # storey | fixed | equal (plain BH); None: fixed with null_share, else storey
     weighting: str | None = option(None, choices=["storey", "fixed", "equal"],
@@ -83,8 +86,8 @@ class SuitabilityAuditSettings:
                                         "equal (1: plain BH)")
     null_share: dict[str, float] | None = option(
         None, nargs="+", metavar="GROUP=Q", parse=parse_null_shares,
-        help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 (groups not named: 1)")
-    alpha: float = option(0.05, help="level of the panel rule and of the per-subset radar")
+        gt=0, le=1, help="fixed null share per group in (0, 1], e.g. controlled=0.8 stylized=0.5 (groups not named: 1)")
+    alpha: float = option(0.05, gt=0, lt=1, help="level of the panel rule and of the per-subset radar")
     metric: str = option("log_confidence", choices=["log_confidence", "confidence"],
                          help="M tested: log sigma(r_c - r_r) (Reward Auditor's code) or sigma(r_c - r_r)")
     robustness: bool = option(True, flag="--no-robustness", action="store_false",
@@ -98,7 +101,7 @@ class SuitabilityAuditSettings:
     judge_style: str = option("verdict", choices=["verdict", "explain"],
                               help="generative judge: a one-letter verdict, or Reward Auditor's prompt (an "
                                    "explanation, then [[A]]/[[B]]/[[C]])")
-    judge_explain_tokens: int = option(256, help="most tokens of the judge's explanation (--judge-style explain)")
+    judge_explain_tokens: int = option(256, ge=1, help="most tokens of the judge's explanation (--judge-style explain)")
     # CODE -> GROUP for codes outside the ten (suitability-stats)
     groups: dict[str, str] | None = option(None, nargs="+", metavar="CODE=GROUP", parse=parse_groups,
                                            help="groups of codes outside the ten (controlled / stylized or your own)")
@@ -110,6 +113,7 @@ class SuitabilityAuditSettings:
     language: str = option("Chinese", help="target language of LC and SLC")
 
     def inference(self, seed: int) -> SuitabilitySettings:
+        # scipy, pandas: --help stays cheap
         from rmeval.suitability.run import SuitabilitySettings
 
         s = SuitabilitySettings(n_permutations=self.n_permutations, seed=seed, q=self.q, eta=self.eta,
@@ -122,6 +126,7 @@ class SuitabilityAuditSettings:
 
     def validate(self) -> None:
         """Every setting outside the inference's in range (one-line ConfigErrors)."""
+        # torch: --help stays cheap
         from rmeval.scoring.pairwise_judge import STYLES
 
         for name, lo in (("max_items", 1), ("max_prompts", 1), ("judge_explain_tokens", 1)):
@@ -132,6 +137,7 @@ class SuitabilityAuditSettings:
             raise ConfigError(f"base_level must be an RM-Bench style level 0, 1 or 2, got {self.base_level!r}")
         if self.judge_style not in STYLES:
             raise ConfigError(f"judge_style must be one of {', '.join(STYLES)}, got '{self.judge_style}'")
+        # pandas: --help stays cheap
         from rmeval.perturbations.suite import GROUPS
 
         known = set(GROUPS.values()) | set((self.groups or {}).values())
@@ -141,6 +147,7 @@ class SuitabilityAuditSettings:
                               f"{', '.join(sorted(known))}")
 
     def specs(self, rating_set: RatingSet) -> list[str]:
+        # pandas: --help stays cheap
         from rmeval.perturbations.suite import default_specs
 
         if self.perturbations:
@@ -148,8 +155,6 @@ class SuitabilityAuditSettings:
         return default_specs(rating_set, with_lm=bool(self.rewriter))
 
     def rewriters(self, out: str | os.PathLike, seed: int) -> dict[str, Any]:
-        from rmeval.perturbations.rewriters import make_rewriter
-
         rewriters: dict[str, Any] = {}
         if self.rewriter:
             cache = Path(self.rewrite_cache) if self.rewrite_cache else Path(out) / "rewrite_cache.sqlite"
@@ -161,6 +166,7 @@ class SuitabilityAuditSettings:
 
     def rating_set(self, default: RatingSet, seed: int) -> RatingSet:
         """The preference set perturbed: ``data`` (sampled like the audit's), else ``default``."""
+        # scipy, pandas: --help stays cheap
         from rmcore.data.registry import load_data
 
         return load_data(self.data, self.max_prompts, seed) if self.data else default

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
+from rmcore.io import read_table
 from rmeval.perturbations.suite import GROUPS
 
 PAIR_COLUMNS = ["item_id", "perturbation", "m_original", "m_perturbed"]
@@ -108,6 +109,4 @@ def validate_pairs(df: pd.DataFrame, *, file: str = "<pairs>", groups: Mapping[s
 
 def read_pairs(path: str | os.PathLike, groups: Mapping[str, str] | None = None,
                metric: str = "log_confidence") -> pd.DataFrame:
-    from rmcore.io import read_table
-
     return validate_pairs(read_table(path, "--pairs"), file=str(path), groups=groups, metric=metric)

@@ -84,9 +84,12 @@ def register_arm(cls: A, *, replace: bool = False) -> A:
 
 def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
     """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields)."""
+    from rmcore.settings import check_ranges
+
     cls = ARMS.lookup(name)
     try:
         cfg = cls.config_class(**(options or {}))
     except TypeError as e:
         raise ConfigError(f"arm '{name}': bad options {options}: {e}") from None
+    check_ranges(cfg, where="arm_options")  # a numeric option in its declared range
     return cls(cfg)

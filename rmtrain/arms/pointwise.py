@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rmcore.settings import bounded
 from rmtrain.arms.base import Arm, ArmConfig, PairTable, register_arm
 
 
@@ -46,7 +47,7 @@ def prompt_derangement(prompt_ids: list[str], seed: int) -> dict[str, str]:
 
 @dataclass
 class ShuffledMeanConfig(ArmConfig):
-    permutation_seed: int | None = None  # default: the run seed
+    permutation_seed: int | None = bounded(None, ge=0)  # default: the run seed
 
 
 @register_arm

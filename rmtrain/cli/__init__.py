@@ -1,11 +1,11 @@
 """`rmtrain`: thin command line over rmtrain's Python API.
 
-    rmtrain train --config RECIPE [--arm A] [--seed S] [--model M] [--output-dir DIR] [--set KEY=VALUE ...]
+    rmtrain train --config RECIPE [--arm A] [--seed S] [--model M] [--out DIR] [--set KEY=VALUE]...
     rmtrain sweep --config RECIPE [--executor local|slurm|submitit-local] [--dry-run]
     rmtrain policy --config RECIPE --reward-model RM --environment clean|perturbed [--launch]
     rmtrain policy-eval --config RECIPE --out OUT [--clean DIR --perturbed DIR]
     rmtrain check RECIPE ...
-    rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE ...]
+    rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE]...
 
 One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)`` and its
 settings dataclass (``TrainCommand``, ``SweepCommand`` ...; ``rmcore.settings``): the flags are
@@ -20,6 +20,8 @@ import logging
 import sys
 
 from rmcore.errors import ConfigError, DataError
+from rmcore.io import check_path
+from rmcore.quiet import quiet_libraries
 from rmcore.settings import from_args
 from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
@@ -34,12 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from rmcore.console import quiet_libraries
-
+    args = build_parser().parse_args(argv)  # first: --help and a bad flag end here, before any library loads
     quiet_libraries()
-    args = build_parser().parse_args(argv)
     try:
-        return int(args.func(from_args(args.settings, args)) or 0)
+        settings = from_args(args.settings, args)
+        if isinstance(getattr(settings, "config", None), str):
+            check_path(settings.config, "recipe")  # load_recipe's own check, made before torch loads
+        return int(args.func(settings) or 0)
     except (ConfigError, DataError, OSError) as e:
         lines = str(e).strip().splitlines()
         print(f"rmtrain: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)

@@ -1,48 +1,31 @@
 """``rmtrain filter-experiment``: raw against centred filtering of a training pool, DPO on each kept
-set, the policies judged head to head and against the base (rmtrain.filtering), from a recipe."""
+set, the policies judged head to head and against the base (rmtrain.filtering), from a recipe. Its
+settings are rmeval's experiment commands' (``rmeval pool``, ``rmeval leaderboard``):
+``rmeval.cli.experiments.ExperimentCommand``."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
-
-
-@dataclass(kw_only=True)
-class FilterExperimentCommand:
-    """``rmtrain filter-experiment``'s settings: the flags of rmeval's experiment commands (``rmeval
-    pool``, ``rmeval leaderboard``; rmeval.cli.experiments), whose helpers read them back."""
-
-    config: str = option(required=True, help="the experiment's recipe (YAML)")
-    out: str | None = option(None, help="output directory (default: the recipe's output_dir)")
-    data: str | None = option(None, help="data SPEC in place of the recipe's data")
-    max_prompts: int | None = option(None, help="seeded sample of this many prompts")
-    overrides: list[str] = option(default_factory=list, flag="--set", nargs="+", metavar="KEY=VALUE",
-                                  help="override recipe values, e.g. sampling.n=2")
-    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
-                                    help="default: online with an API key, else offline")
-    wandb_project: str = option("matchrm", help="W&B project")
+from rmcore.settings import add_options
+from rmeval.cli.experiments import ExperimentCommand
+from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("filter-experiment", help="filter a training pool by raw and by centred reward, train DPO "
                                                  "on each kept set and judge the policies")
-    add_options(p, FilterExperimentCommand)
-    p.set_defaults(func=run, settings=FilterExperimentCommand)
+    add_options(p, ExperimentCommand)
+    p.set_defaults(func=run, settings=ExperimentCommand)
 
 
-def run(s: FilterExperimentCommand) -> int:
-    from rmeval.cli.experiments import recipe_overrides
-    from rmeval.cli.flags import wandb_target
-    from rmeval.experiments.recipe import TOY_NOTICE
+def run(s: ExperimentCommand) -> int:
+    # torch: --help stays cheap
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
-    # rmeval's helpers read the same attributes from these settings as from its parsed flags
-    args = argparse.Namespace(**vars(s))
-    cfg = load_filtering_config(s.config, recipe_overrides(args))
+    cfg = load_filtering_config(s.config, s.recipe_overrides())
     out = s.out or cfg.output_dir
-    res = run_filter_experiment(cfg, out=out, **wandb_target(args))
+    res = run_filter_experiment(cfg, out=out, **s.wandb.target())
     if cfg.toy:
         print(TOY_NOTICE)
     f = res["filter"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmcore.config import parse_override
-from rmcore.settings import flag_overrides, option
+from rmcore.settings import AppendEach, flag_overrides, option
 
 
 @dataclass(kw_only=True)
@@ -16,8 +16,9 @@ class RecipeCommand:
     extend it (its fields come first on the command line)."""
 
     config: str = option(required=True, help="recipe YAML (recipes/*.yaml)")
-    overrides: list[str] = option(default_factory=list, flag="--set", action="append", metavar="KEY=VALUE",
-                                  help="override any config key, e.g. training.learning_rate=1e-5 (repeatable)")
+    overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
+                                  help="override any config key, e.g. training.learning_rate=1e-5 (repeat --set "
+                                       "for each key)")
     wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"], help="W&B mode",
                                     recipe_key="wandb.mode")
     force: bool = option(False, help="retrain even if train_summary.json exists")
@@ -25,7 +26,7 @@ class RecipeCommand:
 
 def overrides(settings: RecipeCommand) -> dict[str, Any]:
     """--set pairs, then the flags declared with a ``recipe_key`` that were given (--wandb-mode,
-    --arm, --seed, --model, --output-dir ...), which win."""
+    --arm, --seed, --model, --out ...), which win."""
     ov = dict(parse_override(o) for o in settings.overrides)
     ov.update(flag_overrides(settings))
     return ov

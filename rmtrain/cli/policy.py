@@ -10,7 +10,8 @@ from typing import Any
 
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
+from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 TRAIN_KEYS = ("algorithm", "environment", "reward_model", "steps", "reward_mean_first", "reward_mean_last",
@@ -41,12 +42,16 @@ class PolicyCommand(RecipeCommand):
                                     "checkpoint dir")
     environment: str = option(required=True, recipe_key="environment", help="clean | perturbed")
     # not a recipe override: the policy's directory is set from the reward model's name (run)
-    output_dir: str | None = option(None, help="default: output_root/<reward model name>/<environment>")
+    output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
+                                    parse=output_folder("--out"),
+                                    help="policy directory (default: output_root/<reward model name>/<environment>)")
     launch: bool = option(False, help="ppo: start the reward server, run OpenRLHF, write policy_summary.json")
     collect: bool = option(False,
                            help="ppo: write policy_summary.json from the OpenRLHF run's train.log and adapter")
     device: str | None = _device("the reward model", "training.reward_device", "openrlhf.reward_device")
     dtype: str | None = _dtype("the reward model", "training.reward_dtype", "openrlhf.reward_dtype")
+    force: bool = option(False, help="retrain from the start even if policy_summary.json or an interrupted "
+                                     "run's checkpoints exist")
 
 
 @dataclass(kw_only=True)
@@ -61,9 +66,12 @@ class PolicyEvalCommand(RecipeCommand):
                                help="hf:PATH | openai:MODEL (default: evaluation.judge)")
     judge_base_url: str | None = option(None, recipe_key="evaluation.judge_base_url",
                                         help="OpenAI-compatible endpoint base URL")
-    out: str = option(required=True, help="output directory of the evaluation")
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory of the evaluation")
     device: str | None = _device("the policies' generation and an hf: judge", "evaluation.device")
     dtype: str | None = _dtype("the policies' generation and an hf: judge", "evaluation.dtype")
+    force: bool = option(False, help="no effect here (accepted like the other rmtrain commands' --force): the "
+                                     "policies' cached responses and, without --clean, each reward model's "
+                                     "winrate.json are reused; delete them to recompute")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,6 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: PolicyCommand) -> int:
     from pathlib import Path
 
+    # torch: --help stays cheap
     from rmtrain.policy.config import load_policy_config
     from rmtrain.policy.evaluate import policy_dir
     from rmtrain.policy.train import train_policy
@@ -89,12 +98,13 @@ def run(s: PolicyCommand) -> int:
     cfg.reward_model = cfg.reward_model_path(name)
     cfg.output_dir = s.output_dir or str(policy_dir(cfg, Path(name).name, cfg.environment))
     if s.collect:
+        # torch: --help stays cheap
         from rmtrain.policy.openrlhf import collect_ppo
 
         summary = collect_ppo(cfg.output_dir)
     else:
         collect = ["rmtrain", "policy", "--config", s.config, "--reward-model", name, "--environment",
-                   s.environment, "--output-dir", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
+                   s.environment, "--out", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
                    "--collect"]
         summary = train_policy(cfg, force=s.force, launch=s.launch, collect_command=collect)
     print(json.dumps({k: summary[k] for k in TRAIN_KEYS if k in summary}, indent=2))
@@ -102,6 +112,7 @@ def run(s: PolicyCommand) -> int:
 
 
 def run_eval(s: PolicyEvalCommand) -> int:
+    # torch: --help stays cheap
     from rmtrain.policy.config import load_policy_config
     from rmtrain.policy.evaluate import evaluate_all, evaluate_pair, judge_from_config
 
@@ -114,7 +125,5 @@ def run_eval(s: PolicyEvalCommand) -> int:
         res = evaluate_pair(cfg, s.clean, s.perturbed, s.out, judge_from_config(cfg))
         print(json.dumps({k: res[k] for k in PAIR_KEYS}, indent=2))
     else:
-        from rmeval.experiments.winrate import spearman_markdown
-
         print(spearman_markdown(evaluate_all(cfg, s.out)))
     return 0

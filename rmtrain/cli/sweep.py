@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 
@@ -13,13 +13,15 @@ from rmtrain.cli.flags import RecipeCommand, overrides
 class SweepCommand(RecipeCommand):
     """``rmtrain sweep``'s settings."""
 
-    output_dir: str | None = option(None, recipe_key="sweep.output_root",
+    output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
+                                    recipe_key="sweep.output_root", parse=output_folder("--out"),
                                     help="sweep directory (default: the recipe's sweep.output_root)")
     dry_run: bool = option(False, help="print the run matrix and launch commands, run nothing")
     executor: str = option("local", choices=["local", "slurm", "submitit-local"],
                            help="local: this machine; slurm: submitit job arrays (sweep.slurm in the recipe); "
                                 "submitit-local: the same job arrays through submitit's local executor")
-    max_parallel: int | None = option(None, help="local executor: runs at once (default sweep.max_parallel)")
+    max_parallel: int | None = option(None, ge=1, help="local executor: runs at once (default sweep.max_parallel)")
+    force: bool = option(False, help="rerun every run of the sweep, finished ones too (default: resume)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SweepCommand) -> int:
+    # torch: --help stays cheap
     from rmtrain.config import load_sweep
     from rmtrain.sweep import run_sweep
 

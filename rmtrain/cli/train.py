@@ -7,21 +7,28 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option
+from rmcore.checkpoints import run_title
+from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd")
+# the arms of rmtrain.arms.ARMS that ship with rmtrain, named here because importing the registry
+# imports torch and --help must not (a test checks this list against the registry)
+BUILTIN_ARMS = ("bradley_terry", "bt_margin", "gap_only", "regression", "shuffled_mean", "binarized")
 
 
 @dataclass(kw_only=True)
 class TrainCommand(RecipeCommand):
     """``rmtrain train``'s settings: the recipe's flags and the recipe keys a run is named by."""
 
-    arm: str | None = option(None, recipe_key="arm", help="the arm to train (default: the recipe's arm)")
-    seed: int | None = option(None, recipe_key="seed", help="training seed (default: the recipe's seed)")
+    arm: str | None = option(None, recipe_key="arm",
+                             help=f"the arm to train: {', '.join(BUILTIN_ARMS)} or one registered in code, see "
+                                  "docs/extending.md (default: the recipe's arm)")
+    seed: int | None = option(None, recipe_key="seed", ge=0, help="training seed (default: the recipe's seed)")
     model: str | None = option(None, recipe_key="model.name_or_path",
                                help="Hub id or local path of the base model")
-    output_dir: str | None = option(None, recipe_key="output_dir",
+    output_dir: str | None = option(None, flag="--out", deprecated=("--output-dir",), metavar="OUT",
+                                    recipe_key="output_dir", parse=output_folder("--out"),
                                     help="run directory (default: the recipe's output_dir)")
 
 
@@ -32,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: TrainCommand) -> int:
-    from rmcore.checkpoints import run_title
+    # torch, transformers: --help stays cheap
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 

@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.config import config_from_dict, load_recipe
+from rmcore.device import DTYPES, check_device_name
 from rmcore.errors import ConfigError
+from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
-from rmtrain.config import WandbSettings
+from rmcore.settings import bounded
+from rmtrain.config import WandbSettings, short_model_name
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
@@ -39,45 +42,46 @@ class EnvironmentSettings:
     the response against the user's prompt)."""
 
     controlled: list[str] = field(default_factory=lambda: list(DEFAULT_CONTROLLED))
-    controlled_fraction: float = 0.5
+    controlled_fraction: float = bounded(0.5, ge=0, le=1)
     stylized: list[str] = field(default_factory=lambda: list(DEFAULT_STYLIZED))
-    stylized_fraction: float = 0.5
-    seed: int = 0
+    stylized_fraction: float = bounded(0.5, ge=0, le=1)
+    seed: int = bounded(0, ge=0)
     perturbation_options: dict[str, Any] = field(default_factory=dict)  # passed to perturb_prompt
 
 
 @dataclass
 class RLSettings:
     algorithm: str = "grpo"  # grpo | rloo (trl, any device) | ppo (OpenRLHF, GPUs)
-    learning_rate: float = 1e-5  # the actor's under ppo
-    max_steps: int = 100
-    per_device_batch_size: int = 8  # completions per optimizer step (trl counts completions)
-    gradient_accumulation_steps: int = 1
-    num_generations: int = 4  # rollouts per prompt (the study: 16)
-    max_completion_length: int = 128
-    temperature: float = 0.8
-    top_p: float = 0.9
-    repetition_penalty: float = 1.1
-    beta: float = 0.04  # KL coefficient to the reference (the LoRA-free base model)
-    max_grad_norm: float = 0.8
-    num_epochs: int = 1
-    logging_steps: int = 1
+    learning_rate: float = bounded(1e-5, gt=0)  # the actor's under ppo
+    max_steps: int = bounded(100, ge=1)
+    per_device_batch_size: int = bounded(8, ge=1)  # completions per optimizer step (trl counts completions)
+    gradient_accumulation_steps: int = bounded(1, ge=1)
+    num_generations: int = bounded(4, ge=2)  # rollouts per prompt (the study: 16)
+    max_completion_length: int = bounded(128, ge=1)
+    temperature: float = bounded(0.8, gt=0)
+    top_p: float = bounded(0.9, gt=0, le=1)
+    repetition_penalty: float = bounded(1.1, gt=0)
+    beta: float = bounded(0.04, ge=0)  # KL coefficient to the reference (the LoRA-free base model)
+    max_grad_norm: float = bounded(0.8, ge=0)
+    num_epochs: int = bounded(1, ge=1)
+    logging_steps: int = bounded(1, ge=1)
     gradient_checkpointing: bool = True  # trl's default; off for tiny CPU models (only slower there)
     save_adapter: bool = True
     use_cpu: bool = False
-    reward_batch_size: int = 32
-    reward_max_length: int = 1024
+    reward_batch_size: int = bounded(32, ge=1)
+    reward_max_length: int = bounded(1024, ge=1)
     reward_device: str = "auto"  # rmcore.device: auto = this process's GPU where there is one, else the CPU
     reward_dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on the CPU
     # rollouts: vLLM (trl's use_vllm) where it is installed and a GPU is there, else transformers' generate
     generation: str = "auto"  # auto | vllm | generate
     vllm_mode: str = "colocate"  # colocate: vLLM inside each training process; server: `trl vllm-serve`
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
+    vllm_gpu_memory_utilization: float = bounded(0.3, gt=0, le=1)
+    vllm_tensor_parallel_size: int = bounded(1, ge=1)
     vllm_enable_sleep_mode: bool = False  # colocate: vLLM's memory released while the policy trains
     vllm_server_base_url: str | None = None  # server mode
-    save_steps: int = 50  # a checkpoint every N steps; a rerun of an interrupted run resumes from the last
-    save_total_limit: int = 2
+    # a checkpoint every N steps; a rerun of an interrupted run resumes from the last
+    save_steps: int = bounded(50, ge=1)
+    save_total_limit: int = bounded(2, ge=1)
 
 
 COLOCATE = ("all", "actor_ref", "none")
@@ -93,18 +97,19 @@ class RayLayout:
     with vLLM and DeepSpeed sleep mode; OpenRLHF's 8-GPU setup); ``actor_ref``: actor and reference
     share GPUs, the critic and vLLM have their own; ``none``: every role has its own GPUs."""
 
-    nodes: int = 1
-    gpus_per_node: int = 8
+    nodes: int = bounded(1, ge=1)
+    gpus_per_node: int = bounded(8, ge=1)
     colocate: str = "all"
-    actor_nodes: int = 1
-    actor_gpus_per_node: int = 8
-    ref_nodes: int = 1
-    ref_gpus_per_node: int = 8
-    critic_nodes: int = 1
-    critic_gpus_per_node: int = 8
-    vllm_engines: int = 4
-    vllm_tensor_parallel_size: int = 2
-    vllm_gpu_memory_utilization: float = 0.5  # of each GPU's memory; colocated: leaves room for the others
+    actor_nodes: int = bounded(1, ge=1)
+    actor_gpus_per_node: int = bounded(8, ge=1)
+    ref_nodes: int = bounded(1, ge=1)
+    ref_gpus_per_node: int = bounded(8, ge=1)
+    critic_nodes: int = bounded(1, ge=1)
+    critic_gpus_per_node: int = bounded(8, ge=1)
+    vllm_engines: int = bounded(4, ge=1)
+    vllm_tensor_parallel_size: int = bounded(2, ge=1)
+    # of each GPU's memory; colocated: leaves room for the others
+    vllm_gpu_memory_utilization: float = bounded(0.5, gt=0, le=1)
     adam_offload: bool = False
 
     def world(self, role: str) -> int:
@@ -161,20 +166,21 @@ class OpenRLHFSettings:
     layout: str = "colocated"
     colocated: RayLayout = field(default_factory=RayLayout)
     multi_node: RayLayout = field(default_factory=_multi_node)
-    critic_learning_rate: float = 1.5e-6
-    gamma: float = 0.999
+    critic_learning_rate: float = bounded(1.5e-6, gt=0)
+    gamma: float = bounded(0.999, ge=0, le=1)
     python: str = "python3"
-    zero_stage: int = 3
+    zero_stage: int = bounded(3, ge=0, le=3)
     param_dtype: str = "bf16"
-    train_batch_size: int = 128
-    rollout_batch_size: int = 1024
-    micro_train_batch_size: int = 1
-    micro_rollout_batch_size: int = 1
-    max_len: int = 2048
-    init_kl_coef: float = 0.01
-    save_steps: int = 20  # DeepSpeed checkpoints every N steps; a rerun of train_ppo.sh resumes from the last
+    train_batch_size: int = bounded(128, ge=1)
+    rollout_batch_size: int = bounded(1024, ge=1)
+    micro_train_batch_size: int = bounded(1, ge=1)
+    micro_rollout_batch_size: int = bounded(1, ge=1)
+    max_len: int = bounded(2048, ge=1)
+    init_kl_coef: float = bounded(0.01, ge=0)
+    # DeepSpeed checkpoints every N steps; a rerun of train_ppo.sh resumes from the last
+    save_steps: int = bounded(20, ge=1)
     reward_host: str = "127.0.0.1"
-    reward_port: int = 5000
+    reward_port: int = bounded(5000, ge=1, le=65535)
     reward_device: str = "auto"  # rmeval serve-reward --device (auto: cuda:0 where there is a GPU)
     reward_dtype: str = "auto"  # auto: bfloat16 on a GPU
     extra_args: list[str] = field(default_factory=list)
@@ -191,15 +197,15 @@ class OpenRLHFSettings:
 
 @dataclass
 class EvalSettings:
-    n_prompts: int = 100  # held-out clean prompts, as in the study
-    max_new_tokens: int = 256
+    n_prompts: int = bounded(100, ge=1)  # held-out clean prompts, as in the study
+    max_new_tokens: int = bounded(256, ge=1)
     judge: str | None = None  # hf:PATH | openai:MODEL
     judge_base_url: str | None = None
-    judge_max_length: int = 4096
+    judge_max_length: int = bounded(4096, ge=1)
     device: str = "auto"  # the policies' greedy answers and an hf: judge (rmcore.device)
     dtype: str = "auto"
-    n_boot: int = 2000
-    seed: int = 0
+    n_boot: int = bounded(2000, ge=1)
+    seed: int = bounded(0, ge=0)
     # suitability.json (issue: rmeval suitability) and accuracy change per reward model, for the
     # Spearman table; keys are reward-model names as in ``reward_models``
     suitability: dict[str, str] = field(default_factory=dict)
@@ -210,9 +216,9 @@ class SweepRuns:
     """Reward models from a sweep's final runs: one per arm at ``seed``, found in the sweep's
     ``summary.csv`` (else its ledger), named by arm."""
 
-    sweep: str  # the sweep's output directory (rmtrain sweep --output-dir)
+    sweep: str  # the sweep's output directory (rmtrain sweep --out)
     arms: list[str] = field(default_factory=list)
-    seed: int = 1
+    seed: int = bounded(1, ge=0)
     model: str | None = None  # which model, when the sweep trained several
     recipe: str | None = None  # the sweep's recipe, named in the message when the sweep has not run
 
@@ -221,10 +227,10 @@ class SweepRuns:
 class PolicyConfig:
     policy: PolicyModelSettings
     data: dict[str, Any]  # the prompt pool, any rmtrain data spec (rm_bench chat in the study)
-    n_train_prompts: int | None = None  # None: every prompt not held out
-    heldout_prompts: int = 100  # clean prompts kept out of training for policy-eval
-    split_seed: int = 0
-    seed: int = 1
+    n_train_prompts: int | None = bounded(None, ge=1)  # None: every prompt not held out
+    heldout_prompts: int = bounded(100, ge=0)  # clean prompts kept out of training for policy-eval
+    split_seed: int = bounded(0, ge=0)
+    seed: int = bounded(1, ge=0)
     reward_model: str | None = None  # set by --reward-model
     reward_models: dict[str, str] = field(default_factory=dict)  # name -> checkpoint (sweeps, policy-eval)
     reward_models_from: SweepRuns | None = None  # more names, from a sweep's runs
@@ -301,8 +307,6 @@ class PolicyConfig:
 
 
 def _check_placement(value: str, where: str) -> None:
-    from rmcore.device import DTYPES, check_device_name
-
     if where.endswith("dtype"):
         if value not in DTYPES:
             raise ConfigError(f"{where} must be one of {', '.join(DTYPES)}, got '{value}'")
@@ -319,8 +323,6 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     import json
     from pathlib import Path
 
-    from rmcore.io import read_table
-
     root = Path(src.sweep)
     rows: list[dict[str, Any]] = []
     if (root / "summary.csv").exists():
@@ -331,7 +333,7 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
             if r.get("stage") == "seed" and r.get("state") == "done":
                 rows.append({**r, "run_dir": r.get("output_dir")})
     else:
-        run = f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe else "the sweep"
+        run = f"rmtrain sweep --config {src.recipe} --out {src.sweep}" if src.recipe else "the sweep"
         raise ConfigError(f"reward_models_from: no sweep at {src.sweep} (no summary.csv, no ledger/): run {run} first")
     found = [r for r in rows if r.get("arm") == arm and int(r.get("seed", -1)) == src.seed
              and (src.model is None or src.model in (r.get("model"), _short_model(str(r.get("model")))))]
@@ -342,15 +344,13 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     if not found or not isinstance(found[0].get("run_dir"), str) or not Path(found[0]["run_dir"]).is_dir():
         raise ConfigError(f"reward_models_from: the sweep at {src.sweep} has no finished run of arm {arm} at seed "
                           f"{src.seed}" + (f" (model {src.model})" if src.model else "")
-                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --output-dir {src.sweep}" if src.recipe
+                          + "; rerun " + (f"rmtrain sweep --config {src.recipe} --out {src.sweep}" if src.recipe
                                           else "the sweep") + " to finish it")
     return found[0]["run_dir"]
 
 
 def _short_model(name: str) -> str:
-    from rmtrain.config import _short
-
-    return _short(name)
+    return short_model_name(name)
 
 
 def policy_config_from_dict(raw: dict[str, Any], where: str = "config",

@@ -29,7 +29,7 @@ import numpy as np
 
 from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.io import atomic_write_json, atomic_write_text, read_jsonl_rows
 from rmcore.registry import did_you_mean
 from rmeval.perturbations import PROMPT_PERTURBATIONS, STYLIZED_CODES, item_seed, perturb_prompt
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE
@@ -125,8 +125,6 @@ def write_rows(path: str | os.PathLike, rows: list[dict[str, Any]]) -> Path:
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     """An environment file's rows (written by build_environment; `rmtrain policy` writes them first)."""
-    from rmcore.io import read_jsonl_rows
-
     return [row for _, row in read_jsonl_rows(path, "environment file", ("prompt_id", "messages", "reward_messages"))]
 
 

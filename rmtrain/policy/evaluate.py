@@ -18,9 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.device import dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.modeling import load_tokenizer, resolve_model_path
 from rmeval.experiments.winrate import (
+    HFPairwiseJudge,
     PairwiseJudge,
     make_judge,
     read_suitability,
@@ -29,10 +32,11 @@ from rmeval.experiments.winrate import (
     spearman_table,
     win_rate,
 )
+from rmeval.scoring.judge import conversation_text
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
 from rmtrain.policy.summary import SUMMARY_FILE
-from rmtrain.policy.train import check_prompt_format, policy_prompt
+from rmtrain.policy.train import check_policy_model, check_prompt_format, policy_prompt
 
 log = logging.getLogger(__name__)
 RESPONSES_FILE = "eval_responses.jsonl"
@@ -59,9 +63,6 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-
-    from rmcore.device import resolve_device, resolve_dtype
-    from rmcore.modeling import load_tokenizer, resolve_model_path
 
     policy_dir = Path(policy_dir)
     cache = policy_dir / RESPONSES_FILE
@@ -115,8 +116,6 @@ def heldout_rows(cfg: PolicyConfig, clean_dir: Path) -> list[dict[str, Any]]:
 
 def evaluate_pair(cfg: PolicyConfig, clean_dir: str | os.PathLike, perturbed_dir: str | os.PathLike,
                   out: str | os.PathLike, judge: PairwiseJudge) -> dict[str, Any]:
-    from rmeval.scoring.judge import conversation_text
-
     clean_dir, perturbed_dir, out = Path(clean_dir), Path(perturbed_dir), Path(out)
     rows = heldout_rows(cfg, clean_dir)
     clean = generate_responses(cfg, clean_dir, rows)
@@ -176,10 +175,6 @@ def judge_from_config(cfg: PolicyConfig) -> PairwiseJudge:
         raise ConfigError("no judge: set evaluation.judge (hf:PATH or openai:MODEL) or pass --judge")
     kind, _, name = ev.judge.partition(":")
     if kind == "hf" and name:  # a local judge goes where the evaluation runs
-        from rmcore.device import dtype_name, resolve_device, resolve_dtype
-        from rmcore.modeling import resolve_model_path
-        from rmeval.experiments.winrate import HFPairwiseJudge
-        from rmtrain.policy.train import check_policy_model
 
         check_policy_model(name, "evaluation.judge")
         device = resolve_device(ev.device)

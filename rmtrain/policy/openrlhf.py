@@ -50,9 +50,12 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.formatting import plain_prompt
+from rmcore.io import atomic_write_json, atomic_write_text, check_path
+from rmcore.modeling import resolve_model_path
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
+from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +94,6 @@ def _flag(args: list[str], name: str, *values: Any) -> None:
 
 
 def prompt_records(rows: list[dict[str, Any]], prompt_format: str) -> list[dict[str, Any]]:
-    from rmcore.formatting import plain_prompt
-
     out = []
     for r in rows:
         rec: dict[str, Any] = {"prompt_id": r["prompt_id"], "label": json.dumps(r["reward_messages"], ensure_ascii=False)}
@@ -159,8 +160,6 @@ def run_name(cfg: PolicyConfig) -> str:
 
 def train_command(cfg: PolicyConfig, prompts_file: Path, out: Path) -> list[str]:
     """The ``train_ppo_ray`` command line, without the W&B key (added from the environment when it runs)."""
-    from rmcore.modeling import resolve_model_path
-
     o, t, pol = cfg.openrlhf, cfg.training, cfg.policy
     out = out.resolve()
     a: list[str] = [o.python, "-m", "openrlhf.cli.train_ppo_ray", *placement_flags(cfg)]
@@ -345,8 +344,6 @@ def _literal(text: str) -> str:
 def read_train_log(path: str | os.PathLike) -> tuple[dict[int, dict[str, float]], int]:
     """Per global step, the status OpenRLHF's PPOTrainer logged (the last entry of a step wins: a
     resumed run repeats steps after its checkpoint), and the number of step lines not readable."""
-    from rmcore.io import check_path
-
     p = check_path(path, "OpenRLHF training log")
     steps: dict[int, dict[str, float]] = {}
     bad = 0
@@ -371,8 +368,6 @@ def _first(status: dict[str, float], *keys: str) -> float | None:
 
 def collect_ppo(out: str | os.PathLike) -> dict[str, Any]:
     """``OUT/policy_summary.json`` of an OpenRLHF run prepared by ``prepare_ppo`` in ``OUT``."""
-    from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
-
     out = Path(out)
     cfg_file = out / "policy_config.json"
     if not cfg_file.exists():

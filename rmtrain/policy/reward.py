@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rmcore.device import Placement, describe
+from rmeval.scoring.server import load_reward_scorer
+
 
 def completion_text(completion: Any) -> str:
     """trl passes a string (standard prompts) or a list of messages (conversational prompts)."""
@@ -21,9 +24,6 @@ class ScorerReward:
 
     def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32, device: str = "auto",
                  dtype: str = "auto") -> None:
-        from rmcore.device import Placement, describe
-        from rmeval.scoring.server import load_reward_scorer
-
         self.scorer = load_reward_scorer(str(checkpoint), Placement(device=device, dtype=dtype), max_length=max_length,
                                          batch_size=batch_size)
         self.placement = {k: v for k, v in describe(self.scorer.model).items() if k in ("device", "dtype")}

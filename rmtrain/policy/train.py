@@ -26,10 +26,15 @@ from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.formatting import plain_prompt
-from rmcore.io import atomic_write_json
+from rmcore.io import atomic_write_json, looks_like_hub_id
+from rmcore.io import atomic_write_json as write_json
+from rmcore.modeling import load_tokenizer, resolve_model_path, torch_dtype
+from rmcore.tracking import Tracker
 from rmeval.scoring.server import check_reward_checkpoint
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import build_environment, read_rows
+from rmtrain.policy.openrlhf import prepare_ppo
+from rmtrain.policy.reward import ScorerReward
 from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
 
 log = logging.getLogger(__name__)
@@ -43,9 +48,6 @@ LOG_KEYS = {"reward": "reward_mean", "reward_std": "reward_sd", "kl": "kl",
 def check_policy_model(name_or_path: str, what: str = "policy.name_or_path") -> None:
     """A local policy path that does not exist is one line saying what to do, not the Hub's
     repo-id error (a name that looks like a Hub id, owner/name, is left to the Hub)."""
-    from rmcore.io import looks_like_hub_id
-    from rmcore.modeling import resolve_model_path
-
     name = resolve_model_path(name_or_path)
     if not os.path.exists(name) and not looks_like_hub_id(name):
         raise ConfigError(f"{what}: {name} not found; build or download the model there first (the demo's tiny "
@@ -53,8 +55,6 @@ def check_policy_model(name_or_path: str, what: str = "policy.name_or_path") -> 
 
 
 def load_policy_tokenizer(cfg: PolicyConfig) -> Any:
-    from rmcore.modeling import load_tokenizer
-
     check_policy_model(cfg.policy.name_or_path)
     tok = load_tokenizer(cfg.policy.name_or_path, cfg.policy.trust_remote_code)
     check_prompt_format(cfg, tok)
@@ -152,8 +152,6 @@ def train_policy(cfg: PolicyConfig, *, force: bool = False, launch: bool = False
     env_counts = build_environment(cfg, out / "environment")
     atomic_write_json(out / "policy_config.json", cfg.to_dict())
     if cfg.training.algorithm == "ppo":
-        from rmtrain.policy.openrlhf import prepare_ppo
-
         return prepare_ppo(cfg, out, tokenizer, launch=launch, collect_command=collect_command)
     return _train_trl(cfg, out, tokenizer, env_counts, resume)
 
@@ -166,8 +164,8 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     from peft import LoraConfig, TaskType
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
+    # transformers: this module loads without it
     from rmcore.console import use_progress_bar
-    from rmtrain.policy.reward import ScorerReward
 
     t, pol = cfg.training, cfg.policy
     rows, data = _policy_dataset(cfg, out)
@@ -231,8 +229,6 @@ def _load_policy(cfg: PolicyConfig, tokenizer: Any) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rmcore.modeling import resolve_model_path, torch_dtype
-
     pol = cfg.policy
     torch.manual_seed(cfg.seed)
     model = AutoModelForCausalLM.from_pretrained(resolve_model_path(pol.name_or_path), dtype=torch_dtype(pol.dtype),
@@ -259,8 +255,6 @@ def _resumed_history(resume: Path | None, reward: Any, out: Path) -> list[dict[s
 def _policy_tracker(cfg: PolicyConfig, out: Path, rm_tags: dict[str, Any], env_counts: dict[str, Any],
                     engine: dict[str, Any], resume: Path | None) -> Any:
     """The run's W&B tracker, tagged with the environment, the algorithm and the reward model's tags."""
-    from rmcore.tracking import Tracker
-
     t = cfg.training
     tags = [f"environment:{cfg.environment}", f"algorithm:{t.algorithm}"] + [f"rm_{k}:{v}" for k, v in rm_tags.items()]
     return Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
@@ -274,8 +268,6 @@ def _log_to_tracker(cfg: PolicyConfig, tracker: Any, reward: Any, history: list[
     """A trainer callback: each log's reward, KL and length to ``history`` and the tracker, and beside each
     checkpoint the state a resumed run needs."""
     from transformers import TrainerCallback
-
-    from rmcore.io import atomic_write_json as write_json
 
     class LogToTracker(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:

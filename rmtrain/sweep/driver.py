@@ -16,8 +16,10 @@ import yaml
 from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmtrain.config import Sweep, _short
+from rmeval.conditions import CONDITIONS, NEEDS
+from rmtrain.config import Sweep, short_model_name
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
+from rmtrain.sweep.extra_audits import audit_released
 from rmtrain.sweep.ledger import Ledger, is_alive, now
 from rmtrain.sweep.matrix import (
     Matrix,
@@ -29,7 +31,15 @@ from rmtrain.sweep.matrix import (
     search_seed,
     select_setting,
 )
-from rmtrain.sweep.worker import MATRIX_FILE, RECIPE_FILE, STATE_FILE, terminate_on_sigterm
+from rmtrain.sweep.report import log_to_wandb, summary_frame, write_outputs
+from rmtrain.sweep.worker import (
+    EXTRA_FIGURES,
+    MATRIX_FILE,
+    RECIPE_FILE,
+    STATE_FILE,
+    audit_dir,
+    terminate_on_sigterm,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +74,6 @@ def save_plan(sweep: Sweep, matrix: Matrix, out: Path) -> None:
 
 
 def _check_audit(sweep: Sweep) -> None:
-    from rmeval.conditions import CONDITIONS, NEEDS  # the registry is the one list of conditions
-
     a = sweep.settings.audit
     if a.enabled:
         try:
@@ -86,7 +94,7 @@ def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
         if row and row.get("fingerprint") and spec.setting is not None and spec.output_dir is not None:
             if row["fingerprint"] != fingerprint(run_config(sweep, spec)):
                 raise ConfigError(f"{ledger.root.parent} holds a sweep whose run {spec.run_id} was trained with "
-                                  "another config; use another --output-dir")
+                                  "another config; use another --out")
 
 
 def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None = None, dry_run: bool = False,
@@ -161,7 +169,6 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
         ex.run(todo, progress)
     _audit_stage(sweep, matrix, ledger, ex, force, echo)
     ledger.write_table(out / "ledger.csv")
-    from rmtrain.sweep.extra_audits import audit_released
 
     released = audit_released(sweep, out, echo=echo, executor=ex)  # sweep.released_scorers, the runs' prompts
     return finish(sweep, matrix, ledger, out, selected, echo=echo, released=released)
@@ -175,8 +182,8 @@ def _audit_stage(sweep: Sweep, matrix: Matrix, ledger: Ledger, ex: Any, force: b
     one whose audit left none keeps its training figures and says where to look."""
     import json
 
+    # transformers: this module loads without it
     from rmtrain.runs import audit_record_figures
-    from rmtrain.sweep.worker import EXTRA_FIGURES, audit_dir
 
     if not sweep.settings.audit.enabled:
         return
@@ -249,7 +256,7 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
                               figures=src["figures"], audit_dir=src.get("audit_dir"), reused_from=src["run_id"],
                               fingerprint=src.get("fingerprint"), finished_at=src.get("finished_at"), error=None)
                 continue
-            spec.output_dir = str(Path(s.output_root).resolve() / _short(spec.model) / spec.arm / f"seed{spec.seed}")
+            spec.output_dir = str(Path(s.output_root).resolve() / short_model_name(spec.model) / spec.arm / f"seed{spec.seed}")
             ledger.update(spec.run_id, setting=spec.setting, output_dir=spec.output_dir)
         if force or not ledger.is_done(spec.run_id):
             todo.append(spec.run_id)
@@ -258,8 +265,6 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
 
 def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: dict[str, Any], *,
            echo: Callable[[str], None] = print, released: dict[str, Any] | None = None) -> dict[str, Any]:
-    from rmtrain.sweep.report import log_to_wandb, summary_frame, write_outputs
-
     rows = {r["run_id"]: r for r in ledger.rows()}
     final = [rows[r.run_id] for r in matrix.seeds]
     group = sweep_group(sweep)

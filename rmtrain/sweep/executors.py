@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.jobs import make_executor
+from rmcore.jobs import launch_command, make_executor
 from rmtrain.config import SlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
+from rmtrain.sweep.worker import run_one
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,6 @@ log = logging.getLogger(__name__)
 def audit_command(out: Path, run_id: str, num_processes: int = 1) -> tuple[list[str], dict[str, str]]:
     """(command, environment additions) of a run's final audit: one process, or ``num_processes``
     under accelerate launch sharing the scoring."""
-    from rmcore.jobs import launch_command
-
     args = ["rmtrain.sweep.worker", str(out), run_id, "--audit"]
     if num_processes == 1:
         return [sys.executable, "-m", *args], {}
@@ -99,8 +98,6 @@ class LocalExecutor:
 
     def run(self, run_ids: list[str], on_end: Any = None) -> None:
         if self.max_parallel == 1:
-            from rmtrain.sweep.worker import run_one
-
             for rid in run_ids:  # in this process: no second start-up of torch per run
                 run_one(self.out, rid, force=self.force)
                 if on_end:

@@ -32,6 +32,8 @@ from rmcore.checkpoints import SUMMARY_FILE
 from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
+from rmeval.audit.pipeline import audit_checkpoint
+from rmeval.scoring import ScorerSettings
 from rmtrain.config import Sweep, SweepSettings, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ def audit_dir(run_dir: str | Path, label: str | None = None) -> Path:
 def read_figures(audit_path: str | Path) -> dict[str, Any]:
     """The sweep's figures of an audit directory's audit.json (``rmtrain.runs.audit_figures``),
     with ``pair_accuracy`` (None when the audit had no preference pairs)."""
+    # transformers: this module loads without it
     from rmtrain.runs import audit_figures
 
     audit = json.loads((Path(audit_path) / "audit.json").read_text())
@@ -77,6 +80,7 @@ def rule_checkpoints(run_dir: str | Path) -> dict[str, Path]:
 def run_extra_audits(cfg: TrainConfig, settings: SweepSettings, primary: str | Path) -> dict[str, Any]:
     """The extra audits of one finished run (module doc); ``primary``: its final audit's directory.
     Returns ledger figures ``<label>:<figure>``."""
+    # transformers: this module loads without it
     from rmtrain.runs import final_audit
 
     figures: dict[str, Any] = {}
@@ -100,8 +104,6 @@ def run_extra_audits(cfg: TrainConfig, settings: SweepSettings, primary: str | P
 
 def released_scorer_settings(spec: str | dict[str, Any], settings: SweepSettings, max_length: int) -> Any:
     """The ScorerSettings of a ``sweep.released_scorers`` entry (``max_length``: the runs' default)."""
-    from rmeval.scoring import ScorerSettings
-
     d = {"model": spec} if isinstance(spec, str) else dict(spec)
     return ScorerSettings(model=str(d["model"]), kind=d.get("kind", "seq_classifier"),
                           batch_size=int(d.get("batch_size", settings.audit.batch_size)),
@@ -115,7 +117,7 @@ def audit_released(sweep: Sweep, out: str | Path, *, echo: Callable[[str], None]
     submitit ``executor`` (``rmtrain.sweep.executors.SubmititExecutor``) the audits run as one job
     and are read back here. Returns {label: {model, kind, audits: {data label ("" the runs'
     data): figures + CIs}}}."""
-    from rmeval.audit.pipeline import audit_checkpoint
+    # transformers: this module loads without it
     from rmtrain.runs import audit_rating_set
 
     s = sweep.settings

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.markdown import table
-from rmtrain.config import Sweep, TrainConfig, _short
+from rmtrain.config import Sweep, TrainConfig, short_model_name
 from rmtrain.rundir import comparable, config_dict
 
 SEARCH, SEED = "search", "seed"
@@ -56,7 +56,7 @@ def setting_tag(setting: dict[str, Any]) -> str:
 
 
 def search_id(model: str, arm: str, setting: dict[str, Any]) -> str:
-    return f"{_short(model)}/{arm}/search/{setting_tag(setting)}"
+    return f"{short_model_name(model)}/{arm}/search/{setting_tag(setting)}"
 
 
 def expand(sweep: Sweep) -> Matrix:
@@ -72,22 +72,22 @@ def expand(sweep: Sweep) -> Matrix:
                     search.append(RunSpec(search_id(model, arm, combo), SEARCH, model, arm, s0, combo,
                                           sweep.search_dir(model, arm, combo)))
             for seed in s.seeds:
-                rid = f"{_short(model)}/{arm}/seed{seed}"
+                rid = f"{short_model_name(model)}/{arm}/seed{seed}"
                 if s.search:
                     reuse = seed == s0
                     seeds.append(RunSpec(rid, SEED, model, arm, seed, None,
-                                         None if reuse else str(root / _short(model) / arm / f"seed{seed}"),
+                                         None if reuse else str(root / short_model_name(model) / arm / f"seed{seed}"),
                                          reuses="selected search run" if reuse else None))
                 else:
                     seeds.append(RunSpec(rid, SEED, model, arm, seed, {},
-                                         str(root / _short(model) / arm / f"seed{seed}")))
+                                         str(root / short_model_name(model) / arm / f"seed{seed}")))
     return Matrix(search, seeds)
 
 
 def run_config(sweep: Sweep, spec: RunSpec) -> TrainConfig:
     assert spec.setting is not None and spec.output_dir is not None, spec.run_id
     tags = list((sweep.base.get("wandb") or {}).get("tags") or [])
-    tags += [f"size:{_short(spec.model)}", f"stage:{spec.stage}"]  # W&B filters by model size and stage
+    tags += [f"size:{short_model_name(spec.model)}", f"stage:{spec.stage}"]  # W&B filters by model size and stage
     return sweep.run_config(spec.model, spec.arm, spec.seed, {**spec.setting, "wandb.tags": tags}, spec.output_dir)
 
 

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, read_table
 from rmcore.markdown import interval, num, table
+from rmcore.tracking import Tracker
 from rmeval.stats.permutation import exact_permutation_test
+from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.findings import findings_markdown
 
 FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
@@ -293,8 +295,6 @@ def extra_data_section(df: pd.DataFrame, arms: list[str], label: str) -> tuple[l
 
 def _run_scores(audit_path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(original score, rating, prompt id) per response of a run's audit directory."""
-    from rmcore.io import read_table
-
     d = Path(audit_path)
     if not (d / "scores.parquet").is_file() or not (d / "audit.json").is_file():
         return None
@@ -311,8 +311,7 @@ def sibling_section(df: pd.DataFrame, arms: list[str], data_labels: list[str], *
                     seed: int) -> tuple[list[str], dict[str, Any]]:
     """The pooled sibling coefficient per arm and its contrasts between arms, per model and rating
     set ("" the main audit's), from the runs' audit directories."""
-    from rmeval.stats.sibling_contrast import pooled_sibling_contrast
-
+    # torch: this module loads without it
     from .extra_audits import audit_dir
 
     lines = ["## Pooled sibling coefficient", "",
@@ -423,8 +422,6 @@ def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[di
 def log_to_wandb(paths: dict[str, Path], *, project: str, group: str, mode: str | None, out: Path,
                  entity: str | None = None, config: dict[str, Any] | None = None) -> None:
     """The summary as a W&B table (and the plots) in a run of the sweep's group."""
-    from rmcore.tracking import Tracker
-
     tracker = Tracker(project=project, name=f"{group}-summary", group=group, job_type="sweep-summary",
                       mode=mode, dir=out / "wandb_summary", entity=entity, config={"sweep": group, **(config or {})})
     try:

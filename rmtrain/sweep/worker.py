@@ -23,7 +23,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from rmcore.io import atomic_write_json
+from rmcore.quiet import quiet_libraries
+from rmeval.scoring.run import Shard
 from rmtrain.config import Sweep, load_sweep
+from rmtrain.sweep.extra_audits import audit_released, run_extra_audits
 from rmtrain.sweep.ledger import Ledger, now
 from rmtrain.sweep.matrix import RunSpec, fingerprint, run_config
 
@@ -60,6 +64,7 @@ def load_context(out: Path) -> tuple[Sweep, dict[str, RunSpec]]:
 
 def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool:
     """Train and audit one run; True when it finished. A failure is recorded, not raised."""
+    # transformers: this module loads without it
     from rmtrain.runs import train_run
 
     out = Path(out)
@@ -104,10 +109,8 @@ def audit_one(out: str | os.PathLike, run_id: str) -> bool:
     """The final audit of one trained run into <run>/final_audit (this process's share of it when
     several processes share the scoring). True when it finished; a failure is logged and left to
     the driver, which finds no audit.json."""
-    from rmcore.io import atomic_write_json
-    from rmeval.scoring.run import Shard
+    # transformers: this module loads without it
     from rmtrain.runs import final_audit
-    from rmtrain.sweep.extra_audits import run_extra_audits
 
     sweep, runs = load_context(Path(out))
     cfg = run_config(sweep, runs[run_id])
@@ -138,13 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if (args.run_id is None) != args.released:
         ap.error("give a RUN_ID or --released")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from rmcore.console import quiet_libraries
-
     quiet_libraries()
     terminate_on_sigterm()
     if args.released:
-        from rmtrain.sweep.extra_audits import audit_released
-
         sweep, _ = load_context(Path(args.sweep_dir))
         audit_released(sweep, args.sweep_dir, echo=lambda m: print(m, file=sys.stderr))
         return 0

@@ -17,6 +17,7 @@ def _bad_inputs(tmp: Path, ckpt: Path) -> dict[str, tuple[list[str], str]]:
     """name -> (argv, expected fragment of the one-line error)."""
     d = tmp / "adir"
     d.mkdir(exist_ok=True)
+    (tmp / "empty_dir").mkdir(exist_ok=True)
     (tmp / "empty.csv").write_text("")
     (tmp / "header.csv").write_text("prompt_id,response_id,condition,variant,donor_prompt_id,score\n")
     ratings = pd.DataFrame({"prompt_id": [0, 0, 1, 1], "response_id": [0, 1, 2, 3],
@@ -31,6 +32,7 @@ def _bad_inputs(tmp: Path, ckpt: Path) -> dict[str, tuple[list[str], str]]:
     pd.DataFrame({"question": ["q", "q"], "answer": ["a", "b"], "score": [1, 2]}).to_csv(tmp / "g.csv", index=False)
     pd.DataFrame({"question": ["q", "q"], "answer": ["a", "b"], "score": [1, "x"]}).to_csv(tmp / "g2.csv", index=False)
     (tmp / "empty.jsonl").write_text("")
+    (tmp / "cut.json").write_text('[{"id": 1, "prompt": "q",\n  "chosen": ["a')  # cut inside a string
     (tmp / "recipe_dir").mkdir(exist_ok=True)
     gen = '{"name": "generic", "path": "%s", "columns": {"prompt": "question", "response": "answer", ' \
           '"ratings": {"%s": "helpfulness"}}}'
@@ -68,6 +70,12 @@ def _bad_inputs(tmp: Path, ckpt: Path) -> dict[str, tuple[list[str], str]]:
         "config missing": (["train", "--config", str(tmp / "nope.yaml")], "recipe: not found"),
         "preferences is a directory": ([*stats, "--scores", str(tmp / "scores.csv"), "--ratings",
                                         str(tmp / "ratings.csv"), "--preferences", str(d)], "is a directory"),
+        "data file truncated": ([*audit, "--data", f"rm_bench:{tmp / 'cut.json'}"],
+                                f"file {tmp / 'cut.json'}: invalid JSON (Unterminated string starting at: line 2 "
+                                "column 14)"),
+        "rm_bench folder without files": (["pairwise", "--checkpoint", str(ckpt), "--data",
+                                           f"rm_bench:{tmp / 'empty_dir'}", *out],
+                                          f"rm_bench: no files matching *.json found in the folder {tmp / 'empty_dir'}"),
     }
 
 
@@ -75,7 +83,7 @@ CASES = ["checkpoint absolute missing", "checkpoint relative missing", "checkpoi
          "data file is a directory", "data file missing", "data file empty", "scores is a directory",
          "scores empty file", "scores header only", "ratings NaN", "scores duplicate key", "stats attribute missing",
          "mapping names a missing column", "bad rating says skip", "config is a directory", "config missing",
-         "preferences is a directory"]
+         "preferences is a directory", "data file truncated", "rm_bench folder without files"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -70,8 +70,10 @@ def test_analyze_without_items_has_no_label_sections(files):
     assert "identical_preference_null" not in res and "component_swaps" in res
 
 
-@pytest.mark.parametrize("flags, message", [(["--null-repeats", "-1"], "--null-repeats must be an integer >= 0"),
-                                            (["--min-shared-attributes", "0"], "--min-shared-attributes must be an integer >= 1"),
+@pytest.mark.parametrize("flags, message", [(["--null-repeats", "-1"],
+                                             "--null-repeats: -1 is out of range; allowed: an integer >= 0"),
+                                            (["--min-shared-attributes", "0"],
+                                             "--min-shared-attributes: 0 is out of range; allowed: an integer >= 1"),
                                             (["--donor", "nobody"], "--donor 'nobody' is not a judge"),
                                             (["--items", "missing.jsonl"], "not found")])
 def test_bad_flags_are_one_line_errors(files, capsys, flags, message):

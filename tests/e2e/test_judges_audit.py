@@ -32,7 +32,7 @@ def test_audit_profiles_a_lora_judge_checkpoint(tmp_path):
     assert main(["audit", "--checkpoint", str(tmp_path / "lora_judge"), "--scorer", "generative_judge",
                  "--data", "simulated:n_prompts=6,responses_per_prompt=2", "--conditions", "original",
                  "--n-boot", "20", "--n-boot-regression", "20", "--max-length", "256", "--judge-items",
-                 str(tmp_path / "items.jsonl"), "--judge-attributes", "verbosity,correctness",
+                 str(tmp_path / "items.jsonl"), "--judge-attribute-names", "verbosity,correctness",
                  "--out", str(out), "--wandb-mode", "offline"]) == 0
     audit = json.loads((out / "audit.json").read_text())
     prof = audit["judge_profile"]

@@ -63,3 +63,27 @@ def test_bad_input_is_one_line_error(panel_files, capsys):
     assert "bad.jsonl" in err and "row 2" in err and "'order'" in err and "\n" not in err
     assert main(["judges", "elicit", "--items", str(tmp / "items.jsonl"), "--out", str(tmp / "e")]) == 2
     assert "--model" in capsys.readouterr().err
+
+
+def test_elicit_without_a_judge_writes_nothing(tmp_path, capsys):
+    """Items built from --data go to OUT/items.jsonl: a missing judge is refused before that."""
+    out = tmp_path / "e"
+    assert main(["judges", "elicit", "--data", "simulated:n_prompts=4,seed=1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rmeval: error: give exactly one judge") and "\n" not in err
+    assert not out.exists()
+
+
+def test_analyze_one_judge_draws_its_profile_and_says_why_no_heatmap(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    items, judg, _ = simulate_panel(120, {"solo": rng.normal(0, 1.5, 6)}, target=rng.normal(0, 1.5, 6),
+                                    sources=("hh",), seed=2)
+    judg.to_json(tmp_path / "judgments.jsonl", orient="records", lines=True)
+    out = tmp_path / "an"
+    assert main(["judges", "analyze", "--judgments", str(tmp_path / "judgments.jsonl"), "--out", str(out),
+                 "--n-splits", "2", "--null-repeats", "0", "--wandb-mode", "disabled"]) == 0
+    note = "agreement_heatmap.png not drawn: agreement needs two judges, the judgments hold 1 (solo)"
+    err = [line for line in capsys.readouterr().err.splitlines() if "not drawn" in line]
+    assert err == [note]
+    assert f"\n{note}.\n" in (out / "analysis.md").read_text()
+    assert (out / "weight_profiles.png").is_file() and not (out / "agreement_heatmap.png").exists()

@@ -42,7 +42,53 @@ def test_a_missing_gpu_is_one_line(tmp_path, capsys, minilm_ckpt):
     assert not (tmp_path / "a" / "scores.parquet").exists()
 
 
-def test_bfloat16_is_recorded_and_close_to_float32(tmp_path, minilm_ckpt):
+# The bound on a bfloat16 score's error. The reward is s = w . z + b, z the pooled 384-vector the
+# classifier reads. In bfloat16 each stored number (z_i, w_i, b, s) is rounded to 8 significant bits,
+# a relative error of at most u = 2^-8; the CPU kernels (AVX2, AVX-512, AMX alike) multiply bfloat16
+# inputs exactly and accumulate in float32, whose error (K u32 for K <= 1536 terms, about 1e-4) is
+# small beside u. So the head itself adds at most 3 u sum_i |w_i z_i| (z, w and s rounded; b = 0 is
+# exact), and z arrives with the error of the encoder below it: taken as two roundings of relative
+# size u per layer (the attention and the feed-forward block, each ending in a LayerNorm that keeps
+# the residual stream's scale, so errors add rather than multiply) and two more for the embeddings
+# and the pooler. Hence |s_bf16 - s_fp32| <= P u sum_i |w_i z_i| with P = 3 + 2 (L + 1), L = 6
+# layers. The scale is each text's own sum_i |w_i z_i| (the score's condition), not the scores'
+# spread: a random head cancels most of w . z (|s| ~ 0.01 against sum |w z| ~ 0.3), so a bound in
+# score SDs (the earlier 0.05 SD, measured 0.046 SD on an AMD EPYC and 0.047 SD on a Xeon with AMX)
+# sits on the rounding noise itself. Measured by this test on an Intel Xeon with AMX (one torch thread): at most
+# 0.48 u sum |w z|, against P = 17.
+U_BF16, U_FP32 = 2.0 ** -8, 2.0 ** -24
+N_LAYERS, LONGEST_SUM = 6, 1536  # MiniLM-L6; its feed-forward width, the longest dot product
+P = 3 + 2 * (N_LAYERS + 1)
+
+
+def _float32_reference(ckpt, keys):
+    """(score, sum_i |w_i z_i| + |b|) of each (prompt_id, response_id) of SPEC: transformers' own
+    BertForSequenceClassification in float32, one text at a time (no padding, no packing), the text
+    laid out as the scorer lays it out (``encode_example``, 96 tokens)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from rmcore.data.registry import load_data
+    from rmcore.formatting import encode_example
+
+    rs = load_data(SPEC)
+    texts = {(p.prompt_id, r.response_id): (list(p.messages), r.text) for p in rs.prompts for r in p.responses}
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    model = AutoModelForSequenceClassification.from_pretrained(ckpt, dtype=torch.float32).eval()
+    w, b = model.classifier.weight[0].double(), model.classifier.bias.double().abs().sum()
+    scores, scales = [], []
+    with torch.no_grad():
+        for key in keys:
+            e = encode_example(tok, *texts[key], 96)
+            inputs = {"input_ids": torch.tensor([e.input_ids])}
+            if e.token_type_ids is not None:
+                inputs["token_type_ids"] = torch.tensor([e.token_type_ids])
+            z = model.bert(**inputs).pooler_output[0].double()  # what the classifier reads (dropout is off)
+            scores.append(float(model.classifier(z.float()[None])[0, 0]))
+            scales.append(float((w * z).abs().sum() + b))
+    return np.array(scores), np.array(scales)
+
+
+def test_bfloat16_is_recorded_and_within_its_rounding_of_float32(tmp_path, minilm_ckpt):
     assert _audit(minilm_ckpt, tmp_path / "fp32") == 0
     assert _audit(minilm_ckpt, tmp_path / "bf16", "--dtype", "bfloat16") == 0
     meta = {d: json.loads((tmp_path / d / "audit.json").read_text())["meta"]["placement"] for d in ("fp32", "bf16")}
@@ -51,9 +97,13 @@ def test_bfloat16_is_recorded_and_close_to_float32(tmp_path, minilm_ckpt):
     assert meta["bf16"]["dtype"] == "bfloat16" and meta["bf16"]["device"] == "cpu"
     a, b = (pd.read_parquet(tmp_path / d / "scores.parquet").sort_values(["prompt_id", "response_id"]) for d in
             ("fp32", "bf16"))
-    diff = np.abs(a["score"].to_numpy() - b["score"].to_numpy())
-    assert diff.max() > 0  # another dtype really ran
-    assert diff.max() < 0.05 * a["score"].std()
+    ref, scale = _float32_reference(minilm_ckpt, list(zip(a["prompt_id"], a["response_id"])))
+    fp32, bf16 = a["score"].to_numpy(), b["score"].to_numpy()
+    # the reference reads the same texts: float32 sums in another order (packed, batched) differ by at
+    # most K u32 of sum |terms| per dot product, K the longest sum, through the same P roundings
+    assert np.all(np.abs(fp32 - ref) <= P * LONGEST_SUM * U_FP32 * scale)
+    assert np.abs(bf16 - fp32).max() > 0  # another dtype really ran
+    assert np.all(np.abs(bf16 - ref) <= P * U_BF16 * scale), (np.abs(bf16 - ref) / (U_BF16 * scale)).max()
 
 
 def test_reports_follow_the_umask(tmp_path, minilm_ckpt):
@@ -81,6 +131,33 @@ def test_a_mistyped_model_is_not_found_at_once(tmp_path, capsys, monkeypatch):
     assert "not found" in line and "someone/no-such-reward-model" in line
     assert main(["pairwise", "--checkpoint", "./missing/dir", "--data", SPEC, "--out", str(tmp_path / "c")]) == 2
     assert "not found" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("env,why", [
+    ({"HF_HUB_OFFLINE": "1"}, "not a local path, and not in the Hugging Face cache with the Hub offline"),
+    ({"HF_ENDPOINT": "http://127.0.0.1:9"},  # nothing listens on port 9 (discard): refused at once
+     "not a local path, not in the Hugging Face cache, and the Hub at http://127.0.0.1:9 cannot be reached"),
+])
+def test_a_hub_id_that_cannot_be_reached_is_our_line_alone(tmp_path, env, why):
+    """The whole stderr of the process (what huggingface_hub logs or prints included) is one line of
+    ours, for a reward model and an embedder (a --checkpoint: test_a_mistyped_model_is_not_found_at_once);
+    nothing is written."""
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    name = "someone/no-such-reward-model"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))}
+    base.update(env, PYTHONPATH=str(ROOT), WANDB_MODE="disabled", HF_HOME=str(tmp_path / "hf"))
+    for argv, what in ((["serve-reward", "--checkpoint", name], f"reward model {name}"),
+                       (["features", "--data", SPEC, "--out", str(tmp_path / "f"), "--embedders", name], "embedder")):
+        proc = subprocess.run([sys.executable, "-m", "rmeval.cli", *argv], cwd=tmp_path, env=base,
+                              capture_output=True, text=True, timeout=300)
+        err = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and err == [f"rmeval: error: file {name}: {what}: not found ({why})"], err
+        assert proc.stdout == ""
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # no output, nothing downloaded
 
 
 def _placement(parser, argv):

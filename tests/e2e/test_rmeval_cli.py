@@ -357,3 +357,16 @@ def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_c
     assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
     assert main(argv) == 0
     assert capsys.readouterr().out == first
+
+
+def test_probe_learners_reach_the_statistics(tmp_path, minilm_ckpt):
+    """--probe-learners ridge: the response probes are fitted with ridge alone (not all four)."""
+    from rmeval.audit.features import LEARNERS
+
+    out = tmp_path / "a"
+    assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=16,responses_per_prompt=3,"
+                 "seed=2", "--out", str(out), "--conditions", "original", "--max-length", "64", "--n-boot", "20",
+                 "--n-boot-regression", "20", "--probe-learners", "ridge", "--wandb-mode", "disabled",
+                 "--no-progress"]) == 0
+    probes = json.loads((out / "audit.json").read_text())["variance_explained"]["response_probes"]
+    assert [k for k in probes if k in LEARNERS] == ["ridge"]

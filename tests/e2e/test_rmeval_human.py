@@ -83,7 +83,7 @@ def test_helpsteer_planted_share_inside_interval(tmp_path: Path):
 def test_borrowed_reliability_corrects_share(tmp_path: Path):
     f = write_jsonl(tmp_path / "hs.jsonl", helpsteer_rows(n_prompts=60, seed=1))
     res = run_human(tmp_path, "--data", f"helpsteer:path={f}", "--attribute", "helpfulness",
-                    "--reliability", "hs2_one_vs_rest=0.62")
+                    "--human-reliability", "hs2_one_vs_rest=0.62")
     obs = res["attributes"]["helpfulness"]["share"]["all"]
     cor = res["share_corrected"]["borrowed:hs2_one_vs_rest"]
     assert cor["estimate"] == pytest.approx(obs["estimate"] / 0.62)

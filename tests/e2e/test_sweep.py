@@ -262,7 +262,7 @@ def test_qwen3_recipe_through_submitit_local_executor(tmp_path, tiny_qwen3, monk
             "sweep.audit.features.embedders": "[]", "sweep.audit.features.base_model": str(tiny_qwen3),
             "sweep.audit.features.learners": "[ridge]", "sweep.audit.features.dtype": "float32",
             "sweep.extra_audit_data": "{}", "sweep.released_scorers": "{}", "sweep.selection_rules": "[final]"}
-    argv = ["sweep", "--config", str(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"), "--output-dir", str(out),
+    argv = ["sweep", "--config", str(ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"), "--out", str(out),
             "--executor", "submitit-local"]
     for k, v in sets.items():
         argv += ["--set", f"{k}={v}"]

@@ -83,7 +83,7 @@ def test_deepspeed_log_lines_go_to_stderr(capsys):
     handler was there before or is added later (as at deepspeed's import)."""
     import sys
 
-    from rmcore.console import results_on_stdout
+    from rmcore.quiet import results_on_stdout
 
     logger = logging.getLogger("DeepSpeed")
     # the logger as a fresh process has it (deepspeed may have been imported by an earlier test)

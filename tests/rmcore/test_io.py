@@ -9,3 +9,22 @@ def test_one_table_reader():
 
     assert generic.read_records is rio.read_records
     assert not hasattr(generic, "_open_text")
+
+
+def test_a_truncated_json_file_is_named_with_line_and_column(tmp_path):
+    """The decoder's message keeps its position: file, line and column (counted here by hand)."""
+    import pytest
+
+    from rmcore.errors import DataError
+    from rmcore.io import read_records
+
+    f = tmp_path / "cut.json"
+    f.write_text('[{"a": 1},\n {"b": "trunc')  # the string opens at line 2, column 8
+    with pytest.raises(DataError) as e:
+        read_records(f)
+    assert str(e.value) == f"file {f}: invalid JSON (Unterminated string starting at: line 2 column 8)"
+    g = tmp_path / "cut.jsonl"
+    g.write_text('{"a": 1}\n{"a": 2}\n{"b": \n')  # line 3 ends after the colon: a value expected at column 7
+    with pytest.raises(DataError) as e:
+        read_records(g)
+    assert str(e.value) == f"file {g}, row 3: invalid JSON (Expecting value: line 3 column 7)"

@@ -11,7 +11,9 @@ import pytest
 from rmcore.config import build_config
 from rmcore.errors import ConfigError
 from rmcore.settings import (
+    AppendEach,
     add_options,
+    bounded,
     flag_names,
     flag_overrides,
     from_args,
@@ -20,6 +22,7 @@ from rmcore.settings import (
     option_dests,
     parser_dests,
     parser_flags,
+    renamed_flags,
 )
 
 
@@ -200,3 +203,183 @@ def test_a_name_imported_for_type_checking_only_is_any() -> None:
 
     assert type_hints(Lazy) == {"x": int, "later": Any | None}
     assert flag_names(Lazy) == {"--x"} and build_config(Lazy, {"x": "2"}, "r") == Lazy(x=2)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Renamed:
+    out: str | None = option(None, deprecated=("--output-dir", "--outdir"), help="output directory")
+    force: bool = option(False, deprecated=("--overwrite",), help="start over")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML")
+    overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
+                                  help="KEY=VALUE, once per key")
+
+
+@pytest.fixture
+def fresh_notices(monkeypatch):
+    """Each test sees its notices printed (they are printed once per process)."""
+    monkeypatch.setattr("rmcore.settings._WARNED", set())
+
+
+def _renamed_parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="tool")
+    p = root.add_subparsers().add_parser("cmd")
+    add_options(p, Renamed)
+    return p
+
+
+def test_an_old_flag_name_is_hidden_reads_onto_the_field_and_warns_once(capsys, fresh_notices) -> None:
+    p = _renamed_parser()
+    assert parser_flags(p) == flag_names(Renamed) == {"--out", "--force", "--attributes", "--set"}
+    assert renamed_flags(p) == {"--output-dir": "--out", "--outdir": "--out", "--overwrite": "--force",
+                                "--attributes-file": "--attributes"}
+    shown = p.format_help() + p.format_usage()
+    assert "--output-dir" not in shown and "--outdir" not in shown and "--attributes-file" not in shown
+    assert "--overwrite" not in shown
+    new = from_args(Renamed, p.parse_args(["--out", "o", "--force", "--attributes", "a.yaml"]))
+    assert capsys.readouterr().err == ""
+    for _ in range(2):  # the second time: no notice
+        old = from_args(Renamed, p.parse_args(["--output-dir", "o", "--overwrite", "--attributes-file", "a.yaml"]))
+        assert old == new == Renamed(out="o", force=True, attributes_file="a.yaml")
+    assert capsys.readouterr().err.splitlines() == [
+        "tool: --output-dir is now --out (the old name still works)",
+        "tool: --overwrite is now --force (the old name still works)",
+        "tool: --attributes-file is now --attributes (the old name still works)"]
+    assert from_args(Renamed, p.parse_args([])) == Renamed()  # an old name not given sets nothing
+
+
+def test_a_repeatable_flag_takes_one_value_each_time_and_still_reads_the_old_form(capsys, fresh_notices) -> None:
+    p = _renamed_parser()
+    assert "[--set KEY=VALUE]" in p.format_usage() and "KEY=VALUE [" not in p.format_help()
+    assert from_args(Renamed, p.parse_args(["--set", "a=1", "--set", "b=2"])).overrides == ["a=1", "b=2"]
+    assert capsys.readouterr().err == ""
+    for _ in range(2):
+        s = from_args(Renamed, p.parse_args(["--set", "a=1", "b=2", "--set", "c=3", "--force"]))
+        assert (s.overrides, s.force) == (["a=1", "b=2", "c=3"], True)
+    assert capsys.readouterr().err.splitlines() == [
+        "tool: --set a=1 b=2 is now --set a=1 --set b=2 (the old form still works)"]
+    assert from_args(Renamed, p.parse_args([])).overrides == []
+
+
+# -- declared ranges -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Inner:
+    rate: float = option(0.5, gt=0, le=1, help="a share")
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1], metadata={})
+
+
+@dataclasses.dataclass
+class _Ranged:
+    by_code: int = bounded(1, ge=1)  # not a flag: set by code
+    n: int = option(10, ge=1, help="resamples")
+    steps: int = option(-1, ge=1, also=(-1,), help="-1: epochs")
+    limit: int | None = option(None, ge=1, help="optional")
+    port: int = option(5000, ge=0, le=65535, help="port")
+    shares: dict[str, float] = option(default_factory=dict, nargs="+", parse=_pairs, gt=0, le=1, help="NAME=R")
+    inner: _Inner = nested(_Inner, prefix="in-")
+    hidden: float = dataclasses.field(default=0.3, metadata={})  # no range: never checked
+
+
+def _ranged(*argv: str) -> _Ranged:
+    p = argparse.ArgumentParser()
+    add_options(p, _Ranged)
+    return from_args(_Ranged, p.parse_args(list(argv)))
+
+
+@pytest.mark.parametrize("rng,integer,text", [
+    (dict(ge=1), True, "an integer >= 1"),
+    (dict(gt=0), False, "a finite number > 0"),
+    (dict(gt=0, le=1), False, "a finite number in (0, 1]"),
+    (dict(ge=0, lt=1), False, "a finite number in [0, 1)"),
+    (dict(ge=0, le=65535), True, "an integer in [0, 65535]"),
+    (dict(ge=1, also=(-1,)), True, "an integer >= 1, or -1"),
+    (dict(le=3), True, "an integer <= 3"),
+    ({}, False, "a finite number"),
+])
+def test_a_range_says_what_it_allows(rng, integer, text) -> None:
+    from rmcore.settings import Range
+
+    assert Range(**rng).describe(integer) == text
+
+
+def test_a_range_allows_its_bounds_and_specials_and_no_nan() -> None:
+    from rmcore.settings import Range
+
+    r = Range(gt=0, le=1)
+    assert [r.allows(v) for v in (0.0, 1e-12, 1.0, 1.0000001, float("nan"), float("inf"))] == [
+        False, True, True, False, False, False]
+    steps = Range(ge=1, also=(-1,))
+    assert [steps.allows(v) for v in (-2, -1, 0, 1)] == [False, True, False, True]
+    assert Range().allows(-1e300) and not Range().allows(float("-inf"))
+
+
+def test_from_args_refuses_a_value_out_of_range_naming_the_flag() -> None:
+    s = _ranged("--n", "3", "--steps", "-1", "--port", "0", "--in-rate", "1")
+    assert (s.n, s.steps, s.limit, s.port, s.inner.rate) == (3, -1, None, 0, 1.0)
+    for argv, message in [
+        (["--n=-5"], "--n: -5 is out of range; allowed: an integer >= 1"),
+        (["--steps", "0"], "--steps: 0 is out of range; allowed: an integer >= 1, or -1"),
+        (["--limit", "0"], "--limit: 0 is out of range; allowed: an integer >= 1"),
+        (["--port=-1"], "--port: -1 is out of range; allowed: an integer in [0, 65535]"),
+        (["--port", "65536"], "--port: 65536 is out of range; allowed: an integer in [0, 65535]"),
+        (["--in-rate", "nan"], "--in-rate: nan is out of range; allowed: a finite number in (0, 1]"),
+        (["--in-rate", "inf"], "--in-rate: inf is out of range; allowed: a finite number in (0, 1]"),
+        (["--shares", "a=0.5", "b=0"], "--shares: 0.0 (in {'a': 0.5, 'b': 0.0}) is out of range"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            _ranged(*argv)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_flag_is_named_before_a_field_set_by_code() -> None:
+    from rmcore.settings import check_ranges
+
+    with pytest.raises(ConfigError, match=r"^--n: 0 is out of range"):
+        check_ranges(_Ranged(by_code=0, n=0))
+    with pytest.raises(ConfigError, match=r"^by_code: 0 is out of range; allowed: an integer >= 1"):
+        check_ranges(_Ranged(by_code=0))
+    s = _Ranged(hidden=float("nan"))
+    check_ranges(s)  # no range declared: nothing to check
+
+
+@dataclasses.dataclass
+class _Block:
+    lr: float = bounded(1e-5, gt=0)
+    grid: list[float] = bounded(default_factory=lambda: [1e-5], gt=0)
+
+
+@dataclasses.dataclass
+class _Recipe:
+    training: _Block = dataclasses.field(default_factory=_Block)
+    seed: int = option(0, ge=0, help="seed")
+
+
+def test_a_recipe_names_the_key_under_its_file() -> None:
+    assert build_config(_Recipe, {"training": {"lr": "2e-5", "grid": ["1e-5", 3e-5]}}, "r.yaml").training.lr == 2e-5
+    for values, message in [
+        ({"training": {"lr": "nan"}}, "r.yaml.training.lr: nan is out of range; allowed: a finite number > 0"),
+        ({"training": {"lr": 0}}, "r.yaml.training.lr: 0.0 is out of range; allowed: a finite number > 0"),
+        ({"training": {"grid": [1e-5, -1]}}, "r.yaml.training.grid: -1 (in [1e-05, -1]) is out of range"),
+        ({"seed": -3}, "r.yaml.seed: -3 is out of range; allowed: an integer >= 0"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            build_config(_Recipe, values, "r.yaml")
+        assert str(e.value).startswith(message), str(e.value)
+
+
+def test_bounded_declares_a_range_on_a_field_that_is_no_flag() -> None:
+    from rmcore.settings import field_range, number_type
+
+    @dataclasses.dataclass
+    class Plain:
+        size: int | None = bounded(None, ge=1)
+        shares: dict[str, float] | None = bounded(None, gt=0, le=1)
+        names: list[str] = dataclasses.field(default_factory=list)
+
+    f = {x.name: x for x in dataclasses.fields(Plain)}
+    assert (field_range(f["size"]).ge, field_range(f["names"])) == (1, None)
+    hints = {"size": int | None, "shares": dict[str, float] | None, "names": list[str]}
+    assert [number_type(h) for h in hints.values()] == [int, float, None]
+    with pytest.raises(ConfigError, match=r"^r\.shares: 2\.0 \(in \{'a': 2\.0\}\) is out of range"):
+        build_config(Plain, {"shares": {"a": 2.0}}, "r")

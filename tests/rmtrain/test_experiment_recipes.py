@@ -103,5 +103,6 @@ def test_filtering_learning_rates_are_numbers():
     load_filtering_config(path, ["dpo.learning_rates=[1e-4]"]).validate()  # YAML 1.1 text, read as a number
     with pytest.raises(ConfigError, match=r"dpo.learning_rates: learning rates must be positive numbers, got 'abc'"):
         load_filtering_config(path, ["dpo.learning_rates=[abc]"]).validate()
-    with pytest.raises(ConfigError, match=r"variants.lora16.learning_rates: learning rates must be positive"):
+    with pytest.raises(ConfigError, match=r"^variants\[0\].learning_rates: 0 \(in \[0\]\) is out of range; allowed: "
+                                          r"a finite number > 0$"):
         load_filtering_config(path, ["variants=[{name: lora16, judge: tiny-judge-a, learning_rates: [0]}]"]).validate()

@@ -69,9 +69,10 @@ def test_filter_experiment_toy(tmp_path, capsys, one_torch_thread, minilm_ckpt):
     out = tmp_path / "f"
     args = ["filter-experiment", "--config", str(ROOT / "recipes" / "filtering_toy.yaml"), "--out", str(out),
             "--data", "simulated:n_prompts=30,responses_per_prompt=2,seed=3", "--set", f"reward_model={minilm_ckpt}",
-            "variants=[{name: lora16, judge: tiny-judge-b, lora: {r: 16, alpha: 32, dropout: 0.0}}]",
-            "dpo.learning_rates=[1.0e-3]", "evaluation.n_prompts=4", "evaluation.max_new_tokens=4", "n_boot=50",
-            "progress=false", "--wandb-mode", "disabled"]
+            "--set", "variants=[{name: lora16, judge: tiny-judge-b, lora: {r: 16, alpha: 32, dropout: 0.0}}]",
+            "--set", "dpo.learning_rates=[1.0e-3]", "--set", "evaluation.n_prompts=4",
+            "--set", "evaluation.max_new_tokens=4", "--set", "n_boot=50", "--set", "progress=false",
+            "--wandb-mode", "disabled"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "TOY RUN" in printed and "Jaccard raw vs centred" in printed

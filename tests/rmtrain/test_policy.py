@@ -465,7 +465,7 @@ def test_bad_inputs(models: dict, tmp_path: Path, capsys: pytest.CaptureFixture)
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({"policy": str(models["policy"]), "data": DATA}))
     assert main(["policy", "--config", str(recipe), "--reward-model", str(models["rm"]),
-                 "--environment", "noisy", "--output-dir", str(tmp_path / "o")]) == 2
+                 "--environment", "noisy", "--out", str(tmp_path / "o")]) == 2
     assert "unknown environment 'noisy': use one of clean, perturbed" in capsys.readouterr().err
     # a policy without a chat template and no plain format
     from rmtrain.policy.tiny import build_tiny_policy

@@ -86,7 +86,7 @@ def test_before_the_demo_each_missing_piece_is_one_line(reward_checkpoint: Path,
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("rmtrain: error: reward_models_from: no sweep at outputs/demo (no summary.csv, no ledger/): "
-                   "run rmtrain sweep --config recipes/demo.yaml --output-dir outputs/demo first")
+                   "run rmtrain sweep --config recipes/demo.yaml --out outputs/demo first")
     demo_sweep(tmp_path, reward_checkpoint)
     assert main(argv) == 2  # the sweep is there, the tiny policy is not built yet
     err = capsys.readouterr().err.strip()

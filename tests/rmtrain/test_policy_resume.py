@@ -155,7 +155,7 @@ def test_missing_policy_path_is_one_line(material: dict[str, Path], tmp_path: Pa
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({"policy": "outputs/demo/tiny_policy_not_built", "data": DATA}))
     assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
-                 "--output-dir", str(tmp_path / "o")]) == 2
+                 "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Repo id" not in err
     assert "outputs/demo/tiny_policy_not_built not found" in err
@@ -180,7 +180,7 @@ def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_
     recipe.write_text(yaml.safe_dump(raw))
     capfd.readouterr()
     assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
-                 "--output-dir", str(tmp_path / "out")]) == 0
+                 "--out", str(tmp_path / "out")]) == 0
     out = capfd.readouterr()
     summary = json.loads(out.out)  # nothing but the summary on stdout
     assert summary["steps"] == 2 and summary["environment"] == "clean"

@@ -131,7 +131,7 @@ def test_cli_check_and_dry_run(capsys, tmp_path):
     assert "ok" in capsys.readouterr().out
     sw = load_sweep(ROOT / "recipes" / "demo.yaml")
     assert rmtrain_main(["sweep", "--config", str(ROOT / "recipes" / "demo.yaml"), "--dry-run",
-                         "--output-dir", str(tmp_path / "sweep")]) == 0
+                         "--out", str(tmp_path / "sweep")]) == 0
     out = capsys.readouterr().out
     commands = [line for line in out.splitlines() if "rmtrain.sweep.worker" in line and not line.endswith("--audit")]
     assert sum(line.endswith("--audit") for line in out.splitlines()) == 1  # the final audits' example

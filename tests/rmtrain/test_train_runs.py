@@ -98,14 +98,14 @@ def test_recurring_prompt_text_stays_on_one_side():
     for seed in range(10):
         cfg = train_config_from_dict({"arm": "regression", "model": "m", "data": {"name": "simulated"},
                                       "heldout_fraction": 0.3, "split_seed": seed})
-        import rmcore.data.registry as reg
+        import rmtrain.prepare as prep  # where prepare_data looks the loader up
 
-        orig = reg.load_rating_set
-        reg.load_rating_set = lambda spec, rs=rs: rs
+        orig = prep.load_rating_set
+        prep.load_rating_set = lambda spec, rs=rs: rs
         try:
             d = prepare_data(cfg)
         finally:
-            reg.load_rating_set = orig
+            prep.load_rating_set = orig
         held_a = {pid for pid in d.heldout_prompt_ids if texts[int(pid[1:])] == "A"}
         train_a = {pid for pid in d.train_prompt_ids if texts[int(pid[1:])] == "A"}
         assert not (held_a and train_a), (seed, held_a, train_a)

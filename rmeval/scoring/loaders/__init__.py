@@ -44,8 +44,11 @@ from typing import Any, Protocol
 
 import torch
 
-from rmcore.device import Placement, describe
-from rmcore.errors import ConfigError
+from rmcore.config import training_recipe_writing
+from rmcore.device import Placement, describe, input_device
+from rmcore.errors import ConfigError, PathNotFoundError
+from rmcore.io import check_path, check_safetensors
+from rmcore.modeling import check_model_name, resolve_model_path
 from rmcore.registry import Registry, did_you_mean
 
 # UltraLM/UltraRM's layout as reward-bench evaluates UltraRM (its "openbmb" conversation template):
@@ -145,15 +148,13 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     """A reward model that is neither an existing local path nor a Hub id (``owner/name``) is one
     line naming it and what writes it, not the Hub's repo-id error: a path that a training recipe
     in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
-    recipe. ``pkg:`` models are checked by their package."""
-    from rmcore.config import training_recipe_writing
-    from rmcore.errors import PathNotFoundError
-    from rmcore.io import check_path
-    from rmcore.modeling import resolve_model_path
-
+    recipe. A Hub id neither in the cache nor on a Hub that answers is one line too
+    (``rmcore.modeling.check_model_name``). ``pkg:`` models are checked by their package. A local
+    checkpoint's safetensors files must be whole (``rmcore.io.check_safetensors``)."""
     name = str(name_or_path)
     path = resolve_model_path(name)
     if Path(os.path.expanduser(path)).exists():
+        check_safetensors(path)
         return
     recipe = training_recipe_writing(name)
     if recipe:
@@ -162,7 +163,8 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
         check_path(path, "reward model", kind="any", hub_ok=True)
     except PathNotFoundError:
         raise PathNotFoundError(f"reward model {name}: not found; not a local checkpoint, nor a Hub id owner/name "
-                                f"(`rmtrain train --config RECIPE --output-dir {name}` trains one there)") from None
+                                f"(`rmtrain train --config RECIPE --out {name}` trains one there)") from None
+    check_model_name(path, f"reward model {name}")  # a Hub id: in the cache, or the Hub asked once
 
 
 def read_config(path: str) -> dict[str, Any]:
@@ -243,8 +245,6 @@ def load_reward(name_or_path: str | os.PathLike, placement: Placement | None = N
     """The reward model at ``name_or_path`` (local path, Hub id or ``pkg:`` model), loaded by its
     loader (see the module docstring) and placed as ``placement`` says; one short probe forward
     checks that the reward can be read, so a wrong ``--reward-head`` fails before any scoring."""
-    from rmcore.modeling import resolve_model_path
-
     placement = placement or Placement()
     placement.validate()
     check_reward_path(name_or_path)
@@ -262,8 +262,6 @@ def load_reward(name_or_path: str | os.PathLike, placement: Placement | None = N
 
 @torch.inference_mode()
 def _probe(rm: RewardModel, name: str) -> None:
-    from rmcore.device import input_device
-
     ids = rm.tokenizer("Hello", add_special_tokens=True)["input_ids"] or [rm.tokenizer.pad_token_id or 0]
     dev = input_device(rm.model)
     out = rm.model(input_ids=torch.tensor([ids], device=dev), attention_mask=torch.ones((1, len(ids)), dtype=torch.long,

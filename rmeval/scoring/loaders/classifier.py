@@ -12,6 +12,7 @@ from typing import Any
 
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
+from rmcore.modeling import ensure_pad_token, load_tokenizer, score_head_names
 from rmeval.scoring.loaders import KnownModel, RewardModel, not_a_reward_model, output_reader, parse_head
 
 
@@ -23,8 +24,8 @@ def load(path: str, config: dict[str, Any], placement: Placement, reward_head: s
          known: KnownModel | None = None) -> RewardModel:
     from transformers import AutoModelForSequenceClassification
 
+    # transformers: this module loads without it
     from rmcore.console import load_quietly
-    from rmcore.modeling import ensure_pad_token, load_tokenizer, score_head_names
 
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
     n_out = int(config.get("num_labels") or len(labels) or 1)

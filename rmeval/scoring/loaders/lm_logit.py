@@ -15,7 +15,9 @@ import torch
 
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
+from rmcore.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, parse_head
+from rmeval.scoring.loaders.value_head import ValueHeadModel
 
 
 def matches(path: str, config: dict[str, Any]) -> bool:
@@ -25,9 +27,6 @@ def matches(path: str, config: dict[str, Any]) -> bool:
 def load(path: str, config: dict[str, Any], placement: Placement, reward_head: str | int | None, *,
          known: KnownModel | None = None) -> RewardModel:
     from transformers import AutoModelForCausalLM
-
-    from rmcore.modeling import ensure_pad_token, load_tokenizer
-    from rmeval.scoring.loaders.value_head import ValueHeadModel
 
     head = parse_head(reward_head)
     if head == "score":

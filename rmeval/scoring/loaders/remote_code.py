@@ -14,6 +14,7 @@ from typing import Any
 
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
+from rmcore.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, output_reader, parse_head
 
 AUTO_CLASSES = ("AutoModelForSequenceClassification", "AutoModel")
@@ -26,8 +27,6 @@ def matches(path: str, config: dict[str, Any]) -> bool:
 def load(path: str, config: dict[str, Any], placement: Placement, reward_head: str | int | None, *,
          known: KnownModel | None = None) -> RewardModel:
     import transformers
-
-    from rmcore.modeling import ensure_pad_token, load_tokenizer
 
     auto_map = config.get("auto_map") or {}
     cls = next((c for c in AUTO_CLASSES if c in auto_map), None)

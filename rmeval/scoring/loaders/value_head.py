@@ -24,6 +24,7 @@ import torch
 
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
+from rmcore.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, not_a_reward_model, parse_head
 
 HEAD_NAMES = ("regression_head", "v_head.summary", "v_head", "value_head")
@@ -102,8 +103,6 @@ class ValueHeadModel(torch.nn.Module):
 def load(path: str, config: dict[str, Any], placement: Placement, reward_head: str | int | None, *,
          known: KnownModel | None = None) -> RewardModel:
     from transformers import AutoModel
-
-    from rmcore.modeling import ensure_pad_token, load_tokenizer
 
     keys = _key_files(path)
     name = head_name(keys)

@@ -149,3 +149,53 @@ def test_write_report_and_log(full_audit, tmp_path, monkeypatch):
         tracker.finish()
     assert run_dir is not None and run_dir.exists()
     assert list((tmp_path / "wandb").rglob("*.wandb"))
+
+
+def _interval(x):
+    return {"estimate": x, "ci95": [x - 0.05, x + 0.07]}
+
+
+def _crowded_audit():
+    """Twelve shares beside the human's and every kind of adjustment, with long labels."""
+    names = [f"{c}: {t}" for c in ("original", "generic", "last turn") for t in
+             ("raw", "length-residualised", "rating-residualised", "pool-centred")]
+    removed = {"between_removed": _interval(0.2)}
+    return {"share_vs_human": {n: {"model": _interval(0.1 + 0.05 * i), "human": _interval(0.3)}
+                               for i, n in enumerate(names)},
+            "transplant": {k: {"margin_sd": _interval(0.5)} for k in KINDS},
+            "variance_explained": {
+                "rating_residuals": {n: removed for n in ("log_length", "all_ratings", "helpfulness_correctness")},
+                "response_probes": {n: removed for n in ("ridge", "kernel_ridge", "boosted_trees", "mlp")},
+                "prompt_probe": {n: removed for n in ("length_turns", "embedding", "hidden_state")}}}
+
+
+def test_interval_figures_are_sized_to_their_labels_and_keep_them_inside(tmp_path, monkeypatch):
+    """Everything drawn (tick labels, axis labels, title, legend) lies inside the canvas: the
+    figure's tight bounding box, what ``bbox_inches="tight"`` would crop to, is within the figure
+    and at least 0.04 inches clear of each edge; and the PNG is a readable size whatever the number
+    of labels: width/height within [0.6, 2.6] and each side 300-1600 px (shares.png with 12 rows
+    was 1749 x 418 px, its labels spread along x)."""
+    from PIL import Image
+
+    import rmeval.audit.report as report
+
+    outside: dict[str, list[float]] = {}
+    save = report.atomic_save_figure
+
+    def checked_save(fig, path, **kw):
+        fig.canvas.draw()
+        tight, canvas = fig.get_tightbbox(fig.canvas.get_renderer()), fig.bbox_inches  # inches
+        # how far the drawn content reaches past (positive) or stays inside (negative) each edge
+        over = [canvas.x0 - tight.x0, tight.x1 - canvas.x1, canvas.y0 - tight.y0, tight.y1 - canvas.y1]
+        outside[path.name] = [round(o, 3) for o in over if o > -0.04]
+        return save(fig, path, **kw)
+
+    monkeypatch.setattr(report, "atomic_save_figure", checked_save)
+    audit = _crowded_audit()
+    paths = report._plots(audit, tmp_path)
+    assert set(paths) == {"shares", "transplant", "variance_explained"}
+    assert outside == {"shares.png": [], "transplant.png": [], "variance_explained.png": []}
+    for path in paths.values():
+        width, height = Image.open(path).size
+        assert 0.6 <= width / height <= 2.6 and 300 <= min(width, height) and max(width, height) <= 1600, (
+            path.name, width, height)

@@ -61,7 +61,7 @@ def test_human_audit_is_the_commands_pipeline(tmp_path: Path, capsys):
     assert res["share_corrected"]["borrowed:borrowed"]["estimate"] == pytest.approx(obs / 0.5)
     # the command calls the same function: the same document
     assert main(["human", "--data", spec, "--attribute", "helpfulness", "--n-boot", "300", "--seed", "3",
-                 "--reliability", "borrowed=0.5", "--out", str(tmp_path / "cli")]) == 0
+                 "--human-reliability", "borrowed=0.5", "--out", str(tmp_path / "cli")]) == 0
     cli = json.loads((tmp_path / "cli" / "human.json").read_text())
     cli["meta"].pop("seconds"), res["meta"].pop("seconds")
     assert cli == json.loads(json.dumps(res))
@@ -70,7 +70,8 @@ def test_human_audit_is_the_commands_pipeline(tmp_path: Path, capsys):
 
 @pytest.mark.parametrize("kwargs, message", [({"raters_per_rating": 0.0}, "--raters-per-rating"),
                                              ({"n_boot": 0}, "--n-boot"),
-                                             ({"reliabilities": {"x": 1.5}}, "--reliability x=1.5"),
+                                             ({"reliabilities": {"x": 1.5}},
+                                              r"--human-reliability: 1.5 \(in \{'x': 1.5\}\) is out of range"),
                                              ({"raters_per_rating": float("nan")}, "--raters-per-rating")])
 def test_bad_settings_are_configuration_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -78,7 +79,8 @@ def test_bad_settings_are_configuration_errors(kwargs, message):
 
 
 def test_bad_flag_is_one_line_on_the_command_line(tmp_path: Path, capsys):
-    assert main(["human", "--data", "simulated:n_prompts=20", "--reliability", "r=0", "--out", str(tmp_path / "o")]) == 2
+    assert main(["human", "--data", "simulated:n_prompts=20", "--human-reliability", "r=0", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("rmeval: error:") and "reliability r=0.0" in err and "\n" not in err
+    assert err.startswith("rmeval: error:") and "\n" not in err
+    assert "--human-reliability: 0.0 (in {'r': 0.0}) is out of range" in err
     assert not (tmp_path / "o").exists()

@@ -4,7 +4,6 @@ held block on (``--suitability``, ``--probe-*``, ``--judge-items``, ``--baseline
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from rmcore.device import Placement
 from rmcore.settings import flag_names, from_args, nesting, parser_flags
 from rmeval.cli import build_parser
+from tests.support import subcommands
 
 # Fields of the settings that are not flags, and why (any other field must be a flag or held settings).
 NOT_FLAGS = {
@@ -27,16 +27,7 @@ NOT_FLAGS = {
 }
 
 
-def _subcommands(p: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    for a in p._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            for name, sp in a.choices.items():
-                if sp.get_default("settings") is not None:
-                    yield " ".join((*path, name)), sp
-                yield from _subcommands(sp, (*path, name))
-
-
-COMMANDS = dict(_subcommands(build_parser()))
+COMMANDS = dict(subcommands(build_parser()))
 REQUIRED = {
     "audit": ["--checkpoint", "c", "--data", "d", "--out", "o"],
     "pairwise": ["--checkpoint", "c", "--data", "d", "--out", "o"],

@@ -110,7 +110,8 @@ def test_leaderboard_command_toy(tmp_path, capsys, minilm_ckpt):
     out = tmp_path / "lb"
     assert main(["leaderboard", "--config", str(ROOT / "recipes" / "leaderboard_toy.yaml"), "--out", str(out),
                  "--data", "simulated:n_prompts=12,responses_per_prompt=2,seed=1", "--set", f"reward_models.minilm={minilm_ckpt}",
-                 "generation.max_new_tokens=4", "n_boot=50", "n_assignments=6", "progress=false",
+                 "--set", "generation.max_new_tokens=4", "--set", "n_boot=50", "--set", "n_assignments=6",
+                 "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     printed = capsys.readouterr().out
     assert "TOY RUN" in printed and "leaderboard: 4 policies" in printed

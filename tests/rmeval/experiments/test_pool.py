@@ -50,7 +50,8 @@ def test_pool_rating_set_keeps_covered_prompts():
 def test_pool_command_then_audit_with_the_pool(tmp_path, capsys, minilm_ckpt):
     out = tmp_path / "pool"
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", f"reward_models.minilm={minilm_ckpt}", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2", "--set", "sampling.max_new_tokens=6",
+                 "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     printed = capsys.readouterr().out
     assert "TOY RUN" in printed and "pool: 32 responses to 8 prompts (2 policies x 2" in printed
@@ -71,7 +72,8 @@ def test_pool_command_then_audit_with_the_pool(tmp_path, capsys, minilm_ckpt):
     assert "TOY RUN" in (out / "pool.md").read_text()
     # a rerun generates and scores nothing new
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", f"reward_models.minilm={minilm_ckpt}", "sampling.n=2", "sampling.max_new_tokens=6", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2", "--set", "sampling.max_new_tokens=6",
+                 "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     again = json.loads((out / "pool.json").read_text())
     assert all(g["n_generated"] == 0 for g in again["meta"]["generation"].values())

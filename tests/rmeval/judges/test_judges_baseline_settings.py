@@ -16,7 +16,7 @@ from rmeval.judges.baselines import BaselineSettings
     ("lora_lr", float("nan"), "--lora-lr"), ("lora_lr", 0.0, "--lora-lr"), ("lora_lr", float("inf"), "--lora-lr"),
 ])
 def test_bad_numbers_are_refused_naming_the_flag(field, value, flag):
-    with pytest.raises(ConfigError, match=f"^{flag} "):
+    with pytest.raises(ConfigError, match=f"^{flag}: .* is out of range; allowed: "):
         BaselineSettings(model="m", judge="j", **{field: value})
 
 
@@ -33,5 +33,5 @@ def test_cli_one_line_exit_2_nothing_written(tmp_path, capsys, extra):
             "--baseline-model", str(tmp_path / "m"), "--baseline-judge", "j", *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"rmeval: error: {extra[0]} ")
+    assert len(err) == 1 and err[0].startswith(f"rmeval: error: {extra[0]}: ")
     assert not out.exists()

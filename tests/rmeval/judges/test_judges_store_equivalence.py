@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from rmcore.io import atomic_write_json
 from rmeval.judges.analysis import analyze
 from rmeval.judges.reweight import reweight
 from rmeval.judges.simulate import simulate_panel
@@ -43,10 +46,10 @@ def _differences(a, b, path=""):
 
 
 def _plain(doc):
-    """The document as analyze_judgments writes it (numpy scalars as JSON numbers)."""
-    from rmcore.io import _json_default
-
-    return json.loads(json.dumps(doc, default=_json_default, allow_nan=True))
+    """The document as analyze_judgments writes it (numpy scalars as JSON numbers): written with
+    rmcore.io.atomic_write_json and read back."""
+    with tempfile.TemporaryDirectory() as d:
+        return json.loads(atomic_write_json(Path(d) / "doc.json", doc).read_text())
 
 
 @pytest.fixture(scope="module")

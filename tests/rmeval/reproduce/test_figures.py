@@ -71,3 +71,58 @@ def test_the_table_has_three_cells_per_figure_in_markdown_and_csv(tmp_path):
     assert "STAND-IN RUN" in text and "m2 × acc: failed: boom" in text and "s1" in text
     back = list(csv.reader(io.StringIO(csv_text(header, rows))))
     assert back[0] == header and back[1][3] == "+0.28 †"
+
+
+def _starred(tmp_path, **model):
+    raw = {
+        "reproduce": {"study": "reward-auditor", "table": "Table 1", "title": "t", "analysis": "suitability"},
+        "data": {"chat": {"spec": "simulated:n_prompts=4"}},
+        "models": [{"name": "a", "hub_id": "o/a", "params_b": 1}, {"name": "idrm", **model}],
+        "columns": [{"name": "d_ST", "key": "by_code.ST.cohens_d", "mark_key": "by_code.ST.stars", "digits": 3}],
+        "published": [{"table": "Table 1", "row": "a", "column": "d_ST", "value": 0.35, "mark": "***", "source": "s"},
+                      {"table": "Table 1", "row": "idrm", "column": "d_ST", "value": 0.336, "mark": "***", "source": "s"},
+                      {"table": "Table 1", "rows": ["all"], "column": "d_ST", "aggregate": "sum", "value": 0.686,
+                       "source": "s"}],
+    }
+    return build_recipe(raw, tmp_path / "x.yaml")
+
+
+def test_significance_marks_sit_beside_both_values_and_a_row_without_a_hub_id_says_not_reproducible(tmp_path):
+    from rmeval.reproduce.runner import rows_to_run
+    from rmeval.reproduce.table import figures_rows
+
+    r = _starred(tmp_path, label="Llama3-8B-IDRM", params_b=0, not_reproducible="no public Hub id")
+    assert rows_to_run(r, None) == ["a"]  # nothing runs for it
+    docs = {"a": {"chat": {"by_code": {"ST": {"cohens_d": 0.2, "stars": "**"}}}}}
+    cells, statements = build_cells(r, docs, None, {"idrm": "not reproducible: no public Hub id"})
+    header, rows = table_rows(r, cells)
+    assert rows[0] == ["a", "0.350***", "0.200**", "+0.150"]
+    assert rows[1] == ["Llama3-8B-IDRM", "0.336***", "not reproducible: no public Hub id", "—"]
+    assert statements[0].missing == "waits for idrm (not reproducible)"
+    fh, fr = figures_rows(r, cells)
+    got = {(x[0], x[1]): dict(zip(fh, x)) for x in fr}
+    assert got[("a", "d_ST")]["published_mark"] == "***" and got[("a", "d_ST")]["ours_mark"] == "**"
+    assert got[("a", "d_ST")]["published"] == 0.35  # the number alone, the mark in its own column
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"label": "x", "params_b": 1}, "needs a hub_id"),  # no Hub id and no reason
+    ({"hub_id": "o/b", "params_b": 0}, "params_b"),  # a runnable row must know its size
+])
+def test_a_row_needs_a_hub_id_and_a_size_unless_it_is_not_reproducible(tmp_path, model, message):
+    from rmcore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        _starred(tmp_path, **model)
+
+
+def test_a_mark_is_one_to_three_stars_on_one_cell(tmp_path):
+    from rmcore.errors import ConfigError
+
+    r = _starred(tmp_path, hub_id="o/b", params_b=1)
+    raw = {"reproduce": vars(r.reproduce), "data": {"chat": {"spec": "simulated:n_prompts=4"}},
+           "models": [{"name": "a", "hub_id": "o/a", "params_b": 1}],
+           "columns": [{"name": "d", "key": "k"}],
+           "published": [{"table": "T", "row": "a", "column": "d", "value": 0.1, "mark": "+", "source": "s"}]}
+    with pytest.raises(ConfigError, match="mark"):
+        build_recipe(raw, tmp_path / "y.yaml")

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from rmcore.settings import flag_names, from_args, option_dests, parser_dests, parser_flags
+from rmcore.settings import AppendEach, flag_names, from_args, option_dests, parser_dests, parser_flags
+from rmeval.cli.experiments import ExperimentCommand
+from rmeval.cli.flags import WandbFlags
 from rmtrain.cli import build_parser
 from rmtrain.cli.check import CheckCommand
-from rmtrain.cli.filter_experiment import FilterExperimentCommand
 from rmtrain.cli.flags import overrides
 from rmtrain.cli.policy import PolicyCommand, PolicyEvalCommand
 from rmtrain.cli.sweep import SweepCommand
 from rmtrain.cli.train import TrainCommand
 
 SETTINGS = {"train": TrainCommand, "sweep": SweepCommand, "policy": PolicyCommand, "policy-eval": PolicyEvalCommand,
-            "check": CheckCommand, "filter-experiment": FilterExperimentCommand}
+            "check": CheckCommand, "filter-experiment": ExperimentCommand}
 
 WANDB = ("online", "offline", "disabled")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -28,12 +29,12 @@ RECIPE = {"--config": (None, None, True), "--set": ([], None, False), "--wandb-m
 # flag -> (default, choices, required), as the commands declared them by hand before their settings
 BEFORE: dict[str, dict[str, tuple[Any, Any, bool]]] = {
     "train": {**RECIPE, "--arm": (None, None, False), "--seed": (None, None, False), "--model": (None, None, False),
-              "--output-dir": (None, None, False)},
-    "sweep": {**RECIPE, "--output-dir": (None, None, False), "--dry-run": (False, None, False),
+              "--out": (None, None, False)},
+    "sweep": {**RECIPE, "--out": (None, None, False), "--dry-run": (False, None, False),
               "--executor": ("local", ("local", "slurm", "submitit-local"), False),
               "--max-parallel": (None, None, False)},
     "policy": {**RECIPE, "--reward-model": (None, None, True), "--environment": (None, None, True),
-               "--output-dir": (None, None, False), "--launch": (False, None, False),
+               "--out": (None, None, False), "--launch": (False, None, False),
                "--collect": (False, None, False), "--device": (None, None, False),
                "--dtype": (None, DTYPES, False)},
     "policy-eval": {**RECIPE, "--clean": (None, None, False), "--perturbed": (None, None, False),
@@ -47,7 +48,6 @@ BEFORE: dict[str, dict[str, tuple[Any, Any, bool]]] = {
 }
 # what each flag parses to (int flags) and how many values it takes, as before
 TYPED = {("train", "--seed"): int, ("sweep", "--max-parallel"): int, ("filter-experiment", "--max-prompts"): int}
-APPEND = {"train", "sweep", "policy", "policy-eval"}  # --set once per pair; filter-experiment: --set K=V K=V
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -69,17 +69,16 @@ def test_every_field_is_a_flag_and_every_flag_a_field(command: str) -> None:
 def test_defaults_choices_and_required_flags_are_todays(command: str) -> None:
     p = _subparsers()[command]
     for a in p._actions:
-        if not a.option_strings or a.dest == "help":
-            continue
+        if not a.option_strings or a.dest == "help" or a.help == argparse.SUPPRESS:
+            continue  # a hidden old name (--output-dir): tests/rmtrain/cli/test_vocabulary.py
         flag = a.option_strings[0]
         default, choices, required = BEFORE[command][flag]
         assert (a.default if not a.required else None, tuple(a.choices) if a.choices else None, a.required) == (
             default, choices, required), flag
         # an int flag parses an int; the others keep the text (argparse's default, or str)
         assert a.type in ((TYPED[command, flag],) if (command, flag) in TYPED else (None, str)), flag
-        if flag == "--set":
-            assert (a.metavar, isinstance(a, argparse._AppendAction)) == ("KEY=VALUE", command in APPEND)
-            assert a.nargs == (None if command in APPEND else "+")
+        if flag == "--set":  # once per pair in every command (the old K=V K=V form still reads)
+            assert (a.metavar, type(a)) == ("KEY=VALUE", AppendEach)
         if default is False:
             assert isinstance(a, argparse._StoreTrueAction), flag
 
@@ -100,22 +99,28 @@ def test_the_settings_read_back_with_todays_defaults() -> None:
         config="r.yaml", overrides=[], wandb_mode=None, force=False, arm=None, seed=None, model=None, output_dir=None)
     assert _settings("sweep", ["--config", "r.yaml", "--max-parallel", "3"]) == SweepCommand(
         config="r.yaml", output_dir=None, dry_run=False, executor="local", max_parallel=3)
-    assert _settings("filter-experiment", ["--config", "r.yaml", "--set", "a=1", "b=2"]) == FilterExperimentCommand(
-        config="r.yaml", out=None, data=None, max_prompts=None, overrides=["a=1", "b=2"], wandb_mode=None,
-        wandb_project="matchrm")
+    s = _settings("filter-experiment", ["--config", "r.yaml", "--set", "a=1", "--set", "b=2"])
+    assert s == ExperimentCommand(config="r.yaml", out=None, data=None, max_prompts=None, overrides=["a=1", "b=2"],
+                                  wandb=WandbFlags(wandb_mode=None, wandb_project="matchrm"))
+    assert s.recipe_overrides() == ["a=1", "b=2"] and s.wandb.target() == {"wandb_mode": None,
+                                                                           "wandb_project": "matchrm"}
+    s = _settings("filter-experiment", ["--config", "r.yaml", "--out", "o", "--data", "simulated", "--max-prompts",
+                                        "5", "--wandb-mode", "offline", "--wandb-project", "p"])
+    assert (s.out, s.recipe_overrides(), s.wandb.target()) == (
+        "o", ['data="simulated"', "max_prompts=5"], {"wandb_mode": "offline", "wandb_project": "p"})
 
 
 def test_flags_override_their_recipe_keys_over_set() -> None:
     """--set pairs first, then each dedicated flag that was given, onto its recipe key (or keys)."""
     recipe = ["--config", "r.yaml", "--set", "seed=9", "--set", "training.max_steps=4"]
     assert overrides(_settings("train", recipe)) == {"seed": 9, "training.max_steps": 4}
-    s = _settings("train", [*recipe, "--seed", "3", "--arm", "regression", "--model", "m", "--output-dir", "o",
+    s = _settings("train", [*recipe, "--seed", "3", "--arm", "regression", "--model", "m", "--out", "o",
                             "--wandb-mode", "offline", "--force"])
     assert overrides(s) == {"seed": 3, "training.max_steps": 4, "wandb.mode": "offline", "arm": "regression",
                             "model.name_or_path": "m", "output_dir": "o"}
-    assert overrides(_settings("sweep", ["--config", "r", "--output-dir", "o", "--executor", "slurm"])) == {
+    assert overrides(_settings("sweep", ["--config", "r", "--out", "o", "--executor", "slurm"])) == {
         "sweep.output_root": "o"}
-    s = _settings("policy", ["--config", "r", "--reward-model", "rm", "--environment", "clean", "--output-dir", "o",
+    s = _settings("policy", ["--config", "r", "--reward-model", "rm", "--environment", "clean", "--out", "o",
                              "--device", "cpu", "--dtype", "float32"])
     assert overrides(s) == {"environment": "clean", "training.reward_device": "cpu", "openrlhf.reward_device": "cpu",
                             "training.reward_dtype": "float32", "openrlhf.reward_dtype": "float32"}

@@ -23,7 +23,7 @@ TINY = ["data.n_prompts=40", "max_train_pairs=16", "training.per_device_batch_si
 @pytest.mark.slow  # ~40 s: a fresh process imports torch, transformers and deepspeed, then trains 2 steps
 def test_train_prints_json_alone(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "rmtrain.cli", "train", "--config", "recipes/demo.yaml", "--arm", "bradley_terry",
-           "--seed", "2", "--output-dir", str(tmp_path / "run"), *[a for kv in TINY for a in ("--set", kv)]]
+           "--seed", "2", "--out", str(tmp_path / "run"), *[a for kv in TINY for a in ("--set", kv)]]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
     # cwd: the checkout, so `-m rmtrain.cli` runs this tree's code
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
