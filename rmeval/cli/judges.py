@@ -2,9 +2,9 @@
 
     rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
                           [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
-                          [--n-shards N [--shard I] [--executor none|local|slurm|debug]]
-    rmeval judges analyze --judgments FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
-    rmeval judges reweight --judgments FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
+                          [--n-shards N [--shard I] [--executor none|local|slurm|debug]] [--table judgments.jsonl]
+    rmeval judges analyze --judgments STORE|FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
+    rmeval judges reweight --judgments STORE|FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
 
 Each subcommand's flags are the fields of its settings: ``ElicitConfig``, ``AnalyzeCommand``
 (``AnalysisSettings``), ``ReweightCommand`` (``ReweightSettings``, ``BaselineSettings``).
@@ -29,7 +29,8 @@ from rmeval.judges.reweight import gain_line
 class AnalyzeCommand:
     """``rmeval judges analyze``'s settings: the judgments, the output, and what is computed."""
 
-    judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
+    judgments: str = option("", required=True, help="judgment store (rmeval judges elicit's) or a "
+                                                    "long judgments table (jsonl/parquet)")
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     items: str | None = option(None, help="items table with reference labels: adds the difficulty strata and the "
                                           "attribute-label associations")
@@ -42,7 +43,8 @@ class ReweightCommand:
     """``rmeval judges reweight``'s settings: the judgments, the labelled items, the output, the
     refits, and the baselines (``--baselines`` turns them on; they share the refits' seed)."""
 
-    judgments: str = option("", required=True, help="judgments table (rmeval judges elicit's)")
+    judgments: str = option("", required=True, help="judgment store (rmeval judges elicit's) or a "
+                                                    "long judgments table (jsonl/parquet)")
     items: str = option("", required=True, help="items table with reference labels")
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     reweight: ReweightSettings = nested(ReweightSettings)

@@ -61,24 +61,22 @@ import pandas as pd
 
 from rmcore.markdown import num, table
 
-from .panel import PROTOCOLS, Panel, cohen_kappa, mean_or_none, pair_agreement, rate_or_none
+from .panel import (
+    PROTOCOLS,
+    Panel,
+    cohen_kappa,
+    kappa_from_counts,
+    mean_or_none,
+    pair_agreement,
+    pair_verdicts,
+    rate_or_none,
+)
 
 STRATA = ("overall", "attribute", "same_winner", "opposite_winner")
 
 
 def _pairs(panel: Panel) -> list[tuple[int, int]]:
     return list(itertools.combinations(range(len(panel.judges)), 2))
-
-
-def _pair_masks(panel: Panel, j: int, k: int, protocol: str) -> dict[str, np.ndarray]:
-    """Per pair: verdicts, directions, cells both read, jointly resolved and agreeing cells."""
-    s, p = panel.reads(protocol)
-    vj, vk = s[j, :, -1], s[k, :, -1]
-    aj, ak = s[j, :, :-1], s[k, :, :-1]
-    cells = p[j, :, :-1] & p[k, :, :-1]
-    joint = cells & (aj != 0) & (ak != 0)
-    definite = p[j, :, -1] & p[k, :, -1] & (vj != 0) & (vk != 0)
-    return {"vj": vj, "vk": vk, "cells": cells, "joint": joint, "agree": joint & (aj == ak), "definite": definite}
 
 
 # -- single-read control -------------------------------------------------------------------------
@@ -106,16 +104,24 @@ def single_read_control(panel: Panel) -> dict[str, Any]:
 # -- three-category kappa -------------------------------------------------------------------------
 
 def three_category_kappa(panel: Panel) -> dict[str, Any]:
-    """Mean over judge pairs of Cohen's kappa on {-1, 0, +1} over every cell both judges read."""
+    """Mean over judge pairs of Cohen's kappa on {-1, 0, +1} over every cell both judges read. The
+    attribute cells' categories are counted from the pair statistics: over the cells both read,
+    judge j says 0 on cells - sum |d_j| p_k, +1 on (sum |d_j| p_k + sum d_j p_k) / 2 and -1 on the
+    rest; the cells where both say 0 are cells - (those j resolves) - (those k resolves) + joint."""
     out: dict[str, Any] = {}
     for protocol in PROTOCOLS:
         s, p = panel.reads(protocol)
+        c = panel.counts(protocol)
         ov, at = [], []
         for j, k in _pairs(panel):
-            c = p[j, :, -1] & p[k, :, -1]
-            ov.append(cohen_kappa(s[j, c, -1], s[k, c, -1]))
-            c = p[j, :, :-1] & p[k, :, :-1]
-            at.append(cohen_kappa(s[j, :, :-1][c], s[k, :, :-1][c]))
+            read = p[j, :, -1] & p[k, :, -1]
+            ov.append(cohen_kappa(s[j, read, -1], s[k, read, -1]))
+            n, joint = int(c.cells[j, k].sum()), int(c.joint[j, k].sum())
+            agree = (joint + int(c.signed[j, k].sum())) // 2
+            res_j, res_k = int(c.total_ap[j, k]), int(c.total_ap[k, j])
+            pos_j, pos_k = (res_j + int(c.total_dp[j, k])) // 2, (res_k + int(c.total_dp[k, j])) // 2
+            equal = agree + n - res_j - res_k + joint
+            at.append(kappa_from_counts(n, equal, (res_j - pos_j, n - res_j, pos_j), (res_k - pos_k, n - res_k, pos_k)))
         out[protocol] = {"overall": mean_or_none(ov), "attribute": mean_or_none(at),
                          "n_pairs": sum(x is not None for x in at)}
     return out
@@ -123,17 +129,20 @@ def three_category_kappa(panel: Panel) -> dict[str, Any]:
 
 # -- matched items ----------------------------------------------------------------------------------
 
-def _matched_pair(m: dict[str, np.ndarray], core: np.ndarray) -> dict[str, Any] | None:
-    items = m["definite"] & m["joint"].any(axis=1)
+def _matched_pair(panel: Panel, j: int, k: int, protocol: str, core: np.ndarray) -> dict[str, Any] | None:
+    v = pair_verdicts(panel, j, k, protocol)
+    c = panel.counts(protocol).pair(j, k)
+    items = v.definite & (c.joint > 0)
     if not items.any():
         return None
-    joint, agree = m["joint"][items], m["agree"][items]
-    overall = float(np.mean(m["vj"][items] == m["vk"][items]))
+    joint, agree = c.joint[items], c.agree[items]
+    overall = float(np.mean(v.vj[items] == v.vk[items]))
     attribute = float(agree.sum() / joint.sum())
-    cj = joint[:, core]
-    core_agreement = float(agree[:, core].sum() / cj.sum()) if cj.sum() else None
+    cc = panel.core_counts(protocol, core).pair(j, k)
+    cj = cc.joint[items]
+    core_agreement = float(cc.agree[items].sum() / cj.sum()) if cj.sum() else None
     return {"n_items": int(items.sum()), "n_cells": int(joint.sum()), "overall": overall, "attribute": attribute,
-            "attribute_item_mean": float(np.mean(agree.sum(axis=1) / joint.sum(axis=1))), "core": core_agreement,
+            "attribute_item_mean": float(np.mean(agree / joint)), "core": core_agreement,
             "gap": attribute - overall, "core_gap": None if core_agreement is None else core_agreement - overall}
 
 
@@ -143,7 +152,7 @@ def matched_items(panel: Panel, core_attributes: tuple[str, ...] | list[str]) ->
     for protocol in PROTOCOLS:
         per: dict[tuple[int, int], dict[str, Any]] = {}
         for j, k in _pairs(panel):
-            r = _matched_pair(_pair_masks(panel, j, k, protocol), core)
+            r = _matched_pair(panel, j, k, protocol, core)
             if r is not None:
                 per[(j, k)] = r
         rows = list(per.values())
@@ -173,16 +182,17 @@ def no_conflict(panel: Panel, min_shared: int = 20) -> dict[str, Any]:
     thresholds = sorted({t for t in (1, 5, 10, 20) if t <= len(panel.attributes)} | {int(min_shared)})
     acc = {t: [0, 0, 0] for t in thresholds}  # cases, differing winners, definite-verdict items
     per_pair: dict[int, list[float]] = {t: [] for t in thresholds}
+    counts = panel.counts("stable")
     for j, k in _pairs(panel):
-        m = _pair_masks(panel, j, k, "stable")
-        n_shared = m["joint"].sum(axis=1)
-        conflict = (m["joint"] & ~m["agree"]).any(axis=1)
-        differ = m["vj"] != m["vk"]
+        v, c = pair_verdicts(panel, j, k, "stable"), counts.pair(j, k)
+        n_shared = c.joint
+        conflict = c.joint > c.agree  # a jointly resolved attribute they disagree on
+        differ = v.vj != v.vk
         for t in thresholds:
-            cases = m["definite"] & (n_shared >= t) & ~conflict
+            cases = v.definite & (n_shared >= t) & ~conflict
             acc[t][0] += int(cases.sum())
             acc[t][1] += int((cases & differ).sum())
-            acc[t][2] += int(m["definite"].sum())
+            acc[t][2] += int(v.definite.sum())
             if cases.any():
                 per_pair[t].append(float(np.mean(differ[cases])))
     rows = {str(t): {"n_cases": acc[t][0], "n_different_winner": acc[t][1],
@@ -197,19 +207,16 @@ def per_attribute_agreement(panel: Panel) -> dict[str, dict[str, Any]]:
     """Per attribute (stable): agreement over all items, same- and opposite-winner items, each the
     mean over pairs with a jointly resolved cell in that stratum, and opposite-winner coverage."""
     n_a = len(panel.attributes)
+    ac = panel.attribute_counts()
+    strata = {key: (joint, ac.agree(stratum)) for key, joint, stratum in
+              (("all", ac.joint, ""), ("same_winner", ac.same_joint, "same"), ("opposite_winner", ac.opp_joint, "opp"))}
     vals = {k: [[] for _ in range(n_a)] for k in ("all", "same_winner", "opposite_winner", "opposite_coverage")}
     for j, k in _pairs(panel):
-        m = _pair_masks(panel, j, k, "stable")
-        same = (m["definite"] & (m["vj"] == m["vk"]))[:, None]
-        opp = (m["definite"] & (m["vj"] != m["vk"]))[:, None]
-        for key, mask in (("all", None), ("same_winner", same), ("opposite_winner", opp)):
-            joint = m["joint"] if mask is None else m["joint"] & mask
-            agree = m["agree"] if mask is None else m["agree"] & mask
-            nj, na = joint.sum(axis=0), agree.sum(axis=0)
+        for key, (joint, agree) in strata.items():
+            nj, na = joint[:, j, k], agree[:, j, k]
             for a in np.flatnonzero(nj):
                 vals[key][a].append(na[a] / nj[a])
-        cells_opp = (m["cells"] & opp).sum(axis=0)
-        joint_opp = (m["joint"] & opp).sum(axis=0)
+        cells_opp, joint_opp = ac.opp_cells[:, j, k], ac.opp_joint[:, j, k]
         for a in np.flatnonzero(cells_opp):
             vals["opposite_coverage"][a].append(joint_opp[a] / cells_opp[a])
     return {name: {"all": mean_or_none(vals["all"][a]), "same_winner": mean_or_none(vals["same_winner"][a]),
@@ -292,37 +299,54 @@ def difficulty_strata(panel: Panel, items: pd.DataFrame) -> dict[str, Any]:
     y, _ = label_vector(panel, items)
     names = ("both_match", "both_depart", "judges_disagree")
     acc = {n: {"n_items": 0, "agree": 0, "joint": 0, "cells": 0, "pairs": []} for n in names}
+    counts = panel.counts("stable")
     for j, k in _pairs(panel):
-        m = _pair_masks(panel, j, k, "stable")
-        usable = m["definite"] & (y != 0)
-        vj, vk = m["vj"], m["vk"]
+        v, c = pair_verdicts(panel, j, k, "stable"), counts.pair(j, k)
+        usable = v.definite & (y != 0)
+        vj, vk = v.vj, v.vk
         strata = {"both_match": usable & (vj == y) & (vk == y), "both_depart": usable & (vj == vk) & (vj != y),
                   "judges_disagree": usable & (vj != vk)}
         for n, rows in strata.items():
             a = acc[n]
-            joint, agree = m["joint"][rows], m["agree"][rows]
+            joint, agree = c.joint[rows].sum(), c.agree[rows].sum()
             a["n_items"] += int(rows.sum())
-            a["agree"] += int(agree.sum())
-            a["joint"] += int(joint.sum())
-            a["cells"] += int(m["cells"][rows].sum())
-            if joint.sum():
-                a["pairs"].append(agree.sum() / joint.sum())
+            a["agree"] += int(agree)
+            a["joint"] += int(joint)
+            a["cells"] += int(c.cells[rows].sum())
+            if joint:
+                a["pairs"].append(agree / joint)
     out = {n: {"n_items": a["n_items"], "n_cells": a["joint"], "agreement_pooled": rate_or_none(a["agree"], a["joint"]),
                "agreement_mean_over_pairs": mean_or_none(a["pairs"]), "coverage": rate_or_none(a["joint"], a["cells"]),
                "n_pairs": len(a["pairs"])} for n, a in acc.items()}
     return {**out, "n_labelled_items": int((y != 0).sum()), "n_ties_or_unlabelled": int((y == 0).sum())}
 
 
-def _associations(panel: Panel, y: np.ndarray, rows: np.ndarray, min_n: int) -> dict[str, Any]:
-    s, p = panel.stable[:, rows, :-1], panel.present[:, rows, :-1]
-    lab = y[rows][None, :, None]
-    read = p & (lab != 0)
-    usable = read & (s != 0)
-    n = usable.sum(axis=1)  # (J, A)
-    hits = (usable & (s == lab)).sum(axis=1)
-    n_read = read.sum(axis=1)
+def _association_counts(panel: Panel, y: np.ndarray, group: np.ndarray, n_groups: int) -> tuple[np.ndarray, ...]:
+    """(usable, hits, read), each (1 + G, J, A): per group of items (all labelled items pooled
+    first, then ``group`` 0..G-1 of each item, -1 for none), judge and attribute, the labelled
+    cells with a stable direction, those whose direction is the label, and the labelled cells read.
+    The labelled items are put in group order once; each judge's counts are then segment sums of
+    |d|, [d = y] and p over those rows (one pass over the judge's cells)."""
+    rows = np.flatnonzero((y != 0) & (group >= 0))
+    rows = rows[np.argsort(group[rows], kind="stable")]
+    starts = np.searchsorted(group[rows], np.arange(n_groups))
+    n_j, n_a = len(panel.judges), len(panel.attributes)
+    usable, hits, read = (np.zeros((1 + n_groups, n_j, n_a), np.int64) for _ in range(3))
+    lab = y[rows].astype(np.int8)[:, None]
+    for j in range(n_j):
+        s = panel.stable[j][rows, :-1]
+        for out, cells in ((usable, s != 0), (hits, (s == lab) & (s != 0)), (read, panel.present[j][rows, :-1])):
+            if len(rows):
+                out[1:, j] = np.add.reduceat(cells, starts, axis=0, dtype=np.int64)
+            out[0, j] = out[1:, j].sum(axis=0)
+    return usable, hits, read
+
+
+def _associations(attributes: list[str], n: np.ndarray, hits: np.ndarray, n_read: np.ndarray,
+                  min_n: int) -> dict[str, Any]:
+    """Per attribute, from the (J, A) counts of one group of items (``_association_counts``)."""
     out = {}
-    for a, name in enumerate(panel.attributes):
+    for a, name in enumerate(attributes):
         entered = n[:, a] > min_n
         accs = hits[entered, a] / n[entered, a]
         cov = [float(u / r) for u, r in zip(n[:, a], n_read[:, a]) if r > 0]
@@ -337,10 +361,14 @@ def _associations(panel: Panel, y: np.ndarray, rows: np.ndarray, min_n: int) -> 
 def label_associations(panel: Panel, items: pd.DataFrame, *, min_n_source: int = 50,
                        min_n_pooled: int = 200) -> dict[str, Any]:
     y, src = label_vector(panel, items)
+    sources = sorted(set(src[y != 0]))
+    code = {s: n for n, s in enumerate(sources)}
+    usable, hits, read = _association_counts(panel, y, np.array([code.get(s, -1) for s in src]), len(sources))
     out: dict[str, Any] = {"min_n_source": int(min_n_source), "min_n_pooled": int(min_n_pooled),
-                           "pooled": _associations(panel, y, np.ones(len(y), bool), min_n_pooled), "sources": {}}
-    for source in sorted(set(src[y != 0])):
-        out["sources"][source] = _associations(panel, y, src == source, min_n_source)
+                           "pooled": _associations(panel.attributes, usable[0], hits[0], read[0], min_n_pooled),
+                           "sources": {}}
+    for g, source in enumerate(sources, start=1):
+        out["sources"][source] = _associations(panel.attributes, usable[g], hits[g], read[g], min_n_source)
     return out
 
 

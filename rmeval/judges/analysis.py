@@ -26,6 +26,7 @@ are ``rmeval.judges.panel``. Here:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +35,8 @@ import pandas as pd
 
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
-from rmcore.settings import check_ranges, comma_list, option
+from rmcore.progress import Progress
+from rmcore.settings import bounded, check_ranges, comma_list, option
 
 from .agreement_controls import (
     attribute_importance,
@@ -58,6 +60,8 @@ from .panel import (
     rate_or_none,
 )
 from .priority_controls import priority_controls, priority_markdown
+from .store import JudgmentStore, table_to_store
+from .workers import run_tasks
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
 
@@ -77,7 +81,9 @@ class AnalysisSettings:
     subset (the paper's 20); ``min_n_source`` and ``min_n_pooled`` usable comparisons a reader
     needs to enter a label association (the paper's 50 and 200); ``attributes_file``: the
     inventory used at elicitation, if custom (for attribute families); ``controls``: False skips
-    every paper control (the audit hook's quick profile)."""
+    every paper control (the audit hook's quick profile); ``jobs``: worker processes for the
+    logistic fits (default: this process's CPUs; the figures do not depend on it); ``progress``:
+    progress bars on stderr when it is a terminal."""
 
     attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
                                           help="comma-separated subset of the attributes (default: all)")
@@ -93,9 +99,12 @@ class AnalysisSettings:
     attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
                                          help="attribute YAML used at elicitation, if custom (families)")
     controls: bool = True
+    jobs: int | None = bounded(None, ge=1)  # set by code, not a flag; None: this process's CPUs
+    progress: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled"):
+        integers = ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled")
+        for name in integers + (("jobs",) if self.jobs is not None else ()):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise ConfigError(f"{name} must be an integer, got {v!r}")
@@ -115,18 +124,11 @@ def agreement(panel: Panel) -> dict[str, Any]:
             out[f"{key}_coverage"] = mean_or_none([p[key]["coverage"] for p in pairs])
     out["n_pairs"] = len(pairs)
     # per attribute, pooled over judge pairs (cells where both resolve a stable direction)
-    per: dict[str, Any] = {}
-    s, p = panel.stable, panel.present
-    for a, name in enumerate(panel.attributes):
-        agree = n = cells = 0
-        for j, k in itertools.combinations(range(len(panel.judges)), 2):
-            c = p[j, :, a] & p[k, :, a]
-            m = c & (s[j, :, a] != 0) & (s[k, :, a] != 0)
-            agree += int(np.sum(s[j, m, a] == s[k, m, a]))
-            n += int(m.sum())
-            cells += int(c.sum())
-        per[name] = {"agreement": rate_or_none(agree, n), "n": n, "coverage": rate_or_none(n, cells)}
-    out["per_attribute"] = per
+    ac = panel.attribute_counts()
+    upper = np.triu_indices(len(panel.judges), 1)
+    agree, n, cells = (x[:, upper[0], upper[1]].sum(axis=1) for x in (ac.agree(), ac.joint, ac.cells))
+    out["per_attribute"] = {name: {"agreement": rate_or_none(agree[a], n[a]), "n": int(n[a]), "coverage": rate_or_none(n[a], cells[a])}
+                            for a, name in enumerate(panel.attributes)}
     out["pairs"] = pairs
     return out
 
@@ -186,22 +188,51 @@ def priority_data(panel: Panel, j: int, features: np.ndarray | None = None) -> t
 
 
 def shared_features(panel: Panel) -> np.ndarray:
-    """Majority stable direction over judges per item-attribute cell, 0 when tied or absent."""
-    return np.sign(panel.stable[:, :, :-1].astype(int).sum(axis=0)).astype(float)
+    """Majority stable direction over judges per item-attribute cell, 0 when tied or absent (int8;
+    summed judge by judge, never a wide copy of the panel)."""
+    total = np.zeros(panel.stable.shape[1:], dtype=np.int16)
+    for j in range(len(panel.judges)):
+        total += panel.stable[j]
+    return np.sign(total[:, :-1]).astype(np.int8)
+
+
+def _priority_task(x_own: np.ndarray, x_shared: np.ndarray, y: np.ndarray, excluded: int, attributes: list[str],
+                   seed: int, n_splits: int) -> dict[str, Any]:
+    """One judge's priority fits (``priorities``) from its int8 features: a worker's task."""
+    out: dict[str, Any] = {}
+    with one_blas_thread():
+        for tag, feats in (("", x_own), ("shared_", x_shared)):
+            x = feats.astype(float)
+            fit = fit_weights(x, y, seed)
+            out[f"{tag}weights"] = dict(zip(attributes, fit[0].tolist())) if fit else None
+            out[f"{tag}intercept"] = fit[1] if fit else None
+            out[f"{tag}cv_accuracy"] = cv_accuracy(x, y, seed=seed)
+            if not tag:
+                out["n_items"], out["n_excluded"] = int(len(y)), excluded
+                out["split_half"] = split_half(x, y, n_splits=n_splits, seed=seed)
+    return out
+
+
+def _priority_args(panel: Panel, j: int, shared: np.ndarray, seed: int, n_splits: int) -> tuple[Any, ...]:
+    read = panel.present[j, :, -1]
+    v = panel.verdict[j]
+    keep = read & (v != 0)
+    return (panel.stable[j, keep, :-1], shared[keep], v[keep].astype(int), int((read & (v == 0)).sum()),
+            panel.attributes, seed, n_splits)
 
 
 def priorities(panel: Panel, j: int, *, seed: int = 0, n_splits: int = 20) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for tag, feats in (("", None), ("shared_", shared_features(panel))):
-        x, y, excluded = priority_data(panel, j, feats)
-        fit = fit_weights(x, y, seed)
-        out[f"{tag}weights"] = dict(zip(panel.attributes, fit[0].tolist())) if fit else None
-        out[f"{tag}intercept"] = fit[1] if fit else None
-        out[f"{tag}cv_accuracy"] = cv_accuracy(x, y, seed=seed)
-        if not tag:
-            out["n_items"], out["n_excluded"] = int(len(y)), excluded
-            out["split_half"] = split_half(x, y, n_splits=n_splits, seed=seed)
-    return out
+    """Own-perception fit (weights, intercept, 5-fold accuracy, split-half reliability) and the
+    shared-perception refit of judge j."""
+    return _priority_task(*_priority_args(panel, j, shared_features(panel), seed, n_splits))
+
+
+def all_priorities(panel: Panel, *, seed: int = 0, n_splits: int = 20, jobs: int | None = None,
+                   progress: bool = False) -> list[dict[str, Any]]:
+    """``priorities`` of every judge, in panel order, over worker processes."""
+    shared = shared_features(panel)
+    tasks = [_priority_args(panel, j, shared, seed, n_splits) for j in range(len(panel.judges))]
+    return run_tasks(_priority_task, tasks, jobs=jobs, desc="priority fits", progress=progress)
 
 
 def _weight_correlations(judges: dict[str, Any], attributes: list[str], key: str) -> dict[str, float | None]:
@@ -220,40 +251,58 @@ def _families(attributes_file: str | None) -> dict[str, str]:
     return {a.name: a.family for a in load_inventory(attributes_file, extend=True)}
 
 
-def analyze(judgments: pd.DataFrame, items: pd.DataFrame | None = None, *,
+def _control_sections(panel: Panel, judges: dict[str, Any], labelled: pd.DataFrame | None,
+                      st: AnalysisSettings) -> list[tuple[str, Callable[[], Any]]]:
+    """The agreement controls ``analyze`` computes, in the document's order, as (key, thunk):
+    the cross-judge ones with two judges or more, the label ones with ``labelled`` items."""
+    out: list[tuple[str, Callable[[], Any]]] = []
+    if len(panel.judges) > 1:
+        out += [("single_read_control", lambda: single_read_control(panel)),
+                ("three_category_kappa", lambda: three_category_kappa(panel)),
+                ("matched_items", lambda: matched_items(panel, CORE_ATTRIBUTES)),
+                ("no_conflict", lambda: no_conflict(panel, st.min_shared)),
+                ("attribute_importance", lambda: attribute_importance(
+                    panel, {n: j["weights"] for n, j in judges.items()}, _families(st.attributes_file)))]
+        if labelled is not None:
+            out.append(("difficulty_strata", lambda: difficulty_strata(panel, labelled)))
+    if labelled is not None:
+        out.append(("label_associations", lambda: label_associations(panel, labelled, min_n_source=st.min_n_source,
+                                                                     min_n_pooled=st.min_n_pooled)))
+    return out
+
+
+def analyze(judgments: pd.DataFrame | JudgmentStore, items: pd.DataFrame | None = None, *,
             settings: AnalysisSettings | None = None, **overrides: Any) -> dict[str, Any]:
     """The analysis.json document: ``judges.<judge>.{weights, cv_accuracy, ...}``,
     ``agreement.{overall, attribute, ...}``, cross-judge weight correlations and the paper's
     controls (module doc); with ``items`` carrying reference labels also ``difficulty_strata`` and
-    ``label_associations``. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
+    ``label_associations``. ``judgments``: a judgment store (``rmeval.judges.store``) or a long
+    table. ``overrides`` replace fields of ``settings`` (e.g. ``n_splits=4``)."""
     st = replace(settings or AnalysisSettings(), **overrides)
-    panel = build_panel(judgments, st.attributes)
-    judges: dict[str, Any] = {}
-    with one_blas_thread():
-        for j, name in enumerate(panel.judges):
-            judges[name] = {**judge_consistency(panel, j), **priorities(panel, j, seed=st.seed, n_splits=st.n_splits)}
+    store = judgments if isinstance(judgments, JudgmentStore) else table_to_store(judgments)
+    judge_names = sorted(store.judges)  # the panel's judges, named before the panel's progress line
+    if st.controls and st.donor is not None and st.donor not in judge_names:  # before minutes of fits
+        raise ConfigError(f"--donor '{st.donor}' is not a judge of the panel ({', '.join(judge_names)})")
+    panel = build_panel(store, st.attributes, progress=st.progress)
+    fits = all_priorities(panel, seed=st.seed, n_splits=st.n_splits, jobs=st.jobs, progress=st.progress)
+    judges = {name: {**judge_consistency(panel, j), **fits[j]} for j, name in enumerate(panel.judges)}
     res: dict[str, Any] = {
         "judges": judges,
         "agreement": agreement(panel),
         "weight_correlation": {"own": _weight_correlations(judges, panel.attributes, "weights"),
                                "shared": _weight_correlations(judges, panel.attributes, "shared_weights")},
     }
-    labelled = items is not None and items["label"].isin(["A", "B"]).any()
+    labelled = bool(items is not None and items["label"].isin(["A", "B"]).any())
     if st.controls:
-        if len(panel.judges) > 1:
-            res["single_read_control"] = single_read_control(panel)
-            res["three_category_kappa"] = three_category_kappa(panel)
-            res["matched_items"] = matched_items(panel, CORE_ATTRIBUTES)
-            res["no_conflict"] = no_conflict(panel, st.min_shared)
-            res["attribute_importance"] = attribute_importance(
-                panel, {n: j["weights"] for n, j in judges.items()}, _families(st.attributes_file))
-            if labelled:
-                res["difficulty_strata"] = difficulty_strata(panel, items)
-        if labelled:
-            res["label_associations"] = label_associations(panel, items, min_n_source=st.min_n_source,
-                                                           min_n_pooled=st.min_n_pooled)
+        sections = _control_sections(panel, judges, items if labelled else None, st)
+        with Progress("analysis controls", len(sections), unit="section", enabled=st.progress) as bar:
+            for key, compute in sections:
+                bar.set_postfix(section=key)
+                res[key] = compute()
+                bar.update()
         with one_blas_thread():
-            res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed))
+            res.update(priority_controls(panel, judges, repeats=st.null_repeats, donor=st.donor, seed=st.seed,
+                                         jobs=st.jobs, progress=st.progress))
     res["meta"] = {"n_judges": len(panel.judges), "n_items": len(panel.items), "attributes": panel.attributes,
                    "seed": st.seed, "n_splits": st.n_splits, "controls": st.controls, "null_repeats": st.null_repeats,
                    "min_shared": st.min_shared, "min_n_source": st.min_n_source, "min_n_pooled": st.min_n_pooled,

@@ -19,7 +19,8 @@ from .elicit import LocalPairJudge, elicit_shard, merge_shards, questions_for
 from .inventory import load_inventory
 from .plots import weight_profiles
 from .reweight import reweight
-from .tables import load_items, load_judgments
+from .store import load_store
+from .tables import load_items
 
 
 def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathLike, out: str | os.PathLike, *,
@@ -37,8 +38,8 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
         stats = elicit_shard(items, judge, questions_for(attrs), out, progress=False)
     finally:
         judge.close()
-    judgments = load_judgments(merge_shards(out, judges=[stats.judge]))
-    an = analyze(judgments, seed=seed, n_splits=10, controls=False)  # one judge: no panel controls
+    judgments = load_store(merge_shards(out, judges=[stats.judge]))
+    an = analyze(judgments, seed=seed, n_splits=10, controls=False, jobs=1)  # one judge: no panel controls
     atomic_write_json(out / "analysis.json", an)
     j = an["judges"][stats.judge]
     prof: dict[str, Any] = {
@@ -54,7 +55,7 @@ def profile_checkpoint(checkpoint: str | os.PathLike, items_path: str | os.PathL
         images["weights"] = weight_profiles({stats.judge: j["weights"]}, out / "weight_profile.png",
                                             title=f"priority weights of {stats.judge}")
     if items["label"].isin(["A", "B"]).any():
-        rw = reweight(items, judgments, budgets=budgets, n_repeats=n_repeats, seed=seed)
+        rw = reweight(items, judgments, budgets=budgets, n_repeats=n_repeats, seed=seed, jobs=1)
         atomic_write_json(out / "reweight.json", rw)
         prof["reweight"] = {s: {k: r.get(k) for k in ("base_accuracy", "base_accuracy_stable", "reweighted_accuracy",
                                                       "gain", "n_test")}

@@ -33,6 +33,7 @@ from rmcore.settings import bounded, check_ranges, comma_list, option
 from .inventory import OVERALL, Attribute, load_inventory
 from .panel import build_panel
 from .reweight import single_read_accuracy, source_split, verdict_accuracy
+from .store import load_store
 from .tables import load_judgments
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def rubric_accuracy(judge: PairJudge, test_items: pd.DataFrame, criteria: list[A
 
     name = f"{judge.name}+rubric{len(criteria)}"
     stats = elicit_shard(test_items, judge, {OVERALL: rubric_question(criteria)}, out, name=name, progress=progress)
-    table = pd.read_json(stats.table, lines=True, dtype=False)
+    table = load_judgments(stats.table)
     return {**_accuracy(table, test_items), "k": len(criteria),
             "attributes": [a.name for a in criteria], "n_test": int(len(test_items)), "judge": name}
 
@@ -149,7 +150,7 @@ def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_
         stats = elicit_shard(test_items, judge, {OVERALL: OVERALL_QUESTION}, out / "eval", progress=progress)
     finally:
         judge.close()
-    table = pd.read_json(stats.table, lines=True, dtype=False)
+    table = load_judgments(stats.table)
     return {**info, **_accuracy(table, test_items), "n_test": int(len(test_items))}
 
 
@@ -198,7 +199,7 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
 
     if settings.judge not in res["judges"]:
         raise ConfigError(f"--baseline-judge '{settings.judge}' is not a judge in {judgments}")
-    panel = build_panel(load_judgments(judgments), res["meta"]["attributes"])
+    panel = build_panel(load_store(judgments), res["meta"]["attributes"])
     splits = source_split(items, panel, settings.seed)
     inv = {a.name: a for a in load_inventory(settings.attributes_file, extend=bool(settings.attributes_file))}
     judge = LocalPairJudge(settings.model, max_length=settings.max_length, batch_size=settings.batch_size,

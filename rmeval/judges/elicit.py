@@ -13,9 +13,10 @@ names: +1 the first-shown response ("A"), -1 the second
 direction). The runner maps letters back: in order BA the first-shown response is the original B.
 
 Work is sharded (item i goes to shard i mod n), every answered chunk is committed to a SQLite score
-cache (``rmeval.scoring.cache``) before the next starts, and a shard's judgments table is written
-atomically from the cache at the end: a killed run restarts where it stopped, with nothing lost,
-duplicated or asked twice.
+cache (``rmeval.scoring.cache``) before the next starts, and a shard's judgments are written
+atomically from the cache at the end, as one int8 array (``rmeval.judges.store``: a ``.npz`` per
+shard; ``merge_shards`` places the shards in one judgment store): a killed run restarts where it
+stopped, with nothing lost, duplicated or asked twice.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import torch
 
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_table, read_table
+from rmcore.io import atomic_write_json, atomic_write_table
 from rmcore.progress import Progress
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.endpoint import EndpointBackend
@@ -47,7 +48,16 @@ from rmeval.scoring.cache import ScoreCache, cache_key
 from rmeval.scoring.judge import conversation_text
 
 from .inventory import OVERALL, Attribute
-from .tables import ORDERS, load_items, validate_judgments
+from .store import (
+    JudgmentStore,
+    concat_stores,
+    load_store,
+    read_shard,
+    store_to_table,
+    write_shard,
+    write_store,
+)
+from .tables import ORDERS, load_items
 
 ITEM_TEMPLATE = ("You are comparing two responses to the same query.\n\n[Query]\n{query}\n\n"
                  "[Response A]\n{first}\n\n[Response B]\n{second}\n\n")
@@ -291,9 +301,10 @@ def shard_items(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
 def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str], out: str | os.PathLike, *,
                  shard: int = 0, n_shards: int = 1, chunk_items: int = 2, progress: bool = True,
                  name: str | None = None) -> ShardStats:
-    """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.jsonl`` through the score cache in
-    ``out/cache/``. Answers already in any cache file of this judge are not asked again. ``name``
-    overrides the judge's name in the table (a rubric-prompted variant of the same model)."""
+    """Elicit one shard into ``out/shards/<judge>.shard-<i>-of-<n>.npz`` (``rmeval.judges.store``)
+    through the score cache in ``out/cache/``. Answers already in any cache file of this judge are
+    not asked again. ``name`` overrides the judge's name in the table (a rubric-prompted variant of
+    the same model)."""
     out = Path(out)
     t0 = time.perf_counter()
     sub = shard_items(items, shard, n_shards)
@@ -306,19 +317,20 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     others = [ScoreCache(p) for p in sorted(cache_dir.glob(f"{slug}.shard-*.sqlite")) if p != cache.path]
     fp = judge.fingerprint
     stats = ShardStats(judge_name, shard, n_shards, n_items=len(sub))
-    values: dict[str, float] = {}
-    calls_all = build_calls(sub, questions)
-    stats.n_cells = len(calls_all)
-    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
-    bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", len(calls_all), unit="call", enabled=progress)
     per_item = 2 * len(questions)
+    stats.n_cells = len(sub) * per_item
+    # every answer lands in one array as its chunk is answered (calls run item by item, order by
+    # order, question by question), so a shard never holds its calls or answers as Python objects
+    letters = np.empty(stats.n_cells, dtype=float)
+    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
+    bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", stats.n_cells, unit="call", enabled=progress)
 
     def ask(todo: list[Call]) -> list[tuple[Any, ...]]:
         return [ScoreCache.row(fp, a, False, False) for a in judge.answer(todo)]
 
     try:
-        for start in range(0, len(calls_all), per_item * chunk_items):
-            calls = calls_all[start:start + per_item * chunk_items]
+        for first in range(0, len(sub), chunk_items):
+            calls = build_calls(sub.iloc[first:first + chunk_items], questions)
             keys = [cache_key(fp, c.rendered()) for c in calls]
             have = cache.get_many(keys)
             for o in others:
@@ -333,23 +345,17 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
             made = sum(1 for k in keys if k in fresh)
             stats.n_cached += len(calls) - made
             stats.n_made += made
-            values.update({k: ScoreCache.value(v)[0] for k, v in answered.items()})
+            letters[first * per_item:first * per_item + len(calls)] = [ScoreCache.value(answered[k])[0] for k in keys]
             bar.update(len(calls))
     finally:
         bar.close()
-    rows = []
-    for c in calls_all:
-        letter = values[cache_key(fp, c.rendered())]
-        if math.isnan(letter):
-            stats.n_malformed += 1
-            d = 0
-        else:
-            d = int(letter) if c.order == "AB" else -int(letter)  # first-shown in BA is the original B
-        stats.n_unresolved += d == 0
-        rows.append({"item_id": c.item_id, "judge": judge_name, "attribute": c.attribute, "order": c.order,
-                     "direction": d})
-    table = out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.jsonl"
-    atomic_write_table(table, pd.DataFrame(rows, columns=["item_id", "judge", "attribute", "order", "direction"]))
+    malformed = np.isnan(letters)
+    stats.n_malformed = int(malformed.sum())
+    d = np.where(malformed, 0, letters).astype(np.int8).reshape(len(sub), len(ORDERS), len(questions))
+    d[:, 1] *= -1  # first-shown in BA is the original B
+    stats.n_unresolved = int(np.count_nonzero(d == 0))
+    table = write_shard(out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.npz", judge_name,
+                        [str(i) for i in sub["item_id"]], list(questions), d.transpose(0, 2, 1))
     stats.table, stats.seconds = str(table), round(time.perf_counter() - t0, 3)
     extra = getattr(judge, "n_truncated", None)
     if extra is not None:
@@ -360,36 +366,51 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     return stats
 
 
-def merge_shards(out: str | os.PathLike, *, judges: list[str] | None = None, name: str = "judgments.jsonl") -> Path:
-    """Concatenate finished shard tables of every judge (or ``judges``) into ``out/<name>``. A judge
-    elicited under several shard counts contributes its newest complete set; a judge without a
-    complete set is an error naming the missing shards (never a silently smaller table), and so is a
-    duplicate (item, judge, attribute, order)."""
+SHARD_NAME = re.compile(r"^(.*)\.shard-(\d+)-of-(\d+)\.(npz|jsonl|parquet)$")
+
+
+def _read_shard(path: Path) -> JudgmentStore:
+    """A shard's judgments: the ``.npz`` this module writes, or a long table an earlier version wrote."""
+    return read_shard(path) if path.suffix == ".npz" else load_store(path)
+
+
+def merge_shards(out: str | os.PathLike, *, judges: list[str] | None = None, name: str = "judgments",
+                 table: str | None = None) -> Path:
+    """Place the finished shards of every judge (or ``judges``) in one judgment store ``out/<name>``
+    (``rmeval.judges.store``; items in order of first appearance over the shards, judge by judge).
+    A judge elicited under several shard counts contributes its newest complete set; a judge without
+    a complete set is an error naming the missing shards (never a silently smaller store), and so is
+    a cell read twice. A shard written as a long table by an earlier version is read too (an
+    ``.npz`` beside it wins). ``table``: also write the long table ``out/<table>`` (jsonl or
+    parquet) for inspection."""
     out = Path(out)
-    groups: dict[str, dict[int, list[Path]]] = {}
-    for t in sorted((out / "shards").glob("*.shard-*.jsonl")):
-        m = re.match(r"^(.*)\.shard-(\d+)-of-(\d+)\.jsonl$", t.name)
+    groups: dict[str, dict[int, dict[int, Path]]] = {}
+    for t in sorted((out / "shards").glob("*.shard-*")):
+        m = SHARD_NAME.match(t.name)
         if m:
-            groups.setdefault(m.group(1), {}).setdefault(int(m.group(3)), []).append(t)
+            by_shard = groups.setdefault(m.group(1), {}).setdefault(int(m.group(3)), {})
+            if int(m.group(2)) not in by_shard or t.suffix == ".npz":
+                by_shard[int(m.group(2))] = t
     if judges is not None:
         groups = {k: v for k, v in groups.items() if k in {_slug(j) for j in judges}}
     if not groups:
         raise FileNotFoundError(f"{out / 'shards'}: no shard tables to merge")
-    frames = []
+    shards = []
     for slug, by_n in groups.items():
-        newest = sorted(by_n.items(), key=lambda kv: -max(p.stat().st_mtime for p in kv[1]))
+        newest = sorted(by_n.items(), key=lambda kv: -max(p.stat().st_mtime for p in kv[1].values()))
         chosen, missing = None, []
         for n, paths in newest:
-            have = {int(re.search(r"\.shard-(\d+)-of-", p.name).group(1)) for p in paths}
-            if have >= set(range(n)):
-                chosen = paths
+            if set(paths) >= set(range(n)):
+                chosen = [paths[i] for i in sorted(paths)]
                 break
-            missing = missing or [f"{i} of {n}" for i in sorted(set(range(n)) - have)]
+            missing = missing or [f"{i} of {n}" for i in sorted(set(range(n)) - set(paths))]
         if chosen is None:
             raise ConfigError(f"judge {slug}: shard(s) {', '.join(missing)} not finished; rerun them before merging")
-        frames += [read_table(p) for p in chosen]
-    df = validate_judgments(pd.concat(frames, ignore_index=True), file=str(out / "shards"))
-    return atomic_write_table(out / name, df)
+        shards += [_read_shard(p) for p in chosen]
+    store = concat_stores(shards)
+    if table:
+        atomic_write_table(out / table, store_to_table(store))
+    return write_store(out / name, store)
 
 
 @dataclass

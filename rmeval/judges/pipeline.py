@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
 from rmcore.settings import comma_list, nested, option, output_folder
@@ -86,6 +88,8 @@ class ElicitConfig:
     chunk_items: int = option(2, ge=1, help="items per committed chunk")
     progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
     seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
+    table: str | None = option(None, help="also write the merged judgments as a long table OUT/TABLE "
+                                          "(judgments.jsonl or .parquet) for inspection")
 
     def judge_spec(self) -> dict[str, Any]:
         if bool(self.model) == bool(self.endpoint):
@@ -155,7 +159,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
         summary[key] = int(sum(s[key] for s in stats))
     if cfg.shard is None:
-        summary["judgments"] = str(merge_shards(cfg.out))
+        summary["judgments"] = str(merge_shards(cfg.out, table=cfg.table))
     atomic_write_json(Path(cfg.out) / "elicit_stats.json", summary)
     return summary
 
@@ -206,12 +210,13 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
     # pandas: --help stays cheap
     from .analysis import AnalysisSettings, analysis_markdown, analyze
     from .plots import analysis_plots, plots_not_drawn
-    from .tables import load_items, load_judgments
+    from .store import load_store
+    from .tables import load_items
 
     settings = settings or AnalysisSettings()
-    table = load_judgments(judgments)
+    store = load_store(judgments)  # a store, or a long table converted
     item_table = load_items(items) if items is not None else None
-    res = analyze(table, item_table, settings=settings)  # bad settings fail before anything is written
+    res = analyze(store, item_table, settings=settings)  # bad settings fail before anything is written
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     res["meta"]["judgments"] = str(judgments)
@@ -225,6 +230,19 @@ def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, i
                                      "seed": settings.seed, "null_repeats": settings.null_repeats},
              "judges", _headline(res), images, wandb_project, wandb_mode)
     return res
+
+
+MAX_PROFILES = 20  # lines in the reweighted-weights plot before it shows one per source
+
+
+def _source_means(res: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """source -> the mean over judges of the reweighted weights (sources by name)."""
+    by_source: dict[str, list[dict[str, float]]] = {}
+    for jr in res["judges"].values():
+        for s, r in jr["sources"].items():
+            if r.get("weights"):
+                by_source.setdefault(s, []).append(r["weights"])
+    return {s: {a: float(np.mean([w[a] for w in ws])) for a in ws[0]} for s, ws in sorted(by_source.items())}
 
 
 @dataclass
@@ -246,23 +264,26 @@ class ReweightSettings:
 
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike,
                        settings: ReweightSettings | None = None, *, baselines: Any | None = None,
-                       wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+                       jobs: int | None = None, wandb_project: str = "matchrm",
+                       wandb_mode: str | None = None) -> dict[str, Any]:
     """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run, as ``settings`` say
     (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric
-    and LoRA baselines too."""
+    and LoRA baselines too. ``jobs``: worker processes for the fits (default: this process's CPUs;
+    the figures do not depend on it)."""
     # pandas: --help stays cheap
     from rmcore.io import atomic_write_json, atomic_write_text
 
     # pandas: --help stays cheap
     from .plots import weight_profiles
     from .reweight import reweight, reweight_markdown
-    from .tables import load_items, load_judgments
+    from .store import load_store
+    from .tables import load_items
 
     settings = settings or ReweightSettings()
     settings.validate()
     item_table = load_items(items, need_labels=True)
-    res = reweight(item_table, load_judgments(judgments), budgets=settings.budgets, n_repeats=settings.n_repeats,
-                   top_k=settings.top_k, seed=settings.seed)
+    res = reweight(item_table, load_store(judgments), budgets=settings.budgets, n_repeats=settings.n_repeats,
+                   top_k=settings.top_k, seed=settings.seed, jobs=jobs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:
@@ -275,10 +296,12 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     atomic_write_text(out / "reweight.md", reweight_markdown(res))
     profiles = {f"{j}/{s}": r["weights"] for j, jr in res["judges"].items() for s, r in jr["sources"].items()
                 if r.get("weights")}
+    title = "reweighted attribute weights (reference labels)"
+    if len(profiles) > MAX_PROFILES:  # 357 judge/source lines (the published panel) are no plot: one per source
+        profiles, title = _source_means(res), f"{title}, mean over judges per source"
     images = {}
     if profiles:
-        images["weight_profiles"] = weight_profiles(profiles, out / "reweight_weights.png",
-                                                    title="reweighted attribute weights (reference labels)")
+        images["weight_profiles"] = weight_profiles(profiles, out / "reweight_weights.png", title=title)
     _log_run("judges-reweight", out, {"judgments": str(judgments), "items": str(items)}, "reweight", res, images,
              wandb_project, wandb_mode)
     return res

@@ -51,7 +51,8 @@ import numpy as np
 from rmcore.errors import ConfigError
 from rmcore.markdown import num, table
 
-from .panel import Panel, fit_weights, mean_or_none
+from .panel import Panel, fit_weights, mean_or_none, one_blas_thread
+from .workers import run_tasks
 
 NULL_STREAM = 0x1D
 
@@ -94,10 +95,30 @@ def _sd(norm: np.ndarray) -> np.ndarray:
     return norm[ok].std(axis=0, ddof=1) if ok.sum() >= 2 else np.full(norm.shape[1], np.nan)
 
 
+def _null_fits(x: np.ndarray, ys: np.ndarray, seed: int) -> list[np.ndarray | None]:
+    """One judge's null refits: its int8 readings ``x`` against each redrawn verdict row of ``ys``
+    (a worker's task)."""
+    with one_blas_thread():
+        xf = x.astype(float)
+        out = []
+        for y in ys:
+            fit = fit_weights(xf, y.astype(np.int64), seed)
+            out.append(None if fit is None else fit[0])
+        return out
+
+
+def _null_summary(w_null: np.ndarray) -> tuple[np.ndarray, np.ndarray, float | None, float | None]:
+    """One repetition's cross-judge SD, dispersions and mean correlations (a worker's task)."""
+    norm = _normalise(w_null)
+    return (_sd(norm), _dispersion(norm), *_mean_correlations(w_null))
+
+
 def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, float]], *, repeats: int = 20,
-                              seed: int = 0) -> dict[str, Any] | None:
+                              seed: int = 0, jobs: int | None = 1, progress: bool = False) -> dict[str, Any] | None:
     """The null of module doc for the judges in ``fits`` (judge -> (weights, intercept)); None with
-    fewer than two fitted judges."""
+    fewer than two fitted judges. The verdicts are drawn here, repetition by repetition and judge by
+    judge from one generator (so they do not depend on ``jobs``); the refits, judge by judge, run
+    over ``jobs`` worker processes."""
     names = [n for n in panel.judges if n in fits]
     if len(names) < 2 or repeats < 1:
         return None
@@ -111,23 +132,32 @@ def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, fl
     from scipy.special import expit
 
     rng = np.random.default_rng([seed, NULL_STREAM])
-    data = [(panel.stable[j, fit_items(panel, j), :-1].astype(float)) for j in idx]
+    data = [panel.stable[j, fit_items(panel, j), :-1] for j in idx]
+    with one_blas_thread():
+        probs = [expit(b_star + x.astype(float) @ w_star) for x in data]
+    draws = [np.empty((repeats, len(p)), dtype=np.int8) for p in probs]
+    for r in range(repeats):
+        for n, p in enumerate(probs):
+            draws[n][r] = np.where(rng.random(len(p)) < p, 1, -1)
+    refits = run_tasks(_null_fits, [(x, d, seed) for x, d in zip(data, draws)], jobs=jobs,
+                       desc="identical-preference null", progress=progress)
     null_sd = np.full((repeats, w_obs.shape[1]), np.nan)
     null_disp = np.full((repeats, len(names)), np.nan)
     null_pr, null_sr, failed = [], [], 0
+    w_nulls = []
     for r in range(repeats):
         w_null = np.full_like(w_obs, np.nan)
-        for n, x in enumerate(data):
-            p = expit(b_star + x @ w_star)
-            y = np.where(rng.random(len(p)) < p, 1, -1)
-            fit = fit_weights(x, y, seed)
-            if fit is None:
+        for n in range(len(names)):
+            if refits[n][r] is None:
                 failed += 1
                 continue
-            w_null[n] = fit[0]
-        norm = _normalise(w_null)
-        null_sd[r], null_disp[r] = _sd(norm), _dispersion(norm)
-        pr, sr = _mean_correlations(w_null)
+            w_null[n] = refits[n][r]
+        w_nulls.append(w_null)
+    # the repetitions' cross-judge correlations (J(J-1)/2 scipy calls each) over the workers too
+    summaries = run_tasks(_null_summary, [(w,) for w in w_nulls], jobs=jobs, desc="null correlations",
+                          progress=progress)
+    for r, (sd, disp, pr, sr) in enumerate(summaries):
+        null_sd[r], null_disp[r] = sd, disp
         if pr is not None:
             null_pr.append(pr)
             null_sr.append(sr)
@@ -216,10 +246,10 @@ def priority_fits(judges: dict[str, Any], attributes: list[str]) -> dict[str, tu
 
 
 def priority_controls(panel: Panel, judges: dict[str, Any], *, repeats: int = 20, donor: str | None = None,
-                      seed: int = 0) -> dict[str, Any]:
+                      seed: int = 0, jobs: int | None = 1, progress: bool = False) -> dict[str, Any]:
     fits = priority_fits(judges, panel.attributes)
     out: dict[str, Any] = {}
-    null = identical_preference_null(panel, fits, repeats=repeats, seed=seed)
+    null = identical_preference_null(panel, fits, repeats=repeats, seed=seed, jobs=jobs, progress=progress)
     if null is not None:
         out["identical_preference_null"] = null
     swaps = component_swaps(panel, fits, donor)

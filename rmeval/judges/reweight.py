@@ -31,6 +31,8 @@ import pandas as pd
 from rmcore.markdown import percent, table
 
 from .panel import Panel, build_panel, logistic_regression, one_blas_thread
+from .store import JudgmentStore
+from .workers import run_tasks
 
 BUDGETS = (32, 64, 128, 256)
 TOP_K = (6, 12)
@@ -84,9 +86,18 @@ def source_split(items: pd.DataFrame, panel: Panel, seed: int = 0, test_fraction
 
 def reweight_source(panel: Panel, j: int, split: dict[str, Any], *, budgets: tuple[int, ...] = BUDGETS,
                     n_repeats: int = 10, top_k: tuple[int, ...] = TOP_K, seed: int = 0) -> dict[str, Any]:
-    x = panel.stable[j][split["idx"], :-1].astype(float)
-    v = panel.verdict[j][split["idx"]]
-    v1 = panel.single[j][split["idx"], -1]  # the AB read; 0 when unparsed, unresolved or not read
+    """Judge j (panel position) on one source's split (``source_split``)."""
+    return _reweight_source(panel.stable[j], panel.single[j, :, -1], panel.attributes, j, split, budgets=budgets,
+                            n_repeats=n_repeats, top_k=top_k, seed=seed)
+
+
+def _reweight_source(stable: np.ndarray, single_verdict: np.ndarray, attributes: list[str], j: int,
+                     split: dict[str, Any], *, budgets: tuple[int, ...], n_repeats: int, top_k: tuple[int, ...],
+                     seed: int) -> dict[str, Any]:
+    """``reweight_source`` on one judge's arrays: ``stable`` (I, A+1) int8, ``single_verdict`` (I,)."""
+    x = stable[split["idx"], :-1].astype(float)
+    v = stable[split["idx"], -1]
+    v1 = single_verdict[split["idx"]]  # the AB read; 0 when unparsed, unresolved or not read
     y, tr, te = split["y"], split["train"], split["test"]
     out: dict[str, Any] = {"n_train": int(len(tr)), "n_test": int(len(te)), "n_ties": split["n_ties"],
                            "n_unlabelled": split["n_unlabelled"]}
@@ -104,7 +115,7 @@ def reweight_source(panel: Panel, j: int, split: dict[str, Any], *, budgets: tup
         return out
     out["reweighted_accuracy"], w_full = full
     out["gain"] = out["reweighted_accuracy"] - out["base_accuracy"]
-    out["weights"] = dict(zip(panel.attributes, w_full.tolist()))
+    out["weights"] = dict(zip(attributes, w_full.tolist()))
     rng = np.random.default_rng([seed, j])
     bud: dict[str, Any] = {}
     for b in budgets:
@@ -134,23 +145,34 @@ def reweight_source(panel: Panel, j: int, split: dict[str, Any], *, budgets: tup
             padded[keep] = r[1]
         tk["all" if k == len(w_full) else str(k)] = {
             "accuracy": r[0] if r else None, "alignment": _cosine(padded, w_full) if r else None,
-            "attributes": [panel.attributes[i] for i in keep]}
+            "attributes": [attributes[i] for i in keep]}
     out["top_k"] = tk
     return out
 
 
-def reweight(items: pd.DataFrame, judgments: pd.DataFrame, *, attributes: list[str] | None = None,
-             budgets: tuple[int, ...] = BUDGETS, n_repeats: int = 10, top_k: tuple[int, ...] = TOP_K,
-             seed: int = 0, test_fraction: float = 0.25) -> dict[str, Any]:
+def _reweight_judge(stable: np.ndarray, single_verdict: np.ndarray, attributes: list[str], j: int,
+                    splits: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every source of one judge (a worker's task; its fits on one BLAS thread)."""
+    with one_blas_thread():
+        return {s: _reweight_source(stable, single_verdict, attributes, j, sp, **kwargs) for s, sp in splits.items()}
+
+
+def reweight(items: pd.DataFrame, judgments: pd.DataFrame | JudgmentStore | Panel, *,
+             attributes: list[str] | None = None, budgets: tuple[int, ...] = BUDGETS, n_repeats: int = 10,
+             top_k: tuple[int, ...] = TOP_K, seed: int = 0, test_fraction: float = 0.25, jobs: int | None = None,
+             progress: bool = True) -> dict[str, Any]:
     """The reweight.json document: ``judges.<judge>.sources.<source>.{base_accuracy,
-    reweighted_accuracy, n_test, ...}`` and per-judge means over sources."""
-    panel = build_panel(judgments, attributes)
+    reweighted_accuracy, n_test, ...}`` and per-judge means over sources. ``judgments``: a
+    judgment store, a long table or a built panel; ``jobs``: worker processes for the judges'
+    fits (default: this process's CPUs; the figures do not depend on it)."""
+    panel = judgments if isinstance(judgments, Panel) else build_panel(judgments, attributes, progress=progress)
     splits = source_split(items, panel, seed, test_fraction)
+    kwargs = {"budgets": tuple(budgets), "n_repeats": n_repeats, "top_k": tuple(top_k), "seed": seed}
+    tasks = [(panel.stable[j], panel.single[j, :, -1], panel.attributes, j, splits, kwargs)
+             for j in range(len(panel.judges))]
+    per_judge = run_tasks(_reweight_judge, tasks, jobs=jobs, desc="reweighting fits", progress=progress)
     judges: dict[str, Any] = {}
-    for j, name in enumerate(panel.judges):
-        with one_blas_thread():
-            sources = {s: reweight_source(panel, j, sp, budgets=budgets, n_repeats=n_repeats, top_k=top_k,
-                                          seed=seed) for s, sp in splits.items()}
+    for name, sources in zip(panel.judges, per_judge):
         done = [r for r in sources.values() if r.get("reweighted_accuracy") is not None]
         judges[name] = {"sources": sources, **_means(done)}
     cells = [r for jr in judges.values() for r in jr["sources"].values() if r.get("reweighted_accuracy") is not None]

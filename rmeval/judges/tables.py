@@ -16,9 +16,9 @@ import pandas as pd
 from rmcore.errors import DataError
 from rmcore.io import read_table
 
+from .store import JUDGMENT_COLUMNS, ORDERS, is_store, load_store, store_to_table
+
 ITEM_COLUMNS = ("item_id", "source", "query", "response_a", "response_b")
-JUDGMENT_COLUMNS = ("item_id", "judge", "attribute", "order", "direction")
-ORDERS = ("AB", "BA")
 LABELS = ("A", "B", "tie")
 
 
@@ -77,8 +77,16 @@ def validate_items(df: pd.DataFrame, *, file: str | None = None, need_labels: bo
 
 
 def load_judgments(path: str | os.PathLike) -> pd.DataFrame:
-    return validate_judgments(read_table(path), file=str(path))
+    """The long table of a table file, or of a judgment store or shard (``rmeval.judges.store``,
+    which is what the analyses read: ``load_store``)."""
+    if is_store(path) or str(path).endswith(".npz"):
+        return store_to_table(load_store(path))
+    df = read_table(path)
+    df.attrs.clear()  # a row-number list that every pandas operation would deep-copy
+    return validate_judgments(df, file=str(path))
 
 
 def load_items(path: str | os.PathLike, *, need_labels: bool = False) -> pd.DataFrame:
-    return validate_items(read_table(path), file=str(path), need_labels=need_labels)
+    df = validate_items(read_table(path), file=str(path), need_labels=need_labels)
+    df.attrs.clear()  # the row-number list: every later pandas operation would deep-copy it
+    return df

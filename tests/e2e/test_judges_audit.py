@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import time
 
-import pandas as pd
 import pytest
 import torch
 
 from rmeval.cli import main
 from rmeval.judges.elicit import ATTRIBUTE_QUESTION, OVERALL_QUESTION
+from rmeval.judges.tables import load_judgments
 from tests.support import BAD, GOOD, planted_items, read_run, save_tiny_judge
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -36,7 +36,7 @@ def test_audit_profiles_a_lora_judge_checkpoint(tmp_path):
                  "--out", str(out), "--wandb-mode", "offline"]) == 0
     audit = json.loads((out / "audit.json").read_text())
     prof = audit["judge_profile"]
-    j = pd.read_json(out / "judge_profile" / "judgments.jsonl", lines=True)
+    j = load_judgments(out / "judge_profile" / "judgments")  # the judgment store, as a long table
     assert prof["n_calls"] == len(j) == 16 * 2 * 3
     res = j[(j["attribute"] != "overall") & (j["direction"] != 0)]
     first = ((res["order"] == "AB") & (res["direction"] == 1)) | ((res["order"] == "BA") & (res["direction"] == -1))

@@ -22,6 +22,7 @@ NOT_FLAGS = {
     ("StatsSettings", "probe_jobs"),
     ("SuitabilityAuditSettings", "max_prompts"),  # the command's --max-prompts
     ("VariantSettings", "judge_max_length"), ("AnalysisSettings", "controls"),
+    ("AnalysisSettings", "jobs"), ("AnalysisSettings", "progress"),  # set by code, as StatsSettings.probe_jobs
     ("BaselineSettings", "seed"),  # the reweighting's --seed
 }
 

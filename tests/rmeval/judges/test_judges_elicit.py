@@ -36,6 +36,7 @@ from rmeval.judges.elicit import (
 )
 from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
+from rmeval.judges.store import is_store
 from rmeval.judges.tables import load_judgments
 from tests.support import ROOT, JsonHandler, save_tiny_judge
 
@@ -119,7 +120,10 @@ def test_end_to_end_local_sharded_with_submitit(judge_path, items, tmp_path):
             for i in range(2)]
     stats = run_shards(jobs, make_executor("debug", str(tmp_path / "submitit")))
     assert sum(s["n_made"] for s in stats) == len(items) * 2 * len(questions)
+    shards = sorted(p.name for p in (tmp_path / "out" / "shards").glob("tiny.shard-*"))
+    assert [n for n in shards if not n.endswith(".stats.json")] == [f"tiny.shard-0000{i}-of-00002.npz" for i in range(2)]
     table = merge_shards(tmp_path / "out")
+    assert is_store(table) and table == tmp_path / "out" / "judgments"  # the compact store, no long table
     j = load_judgments(table)
     assert len(j) == len(items) * 2 * (len(ATTRS) + 1)
     assert set(j["attribute"]) == {*ATTRS, OVERALL} and set(j["order"]) == {"AB", "BA"}
@@ -179,7 +183,7 @@ def test_kill_mid_run_and_resume(tmp_path, items, shared_data):
     assert proc.returncode == -signal.SIGKILL
     done = _cache_rows(tmp_path / "out")
     assert 0 < done < total
-    assert not list((tmp_path / "out" / "shards").glob("*.jsonl")) if (tmp_path / "out" / "shards").exists() else True
+    assert not list((tmp_path / "out" / "shards").glob("*.npz")) if (tmp_path / "out" / "shards").exists() else True
     stats = ElicitJob(**job)()  # the restart (in this process: a second interpreter start costs ~10 s)
     assert stats["n_cached"] == done and stats["n_made"] == total - done  # nothing asked twice
     j = load_judgments(merge_shards(tmp_path / "out"))
@@ -227,7 +231,7 @@ def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
     # "both have merit" is a malformed answer for a letter question... only because it names no letter
     # and is not a tie word at the start: counted, direction 0
     assert stats.n_malformed == len(sub) * 2 and judge.n_malformed == len(sub) * 2
-    j = pd.read_json(stats.table, lines=True)
+    j = load_judgments(stats.table)
     assert (j.loc[j["attribute"] == "verbosity", "direction"] == 0).all()
     spec = j[j["attribute"] == "specificity"].set_index(["item_id", "order"])["direction"]
     assert (spec.xs("AB", level="order") == 1).all() and (spec.xs("BA", level="order") == -1).all()
