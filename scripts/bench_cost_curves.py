@@ -9,8 +9,9 @@ scored):
   (every condition, or the original condition only) with the helpfulness ratings (human share),
   384-dimensional response and prompt embeddings plus nine text features (the demo's 393), and a
   prompt table. Sizes ``N:all`` or ``N:original`` (``:ridge+mlp+...`` after it: only these
-  response-probe learners); HelpSteer2's validation split is 519:all, its training split
-  10160:original.
+  response-probe learners; ``:none``: no feature tables, so neither the response probes nor the
+  prompt probe's embedding block -- the statistics alone); HelpSteer2's validation split is
+  519:all, its training split 10160:original.
 - ``suitability``: a suitability panel from a pairs table (``rmeval suitability-stats``:
   ``rmeval.suitability.checkpoints.suitability_from_pairs``, 10,000 permutations, robustness
   analyses, the five RM-Bench subsets each its own family): M models x 1,327 RM-Bench prompts
@@ -87,8 +88,10 @@ def run_audit(d: Path) -> None:
     t = {n: pd.read_parquet(d / f"{n}.parquet") for n in ("scores", "ratings", "features", "prompt_features",
                                                           "prompts")}
     learners = (d / "learners.txt").read_text().split(",") if (d / "learners.txt").is_file() else None
-    res = compute_audit(t["scores"], t["ratings"], StatsSettings(probe_learners=learners), prompts=t["prompts"],
-                        features=t["features"], prompt_features=t["prompt_features"])
+    off = learners == ["none"]  # the statistics without the feature probes: no feature tables
+    res = compute_audit(t["scores"], t["ratings"], StatsSettings(probe_learners=None if off else learners),
+                        prompts=t["prompts"], features=None if off else t["features"],
+                        prompt_features=None if off else t["prompt_features"])
     (d / "audit.json").write_text(json.dumps(res, default=str))
 
 
@@ -161,7 +164,8 @@ def run_sweep_report(d: Path) -> None:
 # -- driver -------------------------------------------------------------------------------------------
 
 def make_audit(size: str, d: Path) -> None:
-    """``N:all`` or ``N:original``, optionally ``:LEARNER+LEARNER`` (the response probes' learners)."""
+    """``N:all`` or ``N:original``, optionally ``:LEARNER+LEARNER`` (the response probes' learners) or
+    ``:none`` (no feature probes)."""
     n, conditions, *learners = size.split(":")
     audit_tables(int(n), conditions, d)
     if learners:
