@@ -9,8 +9,13 @@ scored):
   (every condition, or the original condition only) with the helpfulness ratings (human share),
   384-dimensional response and prompt embeddings plus nine text features (the demo's 393), and a
   prompt table. Sizes ``N:all`` or ``N:original`` (``:ridge+mlp+...`` after it: only these
-  response-probe learners); HelpSteer2's validation split is 519:all, its training split
-  10160:original.
+  response-probe learners; ``:none``: no feature tables, so neither the response probes nor the
+  prompt probe's embedding block -- the statistics alone); HelpSteer2's validation split is
+  519:all, its training split 10160:original.
+- ``probe``: one outer fold of one response probe of the audit (``rmeval.stats.probes``: the
+  inner grouped grid search, the refit on the training fold's 4/5 of the 2N responses, the
+  prediction) on the audit's response-probe inputs; sizes ``N:LEARNER`` (ridge, kernel_ridge,
+  boosted_trees, mlp), one exponent per learner. A probe is five such folds.
 - ``suitability``: a suitability panel from a pairs table (``rmeval suitability-stats``:
   ``rmeval.suitability.checkpoints.suitability_from_pairs``, 10,000 permutations, robustness
   analyses, the five RM-Bench subsets each its own family): M models x 1,327 RM-Bench prompts
@@ -22,6 +27,7 @@ scored):
   prompts (scores and ratings); the study's matched recipe is S = 5.
 
     python scripts/bench_cost_curves.py audit --sizes 519:all,2540:original,10160:original
+    python scripts/bench_cost_curves.py probe --sizes 1270:mlp,2540:mlp,5080:mlp,10160:mlp
     python scripts/bench_cost_curves.py suitability --sizes 6,13,26
     python scripts/bench_cost_curves.py sweep --sizes 1,2,5
 """
@@ -87,9 +93,39 @@ def run_audit(d: Path) -> None:
     t = {n: pd.read_parquet(d / f"{n}.parquet") for n in ("scores", "ratings", "features", "prompt_features",
                                                           "prompts")}
     learners = (d / "learners.txt").read_text().split(",") if (d / "learners.txt").is_file() else None
-    res = compute_audit(t["scores"], t["ratings"], StatsSettings(probe_learners=learners), prompts=t["prompts"],
-                        features=t["features"], prompt_features=t["prompt_features"])
+    off = learners == ["none"]  # the statistics without the feature probes: no feature tables
+    res = compute_audit(t["scores"], t["ratings"], StatsSettings(probe_learners=None if off else learners),
+                        prompts=t["prompts"], features=None if off else t["features"],
+                        prompt_features=None if off else t["prompt_features"])
     (d / "audit.json").write_text(json.dumps(res, default=str))
+
+
+def probe_inputs(size: str, d: Path, seed: int = 0) -> None:
+    """``N:LEARNER``: the response-probe inputs of ``audit_tables`` (N prompts x 2 responses, 384
+    unit-norm embedding dimensions and 9 text features; a score with a prompt effect) and the learner."""
+    n, name = size.split(":")
+    rng = np.random.default_rng(seed)
+    k = int(n)
+    e = rng.normal(size=(2 * k, 384)).astype(np.float32)
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    x = np.column_stack([e.astype(float)] + [np.abs(rng.normal(3 + j, 1, 2 * k)) for j in range(9)])
+    groups = np.repeat(np.arange(k), 2)
+    y = rng.normal(size=k)[groups] + rng.normal(size=2 * k)
+    np.savez(d / "probe.npz", x=x, y=y, groups=groups)
+    (d / "learner.txt").write_text(name)
+
+
+def run_probe_fold(d: Path) -> None:
+    """One outer fold of one response probe (the first of ``GroupKFold(5)``): its inner grouped grid
+    search, refit and prediction, as ``crossfit_predictions`` runs it."""
+    from sklearn.model_selection import GroupKFold
+
+    from rmeval.stats.probes import N_FOLDS, _fold_predict
+
+    z = np.load(d / "probe.npz")
+    x, y, groups = z["x"], z["y"], z["groups"]
+    train, test = next(GroupKFold(N_FOLDS).split(x, y, groups))
+    _fold_predict((d / "learner.txt").read_text(), x, y, groups, train, test, 0)
 
 
 # -- suitability panel --------------------------------------------------------------------------------
@@ -161,7 +197,8 @@ def run_sweep_report(d: Path) -> None:
 # -- driver -------------------------------------------------------------------------------------------
 
 def make_audit(size: str, d: Path) -> None:
-    """``N:all`` or ``N:original``, optionally ``:LEARNER+LEARNER`` (the response probes' learners)."""
+    """``N:all`` or ``N:original``, optionally ``:LEARNER+LEARNER`` (the response probes' learners) or
+    ``:none`` (no feature probes)."""
     n, conditions, *learners = size.split(":")
     audit_tables(int(n), conditions, d)
     if learners:
@@ -169,6 +206,7 @@ def make_audit(size: str, d: Path) -> None:
 
 
 SECTIONS = {"audit": (make_audit, run_audit),
+            "probe": (probe_inputs, run_probe_fold),
             "suitability": (lambda size, d: suitability_pairs(int(size), d), run_suitability),
             "sweep": (lambda size, d: sweep_rows(int(size), d), run_sweep_report)}
 
@@ -181,7 +219,7 @@ def size_of(section: str, size: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("section", choices=list(SECTIONS))
-    ap.add_argument("--sizes", required=True, help="comma-separated: audit N:all|N:original, suitability M, sweep S")
+    ap.add_argument("--sizes", required=True, help="comma-separated: audit N:all|N:original, probe N:LEARNER, suitability M, sweep S")
     ap.add_argument("--keep", default=None, help="keep the inputs and outputs under this directory")
     ap.add_argument("--json", default=None, help="write the figures here as well")
     ap.add_argument("--timeout", type=float, default=None, help="stop a size after this many seconds (then '>')")

@@ -23,7 +23,8 @@ Sections (each present when its inputs are):
   the share that remains and the between/within variance removed.
 * ``response_probes``: each learner (ridge, kernel ridge, boosted trees, MLP) from the response's
   sentence embeddings and text features to the reward, cross-fitted by prompt: R^2 and the
-  residual's share and removed variances.
+  residual's share and removed variances; above 5,000 training rows the kernel ridge is its
+  Nystroem approximation, recorded in its ``approximation`` (``rmeval.stats.probes``).
 * ``prompt_probe``: ridge from a prompt-level feature block to the prompt's mean reward (over its
   responses), cross-fitted by prompt, and fitted in sample: blocks ``embedding`` (the prompt's
   sentence embedding), ``length_turns`` (log word count and turn count alone) and ``hidden_state``
@@ -47,7 +48,14 @@ from rmcore.variance import components_from_sums, icc_from_sums, icc_sufficient
 
 from .bootstrap import PromptSetResamples, bootstrap_stat, rows_with_siblings, summarize
 from .crossed import crossed_decomposition
-from .probes import LEARNERS, crossfit_predict, crossfit_predictions, in_sample_predict, probe_r2
+from .probes import (
+    LEARNERS,
+    crossfit_predict,
+    crossfit_predictions,
+    in_sample_predict,
+    kernel_approximation,
+    probe_r2,
+)
 
 RESIDUAL_SETS = {"complexity_verbosity": ("complexity", "verbosity")}
 EMBEDDING_PREFIX, TEXT_PREFIX = "emb_", "txt_"  # response features: sentence embeddings, text features
@@ -162,6 +170,9 @@ def response_probes(orig: pd.DataFrame, features: pd.DataFrame, prompts: pd.Data
         pred = preds[name]
         res = _adjusted(s, s - pred, codes, k, w)
         res["r2"] = probe_r2(s, pred, codes, k, w)
+        approx = kernel_approximation(folds) if name == "kernel_ridge" else None
+        if approx:
+            res["approximation"] = approx
         out[name] = res
     out.update(n_features=len(cols), n_embedding=sum(c.startswith(EMBEDDING_PREFIX) for c in cols),
                n_text_features=sum(c.startswith(TEXT_PREFIX) for c in cols), n_responses=int(len(s)))

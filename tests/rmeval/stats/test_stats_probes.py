@@ -128,3 +128,48 @@ def test_worker_processes_give_the_serial_predictions():
     for name in names:
         assert np.array_equal(serial[name], spread[name])
     assert np.array_equal(serial["ridge"], crossfit_predict("ridge", x, y, g))
+
+
+def _nystroem_pipeline(alpha, gamma, m, seed):
+    from sklearn.kernel_approximation import Nystroem
+
+    return make_pipeline(StandardScaler(), Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=seed),
+                         Ridge(alpha=alpha))
+
+
+def test_kernel_ridge_above_the_threshold_is_scaled_nystroem_ridge(monkeypatch):
+    """Above NYSTROEM_ABOVE rows (lowered here) the kernel ridge is scikit-learn's StandardScaler +
+    Nystroem + Ridge pipeline: the grid search's choice and predictions against GridSearchCV over
+    it, the refit against the pipeline built with the chosen parameters, the cross-fitted
+    predictions against a GroupKFold loop of it, and the rule recorded; below the threshold the
+    exact kernel ridge, unchanged."""
+    from rmeval.stats import probes
+
+    x, y, g = _data(n_groups=50, seed=6)
+    y = y + np.sin(x[:, 2])
+    exact = crossfit_predict("kernel_ridge", x, y, g)
+    assert probes.kernel_approximation(g) is None
+    m, seed = 40, 3
+    monkeypatch.setattr(probes, "NYSTROEM_ABOVE", 100)
+    monkeypatch.setattr(probes, "NYSTROEM_COMPONENTS", m)
+    _, grid = learner("kernel_ridge", x.shape[1])
+    ny_grid = {"nystroem__gamma": grid["kernelridge__gamma"], "ridge__alpha": grid["kernelridge__alpha"]}
+    ours = probes.NystroemRidgeSearch(grid, 3, m, seed).fit(x, y, g)
+    ref = GridSearchCV(_nystroem_pipeline(1.0, 1.0, m, seed), ny_grid, cv=GroupKFold(3), scoring="r2").fit(
+        x, y, groups=g)
+    assert ours.best_params_ == {"alpha": ref.best_params_["ridge__alpha"], "gamma": ref.best_params_["nystroem__gamma"]}
+    x_new = x[:9] + 0.1
+    assert np.abs(ours.predict(x_new) - ref.predict(x_new)).max() < 1e-10
+    fixed = _nystroem_pipeline(ours.best_params_["alpha"], ours.best_params_["gamma"], m, seed).fit(x, y)
+    assert np.abs(ours.predict(x_new) - fixed.predict(x_new)).max() < 1e-10
+    pred = crossfit_predict("kernel_ridge", x, y, g, seed=seed)
+    loop = np.empty(len(y))
+    for tr, te in GroupKFold(5).split(x, y, g):
+        loop[te] = GridSearchCV(_nystroem_pipeline(1.0, 1.0, m, seed), ny_grid, cv=GroupKFold(3),
+                                scoring="r2").fit(x[tr], y[tr], groups=g[tr]).predict(x[te])
+    assert np.abs(pred - loop).max() < 1e-10
+    assert not np.allclose(pred, exact)  # the approximation, not the exact kernel
+    rec = probes.kernel_approximation(g)
+    assert rec["n_components"] == m and rec["above_training_rows"] == 100 and rec["folds_approximated"] == 5
+    monkeypatch.setattr(probes, "NYSTROEM_ABOVE", len(x))  # every fold below it again: the exact path, bit for bit
+    assert np.array_equal(crossfit_predict("kernel_ridge", x, y, g), exact)
