@@ -426,13 +426,14 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
     """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given), every
     numeric value checked against its field's range (:func:`check_ranges`); ``given`` sets fields
     that are not flags of this command (or overrides them)."""
-    settings = _read(cls, args, prefix=prefix, only=only, **given)
+    flags = {f.dest: f.name for f in _flags(cls, dest=prefix, only=only)}
+    settings = _read(cls, args, prefix=prefix, only=only, flags=flags, **given)
     check_ranges(settings)
     return settings
 
 
 def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
-          **given: Any) -> T:
+          flags: dict[str, str] | None = None, **given: Any) -> T:
     kwargs: dict[str, Any] = {}
     for f, hint in _fields(cls):
         if f.name in given:
@@ -447,8 +448,9 @@ def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tup
             assert n is not None
             inner = f"{prefix}{f.name}."
             if n.when and all(getattr(args, inner + w, None) is None for w in n.when):
+                _refuse_idle(args, inner, n.when, flags or {})
                 continue  # none of the flags that turn it on: the field's default (None)
-            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper))
+            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper), flags=flags)
             continue
         opt: Option | None = f.metadata.get(_KEY)
         dest = prefix + f.name
@@ -459,6 +461,17 @@ def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tup
             continue  # not given: the field's default
         kwargs[f.name] = opt.parse(value) if opt.parse is not None and value is not None else value
     return cls(**kwargs)
+
+
+def _refuse_idle(args: argparse.Namespace, inner: str, when: tuple[str, ...], flags: dict[str, str]) -> None:
+    """A flag of held settings that are off (none of the flags that turn them on given) would be
+    silently ignored (``--q`` without ``--suitability``): a one-line ConfigError naming it and them.
+    Such flags read back None when not given (``_flags``: optional blocks have no defaults)."""
+    given = [d for d in vars(args) if d.startswith(inner) and d[len(inner):] not in when
+             and getattr(args, d) is not None and d in flags]
+    if given:
+        on = " or ".join(flags.get(inner + w, "--" + w.replace("_", "-")) for w in when)
+        raise ConfigError(f"{flags[given[0]]} has no effect without {on}, which turns its settings on")
 
 
 def _numbers(value: Any, item: bool = False) -> list[float]:

@@ -383,3 +383,20 @@ def test_bounded_declares_a_range_on_a_field_that_is_no_flag() -> None:
     assert [number_type(h) for h in hints.values()] == [int, float, None]
     with pytest.raises(ConfigError, match=r"^r\.shares: 2\.0 \(in \{'a': 2\.0\}\) is out of range"):
         build_config(Plain, {"shares": {"a": 2.0}}, "r")
+
+
+@dataclasses.dataclass
+class Gated:
+    out: str = option("o", help="output")
+    probes: Probes | None = nested(Probes, prefix="probe-", only=("embedders", "n_topics"), when=("embedders",))
+
+
+def test_a_flag_of_settings_that_are_off_is_refused() -> None:
+    """--probe-n-topics without --probe-embedders would be read into nothing: one line naming both."""
+    p = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    add_options(p, Gated)
+    assert from_args(Gated, p.parse_args([])).probes is None
+    with pytest.raises(ConfigError, match=r"^--probe-n-topics has no effect without --probe-embedders, "):
+        from_args(Gated, p.parse_args(["--probe-n-topics", "5"]))
+    s = from_args(Gated, p.parse_args(["--probe-n-topics", "5", "--probe-embedders", "m"]))
+    assert s.probes == Probes(embedders=["m"], n_topics=5)

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from rmcore.device import Placement
+from rmcore.errors import ConfigError
 from rmcore.settings import flag_names, from_args, nesting, parser_flags
 from rmeval.cli import build_parser
 from tests.support import subcommands
@@ -132,7 +133,12 @@ def test_flags_turn_held_settings_on_and_share_the_scorer():
     assert (a.audit.features.learners, a.audit.features.batch_size, a.audit.features.embedders) == (["ridge"], 8, [])
     assert (a.audit.judge.items, a.audit.judge.attributes, a.audit.judge.max_length, a.audit.judge.batch_size) == (
         "items.jsonl", ["core"], 64, 8)
-    assert _read("audit", "--q", "0.1").audit.suitability is None  # an inference flag alone runs no suitability
+    # a held block's flag without the flag that turns the block on is refused, not silently dropped
+    for command, flags, on in (("audit", ("--q", "0.1"), "--suitability"),
+                               ("audit", ("--judge-attribute-names", "core"), "--judge-items"),
+                               ("judges reweight", ("--baseline-model", "m"), "--baselines")):
+        with pytest.raises(ConfigError, match=rf"^{flags[0]} has no effect without {on}, "):
+            _read(command, *flags)
     st = _read("stats", "--probe-learners", "ridge,mlp", "--human-reliability", "a=0.5", "0.25")
     assert st.audit.features.learners == ["ridge", "mlp"] and st.audit.stats.human_reliability == {"a": 0.5,
                                                                                                    "0.25": 0.25}
