@@ -232,7 +232,8 @@ class Sweep:
 
     def search_dir(self, model: str, arm: str, combo: dict[str, Any]) -> str:
         tag = "_".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()) or "default"
-        return str(Path(self.settings.output_root) / short_model_name(model) / arm / "search" / tag)
+        # absolute, as every run directory of the sweep: the ledger and summary.csv are read from any folder
+        return str(Path(self.settings.output_root).resolve() / short_model_name(model) / arm / "search" / tag)
 
     def runs(self) -> list[TrainConfig]:
         """The final runs, one per (model, arm, seed), at the base settings (no search)."""

@@ -61,7 +61,7 @@ def search_id(model: str, arm: str, setting: dict[str, Any]) -> str:
 
 def expand(sweep: Sweep) -> Matrix:
     s = sweep.settings
-    root = Path(s.output_root)
+    root = Path(s.output_root).resolve()  # absolute run directories (Sweep.search_dir)
     search: list[RunSpec] = []
     seeds: list[RunSpec] = []
     s0 = search_seed(sweep)
@@ -119,9 +119,12 @@ def render_matrix(sweep: Sweep, matrix: Matrix) -> str:
     lines += [f"{len(matrix.search)} search runs + {len(matrix.seeds)} seed runs "
               f"({n_reused} reuse their search run) = {len(matrix.search) + len(matrix.seeds) - n_reused} trainings.",
               ""]
+    root = Path(s.output_root).resolve()
+    lines += [f"Run directories under {root}.", ""]
     rows = []
     for i, r in enumerate(matrix.runs, 1):
         setting = "selected by search" if r.setting is None else (setting_tag(r.setting) if r.setting else "recipe")
-        rows.append([i, r.stage, r.model, r.arm, r.seed, setting, r.output_dir or f"(reuses the {r.reuses})"])
+        where = Path(r.output_dir).relative_to(root).as_posix() if r.output_dir else f"(reuses the {r.reuses})"
+        rows.append([i, r.stage, r.model, r.arm, r.seed, setting, where])
     lines += table(["#", "stage", "model", "arm", "seed", "setting", "output"], rows)
     return "\n".join(lines) + "\n"

@@ -70,6 +70,20 @@ def test_matrix_equal_budgets_and_reuse(tmp_path, capsys):
     assert (tmp_path / "out" / "matrix.md").is_file() and not (tmp_path / "out" / "ledger").exists()
 
 
+def test_run_directories_are_absolute_under_a_relative_output_root(tmp_path, monkeypatch):
+    """Search and seed runs alike (summary.csv and the policy recipes' reward_models_from read them
+    from any folder)."""
+    monkeypatch.chdir(tmp_path)
+    path = recipe(tmp_path, tmp_path / "m", arms=["regression"], seeds=[1, 2], search={"training.learning_rate": [1e-4]})
+    raw = yaml.safe_load(path.read_text())
+    raw["sweep"]["output_root"] = "rel/out"
+    path.write_text(yaml.safe_dump(raw))
+    m = expand(load_sweep(path))
+    dirs = [Path(r.output_dir) for r in m.runs if r.output_dir]
+    root = (tmp_path / "rel" / "out").resolve()
+    assert len(dirs) == 2 and all(d.is_absolute() and d.is_relative_to(root) for d in dirs)
+
+
 def test_search_select_reuse_and_summary(tmp_path, tiny_qwen3):
     path = recipe(tmp_path, tiny_qwen3, arms=["bradley_terry"], seeds=[1, 2],
                   search={"training.learning_rate": [1e-9, 3e-3]})
