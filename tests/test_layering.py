@@ -142,7 +142,7 @@ def test_the_folder_check_sees_a_module_that_imports_its_folder_back():
 
 
 def test_rmeval_keeps_at_most_four_modules_loose_at_its_top():
-    """rmeval is grouped by capability (README, Architecture): the few modules at its top level are
+    """rmeval is grouped by capability (docs/architecture.md): the few modules at its top level are
     shared leaves (tables, conditions, tracking)."""
     loose = sorted(p.name for p in (ROOT / "rmeval").glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= 4, loose
