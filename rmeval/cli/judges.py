@@ -70,8 +70,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_elicit(cfg: ElicitConfig) -> int:
     cfg.placement.validate()  # malformed device flags fail here; the device itself is resolved where the judge runs
     s = elicit_judgments(cfg)
+    skipped = sum(n for by_reason in s["rows_skipped"].values() for n in by_reason.values())
     print(f"elicited {s['n_cells']} calls ({s['n_made']} asked now, {s['n_cached']} from the cache; "
-          f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed) -> {s.get('judgments', cfg.out)}")
+          f"{s['n_unresolved']} unresolved, {s['n_malformed']} malformed"
+          + (f"; {skipped} data rows skipped, by source and reason in elicit_stats.json" if skipped else "")
+          + f") -> {s.get('judgments', cfg.out)}")
     return 0
 
 

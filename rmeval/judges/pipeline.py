@@ -106,9 +106,10 @@ class ElicitConfig:
                 "api_key_env": self.api_key_env, "concurrency": self.concurrency}
 
 
-def prepare_items(cfg: ElicitConfig) -> Path:
+def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
     """The items file: --items as given, or OUT/items.jsonl built from --data preference sets (each
-    spec one source; the same seed gives the same file, so a restarted run sees the same items)."""
+    spec one source; the same seed gives the same file, so a restarted run sees the same items);
+    and the rows each source's loader skipped (``on_bad=skip``), by reason."""
     import pandas as pd
 
     # scipy, pandas: --help stays cheap
@@ -121,10 +122,10 @@ def prepare_items(cfg: ElicitConfig) -> Path:
 
     if cfg.items:
         load_items(cfg.items)  # fail early on a bad row
-        return Path(cfg.items)
+        return Path(cfg.items), {}
     if not cfg.data:
         raise ConfigError("give --items FILE or at least one --data SPEC")
-    frames = []
+    frames, skipped = [], {}
     for k, spec in enumerate(cfg.data):
         rs = load_data(spec)
         if not rs.preferences:
@@ -134,7 +135,9 @@ def prepare_items(cfg: ElicitConfig) -> Path:
         if parsed.get("path"):
             source = f"{parsed['name']}:{Path(parsed['path']).name.split('.')[0]}"
         frames.append(items_from_rating_set(rs, source, limit=cfg.max_items_per_source, seed=cfg.seed + k))
-    return atomic_write_table(Path(cfg.out) / "items.jsonl", pd.concat(frames, ignore_index=True))
+        if rs.skipped:
+            skipped[source] = {reason: int(n) for reason, n in sorted(rs.skipped.items())}
+    return atomic_write_table(Path(cfg.out) / "items.jsonl", pd.concat(frames, ignore_index=True)), skipped
 
 
 def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
@@ -147,7 +150,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
     questions = questions_for(attrs, overall=cfg.overall)
-    items_path = prepare_items(cfg)
+    items_path, skipped = prepare_items(cfg)
     shards = [cfg.shard] if cfg.shard is not None else list(range(cfg.n_shards))
     jobs = [ElicitJob(str(items_path), spec, questions, cfg.out, shard=i, n_shards=cfg.n_shards,
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
@@ -155,7 +158,8 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     if cfg.executor != "none":
         executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
     stats = run_shards(jobs, executor)
-    summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path)}
+    summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path),
+                               "rows_skipped": skipped}
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
         summary[key] = int(sum(s[key] for s in stats))
     if cfg.shard is None:

@@ -253,3 +253,27 @@ def test_merge_refuses_missing_shards_and_takes_a_complete_set(tmp_path):
     pd.DataFrame([row, {**row, "order": "BA"}]).to_json(sh / "x.shard-00000-of-00001.jsonl", orient="records",
                                                         lines=True)
     assert len(load_judgments(merge_shards(tmp_path))) == 2
+
+
+def test_elicit_from_data_counts_the_rows_it_skipped(judge_path, tmp_path, capsys):
+    """`--data hh_rlhf:FILE,on_bad=skip`: the bad rows planted in the file (one empty final response,
+    one transcript without turns) are counted in elicit_stats.json and the result line."""
+    from rmeval.cli import main
+
+    def row(last: str) -> dict[str, str]:
+        head = "\n\nHuman: How do I boil an egg?\n\nAssistant:"
+        return {"chosen": f"{head} {last}", "rejected": f"{head} No idea."}
+
+    hh = tmp_path / "hh.jsonl"
+    rows = [row("Simmer it for nine minutes."), row(""), {"chosen": "no turns", "rejected": "no turns"},
+            row("Boil water, add the egg."), row("Put it in boiling water.")]
+    hh.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "e"
+    assert main(["judges", "elicit", "--data", f"hh_rlhf:{hh},on_bad=skip", "--model", str(judge_path),
+                 "--attribute-names", "specificity", "--no-overall", "--out", str(out), "--no-progress",
+                 "--max-length", "768"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "; 2 data rows skipped, by source and reason in elicit_stats.json)" in line
+    stats = json.loads((out / "elicit_stats.json").read_text())
+    assert stats["rows_skipped"] == {"hh_rlhf:hh": {"hh_empty_response": 1, "hh_malformed": 1}}
+    assert stats["n_made"] == 3 * 2  # the three good rows, one attribute, both orders
