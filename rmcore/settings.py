@@ -433,7 +433,8 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
 
 
 def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
-          flags: dict[str, str] | None = None, **given: Any) -> T:
+          flags: dict[str, str], **given: Any) -> T:
+    """``from_args`` without the range check; ``flags``: dest -> flag name of every flag of ``cls``."""
     kwargs: dict[str, Any] = {}
     for f, hint in _fields(cls):
         if f.name in given:
@@ -448,7 +449,7 @@ def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tup
             assert n is not None
             inner = f"{prefix}{f.name}."
             if n.when and all(getattr(args, inner + w, None) is None for w in n.when):
-                _refuse_idle(args, inner, n.when, flags or {})
+                _refuse_idle(args, inner, n.when, flags)
                 continue  # none of the flags that turn it on: the field's default (None)
             kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper), flags=flags)
             continue
@@ -470,7 +471,7 @@ def _refuse_idle(args: argparse.Namespace, inner: str, when: tuple[str, ...], fl
     given = [d for d in vars(args) if d.startswith(inner) and d[len(inner):] not in when
              and getattr(args, d) is not None and d in flags]
     if given:
-        on = " or ".join(flags.get(inner + w, "--" + w.replace("_", "-")) for w in when)
+        on = " or ".join(flags[inner + w] for w in when)
         raise ConfigError(f"{flags[given[0]]} has no effect without {on}, which turns its settings on")
 
 

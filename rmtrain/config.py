@@ -218,12 +218,21 @@ class Sweep:
         m = self.base.get("model")
         return self.settings.models or [m if isinstance(m, str) else (m or {}).get("name_or_path")]
 
+    @property
+    def root(self) -> Path:
+        """The sweep's output folder, absolute: every run directory lies under it, so the ledger and
+        summary.csv are read from any folder."""
+        return Path(self.settings.output_root).resolve()
+
+    def seed_dir(self, model: str, arm: str, seed: int) -> str:
+        return str(self.root / short_model_name(model) / arm / f"seed{seed}")
+
     def run_config(self, model: str, arm: str, seed: int, extra: dict[str, Any] | None = None,
                    output_dir: str | None = None) -> TrainConfig:
         ov = dict(self.overrides)
         ov.update(extra or {})
         ov.update({"arm": arm, "seed": seed, "model.name_or_path": model,
-                   "output_dir": output_dir or str(Path(self.settings.output_root) / short_model_name(model) / arm / f"seed{seed}")})
+                   "output_dir": output_dir or self.seed_dir(model, arm, seed)})
         base = dict(self.base)
         if isinstance(base.get("model"), str):
             base["model"] = {"name_or_path": base["model"]}
@@ -232,8 +241,7 @@ class Sweep:
 
     def search_dir(self, model: str, arm: str, combo: dict[str, Any]) -> str:
         tag = "_".join(f"{k.split('.')[-1]}={v}" for k, v in combo.items()) or "default"
-        # absolute, as every run directory of the sweep: the ledger and summary.csv are read from any folder
-        return str(Path(self.settings.output_root).resolve() / short_model_name(model) / arm / "search" / tag)
+        return str(self.root / short_model_name(model) / arm / "search" / tag)
 
     def runs(self) -> list[TrainConfig]:
         """The final runs, one per (model, arm, seed), at the base settings (no search)."""

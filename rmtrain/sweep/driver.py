@@ -17,7 +17,7 @@ from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmeval.conditions import CONDITIONS, NEEDS
-from rmtrain.config import Sweep, short_model_name
+from rmtrain.config import Sweep
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
 from rmtrain.sweep.extra_audits import audit_released
 from rmtrain.sweep.ledger import Ledger, is_alive, now
@@ -49,7 +49,7 @@ EXECUTORS = ("local", "slurm", "submitit-local")
 def sweep_group(sweep: Sweep) -> str:
     """The W&B group every run of the sweep logs to."""
     wb = sweep.base.get("wandb") or {}
-    return sweep.settings.name or wb.get("group") or Path(sweep.settings.output_root).resolve().name
+    return sweep.settings.name or wb.get("group") or sweep.root.name
 
 
 def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | None = None, force: bool = False) -> Any:
@@ -100,8 +100,7 @@ def _check_same_sweep(sweep: Sweep, matrix: Matrix, ledger: Ledger) -> None:
 def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None = None, dry_run: bool = False,
               force: bool = False, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """The whole matched workflow from one call (see module doc). Returns the output paths and rows."""
-    s = sweep.settings
-    out = Path(s.output_root).resolve()
+    out = sweep.root
     sweep.overrides.setdefault("wandb.group", sweep_group(sweep))  # every run of the sweep in one W&B group
     matrix = expand(sweep)
     ex = make_executor(executor, sweep, out, max_parallel=max_parallel, force=force)
@@ -256,7 +255,7 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
                               figures=src["figures"], audit_dir=src.get("audit_dir"), reused_from=src["run_id"],
                               fingerprint=src.get("fingerprint"), finished_at=src.get("finished_at"), error=None)
                 continue
-            spec.output_dir = str(Path(s.output_root).resolve() / short_model_name(spec.model) / spec.arm / f"seed{spec.seed}")
+            spec.output_dir = sweep.seed_dir(spec.model, spec.arm, spec.seed)
             ledger.update(spec.run_id, setting=spec.setting, output_dir=spec.output_dir)
         if force or not ledger.is_done(spec.run_id):
             todo.append(spec.run_id)

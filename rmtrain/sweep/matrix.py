@@ -61,7 +61,6 @@ def search_id(model: str, arm: str, setting: dict[str, Any]) -> str:
 
 def expand(sweep: Sweep) -> Matrix:
     s = sweep.settings
-    root = Path(s.output_root).resolve()  # absolute run directories (Sweep.search_dir)
     search: list[RunSpec] = []
     seeds: list[RunSpec] = []
     s0 = search_seed(sweep)
@@ -76,11 +75,10 @@ def expand(sweep: Sweep) -> Matrix:
                 if s.search:
                     reuse = seed == s0
                     seeds.append(RunSpec(rid, SEED, model, arm, seed, None,
-                                         None if reuse else str(root / short_model_name(model) / arm / f"seed{seed}"),
+                                         None if reuse else sweep.seed_dir(model, arm, seed),
                                          reuses="selected search run" if reuse else None))
                 else:
-                    seeds.append(RunSpec(rid, SEED, model, arm, seed, {},
-                                         str(root / short_model_name(model) / arm / f"seed{seed}")))
+                    seeds.append(RunSpec(rid, SEED, model, arm, seed, {}, sweep.seed_dir(model, arm, seed)))
     return Matrix(search, seeds)
 
 
@@ -119,12 +117,11 @@ def render_matrix(sweep: Sweep, matrix: Matrix) -> str:
     lines += [f"{len(matrix.search)} search runs + {len(matrix.seeds)} seed runs "
               f"({n_reused} reuse their search run) = {len(matrix.search) + len(matrix.seeds) - n_reused} trainings.",
               ""]
-    root = Path(s.output_root).resolve()
-    lines += [f"Run directories under {root}.", ""]
+    lines += [f"Run directories under {sweep.root}.", ""]
     rows = []
     for i, r in enumerate(matrix.runs, 1):
         setting = "selected by search" if r.setting is None else (setting_tag(r.setting) if r.setting else "recipe")
-        where = Path(r.output_dir).relative_to(root).as_posix() if r.output_dir else f"(reuses the {r.reuses})"
+        where = Path(r.output_dir).relative_to(sweep.root).as_posix() if r.output_dir else f"(reuses the {r.reuses})"
         rows.append([i, r.stage, r.model, r.arm, r.seed, setting, where])
     lines += table(["#", "stage", "model", "arm", "seed", "setting", "output"], rows)
     return "\n".join(lines) + "\n"
