@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from rmcore.errors import ConfigError
@@ -55,3 +58,23 @@ def launch_command(num_processes: int, module_args: list[str]) -> tuple[list[str
         cmd.append("--multi_gpu")
     env = {} if torch.cuda.is_available() else {"ACCELERATE_USE_CPU": "1"}
     return [*cmd, "-m", *module_args], env
+
+
+def wait_for_health(url: str, alive: Callable[[], bool], wait_s: float, what: str = "server") -> None:
+    """Poll ``url`` (a server's health endpoint) until it answers 200, every second for at most
+    ``wait_s`` seconds; ``alive()`` false (the server's process ended) or the deadline is a one-line
+    ConfigError naming ``what``. Used by the PPO launch (the reward server) and by a reproduction
+    task that serves its judge (``rmeval.reproduce.serve``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:  # refused, reset, or an HTTP error (503 while the engine loads)
+            pass
+        if not alive():
+            raise ConfigError(f"{what} exited before {url} answered")
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{what} did not come up at {url} within {wait_s:g} s")
+        time.sleep(1)

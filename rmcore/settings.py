@@ -544,6 +544,21 @@ def comma_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def key_values(flag: str) -> Callable[[list[str]], dict[str, str]]:
+    """The ``parse`` of a repeatable ``KEY=VALUE`` flag (``--sbatch constraint=h100``): the pairs as a
+    mapping, a later key replacing an earlier one; an item without ``=`` is a one-line ConfigError."""
+    def parse(items: list[str] | str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in [items] if isinstance(items, str) else items:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"{flag}: {item!r} must look like KEY=VALUE")
+            out[key.strip()] = value.strip()
+        return out
+
+    return parse
+
+
 def output_folder(flag: str) -> Callable[[str], str]:
     """The ``parse`` of a flag naming an output folder (``--out``): a path that is, or lies under, an
     existing file is a one-line ConfigError naming the flag, read with the other flags, before

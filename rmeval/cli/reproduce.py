@@ -1,6 +1,8 @@
 """``rmeval reproduce``: regenerate a published table from its recipe (rmeval.reproduce), beside the
-published figures; ``--dry-run`` plans it without downloading, ``--stand-in`` runs it with tiny
-local models on local data (a CPU is enough)."""
+published figures; ``--dry-run`` plans it without downloading (with ``--executor slurm``: the sbatch
+scripts and task scripts too), ``--stand-in`` runs it with tiny local models on local data (a CPU is
+enough). The SLURM and cluster flags override the recipe's ``slurm`` and ``compute`` keys, and
+``--data-source`` its ``data_sources`` (each task re-reads the recipe with the same overrides)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.settings import add_options, from_args, option, output_folder
+from rmcore.settings import (
+    AppendEach,
+    add_options,
+    flag_overrides,
+    from_args,
+    key_values,
+    option,
+    output_folder,
+)
+from rmeval.reproduce.array import slurm_markdown, slurm_plan
+from rmeval.reproduce.context import Context
 from rmeval.reproduce.plan import plan_markdown, plan_recipe
 from rmeval.reproduce.recipe import load_reproduction
 from rmeval.reproduce.runner import run_recipe
+
+CLUSTER = "cluster (override the recipe's slurm, compute and data_sources keys)"
 
 
 @dataclass
@@ -32,9 +46,33 @@ class ReproduceCommand:
     executor: str = option("local", choices=["local", "slurm", "submitit-local"],
                            help="local: one row after another here; slurm: one submitit job array (one row per "
                                 "task); submitit-local: the same tasks as local processes")
-    partition: str | None = option(None, help="SLURM partition of the job array")
-    cpus_per_task: int = option(8, ge=1, help="CPUs per array task")
-    array_parallelism: int = option(16, ge=1, help="array tasks running at once")
+    partition: str | None = option(None, recipe_key="slurm.partition", help="SLURM partition of the job arrays")
+    account: str | None = option(None, recipe_key="slurm.account", help="SLURM account the jobs are charged to")
+    qos: str | None = option(None, recipe_key="slurm.qos", help="SLURM quality of service")
+    timeout_min: int | None = option(None, ge=1, recipe_key="slurm.timeout_min",
+                                  help="every task's time limit in minutes (default: each task's own: download + "
+                                       "load + 3 x compute + 30, at least 60)")
+    sbatch: dict[str, str] | None = option(None, action=AppendEach, metavar="KEY=VALUE", parse=key_values("--sbatch"),
+                                           help="any other #SBATCH option, e.g. constraint=h100 or exclusive=true "
+                                                "(repeat the flag for each)")
+    setup: list[str] | None = option(None, action=AppendEach, metavar="LINE", recipe_key="slurm.setup",
+                                     help="a shell line run before each task, e.g. 'source .venv/bin/activate' "
+                                          "(repeat the flag for each)")
+    cpus_per_task: int | None = option(None, ge=1, recipe_key="slurm.cpus_per_task", help="CPUs per array task (8)")
+    array_parallelism: int | None = option(None, ge=1, recipe_key="slurm.array_parallelism",
+                                           help="array tasks running at once (16)")
+    gpu_memory_gb: float | None = option(None, gt=0, recipe_key="compute.gpu_memory_gb",
+                                         help="GPU memory in GB, which sets GPUs per task and tensor-parallel sizes (80)")
+    node_gpus: int | None = option(None, ge=1, recipe_key="compute.gpus_per_node",
+                                   help="GPUs of one node: a server needing more spans nodes (8)")
+    download_mb_s: float | None = option(None, gt=0, recipe_key="compute.download_mb_s",
+                                         help="Hub download bandwidth per task in MB/s, for the time limits (100)")
+    data_source: dict[str, str] | None = option(None, action=AppendEach, metavar="NAME=PATH",
+                                                parse=key_values("--data-source"),
+                                                help="read the recipe's data source NAME (data_sources) from PATH")
+    endpoint: dict[str, str] | None = option(None, action=AppendEach, metavar="ROW=URL", parse=key_values("--endpoint"),
+                                             help="score ROW's judge through the OpenAI-compatible server at URL "
+                                                  "(a shared or multi-node server) instead of the recipe's")
     wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
                                     help="default: online with an API key, else offline")
     wandb_project: str = option("matchrm", help="W&B project")
@@ -52,20 +90,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: run(from_args(ReproduceCommand, args, recipe=args.recipe)))
 
 
+def recipe_overrides(s: ReproduceCommand) -> dict[str, Any]:
+    """The recipe keys the flags set: those declared with a recipe key, each --sbatch option and
+    each --data-source path."""
+    ov = flag_overrides(s)
+    ov.update({f"slurm.additional_parameters.{k}": v for k, v in (s.sbatch or {}).items()})
+    ov.update({f"data_sources.{k}.path": v for k, v in (s.data_source or {}).items()})
+    return ov
+
+
 def run(s: ReproduceCommand) -> int:
-    recipe = load_reproduction(s.recipe)
+    overrides = recipe_overrides(s)
+    recipe = load_reproduction(s.recipe, overrides)
     out = s.output(recipe)
+    unknown = sorted(set(s.endpoint or {}) - {m.name for m in recipe.models})
+    if unknown:
+        from rmcore.errors import ConfigError
+
+        raise ConfigError(f"--endpoint {unknown[0]}=...: not a model row of {recipe.path}")
     if s.dry_run:
-        plan = plan_recipe(recipe, out, stand_in=s.stand_in)
+        ctx = Context(recipe, out, stand_in=s.stand_in, wandb_mode=s.wandb_mode, overrides=overrides,
+                      endpoints=dict(s.endpoint or {}))
+        plan = plan_recipe(recipe, out, stand_in=s.stand_in, ctx=ctx)
         text = plan_markdown(plan)
+        if s.executor == "slurm":
+            plan["slurm"] = slurm_plan(ctx, plan)
+            text += "\n" + slurm_markdown(plan["slurm"])
         atomic_write_json(out / "plan.json", plan)
         atomic_write_text(out / "plan.md", text)
         print(text)
         return 0
     res = run_recipe(recipe, out, stand_in=s.stand_in, only=s.only, executor=s.executor, wandb_mode=s.wandb_mode,
-                     wandb_project=s.wandb_project,
-                     slurm={"partition": s.partition, "cpus_per_task": s.cpus_per_task,
-                            "array_parallelism": s.array_parallelism})
+                     wandb_project=s.wandb_project, overrides=overrides, endpoints=dict(s.endpoint or {}))
     print(f"{recipe.reproduce.table}: {len(res.ran)} rows computed, {len(res.cached)} cached, {len(res.failed)} failed "
           f"({res.total_seconds} s); {len(res.missing)} published cells without our figure -> {res.table['markdown']}")
     for row, why in res.failed.items():

@@ -14,7 +14,10 @@ kind and the data to local files (``standins``), so every recipe runs on a CPU.
 Modules: ``recipe`` (the recipe's dataclasses), ``settings`` (its analysis settings), ``plan``, ``context`` (one run: paths, data,
 models), ``analyses`` (rows and panels per kind of table), ``judges`` and ``policy`` (JudgeProfile's
 and the PPO table's steps), ``figures`` and ``table`` (cells and the paper-layout table),
-``runner``, ``array`` and ``worker`` (execution), ``standins``, ``endpoint_judge`` (a judge behind
-an OpenAI-compatible endpoint, read as the expected digit)."""
+``runner``, ``array`` and ``worker`` (execution), ``cluster`` (placement, time limits, SLURM
+settings, task scripts), ``serve`` (a task's own judge server: free port, health wait), ``hub``
+(gated models, unpinned and guessed Hub ids), ``sources`` (local data sources and what to fetch),
+``costing`` (GPU hours), ``standins``, ``endpoint_judge`` (a judge behind an OpenAI-compatible
+endpoint, read as the expected digit)."""
 
 RECIPES_DIR = "recipes/reproduce"

@@ -1,66 +1,117 @@
-"""A table's rows as a submitit job array: one row per task (``rmeval.reproduce.worker``), through
-the one executor factory of the project (``rmcore.jobs.make_executor``, which rmtrain's sweeps and
-the judges' sharded elicitation use too). Each task asks for the GPUs and memory the dry run
-derives for its model (``rmeval.reproduce.plan``); rows that ask for the same resources share one
-array, so a table of 8B models is one array and a 70B judge with ``device_map: auto`` another.
-A row already done is not submitted; a task that fails leaves its row missing in the table."""
+"""A table's rows as submitit job arrays: one row per task, each task a bash script
+(``OUT/tasks/<row>.sh``, ``rmeval.reproduce.cluster.task_script``) that runs ``python -m
+rmeval.reproduce.worker`` for its row, and for a judge the task serves, starts ``vllm serve`` first
+and stops it at the end. Tasks go through the one executor factory of the project
+(``rmcore.jobs.make_executor``, which rmtrain's sweeps and the judges' sharded elicitation use too)
+with the recipe's ``slurm`` settings (account, QoS, partition, extra ``#SBATCH`` options, setup
+lines) and each task's GPUs, memory and time limit from the dry run (``rmeval.reproduce.plan``);
+rows that ask for the same resources share one array. A row already done is not submitted; a task
+that fails leaves its row missing in the table. ``--dry-run --executor slurm`` prints the sbatch
+script of each array (submitit's own rendering) and writes the task scripts without submitting."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import sys
+import subprocess
+from pathlib import Path
 from typing import Any
 
+from rmcore.errors import ConfigError
+from rmcore.io import atomic_write_text
 from rmcore.jobs import make_executor
-from rmeval.reproduce.plan import plan_recipe
+from rmeval.reproduce.cluster import executor_params, sbatch_text, task_script, worker_command
 
 log = logging.getLogger(__name__)
 
 
-def worker_args(recipe: str, out: str | os.PathLike, row: str, *, stand_in: bool, wandb_mode: str | None) -> list[str]:
-    """The command line of one task (``python -m`` prepended): ``rmeval.reproduce.worker``."""
-    args = ["rmeval.reproduce.worker", str(recipe), str(out), row]
-    if stand_in:
-        args.append("--stand-in")
-    if wandb_mode:
-        args += ["--wandb-mode", wandb_mode]
-    return args
+def task_scripts(ctx: Any, rows: list[str], plan_rows: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """``OUT/tasks/<row>.sh`` of each row (written; executable)."""
+    out = {}
+    for row in rows:
+        p = plan_rows[row]
+        worker = worker_command(ctx.recipe.path, ctx.out, row, stand_in=ctx.stand_in, wandb_mode=ctx.wandb_mode,
+                                overrides=ctx.overrides, endpoint=ctx.endpoints.get(row))
+        server = p.get("server") if not ctx.stand_in and row not in ctx.endpoints else None
+        path = ctx.out / "tasks" / f"{row}.sh"
+        atomic_write_text(path, task_script(row, worker, server=server,
+                                            log=str((ctx.row_dir(row) / "vllm.log").resolve())))
+        os.chmod(path, 0o755)
+        out[row] = path
+    return out
 
 
-def run_array(ctx: Any, rows: list[str], outcome: Any, *, cluster: str | None = None, partition: str | None = None,
-              cpus_per_task: int = 8, array_parallelism: int = 16, setup: list[str] | None = None) -> None:
-    import json
+def array_groups(ctx: Any, rows: list[str], plan_rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job arrays: rows of one shape (GPUs, memory, time limit) share one; each with its
+    submitit parameters."""
+    shapes: dict[tuple[int, int, int], list[str]] = {}
+    for row in rows:
+        sl = plan_rows[row]["slurm"]
+        shapes.setdefault((sl["gpus"], sl["mem_gb"], sl["timeout_min"]), []).append(row)
+    return [{"rows": group, "params": executor_params(ctx.recipe.slurm, name=f"reproduce-{ctx.recipe.name}", gpus=g,
+                                                      mem_gb=mem, timeout_min=t)}
+            for (g, mem, t), group in shapes.items()]
 
+
+def slurm_plan(ctx: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """The dry run's SLURM part: per array its rows and sbatch script, and the task scripts (written)."""
+    plan_rows = {r["row"]: r for r in plan["rows"]}
+    rows = [r["row"] for r in plan["rows"] if r["status"] == "to run"]
+    scripts = task_scripts(ctx, rows, plan_rows)
+    s = ctx.recipe.slurm
+    unset = [f"{k} ({flag})" for k, flag in (("account", "--account"), ("qos", "--qos"), ("partition", "--partition"))
+             if not getattr(s, k)]
+    arrays = [{**g, "sbatch": sbatch_text(g["params"], ctx.out / "submitit", len(g["rows"]))}
+              for g in array_groups(ctx, rows, plan_rows)]
+    return {"arrays": arrays, "scripts": {r: str(p) for r, p in scripts.items()},
+            "served": [r for r in rows if plan_rows[r].get("server")], "unset": unset}
+
+
+def slurm_markdown(sp: dict[str, Any]) -> str:
+    lines = ["## SLURM job arrays", ""]
+    if sp["unset"]:
+        lines += ["Not set (the cluster's defaults apply): " + ", ".join(sp["unset"]) + ".", ""]
+    for i, a in enumerate(sp["arrays"], 1):
+        lines += [f"### Array {i}: {len(a['rows'])} task(s), {a['params']['gpus_per_node']} GPU(s), "
+                  f"{a['params']['mem_gb']} GB, {a['params']['timeout_min']} min: {', '.join(a['rows'])}", "",
+                  "```bash", a["sbatch"].rstrip(), "```", ""]
+    lines += ["Each task runs its script `bash OUT/tasks/ROW.sh` (written): " +
+              ", ".join(f"`{p}`" for p in sp["scripts"].values()), ""]
+    for row in sp["served"]:
+        lines += [f"### Task script of {row} (starts its judge server)", "", "```bash",
+                  Path(sp["scripts"][row]).read_text().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def run_served_locally(ctx: Any, row: str, plan_row: dict[str, Any]) -> None:
+    """A row whose judge the task serves, on this machine: its task script (server, worker, stop)."""
+    script = task_scripts(ctx, [row], {row: plan_row})[row]
+    res = subprocess.run(["bash", str(script)], check=False)
+    if res.returncode != 0 or not ctx.done_path(row).is_file():
+        raise ConfigError(f"{row}: its task script {script} exited with {res.returncode} (the server's log: "
+                          f"{ctx.row_dir(row) / 'vllm.log'})")
+
+
+def run_array(ctx: Any, rows: list[str], outcome: Any, plan_rows: dict[str, dict[str, Any]], *,
+              cluster: str | None = None) -> None:
     from submitit.helpers import CommandFunction
 
-    plan = {r["row"]: r for r in plan_recipe(ctx.recipe, ctx.out, stand_in=ctx.stand_in)["rows"]}
     todo = []
     for row in rows:
         if ctx.done_path(row).is_file():
             outcome.cached.append(row)
         else:
             todo.append(row)
-    shapes: dict[tuple[int, int, int], list[str]] = {}
-    for row in todo:
-        p = plan[row]
-        shapes.setdefault((p["slurm"]["gpus"], p["slurm"]["mem_gb"], p["slurm"]["timeout_min"]), []).append(row)
+    scripts = task_scripts(ctx, todo, plan_rows)
     submitted = []
-    for (gpus, mem, timeout), group in shapes.items():
-        params: dict[str, Any] = {"name": f"reproduce-{ctx.recipe.name}", "timeout_min": timeout, "gpus_per_node": gpus,
-                                  "cpus_per_task": cpus_per_task, "mem_gb": mem,
-                                  "slurm_array_parallelism": array_parallelism}
-        if partition:
-            params["slurm_partition"] = partition
-        if setup:
-            params["slurm_setup"] = list(setup)
-        ex = make_executor("slurm", ctx.out / "submitit", cluster=cluster, **params)
-        fns = [CommandFunction([sys.executable, "-m", *worker_args(ctx.recipe.path, ctx.out, row, stand_in=ctx.stand_in,
-                                                                   wandb_mode=ctx.wandb_mode)],
-                               cwd=os.getcwd(), verbose=True) for row in group]
+    for g in array_groups(ctx, todo, plan_rows):
+        ex = make_executor("slurm", ctx.out / "submitit", cluster=cluster, **g["params"])
+        fns = [CommandFunction(["bash", str(scripts[row])], cwd=os.getcwd(), verbose=True) for row in g["rows"]]
         jobs = ex.submit_array(fns)
-        log.info("submitted %d rows (%d GPU, %d GB) as job array %s", len(jobs), gpus, mem, jobs[0].job_id.split("_")[0])
-        submitted += list(zip(group, jobs))
+        log.info("submitted %d rows (%d GPU, %s GB) as job array %s", len(jobs), g["params"]["gpus_per_node"],
+                 g["params"]["mem_gb"], jobs[0].job_id.split("_")[0])
+        submitted += list(zip(g["rows"], jobs))
     for row, job in submitted:
         try:
             job.result()

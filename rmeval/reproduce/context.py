@@ -22,7 +22,9 @@ from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmeval.audit.variants import VariantSettings, write_prompt_variants
 from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
+from rmeval.reproduce.cluster import resolve_endpoint
 from rmeval.reproduce.recipe import DataEntry, ModelSpec
+from rmeval.reproduce.sources import missing, substitute
 from rmeval.reproduce.standins import STANDIN_MAX_LENGTH, stand_in_model, stand_in_spec, template_variants
 from rmeval.scoring import ScorerSettings
 
@@ -34,6 +36,8 @@ class Context:
     stand_in: bool = False
     wandb_mode: str | None = None
     wandb_project: str = "matchrm"
+    overrides: dict[str, Any] = field(default_factory=dict)  # dotted recipe keys the command set (each task gets them)
+    endpoints: dict[str, str] = field(default_factory=dict)  # row -> a server's URL given for it (--endpoint)
     _sets: dict[str, Any] = field(default_factory=dict)
     _specs: dict[str, Any] = field(default_factory=dict)
 
@@ -76,11 +80,12 @@ class Context:
     def spec(self, key: str) -> Any:
         """The data SPEC read for ``key`` (a stand-in run's local or synthetic data)."""
         if key not in self._specs:
-            spec = self.entry(key).spec
+            sources = self.recipe.data_sources
+            spec = substitute(self.entry(key).spec, sources)
             if self.stand_in:
                 if key not in self.recipe.stand_in.data:
                     raise ConfigError(f"{self.recipe.path}: stand_in.data has no local data for {key!r}")
-                spec = stand_in_spec(key, self.recipe.stand_in.data[key], self.out / "stand_in_data")
+                spec = stand_in_spec(key, substitute(self.recipe.stand_in.data[key], sources), self.out / "stand_in_data")
             self._specs[key] = spec
         return self._specs[key]
 
@@ -151,8 +156,27 @@ class Context:
             return snapshot_download(m.hub_id, revision=m.revision)
         return os.path.expanduser(m.hub_id)
 
+    def raw_spec(self, key: str) -> Any:
+        """The data spec as the recipe writes it (``{NAME}`` of its data sources unreplaced)."""
+        return self.recipe.stand_in.data.get(key) if self.stand_in else self.entry(key).spec
+
+    def data_fetch(self, key: str) -> str | None:
+        """What to fetch for data set ``key`` when a local path it reads is missing (else None)."""
+        raw = self.raw_spec(key)
+        why = missing(self.recipe, substitute(raw, self.recipe.data_sources), raw)
+        return f"data.{key}: {why}" if why else None
+
     def endpoint(self, m: Any) -> str | None:
-        return None if self.stand_in else m.endpoint
+        """The server a judge is scored through: one given for its row (``--endpoint``, or the
+        task's own server), else the recipe's (``${VARIABLE}`` read from the environment)."""
+        if self.stand_in:
+            return None
+        url = self.endpoints.get(m.name) or m.endpoint
+        return resolve_endpoint(url, f"{self.recipe.path}: model {m.name}") if url else None
+
+    def external(self, m: Any) -> bool:
+        """Whether a server outside the task holds model ``m`` (so the task neither downloads nor loads it)."""
+        return not self.stand_in and bool(self.endpoints.get(m.name) or m.endpoint)
 
     def max_length(self, m: Any) -> int | None:
         return STANDIN_MAX_LENGTH if self.stand_in else m.max_length
@@ -176,7 +200,7 @@ class Context:
         # torch: this module loads without it
         from rmeval.reproduce.endpoint_judge import EndpointJudgeScorer
 
-        return EndpointJudgeScorer(m.hub_id, base_url=m.endpoint)
+        return EndpointJudgeScorer(m.hub_id, base_url=self.endpoint(m))
 
     def judge_stand_in(self) -> str:
         """A tiny judge for a stand-in run's pairwise verdicts (the policy table's win rates)."""

@@ -1,37 +1,51 @@
 """The dry run: what a recipe would load, score and cost, without downloading anything.
 
 Per model: its loader and head, the parameter count (from the safetensors headers of a checkpoint
-on disk, else the recipe's ``params_b``), the GPU memory its weights need in its dtype (weights x
-``compute.overhead`` + 1 GB) and so the GPUs (one model per task; more than one GPU needs
-``device_map: auto``), the number of texts it scores on each data set and their tokens, and the GPU
-hours at ``compute.gpu_tflops`` effective (2 x parameters FLOPs per token; a DPO model with a
-reference twice that). A served judge (``endpoint``) takes no GPU in its task: the server holds it.
+on disk, else the recipe's ``params_b``; ``active_params_b`` for a mixture of experts), its
+placement (GPUs in its task, a vLLM server the task starts, or an external endpoint:
+``rmeval.reproduce.cluster``, whose docstring has the memory and tensor-parallel formulas), the
+number of texts it scores on each data set, their prompt and generated tokens
+(``rmeval.reproduce.costing``), and the time and GPU hours of its task: download W x 1000 /
+``download_mb_s``, load W / ``load_gb_s`` (+ the server's start-up), compute 2 N_active x (prompt
+tokens / ``gpu_tflops`` + generated tokens / ``decode_tflops``) over the GPUs that compute in
+parallel; GPU hours = GPUs x (download + load + compute). A row served by an external endpoint is
+costed as its server's compute. Then the work beyond the rows (the recipe's ``costs``), the models
+that need a licence and a token, the unpinned and the guessed Hub ids, and what must exist first.
 
 Text counts come from the data when it is on disk (the simulated set, local files; never a Hub
 download) and otherwise from the sizes the recipe transcribes from the paper (``data.KEY.size``):
-per audit condition (``rmeval.conditions``): original and generic R texts, prompt_only P,
-transplants R x n_donors, related and paraphrase R x n variants, last_turn the responses of
-multi-turn prompts, fixed_reply_* P x donors or variants, plus a reference pool's responses; a
-pairwise run R; a suitability suite about 2 + 2 x (perturbations) texts per item; a judge 2 x
-(attributes + 1) questions per item."""
+per audit condition (``rmeval.conditions``, ``costing.condition_texts``): original and generic R
+texts, prompt_only P, transplants R x n_donors, related and paraphrase R x n variants, last_turn the
+responses of multi-turn prompts, fixed_reply_* P x donors or variants, plus a reference pool's
+responses; a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
+2 x (attributes + 1) questions per item."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 from rmcore.data.registry import parse_data_spec
 from rmcore.markdown import table
+from rmeval.reproduce.cluster import placement, ray_server_lines, task_memory_gb, task_minutes, vllm_command
 from rmeval.reproduce.context import Context
-from rmeval.reproduce.recipe import DTYPE_BYTES
+from rmeval.reproduce.costing import (
+    condition_texts,
+    extra_cost,
+    gpu_seconds,
+    judge_calls,
+    no_reuse_tokens,
+    row_tokens,
+)
+from rmeval.reproduce.hub import gated_models, pinning
+from rmeval.reproduce.recipe import weights_gb
 from rmeval.reproduce.settings import analysis_settings
 
 DEFAULT_TOKENS = 512  # tokens per text when neither the data nor the recipe says
-N_ATTRIBUTES = 87
-CORE_ATTRIBUTES = 20
 
 
 def is_local(spec: Any) -> bool:
@@ -63,23 +77,6 @@ def data_sizes(ctx: Any, key: str) -> dict[str, Any]:
             "source": size.source or "the recipe (the paper's counts)"}
 
 
-def condition_texts(cond: str, n: dict[str, Any], *, n_donors: int, n_related: int, n_paraphrase: int) -> int | None:
-    P, R, M = n.get("prompts"), n.get("responses"), n.get("multi_turn")
-    per = {"original": R, "generic": R, "prompt_only": P, "last_turn": None if M is None or R is None or not P
-           else round(R * M / P)}
-    if cond in per:
-        return per[cond]
-    if cond in ("random", "overlap", "embedding", "length"):
-        return None if R is None else R * n_donors
-    if cond in ("related", "paraphrase"):
-        return None if R is None else R * (n_related if cond == "related" else n_paraphrase)
-    if cond == "fixed_reply_random":
-        return None if P is None else P * n_donors
-    if cond == "fixed_reply_related":
-        return None if P is None else P * n_related
-    return None
-
-
 def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
     """Texts one model scores on data set ``key``."""
     analysis = ctx.recipe.reproduce.analysis
@@ -104,11 +101,9 @@ def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
         if s.max_items:
             items = min(items, s.max_items)
         return items * (2 + 2 * k)
-    names = list(s.attributes)
-    n_attr = N_ATTRIBUTES if not names else sum(CORE_ATTRIBUTES if a == "core" else 1 for a in names)
     if s.max_items_per_source:
         items = min(items, s.max_items_per_source)
-    return items * 2 * (n_attr + 1)
+    return judge_calls(items, s)
 
 
 def local_params(path: str) -> float | None:
@@ -135,46 +130,70 @@ def not_reproducible_plan(m: Any) -> dict[str, Any]:
             "slurm": {"gpus": 0, "mem_gb": 0, "timeout_min": 0}, "note": f"NOT REPRODUCIBLE: {m.not_reproducible}"}
 
 
+def _head(m: Any) -> Any:
+    if m.head is not None:
+        return f"{m.head} ({m.head_name})" if m.head_name else m.head
+    return {"seq_classifier": "its one output", "generative_judge": "expected digit 1-5"}.get(m.kind, "implicit reward")
+
+
 def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One model's row of the dry run: placement, texts, tokens, task minutes and GPU hours."""
     if m.not_reproducible:
         return not_reproducible_plan(m)
     c = ctx.recipe.compute
     where = os.path.expanduser(m.hub_id)
     counted = local_params(where) if (m.local or Path(where).exists()) else None
     params = counted if counted is not None else m.params_b
-    weights = params * DTYPE_BYTES[m.dtype] * (2 if m.kind == "dpo_implicit" and str(m.reference).lower() != "none"
-                                                else 1)
-    mem = weights * c.overhead + 1.0
-    gpus = 0 if m.endpoint else max(1, math.ceil(mem / c.gpu_memory_gb))
+    active = m.active_params_b if m.active_params_b is not None and counted is None else params
+    weights = weights_gb(m, params)
+    endpoint = m.name in ctx.endpoints or bool(m.endpoint)
+    place = placement(m, weights, c, (ctx.endpoints.get(m.name) or m.endpoint) if endpoint else None)
+    s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     texts = {k: _texts(ctx, k, sizes[k]) for k in ctx.model_data(m)}
-    tokens = sum(t * (sizes[k].get("mean_tokens") or DEFAULT_TOKENS) for k, t in texts.items() if t)
-    flops = 2 * params * 1e9 * tokens * (2 if m.kind == "dpo_implicit" and str(m.reference).lower() != "none" else 1)
-    hours = flops / (c.gpu_tflops * 1e12) / 3600
+    prompt_tok = gen_tok = 0.0
+    for k, t in texts.items():
+        if t:
+            p, g = row_tokens(ctx, m, k, t, sizes[k], s, served=place["mode"] != "in-task")
+            prompt_tok, gen_tok = prompt_tok + p, gen_tok + g
+    twice = 2 if m.kind == "dpo_implicit" and str(m.reference).lower() != "none" else 1  # and its reference
+    gpu_s = twice * gpu_seconds(prompt_tok, gen_tok, active, c)
+    gpus = place["gpus"]
+    parallel = max(1, place.get("tp", 1) * place.get("pp", 1)) if place["mode"] != "in-task" else 1
+    minutes = task_minutes(weights_gb=weights if place["mode"] != "external" else 0.0,
+                           download=not m.local and place["mode"] != "external", served=place["mode"] == "served",
+                           gpu_seconds=gpu_s, parallel=parallel, c=c)
+    held = minutes["download_min"] + minutes["load_min"] + minutes["compute_min"]
+    hours = gpus * held / 60 if gpus else gpu_s / 3600  # an external server: its compute
     notes = [m.note] if m.note else []
-    if gpus > 1 and m.device_map != "auto":
-        notes.append(f"needs {gpus} GPUs: set device_map: auto")
-    return {"row": m.name, "model": m.hub_id + (f"@{m.revision}" if m.revision else ""), "kind": m.kind,
-            "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"),
-            "head": (f"{m.head} ({m.head_name})" if m.head_name else m.head) if m.head is not None else ("its one output" if m.kind == "seq_classifier" else
-                                                       "expected digit 1-5" if m.kind == "generative_judge" else
-                                                       "implicit reward"),
-            "head_name": m.head_name, "dtype": m.dtype, "params_b": round(params, 4),
-            "params_source": "safetensors on disk" if counted is not None else "recipe (params_b)",
-            "weights_gb": round(weights, 2), "gpu_memory_gb": round(mem, 1), "gpus": gpus,
-            "device_map": m.device_map, "endpoint": m.endpoint, "texts": texts,
-            "texts_total": sum(t for t in texts.values() if t) if all(texts.values()) else None,
-            "tokens_m": round(tokens / 1e6, 3), "gpu_hours": round(hours * max(gpus, 1), 3),
-            "slurm": {"gpus": gpus, "mem_gb": int(max(16, math.ceil(weights * 1.5))),
-                      "timeout_min": int(max(60, math.ceil(hours * 60 * 3) + 30))},
-            "note": "; ".join(notes)}
+    if ctx.recipe.reproduce.analysis == "judges" and prompt_tok:
+        full = sum(no_reuse_tokens(ctx, k, t, sizes[k], s) for k, t in texts.items() if t)
+        notes.append(f"{prompt_tok / 1e6:.1f}M prompt tokens with the item's prefix reused ({full / 1e6:.0f}M without)")
+    row = {"row": m.name, "model": m.hub_id + (f"@{m.revision}" if m.revision else ""), "kind": m.kind,
+           "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"), "head": _head(m),
+           "head_name": m.head_name, "dtype": m.dtype, "params_b": round(params, 4), "active_params_b": active,
+           "params_source": "safetensors on disk" if counted is not None else "recipe (params_b)",
+           "weights_gb": round(weights, 2), "gpu_memory_gb": place.get("memory_gb", "-"), "gpus": gpus,
+           "placement": place, "device_map": m.device_map, "endpoint": m.endpoint, "texts": texts,
+           "texts_total": sum(t for t in texts.values() if t) if all(texts.values()) else None,
+           "tokens_m": round(prompt_tok / 1e6, 3), "generated_m": round(gen_tok / 1e6, 3), "minutes": minutes,
+           "gpu_hours": round(hours, 3),
+           "slurm": {"gpus": gpus, "mem_gb": task_memory_gb(weights) if gpus else 16,
+                     "timeout_min": minutes["timeout_min"]}, "note": "; ".join(notes)}
+    if place["mode"] == "served":
+        row["server"] = {"model": m.hub_id, "tp": place["tp"], "command": vllm_command(m, place["tp"], place["pp"]),
+                         "startup_min": (m.serve.startup_timeout_min
+                                         or 2 * (minutes["download_min"] + minutes["load_min"]) + 10)}
+    return row
 
 
-def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: bool = False) -> dict[str, Any]:
-    """The plan: per data set its sizes, per row its resources and texts, and the totals."""
+def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: bool = False,
+                ctx: Any = None) -> dict[str, Any]:
+    """The plan: per data set its sizes, per row its resources and texts, the costs beyond the rows,
+    the licences, pins and guesses, and the totals."""
     import tempfile
 
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="reproduce-plan-"))
-    ctx = Context(recipe, out, stand_in=stand_in)
+    ctx = ctx or Context(recipe, out, stand_in=stand_in)
     sizes = {k: data_sizes(ctx, k) for k in ctx.data_keys()}
     rows = [{"row": h.name, "model": f"human ratings ({h.data})", "kind": "human", "texts": {h.data: 0},
              "texts_total": 0, "gpus": 0, "gpu_hours": 0.0, "slurm": {"gpus": 0, "mem_gb": 16, "timeout_min": 60}}
@@ -183,25 +202,49 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
     for r in rows:
         r["status"] = ("done" if ctx.done_path(r["row"]).is_file() else
                        "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
-    hours = sum(r["gpu_hours"] for r in rows)
+    costs = [] if stand_in else [extra_cost(ctx, e, sizes) for e in recipe.costs]
+    rows_hours = sum(r["gpu_hours"] for r in rows)
     policy = None
     if recipe.policy is not None and not stand_in:
         from rmeval.reproduce.policy import launch_plan
 
         policy = launch_plan(recipe, out)
+    external = {m.name for m in recipe.models if ctx.external(m) or m.name in ctx.endpoints}
     return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
-            "rows": rows, "gpu_hours": round(hours, 2), "compute": vars(recipe.compute), "policy": policy,
+            "rows": rows, "rows_gpu_hours": round(rows_hours, 2), "costs": costs,
+            "gpu_hours": round(rows_hours + sum(x["gpu_hours"] for x in costs), 2), "compute": vars(recipe.compute),
+            "policy": policy,
             "downloads": sorted({m.hub_id for m in recipe.models
-                                 if not m.local and not m.endpoint and not m.not_reproducible}),
+                                 if not m.local and m.name not in external and not m.not_reproducible}),
+            "gated": {} if stand_in else gated_models(recipe.models, external=external),
+            "pinning": pinning(recipe.models), "external": sorted(external), "servers": external_servers(ctx),
             "steps": [] if stand_in else preparation_steps(ctx)}
 
 
+def external_servers(ctx: Any) -> list[dict[str, Any]]:
+    """How to start each external server a recipe describes (``serve:`` with an endpoint): one node's
+    ``vllm serve``, or vLLM over a Ray cluster of several (``cluster.ray_server_lines``)."""
+    out = []
+    for m in ctx.recipe.models:
+        if m.not_reproducible or not m.serve or not ctx.external(m):
+            continue
+        url = ctx.endpoints.get(m.name) or m.endpoint
+        p = placement(m, weights_gb(m), ctx.recipe.compute, url)
+        lines = ray_server_lines(m, p["tp"], p["pp"]) if p["pp"] > 1 else [
+            shlex.join(vllm_command(m, p["tp"], 1, port="8000", host="0.0.0.0"))]
+        out.append({"row": m.name, "model": m.hub_id, "endpoint": url, "tp": p["tp"], "pp": p["pp"], "nodes": p["pp"],
+                    "lines": lines})
+    return out
+
+
 def preparation_steps(ctx: Any) -> list[str]:
-    """What must exist before the rows run and is not written by this command: prompt variants, the
-    reference pool, the study's own checkpoints, served judges, the PPO table's policies."""
+    """What must exist before the rows run and is not written by this command: data to fetch, prompt
+    variants, the reference pool, the study's own checkpoints, external servers, the PPO table's policies."""
     r, steps = ctx.recipe, []
     for key in ctx.data_keys():
         e = ctx.entry(key)
+        if ctx.data_fetch(key):
+            steps.append(ctx.data_fetch(key))
         for task in ("related", "paraphrase"):
             v = getattr(e, task)
             if v is not None and task in e.conditions and v.file and not Path(v.file).is_file() and not v.generator:
@@ -214,9 +257,9 @@ def preparation_steps(ctx: Any) -> list[str]:
     for m in r.models:
         if m.local and not Path(os.path.expanduser(m.hub_id)).exists():
             steps.append(f"train {m.name} ({m.note or 'the study own checkpoint'}) -> {m.hub_id}")
-        if m.endpoint:
-            steps.append(f"serve {m.hub_id} at {m.endpoint} (e.g. vllm serve {m.hub_id} --tensor-parallel-size "
-                         f"{max(1, math.ceil(m.params_b * 2 * 1.2 / r.compute.gpu_memory_gb))})")
+        if ctx.external(m) and not m.not_reproducible:
+            steps.append(f"serve {m.hub_id} at {ctx.endpoints.get(m.name) or m.endpoint}"
+                         + (" (how: 'Servers outside the job' below)" if m.serve else " (an OpenAI-compatible server)"))
     if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
         from rmeval.reproduce.policy import launch_plan
 
@@ -232,20 +275,71 @@ def plan_markdown(plan: dict[str, Any]) -> str:
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]
                     for k, v in plan["data"].items()])
     lines += [""]
-    lines += table(["row", "model", "kind", "loader", "head", "dtype", "params (B)", "GPU memory (GB)", "GPUs",
-                    "texts", "tokens (M)", "GPU h", "status", "note"],
+    lines += table(["row", "model", "kind", "loader", "head", "dtype", "params (B)", "placement", "GPUs", "texts",
+                    "tokens (M)", "task min", "GPU h", "status", "note"],
                    [[r["row"], r["model"], r["kind"], r.get("loader", "-"), r.get("head", "-"), r.get("dtype", "-"),
-                     r.get("params_b", "-"), r.get("gpu_memory_gb", "-"), r["gpus"],
-                     r["texts_total"] if r["texts_total"] is not None else "unknown", r.get("tokens_m", "-"),
-                     r["gpu_hours"], r["status"], r.get("note", "")] for r in plan["rows"]])
-    c = plan["compute"]
-    lines += ["", f"GPU hours in all: {plan['gpu_hours']} (at {c['gpu_tflops']} TFLOP/s effective per GPU, "
-              f"{c['gpu_memory_gb']} GB GPUs; loading and downloading not counted).",
-              "Would download: " + (", ".join(plan["downloads"]) or "nothing"), ""]
+                     _params(r), _where(r), r["gpus"], r["texts_total"] if r["texts_total"] is not None else "unknown",
+                     r.get("tokens_m", "-"), r["slurm"]["timeout_min"], r["gpu_hours"], r["status"], r.get("note", "")]
+                    for r in plan["rows"]])
+    lines += ["", *gpu_hour_lines(plan), ""]
+    lines += hub_lines(plan)
     if plan.get("steps"):
         lines += ["Before the rows run (not done by this command):", "", *[f"- `{s}`" for s in plan["steps"]], ""]
+    for sv in plan.get("servers", []):
+        lines += [f"## Servers outside the job: {sv['model']} ({sv['row']})", "",
+                  f"{sv['nodes']} node(s) x {sv['tp']} GPUs (tensor parallel {sv['tp']}, pipeline parallel {sv['pp']}); "
+                  f"the recipe reads it at {sv['endpoint']}.", "", "```bash", *sv["lines"], "```", ""]
     lines += _policy_lines(plan.get("policy"))
     return "\n".join(lines)
+
+
+def _params(r: dict[str, Any]) -> Any:
+    p, a = r.get("params_b", "-"), r.get("active_params_b")
+    return f"{p} ({a:g} active)" if isinstance(a, float) and isinstance(p, float) and a < p else p
+
+
+def _where(r: dict[str, Any]) -> str:
+    p = r.get("placement") or {}
+    if p.get("mode") == "served":
+        return f"vLLM in the task (TP {p['tp']})"
+    if p.get("mode") == "external":
+        return f"external server {r.get('endpoint') or ''}".strip()
+    if p.get("mode") == "in-task":
+        return f"in the task ({r.get('gpu_memory_gb')} GB{', device_map auto' if r.get('device_map') else ''})"
+    return "-"
+
+
+def gpu_hour_lines(plan: dict[str, Any]) -> list[str]:
+    """The GPU hours in all, with their formula (module docstring) and each cost beyond the rows."""
+    c = plan["compute"]
+    lines = ["## GPU hours", "",
+             f"Rows: {plan['rows_gpu_hours']} GPU h. Per row: GPUs x (download + load + compute) / 60, download = W x "
+             f"1000 / {c['download_mb_s']:g} MB/s, load = W / {c['load_gb_s']:g} GB/s (+ {c['server_start_min']:g} min "
+             f"for a vLLM server), compute = 2 x N_active x (prompt tokens / {c['gpu_tflops']:g} TFLOP/s + generated "
+             f"tokens / {c['decode_tflops']:g} TFLOP/s) over the GPUs computing in parallel (W: weights in GB, N_active: "
+             "parameters a token passes through; an external server: its compute only). Task time limit: download + load "
+             f"+ {c['time_slack']:g} x compute + 30 min, at least 60.", ""]
+    for x in plan.get("costs", []):
+        lines += [f"- {x['name']} ({x['kind']}): {x['gpu_hours']} GPU h" + (f" ({x['source']})" if x.get("source") else "")]
+        lines += [f"  - {f}" for f in x["formula"]]
+    lines += ["", f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per node)."]
+    return lines
+
+
+def hub_lines(plan: dict[str, Any]) -> list[str]:
+    """Downloads, gated models (licence and HF_TOKEN), unpinned and guessed Hub ids."""
+    lines = ["Would download: " + (", ".join(plan["downloads"]) or "nothing"), ""]
+    g = plan.get("gated") or {}
+    if g:
+        lines += ["Gated (accept the licence on the model's Hub page; the run needs HF_TOKEN or `hf auth login`):", "",
+                  *[f"- {k}: {v}" for k, v in g.items()], ""]
+    pin = plan.get("pinning") or {}
+    if pin.get("guessed"):
+        lines += ["Guessed Hub ids (the paper names the model, not its repository):", "",
+                  *[f"- {x}" for x in pin["guessed"]], ""]
+    if pin.get("unpinned"):
+        lines += ["Unpinned (no revision: the current one loads; the papers name none): " + ", ".join(pin["unpinned"]), ""]
+    return lines
 
 
 def _policy_lines(lp: dict[str, Any] | None) -> list[str]:
@@ -260,6 +354,6 @@ def _policy_lines(lp: dict[str, Any] | None) -> list[str]:
     return ["## PPO launch plan", "",
             f"Policy recipe `{lp['policy_recipe']}` (from `{lp['base_recipe']}`); {lp['note']}.", "",
             *table(["reward model", "Hub id", "served by rmeval serve-reward", "commands (or why not)", "win rate read from"],
-                   rows), "", f"Then `{lp['evaluate']}` (judge {lp['judge']}). PPO GPU hours are not estimated "
-            "here (the rows' GPU hours above are the suitability audit's).", ""]
+                   rows), "", f"Then `{lp['evaluate']}` (judge {lp['judge']}). The PPO trainings' GPU hours are "
+            "under 'GPU hours' (the recipe's costs); the rows' are the suitability audit's.", ""]
 

@@ -22,6 +22,10 @@ naming the key, the file and the allowed keys):
   several rows.
 - ``settings``: the analysis's settings (validated into its settings dataclass), ``stand_in``:
   the local data and settings of a ``--stand-in`` run, ``compute``: the dry run's GPU assumptions.
+- ``data_sources`` (local folders and files named ``{NAME}`` in data specs, with how to fetch them:
+  ``rmeval.reproduce.sources``), ``slurm`` (account, QoS, partition, time limit, extra ``#SBATCH``
+  options: ``rmeval.reproduce.cluster``), ``costs`` (GPU work beyond the rows: a training sweep,
+  prompt generation, PPO trainings: ``rmeval.reproduce.costing``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,10 @@ from typing import Any
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
+from rmeval.reproduce.cluster import Compute, DataSource, ServeSpec, SlurmSettings, check_placement
+from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
+from rmeval.reproduce.sources import check_sources
 
 STUDIES = {
     "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
@@ -44,7 +51,8 @@ STUDIES = {
 ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
 AGGREGATES = ("range", "sum", "median", "max_abs", "median_abs")
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "int8": 1}
+SERVED_ANALYSES = ("audit", "judges")  # the analyses that score a judge through an endpoint
 
 
 @dataclass
@@ -118,13 +126,18 @@ class ModelSpec:
     head_name: str | None = None  # what the head is (e.g. helpfulness)
     reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
     params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk; 0: unknown)
+    active_params_b: float | None = bounded(None, gt=0)  # a mixture of experts: the parameters a token passes through
     dtype: str = "bfloat16"
     max_length: int | None = bounded(4096, ge=1)
     batch_size: int = bounded(8, ge=1)
     max_tokens: int | None = bounded(None, ge=1)
     trust_remote_code: bool = False
     device_map: str | None = None  # auto: one model over every visible GPU
-    endpoint: str | None = None  # an OpenAI-compatible base_url (a served judge)
+    gpus: int | None = bounded(None, ge=1)  # GPUs of its task (None: from its memory; >1 with device_map auto)
+    serve: ServeSpec | None = None  # a generative judge its task serves with vLLM (rmeval.reproduce.cluster)
+    endpoint: str | None = None  # an OpenAI-compatible base_url (a server of its own; ${VARIABLE} from the environment)
+    gated: bool | None = None  # its licence must be accepted on the Hub (None: the Hub, else rmeval.reproduce.hub's list)
+    guessed: str = ""  # why its Hub id is our reading (empty: the paper or its code names the repository)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
     local: bool = False  # the study's own checkpoint: a path that a recipe trains, not a Hub id
     not_reproducible: str | None = None  # why the row cannot be reproduced (its cells say so)
@@ -215,15 +228,6 @@ class StandIn:
 
 
 @dataclass
-class Compute:
-    """The dry run's assumptions: GPU memory and effective throughput per GPU."""
-
-    gpu_memory_gb: float = bounded(80.0, gt=0)
-    gpu_tflops: float = bounded(150.0, gt=0)  # effective bf16 throughput of one GPU at inference (an assumption)
-    overhead: float = bounded(1.25, ge=1)  # memory beyond the weights: activations, KV, CUDA context
-
-
-@dataclass
 class Recipe:
     reproduce: Study
     data: dict[str, Any]
@@ -237,6 +241,9 @@ class Recipe:
     policy: PolicyBlock | None = None
     stand_in: StandIn = field(default_factory=StandIn)
     compute: Compute = field(default_factory=Compute)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    data_sources: dict[str, Any] = field(default_factory=dict)  # NAME -> DataSource (rmeval.reproduce.sources)
+    costs: list[Any] = field(default_factory=list)  # ExtraCost: GPU work beyond the rows
     not_reproducible: list[str] = field(default_factory=list)
     model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
     seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
@@ -285,23 +292,35 @@ def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
     """A ``Recipe`` from the YAML mapping of ``path``, strictly; then ``validate_recipe``."""
     where = str(path)
     raw = dict(raw)
-    lists = {"models": ModelSpec, "human": HumanRow, "panel_rows": PanelRow, "columns": Column, "published": Figure}
+    lists = {"models": ModelSpec, "human": HumanRow, "panel_rows": PanelRow, "columns": Column, "published": Figure,
+             "costs": ExtraCost}
     parsed = {k: _items(cls, raw.pop(k, None), f"{where}.{k}") for k, cls in lists.items()}
     data = raw.pop("data", None)
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"{where}: data must map names to data entries ({{spec: SPEC, ...}})")
     entries = {str(k): build_config(DataEntry, {"spec": v} if isinstance(v, str) else v, f"{where}.data.{k}")
                for k, v in data.items()}
+    sources = raw.pop("data_sources", None) or {}
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: data_sources must map names to {{path, fetch}}")
+    parsed["data_sources"] = {str(k): build_config(DataSource, {"path": v} if isinstance(v, str) else v,
+                                                   f"{where}.data_sources.{k}") for k, v in sources.items()}
     recipe = build_config(Recipe, {**raw, "data": entries, **parsed}, where)
     recipe.path = where
     validate_recipe(recipe)
     return recipe
 
 
-def load_reproduction(path: str | os.PathLike) -> Recipe:
+def load_reproduction(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Recipe:
+    """The recipe at ``path``, with dotted ``overrides`` of its keys (``slurm.account``,
+    ``data_sources.rm_bench.path``: what the command's flags set) applied first."""
+    from rmcore.config import set_dotted
+
     raw = load_recipe(path)
     if "reproduce" not in raw:
         raise ConfigError(f"{path}: not a reproduction recipe (no 'reproduce' block)")
+    for k, v in (overrides or {}).items():
+        set_dotted(raw, k, v)
     return build_recipe(raw, path)
 
 
@@ -346,7 +365,12 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
-
+    for e in r.costs:
+        if e.kind not in COST_KINDS:
+            raise ConfigError(f"{where}: costs {e.name}: kind must be one of {', '.join(COST_KINDS)}, got {e.kind!r}")
+        if e.data is not None and e.data not in r.data:
+            raise ConfigError(f"{where}: costs {e.name}: unknown data {e.data!r} (data: {', '.join(r.data)})")
+    check_sources(r)
     check_settings(r)
 
 
@@ -369,8 +393,19 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
         raise ConfigError(f"{at}: params_b (billions of parameters) must be > 0")
     if m.device_map not in (None, "auto"):
         raise ConfigError(f"{at}: device_map must be auto or absent, got {m.device_map!r}")
-    if m.endpoint and m.kind != "generative_judge":
+    if (m.endpoint or m.serve) and m.kind != "generative_judge":
         raise ConfigError(f"{at}: an endpoint serves a generative judge, not a {m.kind}")
+    if (m.endpoint or m.serve) and r.reproduce.analysis not in SERVED_ANALYSES:
+        raise ConfigError(f"{at}: a {r.reproduce.analysis} table scores its judges in the task (device_map: auto), "
+                          f"not through a server (endpoint, serve: {', '.join(SERVED_ANALYSES)} tables)")
+    if m.serve and (m.device_map or m.gpus):
+        raise ConfigError(f"{at}: serve: places the judge on its server's GPUs; device_map and gpus are for a model "
+                          "loaded in the task")
+    if m.dtype == "float8" and not (m.serve or m.endpoint):
+        raise ConfigError(f"{at}: dtype float8 sizes a served checkpoint's weights; a model loaded in the task is "
+                          "bfloat16, float16 or float32")
+    if m.active_params_b is not None and m.active_params_b > m.params_b:
+        raise ConfigError(f"{at}: active_params_b ({m.active_params_b:g}) exceeds params_b ({m.params_b:g})")
     for d in r.model_data(m):
         if d not in r.data:
             raise ConfigError(f"{at}: unknown data {d!r} (data: {', '.join(r.data)})")
@@ -378,6 +413,15 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
         raise ConfigError(f"{at}: needs a hub_id (or not_reproducible: why, for a model without a public one)")
     if m.hub_id and not m.local and "/" not in m.hub_id:
         raise ConfigError(f"{at}: hub_id must be owner/name (or set local: true for the study's own checkpoint)")
+    if not m.not_reproducible:
+        check_placement(m, weights_gb(m), r.compute, where)
+
+
+def weights_gb(m: ModelSpec, params_b: float | None = None) -> float:
+    """GB of weights a row holds: parameters x bytes per parameter, twice for a DPO model scored
+    against its reference."""
+    twice = m.kind == "dpo_implicit" and str(m.reference).lower() != "none"
+    return (params_b if params_b is not None else m.params_b) * DTYPE_BYTES[m.dtype] * (2 if twice else 1)
 
 
 def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) -> None:

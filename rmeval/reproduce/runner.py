@@ -1,7 +1,11 @@
 """Run a reproduction recipe: its rows (human references and models) one after another on this
-machine, or as one submitit job array on SLURM (one row per task, each task ``python -m
-rmeval.reproduce.worker``, its GPUs and memory from the dry run's plan; one array per resource
-shape), then the panel step and the table.
+machine, or as submitit job arrays on SLURM (one row per task, each task a script running ``python -m
+rmeval.reproduce.worker``, its GPUs, memory and time limit from the dry run's plan; one array per
+resource shape), then the panel step and the table. A judge the recipe serves (``serve:``) runs
+through its task script here too: the script starts its vLLM server and stops it.
+
+Before anything is written (``preflight``): every local data path exists (else one line naming what
+to fetch), every gated model to download has a token, every external endpoint's variable is set.
 
 Resumable at two levels: a finished row (``rows/<row>/done.json``) is never scored again, and a row
 interrupted mid-way resumes from its score cache. A row that fails is reported and the others go
@@ -24,8 +28,10 @@ from typing import Any
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
-from rmeval.reproduce.array import run_array
+from rmeval.reproduce.array import run_array, run_served_locally
 from rmeval.reproduce.context import Context, check_run_kind
+from rmeval.reproduce.hub import check_access
+from rmeval.reproduce.sources import check_data
 from rmeval.reproduce.table import build_cells, write_table
 
 log = logging.getLogger(__name__)
@@ -57,7 +63,7 @@ def run_row(ctx: Any, row: str) -> dict[str, Any]:
         if m.not_reproducible:
             raise ConfigError(f"{row}: not reproducible: {m.not_reproducible}")
         docs = ANALYSIS_STEPS[ctx.recipe.reproduce.analysis][0](ctx, m)
-        how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m)
+        how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m, ctx.endpoint(m))
     record = {"row": row, "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
               "seconds": round(time.perf_counter() - t0, 2), "stand_in": ctx.stand_in, "how": how,
               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -65,9 +71,9 @@ def run_row(ctx: Any, row: str) -> dict[str, Any]:
     return record
 
 
-def _how(m: Any) -> str:
+def _how(m: Any, endpoint: str | None) -> str:
     parts = [m.kind, f"loader {m.loader}" if m.loader else "", f"head {m.head}" if m.head is not None else "",
-             m.dtype, f"endpoint {m.endpoint}" if m.endpoint else "", "device_map auto" if m.device_map else ""]
+             m.dtype, f"endpoint {endpoint}" if endpoint else "", "device_map auto" if m.device_map else ""]
     return ", ".join(p for p in parts if p)
 
 
@@ -81,9 +87,13 @@ def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
     return rows
 
 
-def run_local(ctx: Any, rows: list[str], outcome: Outcome) -> None:
+def run_local(ctx: Any, rows: list[str], outcome: Outcome, plan_rows: dict[str, dict[str, Any]]) -> None:
     for row in rows:
+        served = (bool(plan_rows[row].get("server")) and not ctx.stand_in and row not in ctx.endpoints
+                  and not ctx.done_path(row).is_file())
         try:
+            if served:  # its task script: the judge's vLLM server, the worker, the server stopped
+                run_served_locally(ctx, row, plan_rows[row])
             rec = run_row(ctx, row)
         except Exception as e:  # one row's failure leaves the others, and the table says which failed
             if isinstance(e, KeyboardInterrupt):
@@ -91,7 +101,7 @@ def run_local(ctx: Any, rows: list[str], outcome: Outcome) -> None:
             outcome.failed[row] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
             log.error("row %s failed:\n%s", row, traceback.format_exc())
             continue
-        (outcome.cached if rec.get("cached") else outcome.ran).append(row)
+        (outcome.cached if rec.get("cached") and not served else outcome.ran).append(row)
         outcome.seconds[row] = rec["seconds"]
 
 
@@ -129,24 +139,43 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     return {"cells": cells, "statements": statements, "panel": panel}
 
 
+def preflight(ctx: Any, rows: list[str]) -> None:
+    """What a run checks before it writes anything (module docstring): one-line ConfigErrors."""
+    models = [m for m in ctx.recipe.models if m.name in rows]
+    used = {k for m in models for k in ctx.model_data(m)} | {h.data for h in ctx.recipe.human if h.name in rows}
+    keys = [k for k in ctx.data_keys() if k in used]  # the recipe's order
+    check_data(ctx, keys)
+    for m in models:
+        ctx.endpoint(m)  # an unset ${VARIABLE} is one line now, not a failed task later
+    if not ctx.stand_in:
+        check_access(models, external={m.name for m in models if ctx.external(m)})
+
+
 def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: list[str] | None = None,
                executor: str = "local", wandb_mode: str | None = None, wandb_project: str = "matchrm",
-               slurm: dict[str, Any] | None = None) -> Outcome:
-    """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths."""
+               overrides: dict[str, Any] | None = None, endpoints: dict[str, str] | None = None) -> Outcome:
+    """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths.
+    ``overrides``: the dotted recipe keys the command set (each task re-reads the recipe with them);
+    ``endpoints``: row -> the URL of a server already holding its judge."""
+    from rmeval.reproduce.plan import plan_recipe
+
+    if executor not in ("local", "slurm", "submitit-local"):
+        raise ConfigError(f"--executor must be local, slurm or submitit-local, got {executor!r}")
     out = Path(out)
+    ctx = Context(recipe, out, stand_in=stand_in, wandb_mode=wandb_mode, wandb_project=wandb_project,
+                  overrides=dict(overrides or {}), endpoints=dict(endpoints or {}))
+    rows = rows_to_run(recipe, only)
+    preflight(ctx, rows)
     out.mkdir(parents=True, exist_ok=True)
     check_run_kind(out, recipe, stand_in)
-    ctx = Context(recipe, out, stand_in=stand_in, wandb_mode=wandb_mode, wandb_project=wandb_project)
     outcome = Outcome()
     t0 = time.perf_counter()
-    rows = rows_to_run(recipe, only)
+    plan_rows = {r["row"]: r for r in plan_recipe(recipe, out, stand_in=stand_in, ctx=ctx)["rows"]}
     with one_thread(stand_in):
         if executor == "local":
-            run_local(ctx, rows, outcome)
-        elif executor in ("slurm", "submitit-local"):
-            run_array(ctx, rows, outcome, cluster="local" if executor == "submitit-local" else None, **(slurm or {}))
+            run_local(ctx, rows, outcome, plan_rows)
         else:
-            raise ConfigError(f"--executor must be local, slurm or submitit-local, got {executor!r}")
+            run_array(ctx, rows, outcome, plan_rows, cluster="local" if executor == "submitit-local" else None)
         collect(ctx, outcome)
     outcome.total_seconds = round(time.perf_counter() - t0, 2)
     return outcome

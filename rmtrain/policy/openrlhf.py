@@ -44,14 +44,13 @@ import re
 import shlex
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError, DataError
 from rmcore.formatting import plain_prompt
 from rmcore.io import atomic_write_json, atomic_write_text, check_path
+from rmcore.jobs import wait_for_health
 from rmcore.modeling import resolve_model_path
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
@@ -298,25 +297,13 @@ def prepare_ppo(cfg: PolicyConfig, out: Path, tokenizer: Any, *, launch: bool = 
     return plan
 
 
-def wait_for_health(url: str, server: subprocess.Popen, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=5).read()
-            return
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise ConfigError(f"reward server did not come up at {url}") from None
-            time.sleep(1)
-
-
 def launch_ppo(cfg: PolicyConfig, rm_cmd: list[str], ppo_cmd: list[str], log_file: Path,
                wait_s: float = 600.0) -> int:
     """Start the reward server, wait until it is healthy, run OpenRLHF (its output to the terminal
     and ``log_file``), stop the server."""
     server = subprocess.Popen([sys.executable, "-m", "rmeval.cli", *rm_cmd[1:]])
     try:
-        wait_for_health(reward_url(cfg, "health"), server, wait_s)
+        wait_for_health(reward_url(cfg, "health"), lambda: server.poll() is None, wait_s, "reward server")
         cmd = list(ppo_cmd)
         key = os.environ.get(WANDB_KEY_ENV)
         if cfg.wandb.mode != "disabled":

@@ -26,9 +26,12 @@ def _repo_root(monkeypatch):
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
 def test_every_recipe_runs_with_stand_ins(tmp_path, path, capsys, one_torch_thread, shared_data):
     out = tmp_path / "out"
-    assert main(["reproduce", str(path), "--stand-in", "--out", str(out), "--wandb-mode", "disabled"]) == 0
-    assert " 0 failed" in capsys.readouterr().out
+    sources = {"rm_bench": shared_data / "rm-bench", "hh_rlhf": shared_data / "hh-rlhf" / "harmless-base_test.jsonl.gz"}
     recipe = load_reproduction(path)
+    flags = [f for name, where in sources.items() if name in recipe.data_sources
+             for f in ("--data-source", f"{name}={where}")]  # the repository's copies, named explicitly
+    assert main(["reproduce", str(path), "--stand-in", "--out", str(out), "--wandb-mode", "disabled", *flags]) == 0
+    assert " 0 failed" in capsys.readouterr().out
     assert "STAND-IN RUN" in (out / "table.md").read_text()
     with open(out / "figures.csv", newline="") as f:
         figs = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
