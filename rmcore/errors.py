@@ -36,7 +36,19 @@ class PathNotFoundError(DataError, FileNotFoundError):
 
 
 class ConfigError(ValueError):
-    """Bad configuration (unknown arm, attribute, option...)."""
+    """Bad configuration (unknown arm, attribute, option...). ``key``: the dotted recipe key (or the
+    flag) the message is about, where one is, and ``reason``: the message without it, so a command
+    can name the ``--set KEY=VALUE`` that set the key instead of the recipe file
+    (``rmcore.config.blame_override``)."""
+
+    def __init__(self, message: str, *, key: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.reason = key, message if reason is None else reason
+
+    @classmethod
+    def at(cls, key: str, reason: str) -> ConfigError:
+        """``KEY: reason``, the key kept apart."""
+        return cls(f"{key}: {reason}", key=key, reason=reason)
 
 
 def invalid_json(e: Any, line: int | None = None) -> str:

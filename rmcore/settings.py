@@ -31,6 +31,15 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   ``when``: the held settings are None unless one of those fields' flags is given (``--judge-items``
   turns the judge profile on). ``keys`` limits an embedded block's recipe keys to some of its fields.
 - A flag that is not given reads back as the field's default: ``parse`` sees only what was typed.
+- ``needs=(FLAG, values)`` declares a flag that does something only when another flag of the
+  command has one of ``values`` (``--beta`` with ``--scorer dpo_implicit``; ``values`` None: when
+  FLAG is given at all, ``--concurrency`` with ``--endpoint``): given otherwise, :func:`from_args`
+  refuses it in one line, as it refuses a flag of held settings that are off (``--q`` without
+  ``--suitability``). A command without FLAG takes the flag as it is.
+- :func:`switch` declares the field that turns a recipe block on (``audit.enabled``): with it
+  false, another key of the block given in the recipe or by ``--set`` does nothing, and
+  ``rmcore.config.build_config`` refuses it (unless the switch itself was turned off by an
+  override: the recipe's keys of a block the user turned off are left unused).
 
 Every numeric field (``int``, ``float``, optional or not, lists and mappings of them) declares the
 values it takes on the field itself: ``ge``/``gt``/``le``/``lt`` bounds, ``also`` (values allowed
@@ -68,6 +77,7 @@ T = TypeVar("T")
 _KEY = "matchrm.option"
 _NESTED = "matchrm.nested"
 _RANGE = "matchrm.range"
+_SWITCH = "matchrm.switch"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +130,17 @@ def bounded(default: Any = MISSING, *, default_factory: Any = MISSING, metadata:
     return dataclasses.field(default=default, metadata=meta)
 
 
+def switch(default: bool = False) -> Any:
+    """The bool field that turns its recipe block on (``audit.enabled``): with it false, the block's
+    other keys do nothing, and a recipe or ``--set`` that gives one is refused
+    (``rmcore.config.build_config``)."""
+    return dataclasses.field(default=default, metadata={_SWITCH: True})
+
+
+def is_switch(f: Field) -> bool:
+    return bool(f.metadata.get(_SWITCH))
+
+
 def field_range(f: Field) -> Range | None:
     """The range field ``f`` declares (:func:`option` or :func:`bounded`); None when it declares none."""
     return f.metadata.get(_RANGE)
@@ -141,20 +162,26 @@ class Option:
     positional: bool = False
     recipe_keys: tuple[str, ...] = ()  # the recipe keys this flag overrides (flag_overrides)
     deprecated: tuple[str, ...] = ()  # old spellings: hidden, warn once, same field
+    needs: tuple[str, tuple[Any, ...] | None] | None = None  # (flag, its values) this flag has an effect with
 
 
 def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING, flag: str | None = None,
            aliases: tuple[str, ...] = (), metavar: str | None = None, choices: Any = None,
            nargs: str | int | None = None, parse: Callable[[Any], Any] | None = None, required: bool = False,
            action: str | type[argparse.Action] | None = None, positional: bool = False,
-           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = (), **bounds: Any) -> Any:
+           recipe_key: str | tuple[str, ...] | None = None, deprecated: tuple[str, ...] = (),
+           needs: tuple[str, Any] | None = None, **bounds: Any) -> Any:
     """A dataclass field that is also a command-line flag (the field's doc is its ``help``); a
-    numeric one declares its range in ``bounds`` (``ge=1``; see :class:`Range`)."""
+    numeric one declares its range in ``bounds`` (``ge=1``; see :class:`Range`); ``needs``: the
+    flag and values it has an effect with (see the module docstring)."""
     keys = (recipe_key,) if isinstance(recipe_key, str) else tuple(recipe_key or ())
+    if needs is not None:
+        values = needs[1]
+        needs = (needs[0], None if values is None else (values,) if isinstance(values, str) else tuple(values))
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
                          required=required, action=action, positional=positional, recipe_keys=keys,
-                         deprecated=tuple(deprecated))}
+                         deprecated=tuple(deprecated), needs=needs)}
     return bounded(default, default_factory=default_factory, metadata=meta, **bounds)
 
 
@@ -300,8 +327,9 @@ def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, pr
             over["flag"] = "--" + prefix + (opt.flag or "--" + f.name.replace("_", "-"))[2:]
             over.setdefault("deprecated", tuple("--" + prefix + d[2:] for d in opt.deprecated))
         opt = dataclasses.replace(opt, **over) if over else opt
-        # a flag inside an optional block, or one parsed, is None when not given (read back as the default)
-        default = None if optional or opt.parse is not None else _default(f)
+        # a flag inside an optional block, one parsed, or one that needs another, is None when not
+        # given (read back as the default), so that what was typed is known
+        default = None if optional or opt.parse is not None or opt.needs is not None else _default(f)
         yield _Flag(dest + f.name, f, hint, opt, default, group)
 
 
@@ -365,6 +393,15 @@ class AppendEach(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser of both command lines (``rmtrain``, ``rmeval``) and of their subcommands: a flag
+    that does not parse is one line and a pointer to ``--help`` (argparse would print the whole
+    usage first, 12 to 37 lines), exit code 2 as argparse's."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 class _Formatter(argparse.HelpFormatter):
     """``--help`` and usage lines: an :class:`AppendEach` flag shown with its one value."""
 
@@ -426,9 +463,11 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
     """The settings ``cls`` from parsed flags (each ``parse`` applied to a flag given), every
     numeric value checked against its field's range (:func:`check_ranges`); ``given`` sets fields
     that are not flags of this command (or overrides them)."""
-    flags = {f.dest: f.name for f in _flags(cls, dest=prefix, only=only)}
+    declared = list(_flags(cls, dest=prefix, only=only))
+    flags = {f.dest: f.name for f in declared}
     settings = _read(cls, args, prefix=prefix, only=only, flags=flags, **given)
-    check_ranges(settings)
+    check_ranges(settings)  # a value out of range first, then a flag that would do nothing
+    _refuse_unneeded(declared, args)
     return settings
 
 
@@ -475,6 +514,26 @@ def _refuse_idle(args: argparse.Namespace, inner: str, when: tuple[str, ...], fl
         raise ConfigError(f"{flags[given[0]]} has no effect without {on}, which turns its settings on")
 
 
+def _refuse_unneeded(declared: list[_Flag], args: argparse.Namespace) -> None:
+    """A flag given whose ``needs`` are not met would do nothing (``--beta`` with the default
+    scorer): a one-line ConfigError naming it, the flag it needs and the value that flag has."""
+    by_name = {f.name: f for f in declared}
+    for f in declared:
+        if f.opt.needs is None or getattr(args, f.dest, None) is None:
+            continue
+        other, values = f.opt.needs
+        if other not in by_name:
+            continue  # this command does not have the flag: nothing to check it against
+        value = getattr(args, by_name[other].dest, None)
+        if value is None:  # not given: its field's default
+            value = _default(by_name[other].field)
+        if values is None and value is None:
+            raise ConfigError(f"{f.name} has an effect only with {other}, which is not given")
+        if values is not None and value not in values:
+            raise ConfigError(f"{f.name} has an effect only with {other} {' or '.join(map(str, values))}; "
+                              f"{other} is {value}")
+
+
 def _numbers(value: Any, item: bool = False) -> list[float]:
     """The numbers a field's value holds (itself, a list's items, a mapping's values)."""
     if isinstance(value, bool):
@@ -515,17 +574,18 @@ def check_ranges(settings: Any, *, where: str | None = None) -> None:
     naming the recipe key (``where.key``) when ``where`` is given, else the flag of a command's
     settings (a field that is not a flag by its dotted path; a flag is reported first)."""
     flags = {} if where is not None else {f.dest: f.name for f in _flags(type(settings))}
-    found: list[tuple[bool, str]] = []
+    found: list[tuple[bool, str, str]] = []
     for dest, key, hint, rng, value in _ranged(settings):
         bad = next((v for v in _numbers(value) if not rng.allows(v)), None)
         if bad is None:
             continue
         name = f"{where}.{key}" if where is not None else flags.get(dest, dest)
         shown = f"{bad} (in {value})" if isinstance(value, (list, tuple, dict)) else bad
-        found.append((dest in flags, f"{name}: {shown} is out of range; allowed: "
-                                     f"{rng.describe(number_type(hint) is int)}"))
+        found.append((dest in flags, name, f"{shown} is out of range; allowed: "
+                                           f"{rng.describe(number_type(hint) is int)}"))
     if found:
-        raise ConfigError(max(found, key=lambda x: x[0])[1])  # max: the first flag, else the first
+        _, name, reason = max(found, key=lambda x: x[0])  # max: the first flag, else the first
+        raise ConfigError.at(name, reason)
 
 
 def flag_ranges(cls: type) -> dict[str, tuple[Range, type]]:

@@ -21,6 +21,7 @@ from rmcore.config import (  # noqa: F401
     recipe_dict,
     set_dotted,
 )
+from rmcore.data.registry import check_spec
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
 from rmcore.settings import bounded
@@ -139,6 +140,7 @@ class TrainConfig:
             raise ConfigError(f"wandb.mode must be online, offline or disabled, got '{self.wandb.mode}'")
         if not isinstance(self.data, dict) or "name" not in self.data:
             raise ConfigError("data must be a mapping with a 'name' (e.g. simulated, helpsteer2)")
+        check_spec(self.data)  # limit, min_responses: before any data is read
 
 
 def train_config_from_dict(raw: dict[str, Any], where: str = "config",
@@ -255,13 +257,16 @@ def load_sweep(path: str | os.PathLike, overrides: dict[str, Any] | None = None)
         raise ConfigError(f"{path}: no 'sweep' section (arms, seeds, models, output_root)")
     overrides = dict(overrides or {})
     sweep_raw = copy_tree(raw["sweep"])
-    for k in [k for k in overrides if k.startswith("sweep.")]:  # sweep keys override the sweep section
-        v = overrides.pop(k)
-        if v is not None:
-            set_dotted(sweep_raw, k[len("sweep."):], v)
-    settings = build_config(SweepSettings, sweep_raw, f"{path}.sweep")
+    swept = [k for k in overrides if k.startswith("sweep.")]
+    for k in swept:  # sweep keys override the sweep section; null too (sweep.search=null: no grid)
+        set_dotted(sweep_raw, k[len("sweep."):], overrides.pop(k))
+    settings = build_config(SweepSettings, sweep_raw, f"{path}.sweep",
+                            overridden=frozenset(f"{path}.{k}" for k in swept))
     if not settings.arms:
-        raise ConfigError(f"{path}.sweep: 'arms' is empty")
+        raise ConfigError.at(f"{path}.sweep.arms", "empty; allowed: a list of one or more arm names")
+    if not settings.seeds:
+        raise ConfigError.at(f"{path}.sweep.seeds", "empty; allowed: a list of one or more integers >= 0 "
+                                                   "(each arm is trained once per seed)")
     sw = Sweep(settings, raw, str(path), overrides)
     for combo in settings.grid():  # fail early on a bad search key
         sw.run_config(sw.models[0], settings.arms[0], settings.seeds[0], combo)

@@ -36,6 +36,7 @@ def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     # the recipe's audit.max_prompts, and nothing else, decides how many held-out prompts are audited;
     # the scorer lowers max_length to what the model can read
     held_rs = data.rating_set.subset(data.heldout_prompt_ids[: cfg.audit.max_prompts])
+    cfg.audit.check_memory(held_rs)  # before the first step: an n_boot that cannot fit is said now
     return AuditCallback(held_rs, cfg.audit.audit_settings(cfg.attribute), tokenizer=tokenizer,
                          max_prompts=cfg.audit.max_prompts, max_length=cfg.training.max_length)
 
@@ -74,6 +75,7 @@ def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
     audit.json's ``meta.prompts``. Returns the sweep figures (``audit_record_figures``); None in a
     process that only scored its share (``shard``: one of several processes of one audit)."""
     rs, counts = audit_rating_set(cfg, settings)
+    settings.check_memory(rs)  # before the model loads
     where = json.dumps(settings.data) if settings.data else f"held-out prompts of {json.dumps(cfg.data)}"
     name = f"{cfg.arm}-seed{cfg.seed}"
     scorer = ScorerSettings(batch_size=settings.batch_size, max_length=settings.max_length or cfg.training.max_length,

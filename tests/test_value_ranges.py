@@ -290,13 +290,14 @@ def test_rmtrain_check_refuses_a_recipe_value_out_of_range(tmp_path, capsys, rec
 
 
 @pytest.mark.parametrize("override,message", [
-    ("training.learning_rate=nan", "training.learning_rate: nan is out of range; allowed: a finite number > 0"),
-    ("training.per_device_batch_size=0", "training.per_device_batch_size: 0 is out of range; allowed: an integer >= 1"),
-    ("training.max_length=-5", "training.max_length: -5 is out of range; allowed: an integer >= 1"),
-    ("max_train_pairs=-3", "max_train_pairs: -3 is out of range; allowed: an integer >= 1"),
-    ("training.max_steps=0", "training.max_steps: 0 is out of range; allowed: an integer >= 1, or -1"),
+    ("training.learning_rate=nan", "nan is out of range; allowed: a finite number > 0"),
+    ("training.per_device_batch_size=0", "0 is out of range; allowed: an integer >= 1"),
+    ("training.max_length=-5", "-5 is out of range; allowed: an integer >= 1"),
+    ("max_train_pairs=-3", "-3 is out of range; allowed: an integer >= 1"),
+    ("training.max_steps=0", "0 is out of range; allowed: an integer >= 1, or -1"),
 ])
 def test_rmtrain_train_refuses_a_bad_override_and_writes_nothing(tmp_path, capsys, override, message) -> None:
+    """The error names the --set that gave the value, not the recipe file (issue 33 item 4)."""
     out = tmp_path / "run"
     recipe = RECIPES / "demo.yaml"
     rc = rmtrain_main(["train", "--config", str(recipe), "--output-dir", str(out), "--set", override,
@@ -304,7 +305,7 @@ def test_rmtrain_train_refuses_a_bad_override_and_writes_nothing(tmp_path, capsy
     captured = capsys.readouterr()
     # the last line (a library imported by the command may log a line of its own first: issue 26 item 3)
     assert rc == 2
-    assert (f"\n{captured.err}").endswith(f"\nrmtrain: error: {recipe}.{message}\n"), captured.err
+    assert (f"\n{captured.err}").endswith(f"\nrmtrain: error: --set {override}: {message}\n"), captured.err
     assert "Traceback" not in captured.err and captured.out == ""
     assert not out.exists()
 

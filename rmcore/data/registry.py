@@ -50,7 +50,8 @@ from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
 from rmcore.data.simulated import CONFIG_FIELDS, SimulationConfig, simulate_rating_set
 from rmcore.errors import ConfigError, DataError, invalid_json
-from rmcore.registry import Registry
+from rmcore.registry import Registry, did_you_mean
+from rmcore.settings import Range
 
 Loader = Callable[[dict[str, Any]], RatingSet]
 # name -> loader; a spec's "name" is looked up here (the known names are listed sorted in the error)
@@ -77,8 +78,28 @@ def _take(spec: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
     """Spec keys for the loader; unknown keys are an error (a typo must not be ignored silently)."""
     extra = sorted(set(spec) - set(allowed) - set(COMMON_KEYS))
     if extra:
-        raise ConfigError(f"loader {spec['name']!r}: unknown spec keys {extra}; allowed: {sorted(allowed)}")
+        raise ConfigError(f"loader {spec['name']!r}: unknown spec keys {extra}{did_you_mean(extra[0], allowed)}; "
+                          f"allowed: {sorted(allowed)}")
     return {k: spec[k] for k in allowed if k in spec}
+
+
+# the spec keys every loader reads the same way, and the values they take (checked before any file is read)
+COUNTS = {"limit": Range(ge=1), "min_responses": Range(ge=1)}
+
+
+def check_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``spec`` with its ``limit`` (rows read; None: all) and ``min_responses`` checked: a value out
+    of range is one ConfigError naming the set, the key and the values allowed, before any file is
+    read or output written (``limit=0`` would load an empty set, and an audit of it fail late)."""
+    for key, rng in COUNTS.items():
+        v = spec.get(key)
+        if v is None:
+            continue
+        ok = isinstance(v, int) and not isinstance(v, bool) and rng.allows(v)
+        if not ok:
+            raise ConfigError(f"data spec {spec.get('name')!r}: {key}: {v!r} is out of range; allowed: "
+                              f"{rng.describe(integer=True)}")
+    return spec
 
 
 @register_loader("helpsteer2")
@@ -164,6 +185,7 @@ def load_rating_set(spec: Mapping[str, Any] | str) -> RatingSet:
     spec = {"name": spec} if isinstance(spec, str) else dict(spec)
     name = spec.get("name")
     loader = LOADERS.lookup(name)
+    check_spec(spec)
     on_bad = spec.get("on_bad", "raise")
     check_on_bad(on_bad)
     rs = loader(spec)
@@ -189,7 +211,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
         if not isinstance(loaded, dict) or "name" not in loaded:
             raise ConfigError(f"{path}: a data-spec file must be a mapping with a 'name' "
                               "(for a raw data file use NAME:PATH, e.g. rm_bench:{path})")
-        return loaded
+        return dict(check_spec(loaded))
     if spec.lstrip().startswith("{"):
         try:
             loaded = json.loads(spec)
@@ -197,7 +219,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
             raise ConfigError(f"--data: {invalid_json(e)}") from None
         if "name" not in loaded:
             raise ConfigError("--data: a JSON spec needs a 'name'")
-        return loaded
+        return dict(check_spec(loaded))
     name, _, rest = spec.partition(":")
     out: dict[str, Any] = {"name": name}
     if rest:
@@ -207,7 +229,7 @@ def parse_data_spec(spec: str) -> dict[str, Any]:
                 out[k.strip()] = _value(v.strip())
             elif part:
                 out["split" if part in SPLITS and name in SPLIT_SETS else "path"] = part
-    return out
+    return dict(check_spec(out))
 
 
 def load_data(spec: str | Mapping[str, Any], max_prompts: int | None = None, seed: int = 0) -> RatingSet:

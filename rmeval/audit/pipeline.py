@@ -29,7 +29,7 @@ from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
 from rmcore.markdown import num, table
 from rmcore.progress import Progress
-from rmcore.settings import bounded, nested, option
+from rmcore.settings import bounded, nested, option, switch
 from rmcore.tracking import flatten
 from rmeval.audit.features import FeatureSettings, audit_feature_tables, read_feature_tables
 from rmeval.audit.report import log_audit, write_report
@@ -150,6 +150,24 @@ def resolve_conditions(requested: list[str] | None, *, related_file: str | None 
     return [c for c in CONDITIONS if c not in NEEDS or given.get(NEEDS[c])]
 
 
+def check_audit_memory(stats: StatsSettings, n_prompts: int, n_responses: int,
+                       names: tuple[str, str] = ("--n-boot", "--n-boot-regression")) -> None:
+    """A one-line ConfigError, before any scoring, when the audit's resamples of ``n_prompts``
+    prompts and ``n_responses`` responses would not fit in this machine's memory (``names``: the
+    settings of ``n_boot`` and ``n_boot_regression``, as flags or recipe keys)."""
+    # numpy: --help stays cheap
+    from rmeval.stats.bootstrap import AUDIT_BYTES, check_memory
+
+    main, regression = AUDIT_BYTES * stats.n_boot * n_responses, 8 * stats.n_boot_regression * n_prompts
+    name, value = (names[0], stats.n_boot) if main >= regression else (names[1], stats.n_boot_regression)
+    check_memory(main + regression, f"{name} {value} over {n_prompts} prompts ({n_responses} responses)")
+
+
+def rating_set_size(rating_set: RatingSet) -> tuple[int, int]:
+    """(prompts, responses) of a rating set."""
+    return len(rating_set.prompts), sum(len(p.responses) for p in rating_set.prompts)
+
+
 # -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
 
 def _training_suitability() -> SuitabilityAuditSettings:
@@ -161,7 +179,7 @@ class TrainingSuitabilitySettings:
     """``audit.suitability``: the suitability step of each training-time audit; by default the cheap
     subset, the five controlled prompt perturbations and the rule-based stylized ST and SP."""
 
-    enabled: bool = False
+    enabled: bool = switch(False)  # off: another key of the block is refused (it would do nothing)
     # the step's settings; a recipe gives these of their keys here (data: a data spec, None: the
     # audit's held-out prompts; weighting None: fixed with null_share, else storey)
     suitability: SuitabilityAuditSettings = nested(
@@ -183,7 +201,7 @@ def _training_audit() -> AuditSettings:
 class TrainingAuditSettings:
     """``audit``: the audit of each saved checkpoint during training (rmeval.audit.callback.AuditCallback)."""
 
-    enabled: bool = False
+    enabled: bool = switch(False)  # off: another key of the block is refused (it would do nothing)
     # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
     audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
     max_prompts: int = bounded(64, ge=1)
@@ -194,6 +212,10 @@ class TrainingAuditSettings:
         stats = replace(self.audit.stats, n_boot_regression=max(self.audit.stats.n_boot, 200))
         return replace(self.audit, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
 
+    def check_memory(self, rating_set: RatingSet) -> None:
+        """The audit of ``rating_set`` fits in memory (``check_audit_memory``), said before training."""
+        check_audit_memory(self.audit_settings().stats, *rating_set_size(rating_set), names=("audit.n_boot",) * 2)
+
 
 def _final_audit() -> AuditSettings:
     return AuditSettings(conditions=list(CHEAP_CONDITIONS), stats=StatsSettings(n_boot=1000))
@@ -203,6 +225,7 @@ def _final_audit() -> AuditSettings:
 class FinalAuditSettings:
     """``sweep.audit``: the full audit of every finished run of a sweep (rmtrain.runs.final_audit)."""
 
+    # not a switch (rmcore.settings.switch): the released scorers are audited with these settings either way
     enabled: bool = True
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
     # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
@@ -233,6 +256,11 @@ class FinalAuditSettings:
         # the regression resamples as often as the rest (n_boot_regression is no key of sweep.audit)
         stats = replace(self.audit.stats, n_boot_regression=self.audit.stats.n_boot)
         return replace(self.audit, attribute=attribute, stats=stats)
+
+    def check_memory(self, rating_set: RatingSet) -> None:
+        """The audit of ``rating_set`` fits in memory (``check_audit_memory``), said before scoring."""
+        check_audit_memory(self.audit_settings().stats, *rating_set_size(rating_set),
+                           names=("sweep.audit.n_boot",) * 2)
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
@@ -512,6 +540,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
         # no attribute column (a preference set): the human-referenced sections are left out
         attribute = pick_attribute(table_attributes(table)) if table_attributes(table) else None
     rt = load_ratings(ratings, attribute=attribute)
+    check_audit_memory(settings.stats, int(rt["prompt_id"].nunique()), len(rt))  # before the statistics
     st = load_scores(scores, rt)
     beside = Path(scores).with_name("preferences.parquet")
     if preferences is None and beside.is_file():

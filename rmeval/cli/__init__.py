@@ -39,8 +39,10 @@ import argparse
 import logging
 import sys
 
+from rmcore.config import blame_override
 from rmcore.errors import ConfigError, DataError
 from rmcore.quiet import quiet_libraries
+from rmcore.settings import Parser
 from rmeval.cli import (
     audit,
     features,
@@ -58,7 +60,7 @@ from rmeval.cli import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmeval", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="rmeval", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (audit, stats, features, pairwise, human, suitability, variants, judges, serve_reward, pool,
                     leaderboard, reproduce):
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # the settings are read inside: a flag's value that does not parse is a one-line error too
         return int(args.func(args) or 0)
     except (ConfigError, DataError, OSError) as e:
+        if isinstance(e, ConfigError) and getattr(args, "overrides", None):  # a key a --set gave: name the --set
+            e = blame_override(e, str(getattr(args, "config", "")), args.overrides)
         # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first
         lines = str(e).strip().splitlines()
         print(f"rmeval: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)

@@ -15,7 +15,14 @@ from rmcore.checkpoints import find_checkpoints
 from rmcore.data.registry import load_data
 from rmcore.io import check_path
 from rmcore.settings import nested, option
-from rmeval.audit.pipeline import AuditSettings, audit_checkpoint, audit_line, write_summary
+from rmeval.audit.pipeline import (
+    AuditSettings,
+    audit_checkpoint,
+    audit_line,
+    check_audit_memory,
+    rating_set_size,
+    write_summary,
+)
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
 from rmeval.scoring.run import Shard
 from rmeval.suitability.checkpoints import suitability_line
@@ -60,6 +67,7 @@ def run(s: AuditCommand) -> int:
             check_path(getattr(settings, flag), "--" + flag.replace("_", "-"))
     settings.validate()  # --conditions against the registry, the suitability and probe settings
     rating_set = load_data(s.data, s.max_prompts, settings.stats.seed)
+    check_audit_memory(settings.stats, *rating_set_size(rating_set))  # before any scoring
     if not rating_set.attributes and settings.attribute is None:
         print(f"--data {s.data}: no rated attribute (a preference set carries labels, not ratings): the "
               "human-referenced figures are left out, the model-side ones and pairwise accuracy remain",

@@ -11,6 +11,7 @@ from rmcore.settings import nested, option
 from rmeval.audit.pairwise import PairwiseSettings, pairwise_checkpoint, pairwise_line, write_pairwise_summary
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
 from rmeval.scoring.run import Shard
+from rmeval.stats.bootstrap import check_memory
 
 
 @dataclass
@@ -36,6 +37,8 @@ def run(s: PairwiseCommand) -> int:
         return rc
     shard = Shard.from_env()
     rating_set = load_data(s.data, s.max_prompts, s.pairwise.seed)
+    k = len({q.prompt_id for q in rating_set.preferences})  # before any scoring: one (n_boot, k) resample matrix
+    check_memory(8 * s.pairwise.n_boot * k, f"--n-boot {s.pairwise.n_boot} over {k} prompts")
     s.scorer.placement.validate()
     results = {}
     for name, ckpt in checkpoints:

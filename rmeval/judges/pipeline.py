@@ -63,8 +63,10 @@ class ElicitConfig:
     max_items_per_source: int | None = option(None, ge=1, help="first N items of each --data source")
     model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
     endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
-    endpoint_model: str | None = option(None, help="the served model's name (--endpoint)")
-    api_key_env: str = option("OPENAI_API_KEY", help="environment variable holding the endpoint's API key")
+    # the endpoint's settings and the local judge's: each has an effect with its judge only
+    endpoint_model: str | None = option(None, needs=("--endpoint", None), help="the served model's name (--endpoint)")
+    api_key_env: str = option("OPENAI_API_KEY", needs=("--endpoint", None),
+                              help="environment variable holding the endpoint's API key")
     judge_name: str | None = option(None, help="name in the judgments table (default: model name)")
     attributes: str | None = option(None, help="attribute YAML (replaces the shipped inventory)")
     extend_attributes: bool = option(False, help="add --attributes to the shipped inventory")
@@ -76,15 +78,16 @@ class ElicitConfig:
     executor: str = option("none", choices=["none", "local", "slurm", "debug"],
                            help="submitit executor for the shards (slurm: one job array)")
     executor_params: ExecutorSettings = nested(ExecutorSettings)
-    batch_size: int = option(32, ge=1, help="texts per forward (local)")
-    max_length: int = option(4096, ge=1, help="tokens per prompt (local)")
+    batch_size: int = option(32, ge=1, needs=("--model", None), help="texts per forward (local)")
+    max_length: int = option(4096, ge=1, needs=("--model", None), help="tokens per prompt (local)")
     # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
     # CPU), kernel, remote code, device map: where a local --model judge runs
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
-    prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false",
+    prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false", needs=("--model", None),
                                 help="one full forward per call (slower)")
-    margin: float = option(0.0, ge=0, lt=0.5, help="unresolved when |p(A)-0.5| <= margin (local)")
-    concurrency: int = option(8, ge=1, help="parallel requests (endpoint)")
+    margin: float = option(0.0, ge=0, lt=0.5, needs=("--model", None),
+                           help="unresolved when |p(A)-0.5| <= margin (local)")
+    concurrency: int = option(8, ge=1, needs=("--endpoint", None), help="parallel requests (endpoint)")
     chunk_items: int = option(2, ge=1, help="items per committed chunk")
     progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
     seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
@@ -148,6 +151,11 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     from .elicit import ElicitJob, merge_shards, questions_for
 
     spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
+    if cfg.model:
+        # torch: --help stays cheap
+        from rmcore.modeling import check_model_name
+
+        check_model_name(cfg.model, "--model")  # a local path, or a Hub id that exists
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
     questions = questions_for(attrs, overall=cfg.overall)
     items_path, skipped = prepare_items(cfg)

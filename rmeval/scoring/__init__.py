@@ -29,8 +29,8 @@ class ScorerSettings:
     kind: str = option("seq_classifier", flag="--scorer", choices=["seq_classifier", "generative_judge", "dpo_implicit"],
                        help="a sequence classifier's reward, a generative judge's verdict, or a DPO policy's implicit "
                             "reward")
-    reference: str | None = option(None, help="DPO reference model (dpo_implicit)")  # dpo_implicit only
-    beta: float = option(0.1, gt=0, help="DPO beta (dpo_implicit)")  # dpo_implicit only
+    reference: str | None = option(None, help="DPO reference model (dpo_implicit)", needs=("--scorer", "dpo_implicit"))
+    beta: float = option(0.1, gt=0, help="DPO beta (dpo_implicit)", needs=("--scorer", "dpo_implicit"))
     batch_size: int = option(32, ge=1, help="texts per forward")
     # None: the model's own limit (also the ceiling)
     max_length: int | None = option(None, ge=1, help="tokens per text (default and ceiling: the model's own limit)")

@@ -98,10 +98,11 @@ class SuitabilityAuditSettings:
                             help="whose decisions the report shows: paper (the group-aware BH of the paper's text; "
                                  "default) or released (Reward Auditor's released script: plain BH over every "
                                  "perturbation, an untestable one at p = 1); suitability.json holds both")
-    judge_style: str = option("verdict", choices=["verdict", "explain"],
+    judge_style: str = option("verdict", choices=["verdict", "explain"], needs=("--scorer", "generative_judge"),
                               help="generative judge: a one-letter verdict, or Reward Auditor's prompt (an "
                                    "explanation, then [[A]]/[[B]]/[[C]])")
-    judge_explain_tokens: int = option(256, ge=1, help="most tokens of the judge's explanation (--judge-style explain)")
+    judge_explain_tokens: int = option(256, ge=1, needs=("--judge-style", "explain"),
+                                       help="most tokens of the judge's explanation (--judge-style explain)")
     # CODE -> GROUP for codes outside the ten (suitability-stats)
     groups: dict[str, str] | None = option(None, nargs="+", metavar="CODE=GROUP", parse=parse_groups,
                                            help="groups of codes outside the ten (controlled / stylized or your own)")

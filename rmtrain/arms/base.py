@@ -83,13 +83,14 @@ def register_arm(cls: A, *, replace: bool = False) -> A:
 
 
 def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
-    """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields)."""
-    from rmcore.settings import check_ranges
+    """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields): read
+    as a recipe block is (``rmcore.config.build_config``: an unknown option is one line naming the
+    arm and the options it takes, values coerced to their types and checked against their ranges)."""
+    from rmcore.config import build_config
 
     cls = ARMS.lookup(name)
     try:
-        cfg = cls.config_class(**(options or {}))
-    except TypeError as e:
-        raise ConfigError(f"arm '{name}': bad options {options}: {e}") from None
-    check_ranges(cfg, where="arm_options")  # a numeric option in its declared range
+        cfg = build_config(cls.config_class, options or {}, "arm_options")
+    except ConfigError as e:
+        raise ConfigError(f"arm '{name}': {e}", key=e.key, reason=f"arm '{name}': {e.reason}") from None
     return cls(cfg)

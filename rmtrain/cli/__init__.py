@@ -19,15 +19,16 @@ import argparse
 import logging
 import sys
 
+from rmcore.config import blame_override
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import check_path
 from rmcore.quiet import quiet_libraries
-from rmcore.settings import from_args
+from rmcore.settings import Parser, from_args
 from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rmtrain", description="Train matched reward-model arms.")
+    ap = Parser(prog="rmtrain", description="Train matched reward-model arms.")
     sub = ap.add_subparsers(dest="command", required=True)
     for command in (train, sweep, policy, check, filter_experiment):
         command.add_parser(sub)
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             check_path(settings.config, "recipe")  # load_recipe's own check, made before torch loads
         return int(args.func(settings) or 0)
     except (ConfigError, DataError, OSError) as e:
+        if isinstance(e, ConfigError) and getattr(args, "overrides", None):  # a key a --set gave: name the --set
+            e = blame_override(e, str(getattr(args, "config", "")), args.overrides)
         lines = str(e).strip().splitlines()
         print(f"rmtrain: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from rmcore.settings import (
     parser_dests,
     parser_flags,
     renamed_flags,
+    switch,
 )
 
 
@@ -400,3 +401,94 @@ def test_a_flag_of_settings_that_are_off_is_refused() -> None:
         from_args(Gated, p.parse_args(["--probe-n-topics", "5"]))
     s = from_args(Gated, p.parse_args(["--probe-n-topics", "5", "--probe-embedders", "m"]))
     assert s.probes == Probes(embedders=["m"], n_topics=5)
+
+
+@dataclasses.dataclass
+class Judged:
+    kind: str = option("plain", flag="--scorer", choices=["plain", "judge"], help="scorer")
+    style: str = option("short", needs=("--scorer", "judge"), help="the judge's style")
+    url: str | None = option(None, help="endpoint")
+    workers: int = option(8, ge=1, needs=("--url", None), help="requests at a time (--url)")
+
+
+def test_a_flag_that_needs_another_is_refused_without_it() -> None:
+    """``needs``: --style does something with --scorer judge only, --workers with --url only; given
+    otherwise, one line naming both (issue 33 item 4); not given, the default reads back."""
+    p = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    add_options(p, Judged)
+    assert from_args(Judged, p.parse_args([])) == Judged()
+    with pytest.raises(ConfigError, match=r"^--style has an effect only with --scorer judge; --scorer is plain$"):
+        from_args(Judged, p.parse_args(["--style", "long"]))
+    with pytest.raises(ConfigError, match=r"^--workers has an effect only with --url, which is not given$"):
+        from_args(Judged, p.parse_args(["--workers", "8"]))  # the default value, given: still refused
+    s = from_args(Judged, p.parse_args(["--scorer", "judge", "--style", "long", "--url", "u", "--workers", "2"]))
+    assert (s.style, s.workers) == ("long", 2)
+    with pytest.raises(ConfigError, match=r"^--workers: 0 is out of range"):  # a bad value is said first
+        from_args(Judged, p.parse_args(["--workers", "0"]))
+
+
+@dataclasses.dataclass
+class Step:
+    enabled: bool = switch(False)
+    q: float = bounded(0.05, gt=0, lt=1)
+
+
+@dataclasses.dataclass
+class Block:
+    enabled: bool = switch(False)
+    n_boot: int = bounded(200, ge=1)
+    step: Step = dataclasses.field(default_factory=Step)
+
+
+def test_a_key_of_a_block_switched_off_is_refused_unless_an_override_switched_it_off() -> None:
+    assert build_config(Block, {"enabled": False}, "r.audit") == Block()
+    assert build_config(Block, {"enabled": True, "n_boot": 5}, "r.audit").n_boot == 5
+    with pytest.raises(ConfigError, match=r"^r.audit.n_boot: has no effect while r.audit.enabled is false ") as e:
+        build_config(Block, {"enabled": False, "n_boot": 5}, "r.audit")
+    assert e.value.key == "r.audit.n_boot"
+    with pytest.raises(ConfigError, match=r"^r.audit.n_boot: has no effect"):  # off by default
+        build_config(Block, {"n_boot": 5}, "r.audit")
+    with pytest.raises(ConfigError, match=r"^r.audit.step.q: has no effect while r.audit.step.enabled is false"):
+        build_config(Block, {"enabled": True, "step": {"q": 0.1}}, "r.audit")
+    # the user turned the block off: the recipe's keys stay unused; a key the override gives is refused
+    off = frozenset({"r.audit.enabled"})
+    assert build_config(Block, {"enabled": False, "n_boot": 5, "step": {"enabled": True}}, "r.audit",
+                        overridden=off).enabled is False
+    with pytest.raises(ConfigError, match=r"^r.audit.step: has no effect"):
+        build_config(Block, {"enabled": False, "n_boot": 5, "step": {}}, "r.audit",
+                     overridden=off | {"r.audit.step.q"})
+
+
+def test_an_error_about_a_key_a_set_gave_names_the_set() -> None:
+    from rmcore.config import blame_override
+
+    e = ConfigError.at("r.yaml.training.learning_rate", "nan is out of range")
+    assert str(blame_override(e, "r.yaml", ["seed=2", "training.learning_rate=nan"])) == (
+        "--set training.learning_rate=nan: nan is out of range")
+    assert blame_override(e, "r.yaml", ["training.max_length=8"]) is e  # the recipe's own value: the recipe named
+    inner = ConfigError.at("r.yaml.training.learning_rate", "nan is out of range")
+    assert str(blame_override(inner, "r.yaml", ["training={learning_rate: nan}"])) == (
+        "--set training={learning_rate: nan}: learning_rate: nan is out of range")
+    typo = build_config_error(Block, {"n_bot": 3}, "r.yaml.audit")
+    assert str(typo) == ("r.yaml.audit: unknown key(s) ['n_bot'] (did you mean 'n_boot'?); allowed: ['enabled', "
+                         "'n_boot', 'step']")
+    assert str(blame_override(typo, "r.yaml", ["audit.n_bot=3"])).startswith(
+        "--set audit.n_bot=3: unknown key(s) ['n_bot'] (did you mean 'n_boot'?)")
+
+
+def build_config_error(cls: type, values: dict, where: str) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        build_config(cls, values, where)
+    return e.value
+
+
+@pytest.mark.parametrize("hint,null", [(list[int], []), (dict[str, list[int]], {}), (int | None, None),
+                                       (Block | None, None)])
+def test_null_sets_none_or_an_empty_container(hint, null) -> None:
+    holder = dataclasses.make_dataclass("Holder", [("x", hint, dataclasses.field(default=None))])
+    assert build_config(holder, {"x": None}, "r").x == null
+
+
+def test_null_for_a_number_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^r.n_boot: expected int, got null$"):
+        build_config(Block, {"enabled": True, "n_boot": None}, "r")

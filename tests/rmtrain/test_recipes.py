@@ -152,3 +152,22 @@ def test_set_null_overrides_take_effect():
     cfg = load_train_config(ROOT / "recipes" / "demo.yaml", ov)
     assert cfg.max_train_pairs is None  # the recipe says 1200
     assert cfg.training.save_total_limit is None  # the default is 2
+
+
+def test_a_set_that_turns_a_block_off_leaves_the_recipes_keys_unused():
+    """--set audit.enabled=false on a recipe whose audit block has keys: the audit is off, no
+    refusal (the keys are the recipe's, the user turned their block off); a key a --set gives to
+    the block turned off is refused. null removes what the recipe gives (model.lora, sweep.search)."""
+    from rmcore.errors import ConfigError
+    from rmtrain.config import load_sweep
+
+    recipe = ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"
+    assert load_train_config(recipe).audit.enabled
+    assert not load_train_config(recipe, {"audit.enabled": False}).audit.enabled
+    assert not load_train_config(recipe, {"audit.suitability.enabled": False}).audit.suitability.enabled
+    with pytest.raises(ConfigError, match=r"audit.n_boot: has no effect while .*audit.enabled is false"):
+        load_train_config(recipe, {"audit.enabled": False, "audit.n_boot": 5})
+    assert load_train_config(recipe, {"model.lora": {"r": 8}}).model.lora.r == 8
+    assert load_train_config(recipe, {"model.lora": None}).model.lora is None  # null was LoRA with its defaults
+    sweep = load_sweep(recipe, {"sweep.search": None})
+    assert sweep.settings.search == {} and sweep.settings.grid() == [{}]

@@ -38,8 +38,8 @@ def test_on_save_writes_audit_and_logs(tmp_path, model_and_tok, monkeypatch):
     model, tok = model_and_tok
     model.train()  # as during training: the callback must put it back
     rs = load_rating_set({"name": "simulated", "n_prompts": 20, "responses_per_prompt": 3, "seed": 2})
-    cb = AuditCallback(rs, build_config(TrainingAuditSettings, {"n_boot": 50}, "audit").audit_settings(), tokenizer=tok, max_prompts=12,
-                       max_length=128)
+    settings = build_config(TrainingAuditSettings, {"enabled": True, "n_boot": 50}, "audit").audit_settings()
+    cb = AuditCallback(rs, settings, tokenizer=tok, max_prompts=12, max_length=128)
     assert len(cb.rating_set) == 12
     run = FakeRun()
     monkeypatch.setattr(wandb, "run", run)
@@ -63,7 +63,8 @@ def test_on_save_writes_audit_and_logs(tmp_path, model_and_tok, monkeypatch):
 def test_other_ranks_do_nothing(tmp_path, model_and_tok):
     model, tok = model_and_tok
     rs = load_rating_set({"name": "simulated", "n_prompts": 6, "seed": 2})
-    cb = AuditCallback(rs, build_config(TrainingAuditSettings, {"n_boot": 20}, "audit").audit_settings(), tokenizer=tok, max_length=64)
+    settings = build_config(TrainingAuditSettings, {"enabled": True, "n_boot": 20}, "audit").audit_settings()
+    cb = AuditCallback(rs, settings, tokenizer=tok, max_length=64)
     state = SimpleNamespace(global_step=3, is_world_process_zero=False)
     cb.on_save(SimpleNamespace(output_dir=str(tmp_path)), state, SimpleNamespace(), model=model)
     assert not (tmp_path / "checkpoint-3").exists() and cb.history == []

@@ -184,9 +184,9 @@ def test_max_tokens_reaches_every_scorer(tmp_path):
 
     _tiny_gpt2(tmp_path, n_positions=64)
     for scorer in ("generative_judge", "dpo_implicit"):
+        reference = ["--reference", str(tmp_path)] if scorer == "dpo_implicit" else []  # a judge takes none
         args = build_parser().parse_args(["audit", "--checkpoint", str(tmp_path), "--data", "simulated",
-                                          "--out", "o", "--scorer", scorer, "--reference", str(tmp_path),
-                                          "--max-tokens", "100"])
+                                          "--out", "o", "--scorer", scorer, *reference, "--max-tokens", "100"])
         s = load_scorer(replace(from_args(AuditCommand, args).scorer, model=str(tmp_path)))
         assert s.max_tokens == 100, scorer
 

@@ -64,3 +64,34 @@ def test_percentile_ci_ignores_undefined_resamples():
     lo, hi = percentile_ci(boot)
     assert lo == pytest.approx(0.025) and hi == pytest.approx(0.975)
     assert all(np.isnan(percentile_ci(np.array([np.nan]))))
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 20])
+def test_resample_weights_drawn_in_blocks_equal_one_draw(block, monkeypatch):
+    """The blocks (bootstrap.DRAW_BLOCK cells) keep the generator's stream: the matrix equals the
+    one-draw matrix built here from numpy directly, and the generator is left where one draw leaves it."""
+    import rmeval.stats.bootstrap as bootstrap
+
+    monkeypatch.setattr(bootstrap, "DRAW_BLOCK", block)
+    for k, n_boot in [(7, 33), (50, 300), (1, 9), (201, 77), (0, 4)]:
+        ours, ref = np.random.default_rng(3), np.random.default_rng(3)
+        w = bootstrap.resample_weights(k, n_boot, ours)
+        idx = ref.integers(0, k, size=(n_boot, k)) if k else np.zeros((n_boot, 0), int)
+        expect = np.zeros((n_boot, k))
+        for b in range(n_boot):
+            np.add.at(expect[b], idx[b], 1.0)
+        np.testing.assert_array_equal(w, expect)
+        assert ours.random() == ref.random()
+
+
+def test_check_memory_names_the_setting_the_need_and_the_machine(monkeypatch):
+    import rmeval.stats.bootstrap as bootstrap
+    from rmcore.errors import ConfigError
+
+    monkeypatch.setattr(bootstrap, "machine_memory", lambda: 16 * 1024**3)
+    bootstrap.check_memory(16 * 1024**3, "--n-boot 10")  # fits
+    with pytest.raises(ConfigError, match=r"^--n-boot 10: the bootstrap needs about 175 TiB of memory; this "
+                                          r"machine has 16 GiB$"):
+        bootstrap.check_memory(175 * 1024**4, "--n-boot 10")
+    assert bootstrap.format_bytes(1536) == "1.5 KiB" and bootstrap.format_bytes(3) == "3 B"
+    assert bootstrap.machine_memory() is None or bootstrap.machine_memory() > 0
