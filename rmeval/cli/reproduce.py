@@ -66,6 +66,7 @@ def run(s: ReproduceCommand) -> int:
                      wandb_project=s.wandb_project,
                      slurm={"partition": s.partition, "cpus_per_task": s.cpus_per_task,
                             "array_parallelism": s.array_parallelism})
+    print(res.console + "\n")
     print(f"{recipe.reproduce.table}: {len(res.ran)} rows computed, {len(res.cached)} cached, {len(res.failed)} failed "
           f"({res.total_seconds} s); {len(res.missing)} published cells without our figure -> {res.table['markdown']}")
     for row, why in res.failed.items():

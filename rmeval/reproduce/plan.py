@@ -60,7 +60,7 @@ def data_sizes(ctx: Any, key: str) -> dict[str, Any]:
         return {"source": "not on disk and no size in the recipe"}
     return {"prompts": size.prompts, "responses": size.responses, "multi_turn": size.multi_turn_prompts,
             "items": size.items if size.items is not None else size.prompts, "mean_tokens": size.mean_tokens,
-            "source": size.source or "the recipe (the paper's counts)"}
+            "source": "assumed (the data is not on disk): " + (size.source or "the recipe (the paper's counts)")}
 
 
 def condition_texts(cond: str, n: dict[str, Any], *, n_donors: int, n_related: int, n_paraphrase: int) -> int | None:

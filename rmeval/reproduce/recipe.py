@@ -22,6 +22,8 @@ naming the key, the file and the allowed keys):
   several rows.
 - ``settings``: the analysis's settings (validated into its settings dataclass), ``stand_in``:
   the local data and settings of a ``--stand-in`` run, ``compute``: the dry run's GPU assumptions.
+- ``runs_of``: another recipe (beside this one) whose runs this table reads: its data, models,
+  human rows, settings and stand-in are taken from it (``shared_runs``); give both one ``--out``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ STUDIES = {
 }
 ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
-AGGREGATES = ("range", "sum", "median", "max_abs", "median_abs")
+AGGREGATES = ("range", "sum", "mean", "median", "min", "max", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 
 
@@ -174,7 +176,8 @@ class Column:
 class Figure:
     """A published figure: one cell (``row``, ``value``, ``interval`` where the paper gives one) or
     a statement over several rows (``rows``, ``range`` [lo, hi] of the rows' values, or their
-    ``sum`` / ``median`` / ``max_abs`` / ``median_abs`` as ``value``; ``expect_rows``: how many rows
+    ``sum`` / ``mean`` / ``median`` / ``min`` / ``max`` / ``max_abs`` / ``median_abs`` as ``value``:
+    ``min`` for "all above x", ``max_abs`` for "within x of zero"; ``expect_rows``: how many rows
     the paper's statement covers)."""
 
     table: str
@@ -241,6 +244,7 @@ class Recipe:
     model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
     seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
+    runs_of: str | None = None  # another recipe whose data, models and settings this table reads (shared_runs)
     path: str = ""
 
     @property
@@ -281,10 +285,31 @@ def _items(cls: type, block: Any, where: str) -> list[Any]:
     return [build_config(cls, item, f"{where}[{i}]") for i, item in enumerate(block)]
 
 
+SHARED_RUNS = ("data", "models", "human", "settings", "stand_in", "compute", "seed", "policy", "model_cards")
+
+
+def shared_runs(raw: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """``runs_of: OTHER.yaml`` (beside this recipe): a table computed from another recipe's runs
+    takes that recipe's data, models, human rows, settings and stand-in (``SHARED_RUNS``), so one
+    OUT holds the rows of both; naming any of them here too is an error (the rows would differ)."""
+    other = raw.pop("runs_of", None)
+    if other is None:
+        return raw
+    src = Path(path).parent / str(other)
+    given = sorted(set(raw) & set(SHARED_RUNS))
+    if given:
+        raise ConfigError(f"{path}: runs_of {other} takes {', '.join(given)} from that recipe; remove them here")
+    base = load_recipe(src)
+    if "runs_of" in base:
+        raise ConfigError(f"{path}: runs_of {other}: that recipe takes its runs from another ({base['runs_of']})")
+    return {**{k: base[k] for k in SHARED_RUNS if k in base}, **raw, "runs_of": str(other)}
+
+
 def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
-    """A ``Recipe`` from the YAML mapping of ``path``, strictly; then ``validate_recipe``."""
+    """A ``Recipe`` from the YAML mapping of ``path`` (with ``runs_of``: the other recipe's runs),
+    strictly; then ``validate_recipe``."""
     where = str(path)
-    raw = dict(raw)
+    raw = shared_runs(dict(raw), path)
     lists = {"models": ModelSpec, "human": HumanRow, "panel_rows": PanelRow, "columns": Column, "published": Figure}
     parsed = {k: _items(cls, raw.pop(k, None), f"{where}.{k}") for k, cls in lists.items()}
     data = raw.pop("data", None)

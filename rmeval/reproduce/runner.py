@@ -26,7 +26,7 @@ from rmcore.io import atomic_write_json
 from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
 from rmeval.reproduce.array import run_array
 from rmeval.reproduce.context import Context, check_run_kind
-from rmeval.reproduce.table import build_cells, write_table
+from rmeval.reproduce.table import build_cells, console_text, write_table
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class Outcome:
     cached: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # published cells without our figure
+    console: str = ""  # the table as the command prints it
     seconds: dict[str, float] = field(default_factory=dict)
     total_seconds: float = 0.0
 
@@ -123,8 +124,9 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
         for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)
             reasons[f"{row}|{col}"] = why
-    cells, statements = build_cells(recipe, docs, panel, reasons)
+    cells, statements = build_cells(recipe, docs, panel, reasons, stand_in=ctx.stand_in)
     outcome.table = write_table(recipe, cells, statements, ctx.out, stand_in=ctx.stand_in, rows_info=info)
+    outcome.console = console_text(recipe, cells, statements, stand_in=ctx.stand_in)
     outcome.missing = [f"{c.row} × {c.column}" for c in cells.values() if c.ours is None and c.published is not None]
     return {"cells": cells, "statements": statements, "panel": panel}
 
