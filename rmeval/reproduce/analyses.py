@@ -50,7 +50,9 @@ def run_human(ctx: Any, row: Any) -> dict[str, str]:
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     entry = ctx.entry(row.data)
     hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.stats.n_boot, "seed": s.stats.seed,
-                                      "attribute": getattr(s, "attribute", None)}, "human")
+                                      "attribute": row.attribute or getattr(s, "attribute", None),
+                                      "annotations": ctx.annotations(row), "raters_per_rating": row.raters_per_rating,
+                                      "reliabilities": dict(row.reliabilities)}, f"{ctx.recipe.path}: human {row.name}")
     out = ctx.row_dir(row.name) / row.data
     human_audit(ctx.spec(row.data), hs, out)
     return {row.data: str(out / "human.json")}

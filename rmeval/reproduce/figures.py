@@ -137,8 +137,9 @@ def cell_mark(row: str, row_doc: dict[str, Any] | None, column: Any) -> str:
 
 
 def figure_rows(recipe: Any, figure: Any) -> list[str]:
+    """The figure's rows; ``[all]``: every model, unless a row is named ``all`` (a panel row)."""
     rows = figure.rows or []
-    return [m.name for m in recipe.models] if rows == ["all"] else list(rows)
+    return [m.name for m in recipe.models] if rows == ["all"] and "all" not in recipe.row_names() else list(rows)
 
 
 def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> Statement:
@@ -153,6 +154,10 @@ def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> S
             return st
     else:
         got = {r: cells[(r, figure.column)].ours for r in rows if (r, figure.column) in cells}
+        if figure.minus_column:  # each row's change from another column
+            base = {r: cells[(r, figure.minus_column)].ours for r in rows if (r, figure.minus_column) in cells}
+            got = {r: None if v is None or base.get(r) is None else Value(v.estimate - base[r].estimate)
+                   for r, v in got.items()}
         waiting = [r for r in rows if got.get(r) is None]
         if waiting:
             nr = {r for r in waiting if (r, figure.column) in cells

@@ -135,11 +135,19 @@ class ModelSpec:
 
 @dataclass
 class HumanRow:
-    """A ratings-only reference row (``rmeval human`` on a data set: no model)."""
+    """A ratings-only reference row (``rmeval human`` on a data set: no model), with what
+    ``rmeval human`` takes beside the data: the rated ``attribute`` (default: the settings'), the
+    per-annotator ``annotations`` (a HelpSteer2 disagreements file or "hub": the rater
+    reliabilities) with ``raters_per_rating``, borrowed ``reliabilities`` {label: R} (the
+    reliability-corrected share under each)."""
 
     name: str
     data: str
     label: str = ""
+    attribute: str | None = None
+    annotations: str | None = None
+    raters_per_rating: float = bounded(1.0, ge=1)
+    reliabilities: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
 
@@ -177,8 +185,9 @@ class Figure:
     """A published figure: one cell (``row``, ``value``, ``interval`` where the paper gives one) or
     a statement over several rows (``rows``, ``range`` [lo, hi] of the rows' values, or their
     ``sum`` / ``mean`` / ``median`` / ``min`` / ``max`` / ``max_abs`` / ``median_abs`` as ``value``:
-    ``min`` for "all above x", ``max_abs`` for "within x of zero"; ``expect_rows``: how many rows
-    the paper's statement covers)."""
+    ``min`` for "all above x", ``max_abs`` for "within x of zero"; ``minus_column``: over each
+    row's difference of two columns, "rises by 0.26"; ``expect_rows``: how many rows the paper's
+    statement covers)."""
 
     table: str
     column: str
@@ -191,6 +200,7 @@ class Figure:
     range: list[float] | None = bounded(None, finite=True)
     aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
     also_columns: list[str] | None = None  # a statement over the cells of several columns
+    minus_column: str | None = None  # a statement over each row's column − minus_column (a change)
     expect_rows: int | None = bounded(None, ge=1)  # with also_columns: how many cells the paper's statement covers
     note: str = ""
 
@@ -407,9 +417,11 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
 
 def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) -> None:
     at = f"{where}: published figure ({f.table}, {f.row or f.rows}, {f.column})"
-    for c in [f.column, *(f.also_columns or [])]:
+    for c in [f.column, *(f.also_columns or []), *([f.minus_column] if f.minus_column else [])]:
         if c not in columns:
             raise ConfigError(f"{at}: unknown column {c!r}")
+    if f.minus_column and (f.rows is None or f.also_columns):
+        raise ConfigError(f"{at}: minus_column makes a statement over rows' differences: give rows, no also_columns")
     if f.also_columns and f.rows is None:
         raise ConfigError(f"{at}: also_columns makes a statement over rows: give rows")
     if (f.row is None) == (f.rows is None):

@@ -72,8 +72,11 @@ def _how(m: Any) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
-    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.not_reproducible]
+def rows_to_run(recipe: Any, only: list[str] | None, data_keys: list[str] | None = None) -> list[str]:
+    """The rows a run computes (``only`` some); ``data_keys``: the data sets at hand (a stand-in
+    run's), a human row on another is left out (``left_out``)."""
+    rows = [h.name for h in recipe.human if data_keys is None or h.data in data_keys]
+    rows += [m.name for m in recipe.models if not m.not_reproducible]
     if only:
         unknown = sorted(set(only) - set(recipe.row_names()))
         if unknown:
@@ -105,6 +108,9 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     for m in recipe.models:
         if m.not_reproducible:
             reasons[m.name] = f"not reproducible: {m.not_reproducible}"
+    for h in recipe.human:
+        if h.data not in ctx.data_keys():
+            reasons[h.name] = f"left out of this stand-in run: no local data for {h.data} (see the stand-in note)"
     for row, why in outcome.failed.items():
         reasons[row] = f"failed: {why}"
     for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
@@ -141,7 +147,7 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
     ctx = Context(recipe, out, stand_in=stand_in, wandb_mode=wandb_mode, wandb_project=wandb_project)
     outcome = Outcome()
     t0 = time.perf_counter()
-    rows = rows_to_run(recipe, only)
+    rows = rows_to_run(recipe, only, ctx.data_keys())
     with one_thread(stand_in):
         if executor == "local":
             run_local(ctx, rows, outcome)

@@ -177,7 +177,9 @@ def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
         ours = "missing" if s.missing else (f"{_num(s.ours[0], d)} to {_num(s.ours[1], d)}" if agg == "range"
                                              else f"{agg} {_num(s.ours[0], d)}")
         diff = "—" if s.differences is None else ", ".join(f"{x:+.{d}f}" for x in s.differences)
-        rows.append([f"{f.table}, {f.column}", ", ".join(recipe.row_label(r) for r in s.rows), pub, ours, diff,
+        what = f.column + (f" − {f.minus_column}" if f.minus_column else "") + \
+            "".join(f", {c}" for c in f.also_columns or [])
+        rows.append([f"{f.table}, {what}", ", ".join(recipe.row_label(r) for r in s.rows), pub, ours, diff,
                      s.missing or ""])
     return ["## Statements over several rows", "",
             *table(["figure", "rows", "published", "ours", "Δ (published − ours)", "missing"], rows), ""]
