@@ -141,3 +141,28 @@ def test_a_seed_the_sweep_trained_as_its_search_run_is_found_through_its_summary
     assert sweep_run_dir(root / "Qwen3-0.6B" / "regression" / "seed2") == root / "Qwen3-0.6B" / "regression" / "seed2"
     missing = root / "Qwen3-1.7B" / "regression" / "seed1"  # not in the summary: as given
     assert sweep_run_dir(missing) == missing
+
+
+def test_tables_5_12_13_14_27_read_the_eighteen_scorers_runs_on_one_out(tmp_path, capsys, one_torch_thread):
+    out = tmp_path / "t9"
+    rows = ["tulu-3-8b-rm", "armorm-llama3-8b", "dpa-mistral-7b", "human-hs2-validation"]
+    names = ["pairwise_misses_table13_adjustments.yaml", "pairwise_misses_table12_calibrated_variance.yaml",
+             "pairwise_misses_table14_prompt_means.yaml", "pairwise_misses_table27_prompt_length.yaml",
+             "pairwise_misses_table5_judge_digits.yaml"]
+    for name in names:
+        assert load_reproduction(RECIPES / name).runs_of == "pairwise_misses_table9_eighteen_scorers.yaml"
+        assert main(["reproduce", str(RECIPES / name), "--stand-in", "--out", str(out), "--wandb-mode", "disabled",
+                     "--only", *rows]) == 0
+        if name == names[0]:
+            md = (out / "table.md").read_text()
+            removed = [json.loads((out / "rows" / r / "hs2" / "audit.json").read_text())["variance_explained"]
+                       ["rating_residuals"]["log_length"]["between_removed"]["estimate"] for r in rows[:3]]
+            line = next(x for x in md.splitlines() if x.startswith("| Table 13, length_between |"))
+            assert f"| 0.270 to 0.330 | {min(removed):.3f} to {max(removed):.3f} |" in line
+        if name == "pairwise_misses_table27_prompt_length.yaml":
+            human = json.loads((out / "rows" / "human-hs2-validation" / "hs2" / "human.json").read_text())
+            diff = human["attributes"]["helpfulness"]["longer_minus_shorter"]["single_turn"]
+            cell = _figures(out)[("human-hs2-validation", "human_st")]
+            assert float(cell["ours"]) == pytest.approx(diff["estimate"]) and cell["published"] == "-0.05"
+    assert "0 rows computed, 4 cached" in capsys.readouterr().out  # the last four read the first one's rows
+    assert _figures(out)[("judge-llama-3.1-70b", "top_is_5")]["missing"].startswith("not yet computed")
