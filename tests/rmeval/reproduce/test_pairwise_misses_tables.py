@@ -166,3 +166,19 @@ def test_tables_5_12_13_14_27_read_the_eighteen_scorers_runs_on_one_out(tmp_path
             assert float(cell["ours"]) == pytest.approx(diff["estimate"]) and cell["published"] == "-0.05"
     assert "0 rows computed, 4 cached" in capsys.readouterr().out  # the last four read the first one's rows
     assert _figures(out)[("judge-llama-3.1-70b", "top_is_5")]["missing"].startswith("not yet computed")
+
+
+def test_table_28_the_paraphrase_shifts_stand_in_run(tmp_path, capsys, one_torch_thread):
+    path = RECIPES / "pairwise_misses_table28_paraphrases.yaml"
+    assert main(["reproduce", str(path), "--dry-run", "--out", str(tmp_path / "plan")]) == 0
+    assert "rmeval variants" in capsys.readouterr().out and "--task paraphrase" in (tmp_path / "plan" / "plan.md").read_text()
+    out = tmp_path / "t28"
+    assert main(["reproduce", str(path), "--stand-in", "--out", str(out), "--wandb-mode", "disabled",
+                 "--only", "tulu-3-8b-rm"]) == 0
+    s = pd.read_parquet(out / "rows" / "tulu-3-8b-rm" / "hs2" / "scores.parquet")
+    o = s[s["condition"] == "original"][["prompt_id", "response_id", "score"]]
+    p = s[s["condition"] == "paraphrase"].merge(o, on=["prompt_id", "response_id"], suffixes=("", "_o"))
+    d, sd = p["score"] - p["score_o"], o["score"].std(ddof=1)
+    figs = _figures(out)
+    assert float(figs[("tulu-3-8b-rm", "abs_shift")]["ours"]) == pytest.approx(d.abs().mean() / sd)
+    assert float(figs[("tulu-3-8b-rm", "signed_shift")]["ours"]) == pytest.approx(d.mean() / sd)

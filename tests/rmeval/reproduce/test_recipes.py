@@ -28,7 +28,7 @@ TABLES |= {
     ("reward-auditor", "Tables 3 and 4"), ("reward-auditor", "Table 2 and Figures 4-6"),
     ("pairwise-misses", "Table 4"), ("pairwise-misses", "Table 5"), ("pairwise-misses", "Table 7"),
     ("pairwise-misses", "Table 12"), ("pairwise-misses", "Table 13"), ("pairwise-misses", "Table 14"),
-    ("pairwise-misses", "Table 27"), ("pairwise-misses", "Tables 25 and 26 (Figure 4)"),
+    ("pairwise-misses", "Table 27"), ("pairwise-misses", "Table 28"), ("pairwise-misses", "Tables 25 and 26 (Figure 4)"),
     ("judgeprofile", "Table 9"), ("judgeprofile", "Table 11"), ("judgeprofile", "Table 12"), ("judgeprofile", "Table 19"),
     ("judgeprofile", "Table 20"),
 }
