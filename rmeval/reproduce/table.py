@@ -5,7 +5,9 @@ Written as ``table.md`` and ``table.csv`` (the same layout), with ``figures.csv`
 cell, numbers only) beside them. Below the table: statements over several rows, the cells still
 missing and why, every published figure's source in the paper, what cannot be reproduced from
 public artifacts, and how each row was scored. A stand-in run's table opens with a banner: its
-figures come from tiny untrained local models and mean nothing."""
+figures come from tiny untrained local models and mean nothing; table.csv marks every row label and
+figures.csv has a ``stand_in`` column, and a cell it leaves undefined says why
+(``undefined_reason``). ``console_text`` is what the command prints: the table and the statements."""
 
 from __future__ import annotations
 
