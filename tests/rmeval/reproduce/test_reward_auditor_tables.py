@@ -149,3 +149,15 @@ def test_table_2_and_figures_4_to_6_stand_in_run(tmp_path, capsys, one_torch_thr
     md = (out / "table.md").read_text()
     # no LC or SLC without a rewriter model: the cells and the ten-perturbation bounds say so
     assert "computed no 'method_agreement_by_code.SLC'" in md and "waits for LC, SLC" in md
+
+
+def test_a_generative_rm_row_runs_the_explain_prompt_and_its_undefined_cells_say_why(tmp_path, one_torch_thread,
+                                                                                       shared_data):
+    out = tmp_path / "t1"
+    assert main(["reproduce", str(TABLE1), "--stand-in", "--out", str(out), "--wandb-mode", "disabled",
+                 "--only", "qwen3-8b"]) == 0
+    meta = json.loads((out / "rows" / "qwen3-8b" / "chat" / "suitability_model.json").read_text())["meta"]
+    assert meta["scorer"] == "pairwise_judge" and meta["judge_style"] == "explain"
+    cut = meta["truncation"]
+    why = _figures(out)[("qwen3-8b", "d_EF")]["missing"]  # the stand-in judge's prompt does not fit 256 tokens
+    assert f"the 256-token stand-in cap cut the prompt of {cut['prompt_truncated']}" in why
