@@ -47,14 +47,14 @@ def train_tokenizer(texts: list[str], vocab_size: int | None = None, *, word_lev
     if word_level:
         tk = Tokenizer(models.WordLevel(unk_token=unk))
         tk.pre_tokenizer = pre_tokenizers.Whitespace()
-        trainer = trainers.WordLevelTrainer(special_tokens=specials, **size)
+        trainer = trainers.WordLevelTrainer(special_tokens=specials, show_progress=False, **size)
     else:
         tk = Tokenizer(models.BPE(unk_token=unk) if unk else models.BPE())
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tk.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                      **size)
-    tk.train_from_iterator(texts, trainer)
+                                      show_progress=False, **size)
+    tk.train_from_iterator(texts, trainer)  # (no progress: on a pipe it prints runs of blank lines)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, **special_tokens)
     if chat_template is not None:
         tok.chat_template = chat_template

@@ -115,6 +115,17 @@ SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[BOS
 LLAMA = {"num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 512}  # hidden 32, 2 layers
 
 
+def data_source_flags(recipe_path: Path, shared_data: Path) -> list[str]:
+    """``--data-source NAME=PATH`` for each local data source of a reproduction recipe that the
+    repository's test data holds (RM-Bench, HH-RLHF under ``../shared/data``): recipes never read
+    that folder by default, the tests name it explicitly."""
+    from rmeval.reproduce.recipe import load_reproduction
+
+    where = {"rm_bench": shared_data / "rm-bench", "hh_rlhf": shared_data / "hh-rlhf" / "harmless-base_test.jsonl.gz"}
+    names = load_reproduction(recipe_path).data_sources
+    return [f for name, path in where.items() if name in names for f in ("--data-source", f"{name}={path}")]
+
+
 def tiny_tokenizer(*, bpe: bool = False) -> Any:
     """Word-level on the corpus, or byte-level BPE (digits after a space become "Ġ3"-style tokens)."""
     from rmcore.tiny import train_tokenizer

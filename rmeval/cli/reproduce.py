@@ -122,6 +122,7 @@ def run(s: ReproduceCommand) -> int:
         return 0
     res = run_recipe(recipe, out, stand_in=s.stand_in, only=s.only, executor=s.executor, wandb_mode=s.wandb_mode,
                      wandb_project=s.wandb_project, overrides=overrides, endpoints=dict(s.endpoint or {}))
+    print(res.console + "\n")
     print(f"{recipe.reproduce.table}: {len(res.ran)} rows computed, {len(res.cached)} cached, {len(res.failed)} failed "
           f"({res.total_seconds} s); {len(res.missing)} published cells without our figure -> {res.table['markdown']}")
     for row, why in res.failed.items():

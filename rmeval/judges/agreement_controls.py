@@ -37,6 +37,10 @@ pairs summed first).
   important (equal groups when 4 divides A); quartile and family summaries
   average their attributes; Pearson and Spearman correlation of importance with opposite-winner
   agreement across attributes.
+- ``agreement_by_source`` (B.2, Table 11; not part of ``analyze``'s document, the reproduction's
+  table step computes it): the stable strata of ``protocol_strata`` on each source's items alone
+  (the items table's ``source``), with the pairs' spread (the paper: opposite-winner agreement
+  0.817 to 0.897 across distributions, every pair above 0.5 in each).
 - ``difficulty_strata`` (B.5, Table 14): items with an A/B reference label (ties left out) and two
   definite stable verdicts, split into both judges matching the label, both departing from it, and
   judges disagreeing; per stratum the item observations summed over pairs, attribute agreement
@@ -65,6 +69,7 @@ from .panel import (
     PROTOCOLS,
     Panel,
     cohen_kappa,
+    item_subset,
     kappa_from_counts,
     mean_or_none,
     pair_agreement,
@@ -99,6 +104,16 @@ def protocol_strata(panel: Panel, protocol: str) -> dict[str, Any]:
 
 def single_read_control(panel: Panel) -> dict[str, Any]:
     return {protocol: protocol_strata(panel, protocol) for protocol in PROTOCOLS}
+
+
+def agreement_by_source(panel: Panel, items: pd.DataFrame) -> dict[str, Any]:
+    """Per source of the items table: its items in the panel and the stable strata on them alone."""
+    src = items.set_index("item_id")["source"].reindex(panel.items).fillna("").astype(str).to_numpy()
+    out: dict[str, Any] = {}
+    for source in sorted(set(src) - {""}):
+        keep = src == source
+        out[source] = {"n_items": int(keep.sum()), **protocol_strata(item_subset(panel, keep), "stable")}
+    return out
 
 
 # -- three-category kappa -------------------------------------------------------------------------

@@ -14,7 +14,9 @@ are ``rmeval.judges.panel``. Here:
 - Priorities: L2 logistic regression (C = 1, intercept) of the judge's stable verdict on its
   stable attribute directions; items without a stable verdict are left out and counted. Five-fold
   accuracy, split-half reliability (Pearson r of the two halves' weights, Spearman-Brown 2r/(1+r)),
-  and the shared-perception refit on the majority direction ``sign(sum_j d_j)``.
+  and the shared-perception refit on the majority direction ``sign(sum_j d_j)``. Computed beside
+  ``analyze`` where a table needs them (``rmeval.reproduce.judges``): ``perception_split_half``
+  (the same reliability for the perception profile) and ``agreement_controls.agreement_by_source``.
 - The paper's controls, each a section of the document: perception controls
   (``rmeval.judges.agreement_controls``: single-read control, three-category kappa, matched items,
   the no-conflict subset, agreement by importance quartile and family, and with reference labels
@@ -171,6 +173,28 @@ def split_half(x: np.ndarray, y: np.ndarray, *, n_splits: int = 20, seed: int = 
         if f1 is None or f2 is None or np.std(f1[0]) == 0 or np.std(f2[0]) == 0:
             continue
         rs.append(float(np.corrcoef(f1[0], f2[0])[0, 1]))
+    if not rs:
+        return {"half_r": None, "spearman_brown": None, "n_splits": 0}
+    r = float(np.mean(rs))
+    return {"half_r": r, "spearman_brown": 2 * r / (1 + r) if r > -1 else None, "n_splits": len(rs)}
+
+
+def perception_split_half(panel: Panel, j: int, *, n_splits: int = 20, seed: int = 0) -> dict[str, Any]:
+    """Mean Pearson r between judge j's perception profiles (per attribute, the share of the cells
+    it read in both orders that have a stable direction) on two random halves of the items (C.1;
+    the paper: at least 0.9998), and Spearman-Brown 2r/(1+r)."""
+    stable = (panel.stable[j, :, :-1] != 0) & panel.present[j, :, :-1]
+    present = panel.present[j, :, :-1]
+    rng = np.random.default_rng([seed, j])
+    rs: list[float] = []
+    for _ in range(n_splits):
+        perm = rng.permutation(len(panel.items))
+        halves = [perm[: len(perm) // 2], perm[len(perm) // 2:]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prof = [stable[h].sum(0) / present[h].sum(0) for h in halves]
+        ok = np.isfinite(prof[0]) & np.isfinite(prof[1])
+        if ok.sum() >= 2 and np.std(prof[0][ok]) > 0 and np.std(prof[1][ok]) > 0:
+            rs.append(float(np.corrcoef(prof[0][ok], prof[1][ok])[0, 1]))
     if not rs:
         return {"half_r": None, "spearman_brown": None, "n_splits": 0}
     r = float(np.mean(rs))

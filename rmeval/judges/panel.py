@@ -154,6 +154,14 @@ def build_panel(judgments: pd.DataFrame | JudgmentStore, attributes: list[str] |
                  single, seen, progress=progress)
 
 
+def item_subset(panel: Panel, keep: np.ndarray) -> Panel:
+    """The panel on the items of the mask ``keep`` only (its pair statistics computed afresh)."""
+    k = np.asarray(keep, dtype=bool)
+    return Panel(panel.judges, [i for i, x in zip(panel.items, k) if x], panel.attributes, panel.stable[:, k],
+                 panel.present[:, k], panel.consistent[:, k], panel.both_resolved[:, k], panel.first_reads,
+                 panel.first_reads_overall, panel.single[:, k], panel.single_seen[:, k])
+
+
 def rate_or_none(num: float, den: float) -> float | None:
     """num / den, or None when there is nothing to divide by (den 0)."""
     return float(num / den) if den else None

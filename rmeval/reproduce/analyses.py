@@ -7,7 +7,9 @@
 - ``suitability`` (Reward Auditor's Table 1 and the per-subset radar): each model's perturbation
   suite scored and inferred alone (``rmeval.suitability.run_suitability``); the panel step sets the
   margins by the panel rule over every model present (``finalize``), per data set, and adds the
-  radar (share of models significant and sum of d per perturbation, ``subset_summary``).
+  radar (share of models significant and sum of d per perturbation, ``subset_summary``), and by
+  perturbation code the p-value methods' agreement across models (B.1, Figures 5-6) and the
+  accuracy change against suitability (B.4, Tables 3-4).
 - ``policy`` (Reward Auditor's PPO table): the suitability panel, each reward model's win rate of
   the perturbed-environment policy against the clean one (``rmtrain policy-eval``'s winrate.json;
   in a stand-in run, two untrained tiny policies judged by the tiny judge through
@@ -48,7 +50,9 @@ def run_human(ctx: Any, row: Any) -> dict[str, str]:
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     entry = ctx.entry(row.data)
     hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.stats.n_boot, "seed": s.stats.seed,
-                                      "attribute": getattr(s, "attribute", None)}, "human")
+                                      "attribute": row.attribute or getattr(s, "attribute", None),
+                                      "annotations": ctx.annotations(row), "raters_per_rating": row.raters_per_rating,
+                                      "reliabilities": dict(row.reliabilities)}, f"{ctx.recipe.path}: human {row.name}")
     out = ctx.row_dir(row.name) / row.data
     human_audit(ctx.spec(row.data), hs, out)
     return {row.data: str(out / "human.json")}
@@ -128,6 +132,10 @@ def suitability_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
             r["by_code"] = by_code(r["perturbations"])
         radar = subset_summary({key: {n: r["perturbations"] for n, r in results.items()}}, s.alpha)[key]
         record["radar"] = by_code(radar)
+        for k, to in (("accuracy_agreement", "accuracy_by_code"), ("method_agreement_by_perturbation",
+                                                                   "method_agreement_by_code")):
+            if k in record:  # by code, as the tables' columns
+                record[to] = by_code(record[k])
         record["n_models"] = len(results)
         panel[key] = record
     return panel

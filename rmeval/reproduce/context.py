@@ -89,6 +89,16 @@ class Context:
             self._specs[key] = spec
         return self._specs[key]
 
+    def annotations(self, row: Any) -> str | None:
+        """A human row's per-annotator ratings: the recipe's (a file or "hub"), or in a stand-in run
+        the file its synthetic HelpSteer2 data wrote (``annotations: true``), else none."""
+        if not row.annotations or not self.stand_in:
+            return row.annotations
+        spec = self.spec(row.data)
+        path = Path(spec["path"]).with_suffix(".disagreements.jsonl") if isinstance(spec, dict) and spec.get("path") \
+            else None
+        return str(path) if path is not None and path.is_file() else None
+
     def rating_set(self, key: str) -> Any:
         if key not in self._sets:
             self._sets[key] = load_data(self.spec(key), self.entry(key).max_prompts, self.recipe.seed)
@@ -146,10 +156,12 @@ class Context:
         return stand_in_model(m, self.out / "stand_ins")
 
     def model_path(self, m: Any) -> str:
-        """The local stand-in, the study's own checkpoint, the snapshot of a pinned revision (the
-        only download, in a real run), or the Hub id."""
+        """The local stand-in, the study's own checkpoint (a sweep's run folder: ``sweep_run_dir``),
+        the snapshot of a pinned revision (the only download, in a real run), or the Hub id."""
         if self.stand_in:
             return self.stand_in_info(m)["path"]
+        if m.local:
+            return str(sweep_run_dir(m.hub_id))
         if m.revision and not m.local:
             from huggingface_hub import snapshot_download
 
@@ -206,6 +218,25 @@ class Context:
         """A tiny judge for a stand-in run's pairwise verdicts (the policy table's win rates)."""
         return self.stand_in_info(ModelSpec(name="_judge", hub_id="stand-in/judge", kind="generative_judge",
                                             params_b=0.001))["path"]
+
+
+def sweep_run_dir(path: str | os.PathLike) -> Path:
+    """A study checkpoint named as a sweep's seed folder ``ROOT/<model>/<arm>/seed<k>``: that folder,
+    or, when the sweep trained that seed as its selected search run (``rmtrain sweep`` reuses the
+    search run of the chosen setting for the search seed), the run folder its ``ROOT/summary.csv``
+    names for the model, arm and seed. Any other path is returned as given."""
+    p = Path(os.path.expanduser(str(path)))
+    if p.exists() or len(p.parts) < 4 or not p.name.startswith("seed") or not p.name[4:].isdigit():
+        return p
+    summary = p.parents[2] / "summary.csv"
+    if not summary.is_file():
+        return p
+    import pandas as pd
+
+    df = pd.read_csv(summary)
+    hit = df[(df["model"].astype(str).str.split("/").str[-1] == p.parent.parent.name) & (df["arm"] == p.parent.name)
+             & (df["seed"].astype(str) == p.name[4:])]
+    return Path(hit.iloc[0]["run_dir"]) if len(hit) == 1 and isinstance(hit.iloc[0]["run_dir"], str) else p
 
 
 def check_run_kind(out: Path, recipe: Any, stand_in: bool) -> None:

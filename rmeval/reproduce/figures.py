@@ -8,9 +8,9 @@ longest run of segments that is a key is taken. ``{row}`` in a key is the row's 
 A published one-cell figure gets three cells: published, ours (with our interval), and the
 difference published − ours, marked where the published value lies outside our interval. A
 figure stated over several rows (a range "0.34 to 0.64" over the six core models, a count "21 of
-26", a median) is compared with the same statistic of our rows: lo and hi for a range (differences
-of each end), else the sum or median. A figure whose rows are not all scored yet is missing, with
-the rows it waits for."""
+26", a median, a bound "all above 0.85") is compared with the same statistic of our rows: lo and hi
+for a range (differences of each end), else the sum, mean, median, min, max or largest |value|. A
+figure whose rows are not all scored yet is missing, with the rows it waits for."""
 
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def as_value(x: Any) -> Value | None:
     return None
 
 
-def _doc_for(row_doc: dict[str, Any], column: Any) -> Any:
+def doc_for(row_doc: dict[str, Any], column: Any) -> Any:
+    """The document of ``row_doc`` (data key -> document) that ``column`` reads."""
     if column.data is not None:
         return row_doc.get(column.data)
     return next(iter(row_doc.values())) if len(row_doc) == 1 else row_doc
@@ -112,7 +113,7 @@ def cell_value(row: str, row_doc: dict[str, Any] | None, column: Any, *, human: 
     """Our figure of ``column`` for ``row`` (None when the row or the figure is absent)."""
     if row_doc is None:
         return None
-    doc = next(iter(row_doc.values())) if human else _doc_for(row_doc, column)  # a human row: its own data set
+    doc = next(iter(row_doc.values())) if human else doc_for(row_doc, column)  # a human row: its own data set
     key = (column.human_key or column.key) if human else column.key
     v = as_value(lookup(doc, key.replace("{row}", row)))
     if v is None:
@@ -131,13 +132,14 @@ def cell_mark(row: str, row_doc: dict[str, Any] | None, column: Any) -> str:
     """Our significance mark of ``column`` for ``row`` (the string at ``column.mark_key``; "" if none)."""
     if row_doc is None or not column.mark_key:
         return ""
-    mark = lookup(_doc_for(row_doc, column), column.mark_key.replace("{row}", row))
+    mark = lookup(doc_for(row_doc, column), column.mark_key.replace("{row}", row))
     return mark if isinstance(mark, str) else ""
 
 
 def figure_rows(recipe: Any, figure: Any) -> list[str]:
+    """The figure's rows; ``[all]``: every model, unless a row is named ``all`` (a panel row)."""
     rows = figure.rows or []
-    return [m.name for m in recipe.models] if rows == ["all"] else list(rows)
+    return [m.name for m in recipe.models] if rows == ["all"] and "all" not in recipe.row_names() else list(rows)
 
 
 def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> Statement:
@@ -152,6 +154,10 @@ def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> S
             return st
     else:
         got = {r: cells[(r, figure.column)].ours for r in rows if (r, figure.column) in cells}
+        if figure.minus_column:  # each row's change from another column
+            base = {r: cells[(r, figure.minus_column)].ours for r in rows if (r, figure.minus_column) in cells}
+            got = {r: None if v is None or base.get(r) is None else Value(v.estimate - base[r].estimate)
+                   for r, v in got.items()}
         waiting = [r for r in rows if got.get(r) is None]
         if waiting:
             nr = {r for r in waiting if (r, figure.column) in cells
@@ -172,7 +178,7 @@ def statement(recipe: Any, figure: Any, cells: dict[tuple[str, str], Cell]) -> S
     if agg == "range":
         st.ours = [min(vals), max(vals)]
     else:
-        fn = {"sum": np.sum, "median": np.median, "max_abs": lambda v: np.max(np.abs(v)),
-              "median_abs": lambda v: np.median(np.abs(v))}[agg]
+        fn = {"sum": np.sum, "mean": np.mean, "median": np.median, "min": np.min, "max": np.max,
+              "max_abs": lambda v: np.max(np.abs(v)), "median_abs": lambda v: np.median(np.abs(v))}[agg]
         st.ours = [float(fn(np.asarray(vals, float)))]
     return st

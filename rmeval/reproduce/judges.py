@@ -3,10 +3,14 @@
 preferences, SHP, RewardBench ...), then, over the panel, the reweighting toward the sources'
 reference labels (``rmeval.judges.reweight``: base one-order accuracy -> reweighted, on a 25%
 held-out split of every source) and the agreement analysis (``rmeval.judges.analysis``: attribute
-agreement where judges' overall verdicts differ, the hidden consensus)."""
+agreement where judges' overall verdicts differ, the hidden consensus; its controls and priority
+fits, Tables 9, 12, 19 and 20), over all judges (``all``: the paper's 21) and over the main panel
+without ``main_excludes`` (``main``: the paper's 19, without the two position-biased judges), each
+with the stable strata by source (Table 11) and the perception profiles' split half (C.1)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +81,9 @@ def _source_means(judges: dict[str, Any]) -> dict[str, Any]:
 
 
 def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Reweighting and agreement over the judges present; each judge's row gains its ``reweight``."""
+    """Reweighting (when the recipe's columns read it) and agreement over the judges present; each
+    judge's row gains its ``reweight`` and its figures of the analysis (``analysis``;
+    ``main_analysis`` over the main panel)."""
     import pandas as pd
 
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
@@ -85,24 +91,103 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if not present:
         return {}
     panel_dir = ctx.out / "panel"
-    judgments = atomic_write_table(panel_dir / "judgments.jsonl",
-                                   pd.concat([load_judgments(p) for p in present.values()], ignore_index=True))
+    table = pd.concat([load_judgments(p) for p in present.values()], ignore_index=True)
+    judgments = atomic_write_table(panel_dir / "judgments.jsonl", table)
     items = ctx.out / "data" / "items.jsonl"
-    rw = reweight_judgments(judgments, items, panel_dir / "reweight",
-                            ReweightSettings(budgets=tuple(s.budgets), n_repeats=s.n_repeats, top_k=tuple(s.top_k),
-                                             seed=s.seed), **ctx.wandb)
-    for row, jr in rw["judges"].items():
-        if row in docs:
-            docs[row]["reweight"] = jr
-    summary = dict(rw["summary"])
-    if summary.get("n_judges"):
-        summary["share_improved"] = summary["n_judges_improved"] / summary["n_judges"]
-    panel: dict[str, Any] = {"reweight": summary, "sources": _source_means(rw["judges"]), "n_judges": len(present)}
+    panel: dict[str, Any] = {"n_judges": len(present)}
+    if any(c.key.startswith(("reweight.", "sources.")) for c in ctx.recipe.columns):  # a table that reads it
+        rw = reweight_judgments(judgments, items, panel_dir / "reweight",
+                                ReweightSettings(budgets=tuple(s.budgets), n_repeats=s.n_repeats, top_k=tuple(s.top_k),
+                                                 seed=s.seed), **ctx.wandb)
+        for row, jr in rw["judges"].items():
+            if row in docs:
+                docs[row]["reweight"] = jr
+        summary = dict(rw["summary"])
+        if summary.get("n_judges"):
+            summary["share_improved"] = summary["n_judges_improved"] / summary["n_judges"]
+        panel.update(reweight=summary, sources=_source_means(rw["judges"]))
     if len(present) >= 2:
-        settings = AnalysisSettings(seed=s.seed, n_splits=s.n_splits, null_repeats=s.null_repeats,
-                                    attributes_file=s.attributes_file, min_shared=s.min_shared)
-        res = analyze_judgments(judgments, panel_dir / "analysis", items=items, settings=settings, **ctx.wandb)
+        res = _analyze(ctx, judgments, panel_dir / "analysis", items, s, present)
         panel["agreement"] = {k: v for k, v in res["agreement"].items() if k != "per_attribute"}
         if "no_conflict" in res:
             panel["no_conflict"] = {k: v for k, v in res["no_conflict"].items() if k != "thresholds"}
+        panel["all"] = table_figures(res, judgments, items, s)
+        main = [r for r in present if r not in s.main_excludes]
+        if len(main) < len(present) and len(main) >= 2:  # the paper's 19-judge panel: without the excluded
+            sub = atomic_write_table(panel_dir / "judgments.main.jsonl", table[table["judge"].isin(main)])
+            res = _analyze(ctx, sub, panel_dir / "analysis.main", items, s, main)
+            panel["main"] = table_figures(res, sub, items, s)
+        else:
+            panel["main"] = panel["all"]
+        for key, fig in (("analysis", panel["all"]), ("main_analysis", panel["main"])):
+            for row, j in fig["judges"].items():
+                if row in docs:
+                    docs[row][key] = j
     return panel
+
+
+def _analyze(ctx: Any, judgments: Path, out: Path, items: Path, s: Any, judges: Any) -> dict[str, Any]:
+    """``analyze_judgments`` over ``judges`` with the recipe's donor of the component swaps when it is
+    among them and has a priority fit (else the default donor, and the document says why)."""
+    from rmcore.errors import ConfigError
+
+    settings = AnalysisSettings(seed=s.seed, n_splits=s.n_splits, null_repeats=s.null_repeats,
+                                attributes_file=s.attributes_file, min_shared=s.min_shared,
+                                donor=s.donor if s.donor in judges else None,
+                                jobs=1 if ctx.stand_in else None)  # tiny stand-in fits: no worker processes
+    try:
+        return analyze_judgments(judgments, out, items=items, settings=settings, **ctx.wandb)
+    except ConfigError as e:
+        if settings.donor is None or "has no priority fit" not in str(e):
+            raise
+    res = analyze_judgments(judgments, out, items=items, settings=replace(settings, donor=None), **ctx.wandb)
+    if "component_swaps" in res:
+        res["component_swaps"]["donor_note"] = f"{s.donor} has no priority fit: the default donor instead"
+    return res
+
+
+def _share(d: dict[str, Any], num: str, den: str, key: str) -> None:
+    if d.get(den):
+        d[key] = d[num] / d[den]
+
+
+def table_figures(res: dict[str, Any], judgments: Path, items: Path, s: Any) -> dict[str, Any]:
+    """The analysis document's figures the JudgeProfile tables read (the pair and label lists left
+    out), with the shares the text states as counts (pairs above 0.5, pairs and judges with a
+    positive gap, attributes above the null), each judge's perception-profile split half (C.1), and
+    the stable strata by source (Table 11)."""
+    from rmeval.judges.agreement_controls import agreement_by_source
+    from rmeval.judges.analysis import perception_split_half
+    from rmeval.judges.panel import build_panel
+    from rmeval.judges.store import load_store
+    from rmeval.judges.tables import load_items
+
+    keep = ("weight_correlation", "single_read_control", "three_category_kappa", "no_conflict", "attribute_importance",
+            "identical_preference_null", "component_swaps")
+    out: dict[str, Any] = {k: res[k] for k in keep if k in res}
+    out["agreement"] = {k: v for k, v in res["agreement"].items() if k not in ("per_attribute", "pairs")}
+    if "matched_items" in res:
+        out["matched_items"] = {p: ({k: v for k, v in m.items() if k != "pairs"} if isinstance(m, dict) else m)
+                                for p, m in res["matched_items"].items()}
+        for m in out["matched_items"].values():
+            if isinstance(m, dict):
+                _share(m, "n_pairs_positive_gap", "n_pairs", "share_pairs_positive_gap")
+                _share(m, "n_judges_positive_gap", "n_judges", "share_judges_positive_gap")
+    panel = build_panel(load_store(judgments), res["meta"]["attributes"])
+    out["by_source"] = agreement_by_source(panel, load_items(items))
+    for strata in [*out.get("single_read_control", {}).values(), *out["by_source"].values()]:
+        for st in strata.values():
+            if isinstance(st, dict):
+                _share(st, "n_above_half", "n_pairs", "share_above_half")
+    null = out.get("identical_preference_null")
+    if null:
+        _share(null, "n_attributes_exceeding", "n_attributes", "share_attributes_exceeding")
+    out["judges"] = {}
+    for j, name in enumerate(panel.judges):
+        fig = {k: v for k, v in res["judges"][name].items() if k not in ("weights", "shared_weights")}
+        fig["perception_split_half"] = perception_split_half(panel, j, n_splits=s.n_splits, seed=s.seed)
+        fig["matched_items"] = {p: m["judges"].get(name) for p, m in res.get("matched_items", {}).items()
+                                if isinstance(m, dict) and "judges" in m}
+        out["judges"][name] = fig
+    out["n_judges"] = len(panel.judges)
+    return out

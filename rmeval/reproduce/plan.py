@@ -74,7 +74,7 @@ def data_sizes(ctx: Any, key: str) -> dict[str, Any]:
         return {"source": "not on disk and no size in the recipe"}
     return {"prompts": size.prompts, "responses": size.responses, "multi_turn": size.multi_turn_prompts,
             "items": size.items if size.items is not None else size.prompts, "mean_tokens": size.mean_tokens,
-            "source": size.source or "the recipe (the paper's counts)"}
+            "source": "assumed (the data is not on disk): " + (size.source or "the recipe (the paper's counts)")}
 
 
 def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:

@@ -26,6 +26,8 @@ naming the key, the file and the allowed keys):
   ``rmeval.reproduce.sources``), ``slurm`` (account, QoS, partition, time limit, extra ``#SBATCH``
   options: ``rmeval.reproduce.cluster``), ``costs`` (GPU work beyond the rows: a training sweep,
   prompt generation, PPO trainings: ``rmeval.reproduce.costing``).
+- ``runs_of``: another recipe (beside this one) whose runs this table reads: its data, models,
+  human rows, settings and stand-in are taken from it (``shared_runs``); give both one ``--out``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ STUDIES = {
 }
 ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
-AGGREGATES = ("range", "sum", "median", "max_abs", "median_abs")
+AGGREGATES = ("range", "sum", "mean", "median", "min", "max", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "int8": 1}
 SERVED_ANALYSES = ("audit", "judges")  # the analyses that score a judge through an endpoint
 
@@ -146,11 +148,19 @@ class ModelSpec:
 
 @dataclass
 class HumanRow:
-    """A ratings-only reference row (``rmeval human`` on a data set: no model)."""
+    """A ratings-only reference row (``rmeval human`` on a data set: no model), with what
+    ``rmeval human`` takes beside the data: the rated ``attribute`` (default: the settings'), the
+    per-annotator ``annotations`` (a HelpSteer2 disagreements file or "hub": the rater
+    reliabilities) with ``raters_per_rating``, borrowed ``reliabilities`` {label: R} (the
+    reliability-corrected share under each)."""
 
     name: str
     data: str
     label: str = ""
+    attribute: str | None = None
+    annotations: str | None = None
+    raters_per_rating: float = bounded(1.0, ge=1)
+    reliabilities: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
 
@@ -187,8 +197,10 @@ class Column:
 class Figure:
     """A published figure: one cell (``row``, ``value``, ``interval`` where the paper gives one) or
     a statement over several rows (``rows``, ``range`` [lo, hi] of the rows' values, or their
-    ``sum`` / ``median`` / ``max_abs`` / ``median_abs`` as ``value``; ``expect_rows``: how many rows
-    the paper's statement covers)."""
+    ``sum`` / ``mean`` / ``median`` / ``min`` / ``max`` / ``max_abs`` / ``median_abs`` as ``value``:
+    ``min`` for "all above x", ``max_abs`` for "within x of zero"; ``minus_column``: over each
+    row's difference of two columns, "rises by 0.26"; ``expect_rows``: how many rows the paper's
+    statement covers)."""
 
     table: str
     column: str
@@ -201,6 +213,7 @@ class Figure:
     range: list[float] | None = bounded(None, finite=True)
     aggregate: str | None = None  # range | sum | median | max_abs | median_abs (rows only)
     also_columns: list[str] | None = None  # a statement over the cells of several columns
+    minus_column: str | None = None  # a statement over each row's column − minus_column (a change)
     expect_rows: int | None = bounded(None, ge=1)  # with also_columns: how many cells the paper's statement covers
     note: str = ""
 
@@ -248,6 +261,7 @@ class Recipe:
     model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
     seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
+    runs_of: str | None = None  # another recipe whose data, models and settings this table reads (shared_runs)
     path: str = ""
 
     @property
@@ -288,10 +302,35 @@ def _items(cls: type, block: Any, where: str) -> list[Any]:
     return [build_config(cls, item, f"{where}[{i}]") for i, item in enumerate(block)]
 
 
+SHARED_RUNS = ("data", "models", "human", "settings", "stand_in", "compute", "seed", "policy", "model_cards")
+# taken from the other recipe too, but the table's own entries (--data-source, --account, ...) point
+# them elsewhere: where the data lies and how jobs are submitted do not change the rows
+MERGED_RUNS = ("data_sources", "slurm")
+
+
+def shared_runs(raw: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """``runs_of: OTHER.yaml`` (beside this recipe): a table computed from another recipe's runs
+    takes that recipe's data, models, human rows, settings and stand-in (``SHARED_RUNS``), so one
+    OUT holds the rows of both; naming any of them here too is an error (the rows would differ)."""
+    other = raw.pop("runs_of", None)
+    if other is None:
+        return raw
+    src = Path(path).parent / str(other)
+    given = sorted(set(raw) & set(SHARED_RUNS))
+    if given:
+        raise ConfigError(f"{path}: runs_of {other} takes {', '.join(given)} from that recipe; remove them here")
+    base = load_recipe(src)
+    if "runs_of" in base:
+        raise ConfigError(f"{path}: runs_of {other}: that recipe takes its runs from another ({base['runs_of']})")
+    merged = {k: {**(base.get(k) or {}), **(raw.get(k) or {})} for k in MERGED_RUNS if k in base or k in raw}
+    return {**{k: base[k] for k in SHARED_RUNS if k in base}, **raw, **merged, "runs_of": str(other)}
+
+
 def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
-    """A ``Recipe`` from the YAML mapping of ``path``, strictly; then ``validate_recipe``."""
+    """A ``Recipe`` from the YAML mapping of ``path`` (with ``runs_of``: the other recipe's runs),
+    strictly; then ``validate_recipe``."""
     where = str(path)
-    raw = dict(raw)
+    raw = shared_runs(dict(raw), path)
     lists = {"models": ModelSpec, "human": HumanRow, "panel_rows": PanelRow, "columns": Column, "published": Figure,
              "costs": ExtraCost}
     parsed = {k: _items(cls, raw.pop(k, None), f"{where}.{k}") for k, cls in lists.items()}
@@ -426,9 +465,11 @@ def weights_gb(m: ModelSpec, params_b: float | None = None) -> float:
 
 def _validate_figure(f: Figure, rows: list[str], columns: set[str], where: str) -> None:
     at = f"{where}: published figure ({f.table}, {f.row or f.rows}, {f.column})"
-    for c in [f.column, *(f.also_columns or [])]:
+    for c in [f.column, *(f.also_columns or []), *([f.minus_column] if f.minus_column else [])]:
         if c not in columns:
             raise ConfigError(f"{at}: unknown column {c!r}")
+    if f.minus_column and (f.rows is None or f.also_columns):
+        raise ConfigError(f"{at}: minus_column makes a statement over rows' differences: give rows, no also_columns")
     if f.also_columns and f.rows is None:
         raise ConfigError(f"{at}: also_columns makes a statement over rows: give rows")
     if (f.row is None) == (f.rows is None):

@@ -32,7 +32,7 @@ from rmeval.reproduce.array import run_array, run_served_locally
 from rmeval.reproduce.context import Context, check_run_kind
 from rmeval.reproduce.hub import check_access
 from rmeval.reproduce.sources import check_data
-from rmeval.reproduce.table import build_cells, write_table
+from rmeval.reproduce.table import build_cells, console_text, write_table
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class Outcome:
     cached: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # published cells without our figure
+    console: str = ""  # the table as the command prints it
     seconds: dict[str, float] = field(default_factory=dict)
     total_seconds: float = 0.0
 
@@ -77,8 +78,11 @@ def _how(m: Any, endpoint: str | None) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def rows_to_run(recipe: Any, only: list[str] | None) -> list[str]:
-    rows = [h.name for h in recipe.human] + [m.name for m in recipe.models if not m.not_reproducible]
+def rows_to_run(recipe: Any, only: list[str] | None, data_keys: list[str] | None = None) -> list[str]:
+    """The rows a run computes (``only`` some); ``data_keys``: the data sets at hand (a stand-in
+    run's), a human row on another is left out (``left_out``)."""
+    rows = [h.name for h in recipe.human if data_keys is None or h.data in data_keys]
+    rows += [m.name for m in recipe.models if not m.not_reproducible]
     if only:
         unknown = sorted(set(only) - set(recipe.row_names()))
         if unknown:
@@ -114,6 +118,9 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
     for m in recipe.models:
         if m.not_reproducible:
             reasons[m.name] = f"not reproducible: {m.not_reproducible}"
+    for h in recipe.human:
+        if h.data not in ctx.data_keys():
+            reasons[h.name] = f"left out of this stand-in run: no local data for {h.data} (see the stand-in note)"
     for row, why in outcome.failed.items():
         reasons[row] = f"failed: {why}"
     for row in [h.name for h in recipe.human] + [m.name for m in recipe.models]:
@@ -133,8 +140,9 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
         for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)
             reasons[f"{row}|{col}"] = why
-    cells, statements = build_cells(recipe, docs, panel, reasons)
+    cells, statements = build_cells(recipe, docs, panel, reasons, stand_in=ctx.stand_in)
     outcome.table = write_table(recipe, cells, statements, ctx.out, stand_in=ctx.stand_in, rows_info=info)
+    outcome.console = console_text(recipe, cells, statements, stand_in=ctx.stand_in)
     outcome.missing = [f"{c.row} × {c.column}" for c in cells.values() if c.ours is None and c.published is not None]
     return {"cells": cells, "statements": statements, "panel": panel}
 
@@ -164,7 +172,7 @@ def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: li
     out = Path(out)
     ctx = Context(recipe, out, stand_in=stand_in, wandb_mode=wandb_mode, wandb_project=wandb_project,
                   overrides=dict(overrides or {}), endpoints=dict(endpoints or {}))
-    rows = rows_to_run(recipe, only)
+    rows = rows_to_run(recipe, only, ctx.data_keys())
     preflight(ctx, rows)
     out.mkdir(parents=True, exist_ok=True)
     check_run_kind(out, recipe, stand_in)

@@ -33,6 +33,9 @@ class JudgeTableSettings:
     min_shared: int = bounded(20, ge=1)  # jointly resolved attributes of a no-conflict case (the paper's 20)
     chunk_items: int = bounded(2, ge=1)
     seed: int = bounded(0, ge=0)
+    # judges left out of the main panel (the paper's 19 of 21: Qwen3.5-0.8B and -2B, position bias)
+    main_excludes: list[str] = field(default_factory=list)
+    donor: str | None = None  # the component swaps' donor judge (the paper's Qwen3.5-27B; default: highest stable rate)
 
 
 def settings_class(analysis: str) -> type:
@@ -75,6 +78,12 @@ def check_settings(recipe: Any) -> None:
         s = analysis_settings(recipe, stand_in=stand_in)
         if hasattr(s, "validate") and recipe.reproduce.analysis in ("suitability", "policy"):
             s.validate()
+    if recipe.reproduce.analysis == "judges":
+        s = analysis_settings(recipe)
+        names = {m.name for m in recipe.models}
+        unknown = sorted({*s.main_excludes, *([s.donor] if s.donor else [])} - names)
+        if unknown:
+            raise ConfigError(f"{recipe.path}: settings main_excludes / donor name judges that are not rows: {unknown}")
     if recipe.reproduce.analysis == "audit":
         for key, entry in recipe.data.items():
             if not entry.conditions:

@@ -20,10 +20,12 @@ Data (``stand_in_spec``): a recipe's ``stand_in.data`` names, per data set, a lo
 RM-Bench and HH-RLHF files under ../shared/data, read in place) or a ``{synthetic: SCHEMA, ...}``
 mapping: a small file in the released schema written under ``OUT/stand_in_data/`` from the shipped
 simulator (``rmcore.data.simulated``) and read back by the real loader: ``helpsteer2``,
-``helpsteer`` (HelpSteer's four responses per prompt), ``rewardbench``, ``rewardbench2``, and
+``helpsteer`` (HelpSteer's four responses per prompt), ``rewardbench``, ``rewardbench2``, ``shp``
+(a post's four comments as SHP's pairs of comments, with votes and posting times), and
 ``rm_bench`` (a folder of RM-Bench files: the first rows of each local file, simulated rows in its
 schema for a subset not on disk); HelpSteer2 with ``preferences: true`` also writes its preference
-file. A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
+file, and with ``annotations: true`` its per-annotator file (three raters per response, beside the
+ratings file: ``*.disagreements.jsonl``). A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
 Stand-in figures mean nothing; the table says so.
 """
 
@@ -51,7 +53,7 @@ CORPUS = [
 ]
 STANDIN_MAX_LENGTH = 256
 VALUE_HEAD_LAYOUT = {"ultrarm": "ultrarm", "starling-rm-34b": "starling"}
-SYNTHETIC = ("helpsteer2", "helpsteer", "rewardbench", "rewardbench2", "rm_bench")
+SYNTHETIC = ("helpsteer2", "helpsteer", "rewardbench", "rewardbench2", "rm_bench", "shp")
 
 
 def stand_in_seed(name: str) -> int:
@@ -142,13 +144,13 @@ def stand_in_spec(key: str, spec: Any, root: str | os.PathLike) -> Any:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     writer = {"helpsteer2": _helpsteer, "helpsteer": _helpsteer, "rewardbench": _rewardbench,
-              "rewardbench2": _rewardbench2, "rm_bench": _rm_bench}[schema]
+              "rewardbench2": _rewardbench2, "rm_bench": _rm_bench, "shp": _shp}[schema]
     return writer(schema, key, opts, root)
 
 
 def _simulated(opts: dict[str, Any], responses: int) -> Any:
     known = ("n_prompts", "multi_turn_fraction", "human_share", "seed")
-    extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir", "preferences"})
+    extra = sorted(set(opts) - set(known) - {"split", "limit_per_file", "subsets", "dir", "preferences", "annotations"})
     if extra:
         raise ConfigError(f"synthetic data: unknown option(s) {extra}; allowed: {sorted(known)}")
     return simulate_rating_set(responses_per_prompt=responses, **{k: opts[k] for k in known if k in opts})
@@ -170,12 +172,50 @@ def _helpsteer(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[
         pref = root / f"{key}.preference.jsonl"
         pref.write_text("".join(json.dumps(r) + "\n" for r in prefs))
         spec["preference_path"] = str(pref)
+    if schema == "helpsteer2" and opts.get("annotations"):
+        _annotations(rows, path.with_suffix(".disagreements.jsonl"), int(opts.get("seed", 0)))
     return spec
+
+
+def _annotations(rows: list[dict[str, Any]], path: Path, seed: int) -> None:
+    """HelpSteer2's per-annotator file (``disagreements``) for the synthetic rows: three raters per
+    response, each the released rating moved by -1, 0 or +1 (kept in 0..4)."""
+    import numpy as np
+
+    from rmcore.data.helpsteer import HELPSTEER_ATTRIBUTES
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in rows:
+        rec = {"prompt": r["prompt"], "response": r["response"]}
+        for a in HELPSTEER_ATTRIBUTES:
+            rec[a] = [int(min(4, max(0, int(r[a]) + d))) for d in rng.integers(-1, 2, size=3)]
+        out.append(rec)
+    path.write_text("".join(json.dumps(x) + "\n" for x in out))
 
 
 def _ordered(rs: Any) -> list[tuple[Any, list[Any]]]:
     """Each prompt with its responses, best rated first (ties: the first)."""
     return [(p, sorted(p.responses, key=lambda r: -float(r.ratings.get("helpfulness", 0)))) for p in rs.prompts]
+
+
+def _shp(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
+    """SHP's released rows (a pair of a post's comments per row) from a simulated set of four
+    responses per prompt: a comment's score 1 + 3 x its helpfulness rating (at least one vote),
+    each comment posted an hour after the previous one, the label the higher score (A on ties)."""
+    rows = []
+    for i, p in enumerate(_simulated(opts, 4).prompts):
+        made = [(f"c{i}-{k}", r.text, 1 + 3 * int(round(float(r.ratings.get("helpfulness", 0)))), 1.7e9 + 3600.0 * (4 * i + k))
+                for k, r in enumerate(p.responses)]
+        for a, b in zip(made, made[1:]):
+            rows.append({"post_id": f"post{i}", "domain": "askscience_train", "upvote_ratio": 0.9,
+                         "history": p.messages[-1]["content"], "c_root_id_A": a[0], "c_root_id_B": b[0],
+                         "created_at_utc_A": a[3], "created_at_utc_B": b[3], "score_A": a[2], "score_B": b[2],
+                         "human_ref_A": a[1], "human_ref_B": b[1], "labels": int(a[2] >= b[2]),
+                         "seconds_difference": b[3] - a[3], "score_ratio": max(a[2], b[2]) / min(a[2], b[2])})
+    path = root / f"{key}.shp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"name": "shp", "path": str(path), "split": opts.get("split", "validation")}
 
 
 RB_SUBSETS = ("alpacaeval-easy", "mt-bench-hard", "refusals-dangerous", "hep-python", "llmbar-natural",

@@ -6,7 +6,8 @@ from its original, as in the main test):
 
 - normality of ΔM: Shapiro–Wilk W and its p (``scipy.stats.shapiro``; 3 ≤ n), and D'Agostino–
   Pearson K² = Z_skew² + Z_kurt² and its χ²₂ p (``scipy.stats.normaltest``, the paper's test; n ≥ 20,
-  where the kurtosis test's normal approximation holds). A small p rejects normality;
+  where the kurtosis test's normal approximation holds) with Table 2's stars (p < 0.05 / 0.01 /
+  0.001). A small p rejects normality;
 - location statistics under the same sign-flip scheme as the audit's t (the same seed gives item i
   the same sign in every statistic): the median and the 20%-trimmed mean (``scipy.stats.trim_mean``,
   ⌊0.2 n⌋ cut from each end), one-sided p = (b + 1) / (B + 1), b = #{stat(s ⊙ ΔM) ≥ stat(ΔM)}. The
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from rmeval.stats.suitability import DEFAULT_B, at_least, sign_bits
+from rmeval.stats.suitability import DEFAULT_B, at_least, sign_bits, stars
 
 TRIM = 0.2
 METHODS = ("p_permutation_t", "p_permutation_median", "p_permutation_trimmed_mean", "p_ttest", "p_wilcoxon")
@@ -55,6 +56,7 @@ def normality(delta: np.ndarray) -> dict[str, float]:
     if x.size >= 20:
         k2 = stats.normaltest(x)
         out["dagostino_k2"], out["dagostino_p"] = float(k2.statistic), float(k2.pvalue)
+        out["dagostino_stars"] = stars(float(k2.pvalue))
     return out
 
 

@@ -11,7 +11,15 @@ the per-subset aggregation of a panel's audits (section 5.1.3, Figure 2).
   groups' risks (does a model vulnerable to controlled perturbations also fail stylized ones?);
 - per subset (RM-Bench's chat, math, code, safety-refuse, safety-response, or whichever are
   present), per perturbation: the share of the panel's models whose degradation is significant
-  (p < α, raw p as the paper's radar) and the sum of their Cohen's d.
+  (p < α, raw p as the paper's radar) and the sum of their Cohen's d;
+- B.4, Tables 3 and 4, a panel: per perturbation, across models, does suitability say what the
+  accuracy change says? Spearman ρ (two-sided p) of the accuracy change (accuracy on the perturbed
+  pairs minus on the originals) with Cohen's d (the text's reading of Table 3) and with the
+  suitability p-value (its caption's), and the AUROC of the accuracy drop −Δacc as a score for
+  "the suitability test is significant" (p < α; our reading of Table 4: 1 when every significant
+  model drops more than every other, 0.5 chance, below 0.5 an inverse relation), the Mann–Whitney
+  form AUROC = (#{drop_s > drop_n} + ½ #{drop_s = drop_n}) / (n_s n_n) over (significant,
+  not significant) pairs; undefined when either class is empty.
 """
 
 from __future__ import annotations
@@ -98,4 +106,41 @@ def subset_summary(per_subset: Mapping[str, Mapping[str, Mapping[str, Mapping[st
             ds = [float(r["cohens_d"]) for r in recs if np.isfinite(r["cohens_d"])]
             out[subset][c] = {"share_significant": float(np.mean(sig)) if sig else float("nan"),
                               "sum_d": float(np.sum(ds)) if ds else float("nan"), "n_models": len(recs)}
+    return out
+
+
+def auroc(score: np.ndarray, positive: np.ndarray) -> float:
+    """P(score of a positive > score of a negative) + ½ P(tie), over every (positive, negative)
+    pair; NaN when either class is empty."""
+    x, y = np.asarray(score, dtype=np.float64), np.asarray(positive, dtype=bool)
+    pos, neg = x[y], x[~y]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    res = stats.spearmanr(x, y)
+    return float(res.statistic), float(res.pvalue)
+
+
+def accuracy_agreement(models: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                       alpha: float = DEFAULT_ALPHA) -> dict[str, dict[str, Any]]:
+    """``models[model][code]`` records (``cohens_d``, ``p_value``, ``accuracy_change``) -> per code
+    (module doc, B.4): spearman_d, p_spearman_d, spearman_p, p_spearman_p, auroc, n_models (with
+    all three finite), n_significant."""
+    codes = list(dict.fromkeys(c for per in models.values() for c in per))
+    out: dict[str, dict[str, Any]] = {}
+    for c in codes:
+        rows = [(float(r["cohens_d"]), float(r["p_value"]), float(r["accuracy_change"]))
+                for per in models.values() if (r := per.get(c)) is not None
+                and all(np.isfinite(float(r.get(k, np.nan))) for k in ("cohens_d", "p_value", "accuracy_change"))]
+        d, p, acc = (np.array(v, dtype=np.float64) for v in zip(*rows)) if rows else (np.zeros(0),) * 3
+        rho_d, p_d = _spearman(d, acc)
+        rho_p, p_p = _spearman(p, acc)
+        out[c] = {"spearman_d": rho_d, "p_spearman_d": p_d, "spearman_p": rho_p, "p_spearman_p": p_p,
+                  "auroc": auroc(-acc, p < alpha), "n_models": len(rows), "n_significant": int((p < alpha).sum())}
     return out

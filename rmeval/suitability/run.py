@@ -38,7 +38,12 @@ from rmeval.stats.suitability import (
     suitability_inference,
 )
 from rmeval.stats.suitability_robustness import method_agreement, robustness
-from rmeval.stats.suitability_structure import difference_structure, group_risk_correlation, subset_summary
+from rmeval.stats.suitability_structure import (
+    accuracy_agreement,
+    difference_structure,
+    group_risk_correlation,
+    subset_summary,
+)
 from rmeval.suitability.scoring import confidence_scorer, score_suite, suite_counts
 
 RECORD_KEYS = ("group", "n", "mean_delta", "cohens_d", "t", "p_value", "rejected", "unsuitable")
@@ -206,8 +211,14 @@ def finalize(results: dict[str, dict[str, Any]], settings: SuitabilitySettings) 
              for s, v in r["perturbations"].items() if "robustness" in v]
     if cells:
         panel["method_agreement"] = method_agreement(cells)
+        # Figures 5 and 6: per perturbation, across the models
+        panel["method_agreement_by_perturbation"] = {
+            s: method_agreement([c for c in cells if c["perturbation"] == s])
+            for s in dict.fromkeys(c["perturbation"] for c in cells)}
     if len(results) > 1:
-        panel["group_risk"] = group_risk_correlation({n: r["perturbations"] for n, r in results.items()})
+        per_model = {n: r["perturbations"] for n, r in results.items()}
+        panel["group_risk"] = group_risk_correlation(per_model)
+        panel["accuracy_agreement"] = accuracy_agreement(per_model, settings.alpha)  # B.4, Tables 3 and 4
     for r in results.values():
         r["panel"] = panel
     return panel

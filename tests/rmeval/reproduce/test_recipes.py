@@ -23,6 +23,15 @@ TABLES = {
     ("reward-auditor", "Figure 2 and Figure 10"), ("reward-auditor", "PPO table (Figure 3, Figure 12)"),
     ("judgeprofile", "Reweighting (Figure 8, Tables 36-37)"), ("judgeprofile", "Hidden consensus (§3, Table 6)"),
 }
+# and every table issue #34 adds (item 4: the tables whose figures the papers' text gives)
+TABLES |= {
+    ("reward-auditor", "Tables 3 and 4"), ("reward-auditor", "Table 2 and Figures 4-6"),
+    ("pairwise-misses", "Table 4"), ("pairwise-misses", "Table 5"), ("pairwise-misses", "Table 7"),
+    ("pairwise-misses", "Table 12"), ("pairwise-misses", "Table 13"), ("pairwise-misses", "Table 14"),
+    ("pairwise-misses", "Table 27"), ("pairwise-misses", "Table 28"), ("pairwise-misses", "Tables 25 and 26 (Figure 4)"),
+    ("judgeprofile", "Table 9"), ("judgeprofile", "Table 11"), ("judgeprofile", "Table 12"), ("judgeprofile", "Table 19"),
+    ("judgeprofile", "Table 20"),
+}
 TABLE1 = ROOT / "recipes" / "reproduce" / "pairwise_misses_table1_helpsteer2_audit.yaml"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from rmeval.cli import main
 from rmeval.reproduce.recipe import load_reproduction
-from tests.support import ROOT
+from tests.support import ROOT, data_source_flags
 
 RECIPES = sorted(p for p in (ROOT / "recipes" / "reproduce").glob("*.yaml") if "table1_helpsteer2" not in p.name)
 
@@ -26,10 +26,8 @@ def _repo_root(monkeypatch):
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
 def test_every_recipe_runs_with_stand_ins(tmp_path, path, capsys, one_torch_thread, shared_data):
     out = tmp_path / "out"
-    sources = {"rm_bench": shared_data / "rm-bench", "hh_rlhf": shared_data / "hh-rlhf" / "harmless-base_test.jsonl.gz"}
     recipe = load_reproduction(path)
-    flags = [f for name, where in sources.items() if name in recipe.data_sources
-             for f in ("--data-source", f"{name}={where}")]  # the repository's copies, named explicitly
+    flags = data_source_flags(path, shared_data)  # the repository's copies, named explicitly
     assert main(["reproduce", str(path), "--stand-in", "--out", str(out), "--wandb-mode", "disabled", *flags]) == 0
     assert " 0 failed" in capsys.readouterr().out
     assert "STAND-IN RUN" in (out / "table.md").read_text()
