@@ -222,7 +222,7 @@ def _sibling_baselines(s: np.ndarray, codes: np.ndarray, k: int,
                        siblings: tuple[int, ...]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The sibling baselines: m cyclic siblings, all siblings (leave-one-out) and their shrunk mean."""
     n = np.bincount(codes, minlength=k).astype(float)
-    loo_base = s - loo_centered(s, codes, k)
+    loo_base = s - loo_centered(s, codes, k)  # the variant itself is scored on the exact centred value
     baselines: dict[str, np.ndarray] = {}
     extra: dict[str, Any] = {}
     for m in siblings:
@@ -337,8 +337,11 @@ class _Evaluator:
 
 
 def _variants(s: np.ndarray, baselines: dict[str, np.ndarray], extra: dict[str, Any], evaluate: _Evaluator,
-              k: int, n_boot: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
-    """(raw summary, per-variant summaries with their deltas from raw, the deltas' draws)."""
+              k: int, n_boot: int, exact: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any],
+                                                                          dict[str, dict[str, Any]]]:
+    """(raw summary, per-variant summaries with their deltas from raw, the deltas' draws);
+    ``exact``: centred scores computed exactly (``selection.loo_centered``), used as they are, since
+    s - (s - c) need not give back c's ties."""
     all_rows = np.ones(len(s), dtype=bool)
     raw = evaluate(s, all_rows)
     out_raw = {name: summarize(e, b, k, n_boot) for name, (e, b) in raw.items()}
@@ -346,7 +349,7 @@ def _variants(s: np.ndarray, baselines: dict[str, np.ndarray], extra: dict[str, 
     deltas: dict[str, dict[str, tuple[float, np.ndarray]]] = {}
     for name, base in baselines.items():
         mask = np.isfinite(base)
-        c = s - np.where(mask, base, 0.0)
+        c = exact[name] if name in exact else s - np.where(mask, base, 0.0)
         res = evaluate(c, mask)
         # the raw score on the same rows: pool variants may cover fewer prompts than the siblings
         ref = raw if mask.all() else evaluate(s, mask)
@@ -417,7 +420,8 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         baselines.update(pool_base)
         extra.update(pool_extra)
     evaluate = _Evaluator(h, hc, codes, k, n_boot, rng, top_fraction)
-    out_raw, variants, deltas = _variants(s, baselines, extra, evaluate, k, n_boot)
+    out_raw, variants, deltas = _variants(s, baselines, extra, evaluate, k, n_boot,
+                                          exact={"siblings_all": loo_centered(s, codes, k)})
     extrapolation = _extrapolation(extra, deltas, codes, k, n_boot)
     out: dict[str, Any] = {"raw": out_raw, "variants": variants, "top_fraction": float(top_fraction),
                            "n_responses": int(len(s)), "n_dropped": n_dropped}
