@@ -7,7 +7,9 @@ sampling noise, so the study centres on:
   prompt in row order, cyclically, so every response serves as a baseline equally often. A prompt
   with fewer than m siblings uses all it has (counted in ``n_prompts_short``); an m that leaves
   every prompt with all its siblings is ``siblings_all`` and is not repeated;
-* ``siblings_all``: all siblings (leave-one-out; the ``centered`` selection of ``top_selection``);
+* ``siblings_all``: all siblings (leave-one-out; the ``centered`` selection of ``top_selection``),
+  computed exactly, as the prompt-centred rating is (``selection``'s module doc: exact ties stay
+  ties whatever the row order);
 * ``siblings_shrunk``: the leave-one-out mean shrunk toward the grand mean by an empirical-Bayes
   weight, mu + B_i (mean_i - mu) with B_i = tau^2 / (tau^2 + s_w^2 / m_i);
 * ``pool`` / ``pool_shrunk``: the mean of an independent reference pool of responses to the same
