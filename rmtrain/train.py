@@ -212,7 +212,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
         scores = None
     summary = _summary(cfg, data, inputs, trainer, scores, t0 - before["train_seconds"])
     summary["resumed_from"] = resumed_from
-    if summary["status"] != "ok":
+    if summary["status"] != "ok" and trainer.is_world_process_zero():
         log.warning("%s seed %d: %s: %s", cfg.arm, cfg.seed, summary["status"], summary["status_reason"])
     _save(cfg, trainer, tok, out, summary, inputs, scores, tracker)
     return summary
