@@ -256,9 +256,16 @@ class MatchedRewardTrainer(Trainer):
 
 def finite_weights(model: Any) -> bool:
     """Whether every trainable weight of ``model`` is finite (the frozen ones cannot change; under
-    ZeRO-3 a process holds an empty placeholder per weight, and the next loss shows a bad shard)."""
-    flags = [torch.isfinite(p.detach()).all() for p in model.parameters() if p.requires_grad and p.numel()]
-    return bool(torch.stack(flags).all()) if flags else True
+    ZeRO-3 a process holds an empty placeholder per weight, and the next loss shows a bad shard).
+    A tensor's float32 sum is NaN or infinite whenever one of its elements is, and costs no copy of
+    the tensor; a sum that overflows although every element is finite is checked element-wise."""
+    params = [p.detach() for p in model.parameters() if p.requires_grad and p.numel()]
+    if not params:
+        return True
+    sums = torch.stack([p.sum(dtype=torch.float32) for p in params])
+    if bool(torch.isfinite(sums).all()):
+        return True
+    return all(bool(torch.isfinite(p).all()) for p, s in zip(params, sums.tolist()) if not math.isfinite(s))
 
 
 class DivergenceCallback(TrainerCallback):

@@ -116,3 +116,22 @@ def test_a_batch_larger_than_the_training_pairs_is_refused(tmp_path, tiny_set_qw
     assert len(err) == 1 and err[0].startswith("rmtrain: error: training.per_device_batch_size: 1000000000000 is "
                                                "more than the ") and "training pairs; set it to at most " in err[0]
     assert not out.exists()  # nothing written
+
+
+def test_finite_weights_reads_every_trainable_weight():
+    """A float32 sum that overflows on finite weights is not a divergence; one NaN or inf is, and
+    a frozen weight is not read (it cannot change)."""
+    import torch
+
+    from rmtrain.trainer import finite_weights
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 300), torch.nn.Linear(300, 1))
+    with torch.no_grad():
+        model[0].weight.fill_(3e37)  # 1200 of them: the sum is inf in float32, every weight finite
+        assert finite_weights(model)
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            model[1].bias[0] = bad
+            assert not finite_weights(model)
+            model[1].bias.requires_grad_(False)
+            assert finite_weights(model)
+            model[1].bias.requires_grad_(True)
