@@ -370,7 +370,7 @@ def _figures(csv: pd.DataFrame, arm: str) -> pd.DataFrame:
     return csv[csv["arm"] == arm][["seed", *FIGURES]].reset_index(drop=True)
 
 
-@pytest.mark.slow  # two sweeps with a final audit each (~25 s on two idle cores)
+@pytest.mark.slow  # two sweeps, each with a final audit process (37 s beside other jobs on 2 cores)
 def test_sweep_with_a_diverging_arm_finishes_and_says_why(tmp_path, tiny_qwen3, monkeypatch, capsys):
     """One arm forced to diverge (targets of 1e30 at odd seeds: loss inf at step 1): the sweep
     finishes, audits the other arm, marks the diverged run in summary.csv and report.md with its
