@@ -135,3 +135,15 @@ def test_finite_weights_reads_every_trainable_weight():
             model[1].bias.requires_grad_(False)
             assert finite_weights(model)
             model[1].bias.requires_grad_(True)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("training.on_divergence=maybe", "training.on_divergence must be one of fail, record, got 'maybe'"),
+    ("training.collapse_sd=1", "training.collapse_sd: 1.0 is out of range; allowed: a finite number in [0, 1)"),
+])
+def test_divergence_settings_are_checked(tmp_path, capsys, setting, message):
+    path = recipe(tmp_path, tmp_path / "no-model-needed")
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--set", setting]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rmtrain: error: ") and err[0].endswith(message), err
+    assert not (tmp_path / "run").exists()
