@@ -1,4 +1,5 @@
-"""Atomic writes (a crash never leaves a half-written output behind), the one reader of local
+"""Atomic writes (a crash never leaves a half-written output behind), strict JSON (``to_json``: no
+NaN or Infinity, in files and in the commands' printed results), the one reader of local
 tables, the check every user-given path goes through first, and the check of a checkpoint's
 safetensors files before a model is built from them.
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 import tempfile
@@ -153,8 +155,35 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float (Python or numpy, in dicts, lists, tuples and
+    arrays at any depth) replaced by None: what strict JSON can hold. A record that had such a
+    value says why beside it (a ``status``, a ``reason``)."""
+    import numpy as np
+
+    if isinstance(obj, float):  # np.float64 too
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        return finite_json(obj.item())
+    return obj
+
+
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON text of ``obj`` (RFC 8259: no NaN or Infinity, which Python's json writes by
+    default and other readers refuse): non-finite floats become null (``finite_json``). Every JSON
+    file the tools write (``atomic_write_json``) and every JSON result a command prints goes
+    through here."""
+    return json.dumps(finite_json(obj), indent=indent, default=_json_default, allow_nan=False)
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+    return atomic_write_text(path, to_json(obj) + "\n")
 
 
 def atomic_write_table(path: str | os.PathLike, df: pd.DataFrame) -> Path:

@@ -32,6 +32,7 @@ from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
 from rmtrain.arms import ARMS, make_arm
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
+DIVERGENCE_RULES = ("fail", "record")  # training.on_divergence
 HF_ARGUMENTS = "matchrm.training_arguments"
 
 
@@ -83,6 +84,11 @@ class TrainingSettings:
     # Encoder classifiers (BERT family): token-wise sublayers on real tokens only, the last layer for
     # the pooled token only (rmcore.packed_encoder); exact, so on by default; other models unaffected.
     packed_encoder: bool = True
+    # A non-finite loss or weight stops training at once (status diverged, no model saved); a held-out
+    # score SD <= collapse_sd x the scores' root-mean-square is status collapsed (0: never). Either
+    # way train_summary.json records it; fail: `rmtrain train` then exits 1, record: exits 0.
+    on_divergence: str = "fail"  # fail | record
+    collapse_sd: float = bounded(1e-4, ge=0, lt=1)
 
 
 @dataclass
@@ -126,6 +132,9 @@ class TrainConfig:
         make_arm(self.arm, self.arm_options)  # its options: known fields, numbers in range
         if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
             raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
+        if self.training.on_divergence not in DIVERGENCE_RULES:
+            raise ConfigError(f"training.on_divergence must be one of {', '.join(DIVERGENCE_RULES)}, "
+                              f"got '{self.training.on_divergence}'")
         if self.training.selection not in SELECTION_RULES:
             raise ConfigError(f"training.selection must be one of {SELECTION_RULES}, got '{self.training.selection}'")
         if self.training.selection != "final" and not self.training.eval_steps:

@@ -26,11 +26,16 @@ log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption without changing what is trained.
 _RESUME_FREE = ("wandb", "audit", "output_dir", "on_bad")
+# training keys that judge the outcome (its status, the exit code), not what is trained
+_JUDGING = ("on_divergence", "collapse_sd")
 
 
 def comparable(cfg_dict: dict[str, Any]) -> str:
     """The part of a config that decides what is trained, as canonical text."""
-    return json.dumps({k: v for k, v in cfg_dict.items() if k not in _RESUME_FREE}, sort_keys=True, default=str)
+    d = {k: v for k, v in cfg_dict.items() if k not in _RESUME_FREE}
+    if isinstance(d.get("training"), dict):
+        d["training"] = {k: v for k, v in d["training"].items() if k not in _JUDGING}
+    return json.dumps(d, sort_keys=True, default=str)
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -129,9 +134,11 @@ def progress_callback(trainer: Any, t0: float, before: dict[str, float]) -> Any:
     return ProgressCallback()
 
 
-def write_results(out: Path, summary: dict[str, Any], heldout_scores: pd.DataFrame) -> None:
-    """Scores first, summary last: the summary's presence is what marks the run finished."""
-    atomic_write_table(out / HELDOUT_SCORES_FILE, heldout_scores)
+def write_results(out: Path, summary: dict[str, Any], heldout_scores: pd.DataFrame | None) -> None:
+    """Scores first (none for a diverged run), summary last: the summary's presence is what marks
+    the run finished."""
+    if heldout_scores is not None:
+        atomic_write_table(out / HELDOUT_SCORES_FILE, heldout_scores)
     atomic_write_json(out / SUMMARY_FILE, summary)
 
 

@@ -3,7 +3,20 @@
 Data preparation lives in `rmtrain.prepare`, the run directory (resume, reuse, saving) in
 `rmtrain.rundir`; this module wires them to the trainer. Callbacks that belong to layers above
 (the audit callback of `rmeval`) are attached by the caller: `rmtrain.runs.train_run` does it for
-the CLI and the sweep."""
+the CLI and the sweep.
+
+A run ends with a ``status`` in train_summary.json (``run_status``), beside ``status_reason`` and
+``status_step``:
+
+- ``diverged``: a loss or a trainable weight was NaN or infinite at the end of some step (training
+  stopped there: ``rmtrain.trainer.DivergenceCallback``), or a held-out score is. No model is
+  saved and every held-out figure is null: nothing in the directory can be mistaken for a model.
+- ``collapsed``: the held-out scores are (nearly) constant, sd <= c * rms with sd their standard
+  deviation (ddof 1), rms = sqrt(mean(score^2)) their root-mean-square and c =
+  ``training.collapse_sd`` (1e-4; 0 never). The ratio is scale-free, as a reward's origin and
+  unit are arbitrary; a constant model's sd in float32 is 0 or rounding, about 1e-7 of rms. The
+  model is saved, with its figures.
+- ``ok`` otherwise."""
 
 from __future__ import annotations
 
@@ -14,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -149,6 +163,7 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
     set_seed(cfg.seed)
     data = prepare_data(cfg)
     arm = make_arm(cfg.arm, cfg.arm_options)
+    check_batch_size(cfg, len(data.train_pairs))
     table = pair_table(data.train_pairs, data.rating_set, cfg.attribute)
     arm.check(table)
     targets = arm.targets(table, cfg.seed)
@@ -189,12 +204,50 @@ def train(cfg: TrainConfig, *, force: bool = False, callbacks: Sequence[Callback
     trainer.train(resume_from_checkpoint=resumed_from)
     trainer.pairs_seen += int(before["pairs_seen"])  # the whole run is counted, not only this part
 
-    # Selection has already loaded the chosen model (best) or kept the last one (final).
-    scores = trainer.score_set(inputs.heldout)
+    # Selection has already loaded the chosen model (best) or kept the last one (final); a diverged
+    # model is not scored
+    scores = trainer.score_set(inputs.heldout) if trainer.divergence is None else None
+    if scores is not None and not np.isfinite(scores).all():
+        trainer.divergence = {"step": trainer.state.global_step, "what": "held-out scores", "loss": None}
+        scores = None
     summary = _summary(cfg, data, inputs, trainer, scores, t0 - before["train_seconds"])
     summary["resumed_from"] = resumed_from
+    if summary["status"] != "ok" and trainer.is_world_process_zero():
+        log.warning("%s seed %d: %s: %s", cfg.arm, cfg.seed, summary["status"], summary["status_reason"])
     _save(cfg, trainer, tok, out, summary, inputs, scores, tracker)
     return summary
+
+
+def check_batch_size(cfg: TrainConfig, n_pairs: int) -> None:
+    """Refuse a batch the training pairs cannot fill: every step would hold fewer pairs than asked
+    (one smaller step per epoch), which is not the run the settings describe."""
+    t = cfg.training
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = t.per_device_batch_size * world * t.gradient_accumulation_steps
+    if per_step > n_pairs:
+        how = (f"{t.per_device_batch_size} x {world} processes x {t.gradient_accumulation_steps} accumulation steps "
+               f"= {per_step} pairs per step" if per_step != t.per_device_batch_size else f"{per_step}")
+        raise ConfigError(f"training.per_device_batch_size: {how} is more than the {n_pairs} training pairs; "
+                          f"set it to at most {max(n_pairs // (world * t.gradient_accumulation_steps), 1)}")
+
+
+def run_status(divergence: dict[str, Any] | None, scores: Any, collapse_sd: float) -> dict[str, Any]:
+    """{status, status_reason, status_step} of a run (module doc) from the trainer's divergence
+    record and the held-out scores."""
+    if divergence is not None:
+        what = {"loss": "non-finite loss", "weights": "non-finite weights",
+                "held-out scores": "non-finite held-out scores"}[divergence["what"]]
+        loss = f" (loss {divergence['loss']})" if divergence.get("loss") is not None else ""
+        return {"status": "diverged", "status_step": divergence["step"],
+                "status_reason": f"{what} at step {divergence['step']}{loss}; training stopped, no model saved"}
+    s = np.asarray(scores, dtype=float)
+    if collapse_sd > 0 and len(s) > 1:
+        sd, rms = float(np.std(s, ddof=1)), float(np.sqrt(np.mean(s * s)))
+        if sd <= collapse_sd * rms:
+            return {"status": "collapsed", "status_step": None,
+                    "status_reason": f"held-out score SD {sd:.3g} is at most {collapse_sd:g} x their root-mean-square "
+                                     f"{rms:.3g} (training.collapse_sd): a constant model"}
+    return {"status": "ok", "status_reason": None, "status_step": None}
 
 
 def _tracker(cfg: TrainConfig, out: Path) -> Any:
@@ -205,9 +258,13 @@ def _tracker(cfg: TrainConfig, out: Path) -> Any:
 
 def _summary(cfg: TrainConfig, data: PreparedData, inputs: EncodedInputs, trainer: MatchedRewardTrainer,
              scores: Any, t0: float) -> dict[str, Any]:
+    """The run's train_summary.json; ``scores`` None: a diverged model, every held-out figure null."""
     heldout, selection = inputs.heldout, inputs.selection
-    held_metrics = heldout.metrics(scores)
-    sel_metrics = selection.metrics(trainer.score_set(selection)) if selection is not heldout else held_metrics
+    if scores is None:
+        held_metrics = sel_metrics = dict.fromkeys(("pair_accuracy", "score_sd", "score_mean"))
+    else:
+        held_metrics = heldout.metrics(scores)
+        sel_metrics = selection.metrics(trainer.score_set(selection)) if selection is not heldout else held_metrics
     checksum = _gather_floats(trainer, float(sum(p.detach().double().sum() for p in trainer.model.parameters())))
     return {
         "arm": cfg.arm,
@@ -238,27 +295,34 @@ def _summary(cfg: TrainConfig, data: PreparedData, inputs: EncodedInputs, traine
         "data_summary": data.rating_set.summary(),
         "pair_counts": data.pair_counts,
         "train_seconds": time.time() - t0,
+        **run_status(trainer.divergence, scores, cfg.training.collapse_sd),
     }
 
 
 def _save(cfg: TrainConfig, trainer: MatchedRewardTrainer, tok: Any, out: Path, summary: dict[str, Any],
           inputs: EncodedInputs, scores: Any, tracker: Any) -> None:
-    if _zero3(trainer):
+    """The model, the held-out scores and the summary; of a diverged run (``scores`` None) the
+    summary alone."""
+    if _zero3(trainer) and scores is not None:
         # ZeRO-3 shards the weights: saving is collective (every rank takes part) and gathers the
         # 16-bit weights into one plain checkpoint (accelerate config: zero3_save_16bit_model).
         trainer.save_model(str(out))
     if trainer.is_world_process_zero():
-        if _zero3(trainer):
-            tok.save_pretrained(out)
-        else:
-            save_checkpoint(trainer.model, tok, out)
-        keys = inputs.heldout.keys
-        held_df = pd.DataFrame({"prompt_id": [k[0] for k in keys], "response_id": [k[1] for k in keys],
-                                "condition": "original", "variant": 0, "donor_prompt_id": None, "score": scores})
+        held_df = None
+        if scores is not None:
+            if _zero3(trainer):
+                tok.save_pretrained(out)
+            else:
+                save_checkpoint(trainer.model, tok, out)
+            keys = inputs.heldout.keys
+            held_df = pd.DataFrame({"prompt_id": [k[0] for k in keys], "response_id": [k[1] for k in keys],
+                                    "condition": "original", "variant": 0, "donor_prompt_id": None, "score": scores})
         write_results(out, summary, held_df)
         if tracker is not None:
-            tracker.summary({f"heldout/{k}": v for k, v in inputs.heldout.metrics(scores).items()})
-            tracker.summary({"n_train_pairs": summary["n_train_pairs"], "arm": cfg.arm, "seed": cfg.seed})
+            if scores is not None:
+                tracker.summary({f"heldout/{k}": v for k, v in inputs.heldout.metrics(scores).items()})
+            tracker.summary({"n_train_pairs": summary["n_train_pairs"], "arm": cfg.arm, "seed": cfg.seed,
+                             "status": summary["status"], "status_reason": summary["status_reason"]})
     trainer.accelerator.wait_for_everyone()
     if tracker is not None:
         tracker.finish()

@@ -3,11 +3,18 @@
 Each step takes a batch of preference pairs, scores chosen and rejected texts in one forward
 pass, and hands the two score vectors to the arm's loss. Held-out evaluation scores every
 response of the held-out prompts once and reports pair accuracy, RMSE to the ratings and
-score SD; the selection rule reads those figures."""
+score SD; the selection rule reads those figures.
+
+Divergence (``DivergenceCallback``): at the end of every optimizer step the trainer asks whether
+any loss of the step was NaN or infinite, or any trainable weight is, on any process (one
+all-reduce of two flags under several processes, so every process stops at the same step). The
+first such step ends training at once, without a save or an evaluation at that step, and is kept
+in ``trainer.divergence`` ({step, what: loss | weights, loss}) for ``rmtrain.train`` to record."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +25,7 @@ import torch
 # transformers prints "[INFO] Running in WANDB offline mode" on stdout when it first imports its W&B
 # integration (WANDB_MODE=offline): stdout carries results only
 with contextlib.redirect_stdout(sys.stderr):
-    from transformers import Trainer
+    from transformers import Trainer, TrainerCallback
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from rmcore.batching import bucket_spans, length_buckets
@@ -74,7 +81,9 @@ class HeldoutSet:
         rated = ~np.isnan(self.ratings)
         if rated.sum() > 1:
             out["rmse"] = float(np.sqrt(np.mean((scores[rated] - self.ratings[rated]) ** 2)))
-            out["pearson"] = float(np.corrcoef(scores[rated], self.ratings[rated])[0, 1])
+            # undefined for constant scores (a collapsed model): NaN, without numpy's divide warning
+            constant = np.ptp(scores[rated]) == 0 or np.ptp(self.ratings[rated]) == 0
+            out["pearson"] = float("nan") if constant else float(np.corrcoef(scores[rated], self.ratings[rated])[0, 1])
         return out
 
 
@@ -94,6 +103,9 @@ class MatchedRewardTrainer(Trainer):
         # Padded tokens one more forward pass is worth (bucketed forward); GPUs want bigger buckets.
         self.bucket_overhead_tokens = 4096 if self.args.device.type == "cuda" else 128
         self._packed = False  # the packed encoder forward is installed (train())
+        self._bad_loss: float | None = None  # this step's first non-finite loss on this process
+        self.divergence: dict[str, Any] | None = None  # the step that stopped training (module doc)
+        self.add_callback(DivergenceCallback(self))
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         # for the whole run, not per step: gradient checkpointing re-runs the layers in backward
@@ -116,6 +128,8 @@ class MatchedRewardTrainer(Trainer):
         n = r.shape[0] // 2
         r_c, r_r = r[:n], r[n:]
         loss = self.arm.loss(r_c, r_r, targets)
+        if model.training and self._bad_loss is None and not bool(torch.isfinite(loss.detach())):
+            self._bad_loss = float(loss.detach())
         with torch.no_grad():
             d = r.detach().double().cpu()
             self._sums += torch.tensor([n, float((r_c > r_r).sum() + 0.5 * (r_c == r_r).sum()), float(d.sum()), float((d**2).sum())],
@@ -238,3 +252,43 @@ class MatchedRewardTrainer(Trainer):
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
+
+
+def finite_weights(model: Any) -> bool:
+    """Whether every trainable weight of ``model`` is finite (the frozen ones cannot change; under
+    ZeRO-3 a process holds an empty placeholder per weight, and the next loss shows a bad shard).
+    A tensor's float32 sum is NaN or infinite whenever one of its elements is, and costs no copy of
+    the tensor; a sum that overflows although every element is finite is checked element-wise."""
+    params = [p.detach() for p in model.parameters() if p.requires_grad and p.numel()]
+    if not params:
+        return True
+    sums = torch.stack([p.sum(dtype=torch.float32) for p in params])
+    if bool(torch.isfinite(sums).all()):
+        return True
+    return all(bool(torch.isfinite(p).all()) for p, s in zip(params, sums.tolist()) if not math.isfinite(s))
+
+
+class DivergenceCallback(TrainerCallback):
+    """Stops training at the first step with a non-finite loss or weight (module doc)."""
+
+    def __init__(self, trainer: MatchedRewardTrainer) -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        t = self.trainer
+        loss, t._bad_loss = t._bad_loss, None
+        flags = torch.tensor([loss is not None, not finite_weights(t.model)], dtype=torch.float32,
+                             device=args.device)
+        if args.world_size > 1:  # every process stops at the same step
+            flags = t.accelerator.reduce(flags, reduction="sum")
+        bad_loss, bad_weights = (bool(x > 0) for x in flags.cpu().tolist())
+        if not (bad_loss or bad_weights):
+            return
+        t.divergence = {"step": int(state.global_step), "what": "loss" if bad_loss else "weights",
+                        "loss": loss if loss is not None and not math.isfinite(loss) else None}
+        control.should_training_stop = True
+        self.on_epoch_end(args, state, control)
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.trainer.divergence is not None:  # the diverged weights are not saved, evaluated or audited
+            control.should_save = control.should_evaluate = False

@@ -5,6 +5,8 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
 - ``hand_icc``: the ANOVA ICC(1), written out plainly as an independent reference for the shares.
 - ``hand_top_mean``: the mean rating of a top fraction with ties at the cut in expectation, from
   the cut value (the reference for every top-fraction selection).
+- ``planted_ties``: a scores-and-ratings table whose centred scores and ratings tie exactly, with
+  its hand-derived figures.
 - Tiny models built locally (``rmcore.tiny``): a word-level Llama classifier or LM on a fixed corpus
   (``save_tiny_classifier``, ``save_tiny_lm``), the tokenizer of the small simulated set
   (``tiny_set_tokenizer``), a tiny Qwen3 on it (``save_tiny_qwen3``), a tiny Llama judge
@@ -12,6 +14,8 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
 - The MiniLM run every arm test trains (``base_config``) and its independent reference scores
   (``plain_scores``: plain transformers, one unpadded text per forward pass).
 - ``longest_rm_bench_rows``: the longest real RM-Bench rows, written to small files.
+- ``planted_arms``: arms that diverge or collapse by construction; ``strict_json``: a JSON reader
+  that refuses NaN and Infinity, as RFC 8259 readers do.
 - ``subcommands``: every command of a command-line parser (``rmeval``, ``rmtrain``), nested ones
   (``judges elicit``) included, by its words.
 - ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server. The file is a
@@ -82,6 +86,29 @@ def hand_top_mean(score, rating, fraction: float = 0.3) -> float:
     above = [r for s, r in zip(score, rating) if s > cut]
     at_cut = [r for s, r in zip(score, rating) if s == cut]
     return (sum(above) + (m - len(above)) * sum(at_cut) / len(at_cut)) / m
+
+
+# The planted ties: 10 prompts whose three scores are the same three floats 0.1, 0.2, 0.7, so each
+# response's leave-one-out centred score is exactly that of its counterpart in every other prompt
+# (0.7 - (0.1 + 0.2) / 2 = 0.55 for the 0.7 response). A float sum in row order is not: 0.1 + 0.2 +
+# 0.7 is 1.0, 0.7 + 0.2 + 0.1 is 0.9999999999999999. Top 30% = 9 of 30 responses: the ten tied
+# 0.7 responses share 9 slots, so the expected kept mean is their mean rating, 23 / 10 = 2.3. The
+# integer ratings (0-4, as HelpSteer's) tie exactly once prompt-centred across prompts of other
+# sums (p3: 2 - 7/3, p5: 1 - 4/3, p7: 0 - 1/3, all -1/3); 3 h - T_p is that rating times 3, an integer.
+PLANTED_RATINGS = ((1, 2, 4), (2, 3, 4), (0, 1, 3), (2, 2, 3), (1, 2, 3), (1, 1, 2), (0, 2, 2), (0, 0, 1), (1, 0, 1),
+                   (0, 1, 0))  # per prompt: the ratings of its 0.1, 0.2 and 0.7 responses
+
+
+def planted_ties(seed: int | None = None) -> Any:
+    """The planted table (comment above): prompt_id, response_id, score, helpfulness, and ``role``
+    (1, 2, 3: the rank of the response's centred score, ties shared) and ``h3`` (3 h - T_p: the
+    prompt-centred rating x 3); rows shuffled by ``seed`` (None: prompt by prompt)."""
+    import pandas as pd
+
+    rows = [{"prompt_id": f"p{p}", "response_id": f"p{p}:{j}", "score": (0.1, 0.2, 0.7)[j], "helpfulness": float(h[j]),
+             "role": j + 1, "h3": 3 * h[j] - sum(h)} for p, h in enumerate(PLANTED_RATINGS) for j in range(3)]
+    df = pd.DataFrame(rows)
+    return df if seed is None else df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
 
 
 # -- the real data (../shared/data) -------------------------------------------------------------------
@@ -183,6 +210,51 @@ def save_tiny_qwen3(path: Path) -> Path:
     model = tiny_model(tok, "qwen3", num_attention_heads=4, head_dim=8, max_position_embeddings=512,
                        tie_word_embeddings=True)
     return save_tiny(path, model, tok)
+
+
+# -- divergence and collapse, built in ----------------------------------------------------------------------
+
+def planted_arms() -> dict[str, type]:
+    """Arms a test registers for itself (``monkeypatch.setitem(ARMS, name, cls)``; they run in the
+    test's process only), whose failure is built in, not an accident of a learning rate:
+
+    - ``diverging_at_odd_seeds``: regression whose targets are multiplied by 1e30 at odd seeds, so
+      the squared error of the first batch overflows float32 (loss inf at step 1); plain regression
+      at even seeds;
+    - ``no_gradient``: the loss 0 x (r+ - r-), whose gradient is exactly 0, so Adam leaves every
+      weight as it was (a model with a zero score head stays constant)."""
+    import numpy as np
+
+    from rmtrain.arms import Arm
+    from rmtrain.arms.pointwise import Regression
+
+    class DivergingAtOddSeeds(Regression):
+        name = "diverging_at_odd_seeds"
+
+        def targets(self, pairs: Any, seed: int) -> dict[str, Any]:
+            t = super().targets(pairs, seed)
+            return {k: v * 1e30 for k, v in t.items()} if seed % 2 else t
+
+    class NoGradient(Arm):
+        name = "no_gradient"
+        pointwise = False
+        needs_ratings = False
+
+        def targets(self, pairs: Any, seed: int) -> dict[str, Any]:
+            return {"none": np.zeros(len(pairs))}
+
+        def loss(self, r_chosen: Any, r_rejected: Any, targets: Any) -> Any:
+            return 0.0 * (r_chosen - r_rejected).sum()
+
+    return {c.name: c for c in (DivergingAtOddSeeds, NoGradient)}
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python's reader takes them)."""
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 # -- tiny judges ----------------------------------------------------------------------------------------

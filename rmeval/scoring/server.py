@@ -63,7 +63,7 @@ from typing import Any
 
 from rmcore.device import PLACEMENT_GROUP, Placement, describe, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.io import check_path
+from rmcore.io import check_path, to_json
 from rmcore.settings import nested, option
 
 log = logging.getLogger(__name__)
@@ -454,7 +454,7 @@ class _RewardHandler(BaseHTTPRequestHandler):
         self._send(code, {"error": message})
 
     def _send(self, code: int, obj: dict[str, Any]) -> None:
-        data = json.dumps(obj).encode()
+        data = to_json(obj, indent=None).encode()  # strict JSON: a NaN reward is null
         try:
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

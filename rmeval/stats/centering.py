@@ -7,7 +7,9 @@ sampling noise, so the study centres on:
   prompt in row order, cyclically, so every response serves as a baseline equally often. A prompt
   with fewer than m siblings uses all it has (counted in ``n_prompts_short``); an m that leaves
   every prompt with all its siblings is ``siblings_all`` and is not repeated;
-* ``siblings_all``: all siblings (leave-one-out; the ``centered`` selection of ``top_selection``);
+* ``siblings_all``: all siblings (leave-one-out; the ``centered`` selection of ``top_selection``),
+  computed exactly, as the prompt-centred rating is (``selection``'s module doc: exact ties stay
+  ties whatever the row order);
 * ``siblings_shrunk``: the leave-one-out mean shrunk toward the grand mean by an empirical-Bayes
   weight, mu + B_i (mean_i - mu) with B_i = tau^2 / (tau^2 + s_w^2 / m_i);
 * ``pool`` / ``pool_shrunk``: the mean of an independent reference pool of responses to the same
@@ -222,7 +224,7 @@ def _sibling_baselines(s: np.ndarray, codes: np.ndarray, k: int,
                        siblings: tuple[int, ...]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The sibling baselines: m cyclic siblings, all siblings (leave-one-out) and their shrunk mean."""
     n = np.bincount(codes, minlength=k).astype(float)
-    loo_base = s - loo_centered(s, codes, k)
+    loo_base = s - loo_centered(s, codes, k)  # the variant itself is scored on the exact centred value
     baselines: dict[str, np.ndarray] = {}
     extra: dict[str, Any] = {}
     for m in siblings:
@@ -337,8 +339,11 @@ class _Evaluator:
 
 
 def _variants(s: np.ndarray, baselines: dict[str, np.ndarray], extra: dict[str, Any], evaluate: _Evaluator,
-              k: int, n_boot: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
-    """(raw summary, per-variant summaries with their deltas from raw, the deltas' draws)."""
+              k: int, n_boot: int, exact: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any],
+                                                                          dict[str, dict[str, Any]]]:
+    """(raw summary, per-variant summaries with their deltas from raw, the deltas' draws);
+    ``exact``: centred scores computed exactly (``selection.loo_centered``), used as they are, since
+    s - (s - c) need not give back c's ties."""
     all_rows = np.ones(len(s), dtype=bool)
     raw = evaluate(s, all_rows)
     out_raw = {name: summarize(e, b, k, n_boot) for name, (e, b) in raw.items()}
@@ -346,7 +351,7 @@ def _variants(s: np.ndarray, baselines: dict[str, np.ndarray], extra: dict[str, 
     deltas: dict[str, dict[str, tuple[float, np.ndarray]]] = {}
     for name, base in baselines.items():
         mask = np.isfinite(base)
-        c = s - np.where(mask, base, 0.0)
+        c = exact[name] if name in exact else s - np.where(mask, base, 0.0)
         res = evaluate(c, mask)
         # the raw score on the same rows: pool variants may cover fewer prompts than the siblings
         ref = raw if mask.all() else evaluate(s, mask)
@@ -417,7 +422,8 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
         baselines.update(pool_base)
         extra.update(pool_extra)
     evaluate = _Evaluator(h, hc, codes, k, n_boot, rng, top_fraction)
-    out_raw, variants, deltas = _variants(s, baselines, extra, evaluate, k, n_boot)
+    out_raw, variants, deltas = _variants(s, baselines, extra, evaluate, k, n_boot,
+                                          exact={"siblings_all": loo_centered(s, codes, k)})
     extrapolation = _extrapolation(extra, deltas, codes, k, n_boot)
     out: dict[str, Any] = {"raw": out_raw, "variants": variants, "top_fraction": float(top_fraction),
                            "n_responses": int(len(s)), "n_dropped": n_dropped}

@@ -12,6 +12,20 @@ unequal group sizes it is not a rescaling of the leave-one-out centred rating
 (h - mean_others = n/(n-1) (h - mean_all), a factor that differs between prompts), so the two rank
 responses differently; ``loo_centered`` remains for the scores.
 
+Both centrings are exact, so that exact ties stay ties whatever the row order. In floating point a
+group's sum depends on the order of its terms (0.1 + 0.2 + 0.7 is 1.0, 0.7 + 0.2 + 0.1 is
+0.9999999999999999), and so would two equal centred values, and with them the kept set and the
+ranks. Every finite float is an integer over a power of two, so one power of two S makes every
+value an integer X_i = S x_i; with the group's total T_g = sum_j X_j (integers: exact in any
+order) the two centred values are single, correctly rounded divisions of integers::
+
+    leave-one-out:  x_i - (t_g - x_i) / (n_g - 1) = (n_g X_i - T_g) / ((n_g - 1) S)
+    prompt-centred: x_i - t_g / n_g               = (n_g X_i - T_g) / (n_g S)
+
+Two responses whose centred values are equal get the same float; on integer ratings (S = 1) the
+prompt-centred ratings 2 - 5/3 and 3 - 8/3, both 1/3, are one float, where the float formula gives
+0.33333333333333326 and 0.3333333333333335.
+
 The kept set (``top_mean``, the one rule of every top-fraction selection in ``rmeval.stats``):
 the top round(fraction * N) responses by score (``np.round``, half to even), N the total weight.
 Responses tied on the score at the cut are kept in part: each of a tied block's rows counts with
@@ -36,8 +50,33 @@ from scipy.stats import spearmanr
 from .bootstrap import resample_weights, rows_with_siblings, summarize
 
 
+def _exact_centred(values: np.ndarray, codes: np.ndarray, k: int, left_out: int) -> np.ndarray | None:
+    """(n_g X_i - T_g) / ((n_g - left_out) S) per row, on integers (module doc; left_out 1: the
+    leave-one-out value, 0: the prompt-centred one); None where a value is not finite or a result
+    overflows a float (the float formula then stands)."""
+    v = np.asarray(values, dtype=float)
+    if not np.isfinite(v).all():
+        return None
+    ratios = [x.as_integer_ratio() for x in v.tolist()]  # x = num / den, den a power of two
+    scale = max((den for _, den in ratios), default=1)
+    ints = [num * (scale // den) for num, den in ratios]
+    group = codes.tolist()
+    tot = [0] * k
+    for g, x in zip(group, ints):
+        tot[g] += x
+    n = np.bincount(codes, minlength=k).tolist()
+    try:
+        return np.array([(n[g] * x - tot[g]) / ((n[g] - left_out) * scale) for g, x in zip(group, ints)], dtype=float)
+    except OverflowError:
+        return None
+
+
 def loo_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
-    """value minus the mean of the OTHER values in its group (groups of size >= 2)."""
+    """value minus the mean of the OTHER values in its group (groups of size >= 2), exactly: one
+    correctly rounded division of integers (module doc), so equal values are equal floats."""
+    exact = _exact_centred(values, codes, k, left_out=1)
+    if exact is not None:
+        return exact
     n = np.bincount(codes, minlength=k).astype(float)
     tot = np.bincount(codes, weights=values, minlength=k)
     return values - (tot[codes] - values) / (n[codes] - 1)
@@ -45,7 +84,10 @@ def loo_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
 
 def prompt_centered(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     """value minus the mean of ALL the values in its group (itself included): the study's
-    prompt-centred rating."""
+    prompt-centred rating, exactly as ``loo_centered``."""
+    exact = _exact_centred(values, codes, k, left_out=0)
+    if exact is not None:
+        return exact
     n = np.bincount(codes, minlength=k).astype(float)
     return values - (np.bincount(codes, weights=values, minlength=k) / n)[codes]
 

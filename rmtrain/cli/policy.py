@@ -4,12 +4,12 @@ and ``rmtrain policy-eval`` (win rate of the perturbed policy over the clean one
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
+from rmcore.io import to_json
 from rmcore.settings import add_options, option, output_folder
 from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand, overrides
@@ -107,7 +107,7 @@ def run(s: PolicyCommand) -> int:
                    s.environment, "--out", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
                    "--collect"]
         summary = train_policy(cfg, force=s.force, launch=s.launch, collect_command=collect)
-    print(json.dumps({k: summary[k] for k in TRAIN_KEYS if k in summary}, indent=2))
+    print(to_json({k: summary[k] for k in TRAIN_KEYS if k in summary}))
     return 0
 
 
@@ -123,7 +123,7 @@ def run_eval(s: PolicyEvalCommand) -> int:
         raise ConfigError("pass both --clean and --perturbed, or neither (every reward model of the recipe)")
     if s.clean:
         res = evaluate_pair(cfg, s.clean, s.perturbed, s.out, judge_from_config(cfg))
-        print(json.dumps({k: res[k] for k in PAIR_KEYS}, indent=2))
+        print(to_json({k: res[k] for k in PAIR_KEYS}))
     else:
         print(spearman_markdown(evaluate_all(cfg, s.out)))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 
 from rmcore.settings import add_options, option, output_folder
@@ -37,5 +38,13 @@ def run(s: SweepCommand) -> int:
     from rmtrain.sweep import run_sweep
 
     sweep = load_sweep(s.config, overrides(s))
-    run_sweep(sweep, executor=s.executor, max_parallel=s.max_parallel, dry_run=s.dry_run, force=s.force)
+    res = run_sweep(sweep, executor=s.executor, max_parallel=s.max_parallel, dry_run=s.dry_run, force=s.force)
+    lost = res.get("unusable_final", [])
+    # a final run lost to divergence or collapse leaves the comparison short: a result, never a silent
+    # success (training.on_divergence); a search run that diverges is what a grid is for and counts not
+    if lost and sweep.run_config(sweep.models[0], sweep.settings.arms[0], sweep.settings.seeds[0]
+                                 ).training.on_divergence == "fail":
+        print(f"rmtrain: {len(lost)} final run(s) diverged or collapsed ({', '.join(lost)}): see report.md; "
+              "training.on_divergence=record exits 0", file=sys.stderr)
+        return 1
     return 0

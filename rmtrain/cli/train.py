@@ -4,14 +4,15 @@ recipe enables it)."""
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 
 from rmcore.checkpoints import run_title
+from rmcore.io import to_json
 from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
-SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd")
+SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd",
+                "status", "status_reason")
 # the arms of rmtrain.arms.ARMS that ship with rmtrain, named here because importing the registry
 # imports torch and --help must not (a test checks this list against the registry)
 BUILTIN_ARMS = ("bradley_terry", "bt_margin", "gap_only", "regression", "shuffled_mean", "binarized")
@@ -43,8 +44,11 @@ def run(s: TrainCommand) -> int:
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 
-    summary = train_run(load_train_config(s.config, overrides(s)), force=s.force)
+    cfg = load_train_config(s.config, overrides(s))
+    summary = train_run(cfg, force=s.force)
     # titled like the run's reports and the other commands' summary lines ("bt_margin seed 1")
     title = run_title(summary["arm"], summary["seed"])
-    print(json.dumps({"title": title, **{k: summary[k] for k in SUMMARY_KEYS}}, indent=2))
-    return 0
+    # a summary written before runs had a status was of a run that ended normally
+    print(to_json({"title": title, **{k: summary.get(k, "ok" if k == "status" else None) for k in SUMMARY_KEYS}}))
+    # a diverged or collapsed run is a result, never a silent success (training.on_divergence)
+    return 1 if summary.get("status", "ok") != "ok" and cfg.training.on_divergence == "fail" else 0

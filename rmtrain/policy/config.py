@@ -341,6 +341,10 @@ def sweep_run_dir(src: SweepRuns, arm: str) -> str:
     if len(models) > 1:
         raise ConfigError(f"reward_models_from: the sweep at {src.sweep} trained {arm} seed {src.seed} on several "
                           f"models ({', '.join(models)}); set reward_models_from.model")
+    status = found[0].get("status") if found else None
+    if status in ("diverged", "collapsed"):  # finished, with no usable model (rmtrain.train)
+        raise ConfigError(f"reward_models_from: {arm} seed {src.seed} of the sweep at {src.sweep} is {status} "
+                          f"({found[0].get('status_reason')}): not a usable reward model")
     if not found or not isinstance(found[0].get("run_dir"), str) or not Path(found[0]["run_dir"]).is_dir():
         raise ConfigError(f"reward_models_from: the sweep at {src.sweep} has no finished run of arm {arm} at seed "
                           f"{src.seed}" + (f" (model {src.model})" if src.model else "")

@@ -1,7 +1,12 @@
 """The sweep driver: expand the matrix, save and print it, run the search stage, select per arm,
 run the seed stage, run the final audits (jobs of their own: ``executors``), read their audit.json
 back into the ledger, then write the summary and report. Rerunning the same command skips finished
-runs and audits, resumes interrupted runs from their last checkpoint, and retries failed ones."""
+runs and audits, resumes interrupted runs from their last checkpoint, and retries failed ones.
+
+A run that diverged or collapsed (``rmtrain.train``; ``ledger.usable``) is finished but left out of
+everything that reads a model: the selection among an arm's search runs (an arm whose every setting
+did is blocked), the final audits, and the summary's figures and tests (``report``). The sweep goes
+on; ``unusable_final`` names the final runs it cost, which decide the command's exit code."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from rmeval.conditions import CONDITIONS, NEEDS
 from rmtrain.config import Sweep
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
 from rmtrain.sweep.extra_audits import audit_released
-from rmtrain.sweep.ledger import Ledger, is_alive, now
+from rmtrain.sweep.ledger import Ledger, is_alive, now, usable
 from rmtrain.sweep.matrix import (
     Matrix,
     expand,
@@ -44,6 +49,7 @@ from rmtrain.sweep.worker import (
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm", "submitit-local")
+NO_USABLE = "no usable search run for this arm"  # a blocked seed run's error when every setting diverged
 
 
 def sweep_group(sweep: Sweep) -> str:
@@ -153,6 +159,8 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
         row = ledger.get(rid) or {}
         acc = (row.get("figures") or {}).get("heldout_pair_accuracy")
         msg = f"held-out pair accuracy {acc:.3f}" if row.get("state") == "done" and acc is not None else row.get("error")
+        if row.get("state") == "done" and not usable(row):
+            msg = f"{row.get('status')}: {row.get('status_reason')}"
         echo(f"[sweep] {rid}: {row.get('state')} ({msg})")
         ledger.write_table(out / "ledger.csv")
 
@@ -187,7 +195,8 @@ def _audit_stage(sweep: Sweep, matrix: Matrix, ledger: Ledger, ex: Any, force: b
     if not sweep.settings.audit.enabled:
         return
     rows = [ledger.get(r.run_id) or {} for r in matrix.runs]
-    trained = [r for r in rows if r.get("state") == "done" and not r.get("reused_from") and r.get("output_dir")]
+    # a diverged run has no model, a collapsed one a constant one: neither is audited
+    trained = [r for r in rows if usable(r) and not r.get("reused_from") and r.get("output_dir")]
 
     def stale(row: dict[str, Any]) -> bool:
         report = audit_dir(row["output_dir"]) / "audit.json"
@@ -199,7 +208,7 @@ def _audit_stage(sweep: Sweep, matrix: Matrix, ledger: Ledger, ex: Any, force: b
         echo(f"[sweep] final audits: {len(todo)} runs ({len(trained) - len(todo)} already audited)")
         ex.audit(todo, lambda rid: echo(f"[sweep] {rid}: final audit ended"))
     for row in rows:
-        if row.get("state") != "done" or not row.get("output_dir"):
+        if not usable(row) or not row.get("output_dir"):
             continue
         where = audit_dir(row["output_dir"])
         if (where / "audit.json").is_file():
@@ -217,7 +226,8 @@ def _audit_stage(sweep: Sweep, matrix: Matrix, ledger: Ledger, ex: Any, force: b
 
 def _select(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path) -> dict[str, dict[str, Any]]:
     """Per (model, arm): the grid setting with the best selection-split accuracy, once every
-    search run of that arm has finished (equal budgets: never chosen from part of the grid)."""
+    search run of that arm has finished (equal budgets: never chosen from part of the grid), among
+    the runs that neither diverged nor collapsed (those are listed under ``excluded``)."""
     s = sweep.settings
     selected: dict[str, dict[str, Any]] = {}
     if not s.search:
@@ -225,11 +235,14 @@ def _select(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path) -> dict[str
     for model in sweep.models:
         for arm in s.arms:
             rows = [ledger.get(search_id(model, arm, c)) for c in s.grid()]
-            if all(r and r["state"] == "done" for r in rows):
-                setting = select_setting([(r["setting"], r["figures"]) for r in rows])
+            ok = [r for r in rows if usable(r)]
+            if all(r and r["state"] == "done" for r in rows) and ok:
+                setting = select_setting([(r["setting"], r["figures"]) for r in ok])
                 selected[f"{model}/{arm}"] = {"setting": setting, "run_id": search_id(model, arm, setting),
                                               "selection_pair_accuracy": {r["run_id"]: r["figures"].get(
-                                                  "selection_pair_accuracy") for r in rows}}
+                                                  "selection_pair_accuracy") for r in ok},
+                                              "excluded": {r["run_id"]: f"{r.get('status')}: {r.get('status_reason')}"
+                                                           for r in rows if not usable(r)}}
     atomic_write_json(out / "selection.json", selected)
     return selected
 
@@ -241,10 +254,12 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
         if s.search:
             choice = selected.get(f"{spec.model}/{spec.arm}")
             if choice is None:
-                failed = [search_id(spec.model, spec.arm, c) for c in s.grid()
-                          if (ledger.get(search_id(spec.model, spec.arm, c)) or {}).get("state") != "done"]
-                ledger.update(spec.run_id, state="blocked", finished_at=now(),
-                              error=f"search stage unfinished for this arm: {', '.join(failed)}")
+                rows = {search_id(spec.model, spec.arm, c): ledger.get(search_id(spec.model, spec.arm, c)) or {}
+                        for c in s.grid()}
+                failed = [rid for rid, r in rows.items() if r.get("state") != "done"]
+                why = (f"search stage unfinished for this arm: {', '.join(failed)}" if failed else
+                       f"{NO_USABLE}: " + "; ".join(f"{rid} {r.get('status')}" for rid, r in rows.items()))
+                ledger.update(spec.run_id, state="blocked", finished_at=now(), error=why)
                 continue
             spec.setting = choice["setting"]
             if spec.seed == search_seed(sweep):
@@ -252,6 +267,7 @@ def _seed_stage_plan(sweep: Sweep, matrix: Matrix, ledger: Ledger, selected: dic
                 src = ledger.get(choice["run_id"])
                 spec.output_dir, spec.reuses = src["output_dir"], choice["run_id"]
                 ledger.update(spec.run_id, state="done", setting=spec.setting, output_dir=src["output_dir"],
+                              status=src.get("status", "ok"), status_reason=src.get("status_reason"),
                               figures=src["figures"], audit_dir=src.get("audit_dir"), reused_from=src["run_id"],
                               fingerprint=src.get("fingerprint"), finished_at=src.get("finished_at"), error=None)
                 continue
@@ -282,5 +298,10 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
     echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]
          .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     n_bad = sum(r["state"] != "done" for r in rows.values())
-    echo(f"[sweep] {len(rows) - n_bad} of {len(rows)} runs done; {out / 'summary.csv'}, {out / 'report.md'}")
-    return {"matrix": matrix, "rows": list(rows.values()), "paths": paths, "summary": df}
+    unusable = [r for r in rows.values() if r["state"] == "done" and not usable(r)]
+    note = f" ({len(unusable)} diverged or collapsed, listed in report.md)" if unusable else ""
+    echo(f"[sweep] {len(rows) - n_bad} of {len(rows)} runs done{note}; {out / 'summary.csv'}, {out / 'report.md'}")
+    # the final runs without figures because a run diverged or collapsed (their own, or every search run's)
+    lost = [r["run_id"] for r in final if (r["state"] == "done" and not usable(r))
+            or (r["state"] == "blocked" and str(r.get("error") or "").startswith(NO_USABLE))]
+    return {"matrix": matrix, "rows": list(rows.values()), "paths": paths, "summary": df, "unusable_final": lost}

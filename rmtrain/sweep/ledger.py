@@ -3,8 +3,11 @@
 One file per run id means two workers (local processes, SLURM array tasks) never write the same
 file, and a run can neither be duplicated nor lost: its row exists from the moment the matrix is
 expanded. States: planned -> running -> done | failed | interrupted; `blocked` for seed runs whose
-search stage did not finish. `done` counts only with the run's train_summary.json on disk.
-OUT/ledger.csv is a read-only table view, rewritten by the driver."""
+search stage did not finish (or left no usable setting). `done` counts only with the run's
+train_summary.json on disk. A done run also has the outcome its summary records, ``status``
+(ok | diverged | collapsed, ``rmtrain.train``) and ``status_reason``: only an ``ok`` run is
+``usable``, i.e. selected, audited and counted in the summary's figures; a diverged one is a
+result, not retried. OUT/ledger.csv is a read-only table view, rewritten by the driver."""
 
 from __future__ import annotations
 
@@ -27,6 +30,12 @@ TERMINAL = ("done", "failed", "blocked")
 
 def _file_name(run_id: str) -> str:
     return run_id.replace("/", "__") + ".json"
+
+
+def usable(row: dict[str, Any] | None) -> bool:
+    """A finished run whose model is usable: neither diverged nor collapsed (module doc; a row
+    written before runs had a status was of a run that ended normally)."""
+    return bool(row) and row.get("state") == "done" and row.get("status", "ok") == "ok"
 
 
 def now() -> str:

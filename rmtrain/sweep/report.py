@@ -2,6 +2,11 @@
 seed ranges, exact permutation tests between arms), OUT/share_vs_margin.png, OUT/arm_bars.png, and
 the summary as a W&B table in the sweep's group.
 
+A final run that diverged or collapsed keeps its row in summary.csv, with its ``status`` and
+``status_reason`` and every figure blank (as a failed run's), so the per-arm table, the tests, the
+findings and the plots, which read the figures, leave it out; report.md lists every such run of
+the sweep (search runs too) with its reason.
+
 With the sweep's extra audits (``rmtrain.sweep.extra_audits``) the report gains sections, also
 written to OUT/report.json: both selection rules side by side (``selection_rules``: per arm and
 rule, the mean [seed range] of the audit's pair accuracy, share, random-prompt margin, match
@@ -32,10 +37,11 @@ from rmcore.tracking import Tracker
 from rmeval.stats.permutation import exact_permutation_test
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.findings import findings_markdown
+from rmtrain.sweep.ledger import usable
 
 FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
            "transplant_random_accuracy", "sibling_coefficient")
-SUMMARY_COLUMNS = ("arm", "model", "seed", *FIGURES, "run_dir", "audit_dir")
+SUMMARY_COLUMNS = ("arm", "model", "seed", "status", "status_reason", *FIGURES, "run_dir", "audit_dir")
 # the figures of an extra audit (another rating set, the other selection rule): columns <label>:<figure>
 AUDIT_FIGURES = ("pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
                  "transplant_random_accuracy", "sibling_coefficient", "share_human")
@@ -48,13 +54,17 @@ LABELS = {"heldout_pair_accuracy": "held-out pair accuracy", "share_original": "
 
 def summary_frame(rows: list[dict[str, Any]], labels: Sequence[str] = ()) -> pd.DataFrame:
     """Ledger rows of the final (seed-stage) runs -> the summary table, in matrix order; with
-    ``labels`` (selection rules, extra rating sets) a ``<label>:<figure>`` column per AUDIT_FIGURES."""
+    ``labels`` (selection rules, extra rating sets) a ``<label>:<figure>`` column per AUDIT_FIGURES.
+    ``status``: the outcome of a finished run (ok, diverged, collapsed), else the ledger state;
+    ``status_reason`` why it is not ok; figures only for ok runs (module doc)."""
     extra = [f"{lab}:{k}" for lab in labels for k in AUDIT_FIGURES]
     recs = []
     for r in rows:
         f = r.get("figures") or {}
-        done = r.get("state") == "done"
-        recs.append({"arm": r["arm"], "model": r["model"], "seed": r["seed"],
+        done = usable(r)
+        status = r.get("status", "ok") if r.get("state") == "done" else r.get("state")
+        recs.append({"arm": r["arm"], "model": r["model"], "seed": r["seed"], "status": status,
+                     "status_reason": None if done else (r.get("status_reason") or r.get("error")),
                      **{k: (f.get(k) if done else None) for k in FIGURES},
                      "run_dir": r.get("output_dir"), "audit_dir": r.get("audit_dir"),
                      **{k: (f.get(k) if done else None) for k in extra}})
@@ -105,7 +115,9 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                   extra_lines: Sequence[str] = ()) -> str:
     per_arm, tests = arm_table(df, arms), arm_tests(df, arms)
     n_done = sum(r["state"] == "done" for r in rows)
-    lines = [f"# {title}", "", f"{n_done} of {len(rows)} runs finished (search runs included); "
+    n_lost = sum(r["state"] == "done" and not usable(r) for r in rows)
+    lost = f" ({n_lost} of them diverged or collapsed, [listed below](#runs-that-diverged-or-collapsed))" if n_lost else ""
+    lines = [f"# {title}", "", f"{n_done} of {len(rows)} runs finished (search runs included){lost}; "
              f"{len(df)} final runs in summary.csv.", ""]
     if selected:
         lines += ["## Selected settings (search stage, same grid and rule for every arm)", ""]
@@ -135,6 +147,17 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
         # which of the study's arm orderings this sweep shows (rmtrain.findings), stated as seen
         lines += [findings_markdown(df[df["model"] == model], title=f"{model}: the study's findings on this sweep")]
     lines += list(extra_lines)
+    lost = [r for r in rows if r["state"] == "done" and not usable(r)]
+    if lost:
+        lines += ["## Runs that diverged or collapsed", "",
+                  "Finished, but left out of selection, the final audits and every figure above (their rows in "
+                  "summary.csv have blank figures): `diverged` stopped at the first NaN or infinite loss or weight "
+                  "and saved no model; `collapsed` scores every held-out text (nearly) the same "
+                  "(training.collapse_sd).", ""]
+        lines += table(["run", "stage", "status", "reason"],
+                       [[r["run_id"], r.get("stage"), r.get("status"), str(r.get("status_reason") or "").replace("|", "/")]
+                        for r in lost])
+        lines.append("")
     failed = [r for r in rows if r["state"] in ("failed", "blocked")]
     if failed:
         lines += ["## Runs that did not finish", ""]
@@ -381,7 +404,7 @@ def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[di
     human: dict[str, float] = {}
     for r in final_rows:
         v = (r.get("figures") or {}).get("share_human")
-        if r.get("state") == "done" and v is not None:
+        if usable(r) and v is not None:
             human.setdefault(r["model"], float(v))
     released = released or {}
     plots: dict[str, str] = {}

@@ -370,3 +370,27 @@ def test_probe_learners_reach_the_statistics(tmp_path, minilm_ckpt):
                  "--no-progress"]) == 0
     probes = json.loads((out / "audit.json").read_text())["variance_explained"]["response_probes"]
     assert [k for k in probes if k in LEARNERS] == ["ridge"]
+
+
+def test_stats_keeps_exact_ties_whatever_the_row_order(tmp_path):
+    """The planted ties (tests.support.planted_ties) through ``rmeval stats``, rows in three orders:
+    the centred top 30% is the tied block's mean rating, 2.3, and the centred Spearman figures are
+    those of the exact ranks (scipy on integers), in audit.json every time."""
+    from scipy.stats import spearmanr
+
+    from tests.support import planted_ties
+
+    ref = planted_ties()
+    rho_cc, rho_cr = spearmanr(ref["role"], ref["h3"])[0], spearmanr(ref["role"], ref["helpfulness"])[0]
+    for seed in (0, 5, 8):  # orders whose float sums in row order split the ties (2.39, 2.28, 2.24)
+        d = planted_ties(seed)
+        d.assign(condition="original")[["prompt_id", "response_id", "condition", "score"]].to_parquet(
+            tmp_path / "scores.parquet")
+        d[["prompt_id", "response_id", "helpfulness"]].to_parquet(tmp_path / "ratings.parquet")
+        out = tmp_path / f"o{seed}"
+        assert main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings", str(tmp_path / "ratings.parquet"),
+                     "--out", str(out), "--n-boot", "20", "--n-boot-regression", "20", "--wandb-mode", "disabled"]) == 0
+        sel = json.loads((out / "audit.json").read_text())["selection"]
+        assert sel["top30_centered"]["estimate"] == pytest.approx(2.3, abs=1e-15), seed
+        assert sel["spearman"]["centered_vs_centered"] == pytest.approx(rho_cc, abs=1e-15), seed
+        assert sel["spearman"]["centered_vs_raw"] == pytest.approx(rho_cr, abs=1e-15), seed

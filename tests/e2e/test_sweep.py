@@ -18,11 +18,12 @@ import yaml
 
 from rmcore.data.registry import load_rating_set
 from rmcore.tiny import tiny_causal_lm
+from rmtrain.arms import ARMS
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
 from rmtrain.sweep import Ledger, expand, run_sweep
-from rmtrain.sweep.report import FIGURES
-from tests.support import ROOT, set_texts
+from rmtrain.sweep.report import FIGURES, arm_table
+from tests.support import ROOT, planted_arms, set_texts, strict_json
 
 DATA = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -363,3 +364,80 @@ def test_checkpoint_cut_short_by_a_kill_is_not_resumed(tmp_path, tiny_qwen3):
     assert s["global_step"] == 4 and s["pairs_per_rank"] == [4 * 4]
     assert s["resumed_from"] == str(run / "checkpoint-2")
     assert (run / "checkpoint-4" / "trainer_state.json").is_file()
+
+
+def _figures(csv: pd.DataFrame, arm: str) -> pd.DataFrame:
+    return csv[csv["arm"] == arm][["seed", *FIGURES]].reset_index(drop=True)
+
+
+@pytest.mark.slow  # two sweeps, each with a final audit process (37 s beside other jobs on 2 cores)
+def test_sweep_with_a_diverging_arm_finishes_and_says_why(tmp_path, tiny_qwen3, monkeypatch, capsys):
+    """One arm forced to diverge (targets of 1e30 at odd seeds: loss inf at step 1): the sweep
+    finishes, audits the other arm, marks the diverged run in summary.csv and report.md with its
+    reason, and exits 1 (a final run lost); the other arm's figures equal those of the same sweep
+    without the diverging arm."""
+    monkeypatch.setitem(ARMS, "diverging_at_odd_seeds", planted_arms()["diverging_at_odd_seeds"])
+    path = recipe(tmp_path, tiny_qwen3, arms=["regression", "diverging_at_odd_seeds"], seeds=[1])
+    assert rmtrain_main(["sweep", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    bad = f"{Path(tiny_qwen3).name}/diverging_at_odd_seeds/seed1"
+    assert f"rmtrain: 1 final run(s) diverged or collapsed ({bad}): see report.md" in err
+    out = tmp_path / "out"
+    row = Ledger(out / "ledger").get(bad)
+    reason = "non-finite loss at step 1 (loss inf); training stopped, no model saved"
+    assert (row["state"], row["status"], row["status_reason"]) == ("done", "diverged", reason)
+    assert not (Path(row["output_dir"]) / "final_audit").exists()  # no model, no audit
+    csv = pd.read_csv(out / "summary.csv")
+    lost = csv[csv["arm"] == "diverging_at_odd_seeds"].iloc[0]
+    assert (lost["status"], lost["status_reason"]) == ("diverged", reason) and lost[list(FIGURES)].isna().all()
+    assert list(csv.loc[csv["arm"] == "regression", "status"]) == ["ok"]
+    report = (out / "report.md").read_text()
+    assert "1 of them diverged or collapsed" in report and "## Runs that diverged or collapsed" in report
+    assert f"| {bad} | seed | diverged | {reason} |" in report
+    assert strict_json((Path(row["output_dir"]) / "train_summary.json").read_text())["heldout_rmse"] is None
+
+    # the same sweep without the diverging arm: the regression run's figures are the same
+    raw = yaml.safe_load(path.read_text())
+    raw["sweep"].update(arms=["regression"], output_root=str(tmp_path / "alone"))
+    path.write_text(yaml.safe_dump(raw))
+    assert rmtrain_main(["sweep", "--config", str(path)]) == 0
+    alone = pd.read_csv(tmp_path / "alone" / "summary.csv")
+    assert alone[list(FIGURES)].notna().all().all()
+    pd.testing.assert_frame_equal(_figures(csv, "regression"), _figures(alone, "regression"), check_exact=True)
+
+
+def test_diverged_runs_are_left_out_of_selection_figures_and_tests(tmp_path, tiny_qwen3, monkeypatch):
+    """A search grid point that diverges (learning rate 1e300) is not selected; a final run that
+    diverges (odd seed of the planted arm) keeps its summary row, blank, and leaves the per-arm
+    table and the exact tests to the other seeds: 3 regression seeds against 2."""
+    monkeypatch.setitem(ARMS, "diverging_at_odd_seeds", planted_arms()["diverging_at_odd_seeds"])
+    arms = ["regression", "diverging_at_odd_seeds"]
+    path = recipe(tmp_path, tiny_qwen3, arms=arms, seeds=[2, 3, 4], audit=False,
+                  search={"training.learning_rate": [1e-3, 1e300]}, on_divergence="record")
+    res = run_sweep(load_sweep(path))
+    out = tmp_path / "out"
+    name = Path(tiny_qwen3).name
+    assert res["unusable_final"] == [f"{name}/diverging_at_odd_seeds/seed3"]
+    assert rmtrain_main(["sweep", "--config", str(path)]) == 0  # record: exit 0; nothing retrained
+    selection = json.loads((out / "selection.json").read_text())
+    for arm in arms:
+        choice = selection[f"{tiny_qwen3}/{arm}"]
+        assert choice["setting"] == {"training.learning_rate": 1e-3}
+        assert list(choice["excluded"]) == [f"{name}/{arm}/search/learning_rate=1e+300"]
+        assert choice["excluded"][f"{name}/{arm}/search/learning_rate=1e+300"].startswith(
+            "diverged: non-finite weights at step 1")
+    csv = pd.read_csv(out / "summary.csv")
+    assert list(csv["status"]) == ["ok", "ok", "ok", "ok", "diverged", "ok"]
+    lost = csv.iloc[4]
+    assert lost["seed"] == 3 and pd.isna(lost["heldout_pair_accuracy"])
+    ok = csv[csv["status"] == "ok"]
+    # the per-arm table and the exact test read the ok seeds only: a hand mean and a hand p
+    t = arm_table(csv, arms).set_index("arm")
+    assert t.loc["diverging_at_odd_seeds", "n_seeds"] == 2 and t.loc["regression", "n_seeds"] == 3
+    planted = ok.loc[ok["arm"] == "diverging_at_odd_seeds", "heldout_pair_accuracy"].to_numpy()
+    assert t.loc["diverging_at_odd_seeds", "heldout_pair_accuracy_mean"] == pytest.approx(planted.mean())
+    report = (out / "report.md").read_text()
+    assert "10 splits for 3 against 2 seeds" in report  # C(5, 2): the diverged seed is not in the test
+    assert "| diverging_at_odd_seeds | 2 |" in report
+    for rid in (f"{name}/regression/search/learning_rate=1e+300", f"{name}/diverging_at_odd_seeds/seed3"):
+        assert f"| {rid} |" in report.split("## Runs that diverged or collapsed")[1]

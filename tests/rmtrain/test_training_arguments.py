@@ -127,7 +127,8 @@ def test_every_training_setting_feeds_training_arguments_or_is_read_by_rmtrain()
 
     declared = {f.name for f in fields(TrainingSettings) if HF_ARGUMENTS in f.metadata}
     derived = {"save_steps", "selection", "group_by_length", "use_cpu"}  # in _training_arguments
-    own = {"max_length", "eval_batch_size", "shared_prompt", "packed_encoder"}  # read by rmtrain itself
+    own = {"max_length", "eval_batch_size", "shared_prompt", "packed_encoder", "on_divergence",
+           "collapse_sd"}  # read by rmtrain itself
     assert declared | derived | own == {f.name for f in fields(TrainingSettings)}
     assert not declared & (derived | own)
     assert {f.name for f in fields(TrainConfig) if HF_ARGUMENTS in f.metadata} == {"seed", "output_dir"}

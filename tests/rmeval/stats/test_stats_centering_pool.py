@@ -174,7 +174,10 @@ def test_unequal_group_sizes_against_pandas_and_scipy():
     res = centering_variants(df["s"].to_numpy(), df["h"].to_numpy(), df["g"].to_numpy(), n_boot=50, rng=0)
     grp = df.groupby("g")
     c = df["s"] - (grp["s"].transform("sum") - df["s"]) / (grp["s"].transform("size") - 1)
-    hc = df["h"] - grp["h"].transform("mean")
+    # the prompt-centred rating as one division of integers, (n h - T) / n: integer ratings' exact ties
+    # stay ties (h - T / n splits 2 - 5/3 from 3 - 8/3, both 1/3)
+    n = grp["h"].transform("size")
+    hc = (n * df["h"] - grp["h"].transform("sum")) / n
     raw, v = res["raw"], res["variants"]["siblings_all"]
     assert raw["spearman_centered_rating"]["estimate"] == pytest.approx(spearmanr(df["s"], hc)[0], abs=1e-12)
     assert v["spearman_centered_rating"]["estimate"] == pytest.approx(spearmanr(c, hc)[0], abs=1e-12)

@@ -136,3 +136,37 @@ def test_singleton_prompts_dropped():
     res = top_selection(np.array([1.0, 2.0, 3.0, 0.5, 5.0]), np.array([1.0, 2.0, 3.0, 1.0, 4.0]),
                         np.array(["a", "a", "b", "b", "c"]), n_boot=50, rng=0)
     assert res["n_dropped"] == 1 and res["n_responses"] == 4
+
+
+def test_exact_ties_stay_ties_whatever_the_row_order():
+    """The planted ties (tests.support.planted_ties): every prompt holds the scores 0.1, 0.2 and 0.7,
+    so the ten 0.7 responses tie exactly once centred and share the 9 slots of the top 30%: the
+    expected kept mean is their mean rating, 2.3, by hand. The centred Spearman figures are those of
+    the exact ranks (the centred score's rank is the response's role; the prompt-centred rating is
+    (3 h - T_p) / 3), from scipy on integers. 20 row orders, one answer."""
+    from rmeval.stats.centering import centering_variants
+    from rmeval.stats.selection import loo_centered, prompt_centered
+    from tests.support import planted_ties
+
+    ref = planted_ties()
+    assert ref.loc[ref["role"] == 3, "helpfulness"].mean() == pytest.approx(2.3, abs=1e-15)
+    rho_cc = spearmanr(ref["role"], ref["h3"])[0]
+    rho_cr = spearmanr(ref["role"], ref["helpfulness"])[0]
+    for seed in range(20):
+        d = planted_ties(seed)
+        s, h, g = d["score"].to_numpy(), d["helpfulness"].to_numpy(), d["prompt_id"].to_numpy()
+        codes = pd.factorize(g)[0]
+        # equal centred values are equal floats
+        assert pd.Series(loo_centered(s, codes, 10)).groupby(d["role"]).nunique().tolist() == [1, 1, 1]
+        hc = pd.Series(prompt_centered(h, codes, 10))
+        assert hc.groupby(d["h3"]).nunique().eq(1).all()
+        res = top_selection(s, h, g, n_boot=20, rng=0)
+        assert res["top30_centered"]["estimate"] == pytest.approx(2.3, abs=1e-15), seed
+        assert res["spearman"]["centered_vs_centered"] == pytest.approx(rho_cc, abs=1e-15), seed
+        assert res["spearman"]["raw_vs_centered"] == pytest.approx(rho_cc, abs=1e-15), seed
+        assert res["spearman"]["centered_vs_raw"] == pytest.approx(rho_cr, abs=1e-15), seed
+        cen = centering_variants(s, h, g, n_boot=20, rng=0)
+        loo = cen["variants"]["siblings_all"]
+        assert loo["top_mean"]["estimate"] == pytest.approx(2.3, abs=1e-15), seed
+        assert loo["spearman_centered_rating"]["estimate"] == pytest.approx(rho_cc, abs=1e-15), seed
+        assert cen["raw"]["spearman_centered_rating"]["estimate"] == pytest.approx(rho_cc, abs=1e-15), seed
