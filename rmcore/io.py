@@ -174,6 +174,15 @@ def finite_json(obj: Any) -> Any:
     return obj
 
 
+def is_finite(value: Any) -> bool:
+    """Whether ``value`` is a finite number; None (how strict JSON holds a figure that was not
+    finite, ``finite_json``) and non-numbers are not."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def to_json(obj: Any, indent: int | None = 2) -> str:
     """Strict JSON text of ``obj`` (RFC 8259: no NaN or Infinity, which Python's json writes by
     default and other readers refuse): non-finite floats become null (``finite_json``). Every JSON

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError, DataError, invalid_json
-from rmcore.io import atomic_save_figure
+from rmcore.io import atomic_save_figure, is_finite
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
@@ -210,7 +210,7 @@ def _model_summary(d: dict[str, Any], file: str, where: str) -> dict[str, float]
             if key not in v:
                 raise DataError("missing field", file=file, field=f"{where}perturbations.{code}.{key}")
         flagged = bool(v.get("unsuitable", v["rejected"]))
-        if flagged and v["cohens_d"] is not None and np.isfinite(v["cohens_d"]):
+        if flagged and is_finite(v["cohens_d"]):
             risk += float(v["cohens_d"])
             n_uns += 1
         if v.get("accuracy_change") is not None:

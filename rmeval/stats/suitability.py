@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.io import is_finite
+
 DEFAULT_B = 10_000
 DEFAULT_Q = 0.05
 DEFAULT_ETA = 0.5
@@ -232,8 +234,8 @@ def panel_margins(results: Mapping[str, Mapping[str, Mapping[str, Any]]],
     out = {}
     for c in codes:
         ds = [float(per[c]["cohens_d"]) for per in results.values()
-              if c in per and np.isfinite(per[c]["p_value"]) and per[c]["p_value"] >= alpha
-              and np.isfinite(per[c]["cohens_d"])]
+              if c in per and is_finite(per[c]["p_value"]) and per[c]["p_value"] >= alpha
+              and is_finite(per[c]["cohens_d"])]
         out[c] = max(ds) if ds else 0.0
     return out
 

@@ -34,6 +34,7 @@ from scipy import stats
 from scipy.cluster.hierarchy import leaves_list, linkage
 from scipy.spatial.distance import squareform
 
+from rmcore.io import is_finite
 from rmeval.stats.suitability import DEFAULT_ALPHA
 
 
@@ -101,9 +102,10 @@ def subset_summary(per_subset: Mapping[str, Mapping[str, Mapping[str, Mapping[st
         codes = list(dict.fromkeys(c for per in models.values() for c in per))
         out[subset] = {}
         for c in codes:
-            recs = [per[c] for per in models.values() if c in per and np.isfinite(per[c]["p_value"])]
+            # records read back from strict JSON hold None where a figure was not finite
+            recs = [per[c] for per in models.values() if c in per and is_finite(per[c]["p_value"])]
             sig = [float(r["p_value"]) < alpha for r in recs]
-            ds = [float(r["cohens_d"]) for r in recs if np.isfinite(r["cohens_d"])]
+            ds = [float(r["cohens_d"]) for r in recs if is_finite(r["cohens_d"])]
             out[subset][c] = {"share_significant": float(np.mean(sig)) if sig else float("nan"),
                               "sum_d": float(np.sum(ds)) if ds else float("nan"), "n_models": len(recs)}
     return out

@@ -9,7 +9,6 @@ results before any verdict, so ``audit_checkpoints`` scores them all, then final
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from rmcore.checkpoints import display_name, provenance
 from rmcore.data.schema import RatingSet, pick_attribute
+from rmcore.io import is_finite
 from rmeval.scoring import Scorer, ScorerSettings, load_scorer
 from rmeval.suitability import (
     SuitabilitySettings,
@@ -38,7 +38,7 @@ def suitability_line(name: str, res: dict[str, Any], dest: str | os.PathLike) ->
     """One line per model, titled as its report is (a checkpoint's arm and seed, ``display_name``,
     else ``name``): Cohen's d, stars and verdict of each perturbation, and the risk."""
     def part(code: str, r: dict[str, Any]) -> str:
-        if not math.isfinite(r["p_value"]):
+        if not is_finite(r["p_value"]):
             return f"{code} not tested"
         return f"{code} d={r['cohens_d']:.2f}{r['stars']}" + (" UNSUITABLE" if r["unsuitable"] else "")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, is_finite
 from rmcore.markdown import MISSING, num, table
 from rmcore.tracking import flatten
 from rmeval.suitability.run import model_json
@@ -32,7 +32,7 @@ def _d_cell(r: dict[str, Any] | None) -> str:
     """Cohen's d with its stars, ✗ when unsuitable, · when only rejected; 'untested' without a test."""
     if r is None:
         return MISSING
-    if not np.isfinite(r["p_value"]):
+    if not is_finite(r["p_value"]):
         return "untested"
     mark = " ✗" if r["unsuitable"] else (" ·" if r["rejected"] else "")
     return f"{_num(r['cohens_d'], 2)}{r['stars']}{mark}"
@@ -224,10 +224,10 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path, labels: Mapping
         for j, s in enumerate(specs):
             r = results[n]["perturbations"].get(s)
             x = j - 0.4 + width * (k + 0.5)
-            if r is not None and not np.isfinite(r["p_value"]):
+            if r is not None and not is_finite(r["p_value"]):
                 ax.text(x, 0, "not\ntested", ha="center", va="bottom", fontsize=7, color="dimgray")
                 continue
-            if r is None or not np.isfinite(r["cohens_d"]):
+            if r is None or not is_finite(r["cohens_d"]):
                 continue
             dec = "unsuitable" if r["unsuitable"] else ("rejected" if r["rejected"] else "not rejected")
             ax.bar(x, r["cohens_d"], width * 0.9, color=colors[dec], edgecolor="black", lw=0.4)
@@ -239,7 +239,7 @@ def plot_effects(results: dict[str, dict[str, Any]], path: Path, labels: Mapping
         ax.axhline(m, color="tab:red", ls="--", lw=0.9)
     elif isinstance(m, Mapping):  # the panel rule: one margin per perturbation, across its bars
         for j, s in enumerate(specs):
-            if m.get(s) is not None and np.isfinite(m[s]) and m[s] > 0:
+            if is_finite(m.get(s)) and m[s] > 0:
                 ax.hlines(m[s], j - 0.45, j + 0.45, color="tab:red", ls="--", lw=0.9)
     ax.axhline(0.0, color="black", lw=0.6)
     ax.set_xticks(range(len(specs)))

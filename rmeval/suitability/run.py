@@ -23,7 +23,7 @@ import pandas as pd
 
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_table
+from rmcore.io import atomic_write_table, is_finite
 from rmeval.perturbations.suite import GROUPS, Item, build_suite, preference_items
 from rmeval.scoring.base import Scorer
 from rmeval.stats.suitability import (
@@ -166,7 +166,7 @@ def infer(pairs: pd.DataFrame, settings: SuitabilitySettings, *, groups: Mapping
     out: dict[str, Any] = {"perturbations": per, "groups": res["groups"], "bh_k": res["k"],
                            "decisions": res["decisions"]}
     if extras and settings.robustness:
-        tested = [s for s in order if np.isfinite(per[s]["p_value"])]
+        tested = [s for s in order if is_finite(per[s]["p_value"])]
         rob = robustness(deltas, changed, n_permutations=settings.n_permutations, seed=settings.seed, tested=tested)
         for s, r in rob.items():
             per[s]["robustness"] = {"p_permutation_t": per[s]["p_value"], **r}

@@ -139,7 +139,7 @@ def test_finite_weights_reads_every_trainable_weight():
 
 @pytest.mark.parametrize(("setting", "message"), [
     ("training.on_divergence=maybe", "training.on_divergence must be one of fail, record, got 'maybe'"),
-    ("training.collapse_sd=1", "training.collapse_sd: 1.0 is out of range; allowed: a finite number in [0, 1)"),
+    ("training.collapse_sd=1", "--set training.collapse_sd=1: 1.0 is out of range; allowed: a finite number in [0, 1)"),
 ])
 def test_divergence_settings_are_checked(tmp_path, capsys, setting, message):
     path = recipe(tmp_path, tmp_path / "no-model-needed")
