@@ -36,7 +36,8 @@ def train_tokenizer(texts: list[str], vocab_size: int | None = None, *, word_lev
     """A fast tokenizer trained on ``texts``. ``special_tokens`` name the roles (``eos_token=``,
     ``pad_token=``, ``unk_token=``, ``bos_token=``) in the order their ids are given (default: an EOS
     ``<|endoftext|>`` only). Byte-level BPE, or with ``word_level`` whole words split on whitespace
-    (unknown words map to ``unk_token``, which it then needs). ``vocab_size`` None: the trainer's."""
+    (unknown words map to ``unk_token``, which it then needs). ``vocab_size`` None: the trainer's.
+    The trainer's progress is off: it writes blank lines to stdout when stdout is no terminal."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -47,13 +48,13 @@ def train_tokenizer(texts: list[str], vocab_size: int | None = None, *, word_lev
     if word_level:
         tk = Tokenizer(models.WordLevel(unk_token=unk))
         tk.pre_tokenizer = pre_tokenizers.Whitespace()
-        trainer = trainers.WordLevelTrainer(special_tokens=specials, **size)
+        trainer = trainers.WordLevelTrainer(special_tokens=specials, show_progress=False, **size)
     else:
         tk = Tokenizer(models.BPE(unk_token=unk) if unk else models.BPE())
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tk.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                      **size)
+                                      show_progress=False, **size)
     tk.train_from_iterator(texts, trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, **special_tokens)
     if chat_template is not None:
