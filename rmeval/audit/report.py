@@ -61,6 +61,11 @@ def _header_markdown(audit: dict[str, Any]) -> list[str]:
     lines = [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
              f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
              f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
+    if meta.get("max_length"):
+        trained = meta.get("training_max_length")
+        how = ("" if trained is None else " (the training length)" if trained == meta["max_length"]
+               else f" (trained with {trained})")
+        lines += [f"Each text scored at up to {meta['max_length']} tokens{how}; the prompt is cut from the left.", ""]
     if "attribute" in meta and meta["attribute"] is None:
         lines += ["No rated attribute (a preference set carries labels, not ratings): the human-referenced "
                   "figures are left out.", ""]

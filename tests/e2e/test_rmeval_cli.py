@@ -351,8 +351,8 @@ def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_c
     lines = log.getvalue().splitlines()
     assert any(ln.startswith("scoring bt_margin seed 1: 48 of 48 texts (100%), ") for ln in lines)
     assert any(ln.startswith("statistics bt_margin seed 1: done in ") for ln in lines)
-    assert first.startswith("bt_margin seed 1: 48 scores (") and " texts had their prompt cut; " in first
-    assert not first.startswith("bt_margin seed 1: 48 scores (0 of")  # 24 tokens cut some prompts
+    assert first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (") and " texts had their prompt cut; " in first
+    assert not first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (0 of")  # 24 tokens cut some prompts
     meta = json.loads((out / "audit.json").read_text())["meta"]
     assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
     assert main(argv) == 0
