@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.checkpoints import display_name, provenance, training_max_length
-from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.data.schema import RatingSet, pick_attribute, skipped_note, table_attributes
 from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
@@ -389,6 +389,7 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
             section["variants"] = variant_counts(path, rating_set)
     result["meta"]["placement"] = scored.placement
     result["meta"]["max_length"] = getattr(scorer, "max_length", None)  # tokens per text, as scored
+    result["meta"]["skipped"] = dict(rating_set.skipped)  # rows the data's on_bad: skip dropped, by reason
     result["meta"]["n_processes"] = scored.scores.attrs.get("n_processes", 1)
     result["meta"].update(meta or {})
     if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
@@ -482,11 +483,14 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
     """One line per audited checkpoint, titled as its report is (``display_name``: the run's arm and
-    seed, else ``name``): how many scores, of how many tokens at most, how many texts were cut to fit."""
+    seed, else ``name``): how many scores, of how many tokens at most, how many texts were cut to fit,
+    what the data's ``on_bad: skip`` dropped."""
     total = result["truncation"]["total"]
-    length = result.get("meta", {}).get("max_length")
-    at = f" of at most {length:,} tokens" if length else ""
-    return f"{result_title(name, result)}: {total['n']:,} scores{at} ({truncation_note(total)}) -> {out}"
+    meta = result.get("meta", {})
+    at = f" of at most {meta['max_length']:,} tokens" if meta.get("max_length") else ""
+    skipped = skipped_note(meta.get("skipped") or {})
+    return (f"{result_title(name, result)}: {total['n']:,} scores{at} ({truncation_note(total)}"
+            + (f"; skipped: {skipped}" if skipped else "") + f") -> {out}")
 
 
 def result_title(name: str, result: dict[str, Any]) -> str:
@@ -577,7 +581,7 @@ def _scored_meta(scores: str | os.PathLike) -> dict[str, Any]:
         meta = json.loads(record.read_text()).get("meta") or {}
     except (json.JSONDecodeError, AttributeError):
         return {}
-    keep = ("checkpoint", "data", "scorer", "placement", "max_length", "training_max_length")
+    keep = ("checkpoint", "data", "scorer", "placement", "max_length", "training_max_length", "skipped")
     return {k: meta[k] for k in keep if k in meta}
 
 
