@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmcore.checkpoints import display_name, provenance, training_max_length
+from rmcore.checkpoints import CONFIG_FILE, SUMMARY_FILE, display_name, provenance, training_max_length
 from rmcore.data.schema import RatingSet, pick_attribute, skipped_note, table_attributes
 from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
@@ -42,7 +42,7 @@ from rmeval.scoring.run import score_conditions, truncation_note, truncation_sum
 from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.settings import SuitabilityAuditSettings
 from rmeval.tables import load_preferences, load_ratings, load_scores
-from rmeval.tracking import evaluation_tracker, tables_provenance
+from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     import pandas as pd
@@ -509,8 +509,8 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
     for pool centring (the preferences default to the table ``audit`` writes beside the scores),
     written to OUT and logged to a W&B run (``stats_run_name``; tagged, grouped and in the project of
-    the scored run, whose provenance and scoring the record's meta keeps: ``rmeval.tracking.
-    tables_provenance`` and ``_scored_meta``; ``wandb_project`` names another project). Each file is validated on its
+    the scored run, whose provenance and scoring the record's meta keeps: ``tables_provenance``,
+    ``_scored_meta``; ``wandb_project`` names another project). Each file is validated on its
     own, so an error names the file it is in. ``features``: the folder of the prompt and feature
     tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
@@ -571,16 +571,35 @@ def stats_run_name(scores: str | os.PathLike, prov: dict[str, Any]) -> str:
     return f"stats-{Path(scores).resolve().parent.name}-{Path(scores).stem}"
 
 
-def _scored_meta(scores: str | os.PathLike) -> dict[str, Any]:
-    """What the audit that wrote ``scores`` recorded of its scoring (the checkpoint, data, scorer and
-    length), kept in a recomputed record: the statistics are new, the scores are not."""
+def _earlier_meta(scores: str | os.PathLike) -> dict[str, Any]:
+    """The meta of the ``audit.json`` beside ``scores`` (the audit that wrote them); empty without one."""
     record = Path(scores).with_name("audit.json")
     if not record.is_file():
         return {}
     try:
-        meta = json.loads(record.read_text()).get("meta") or {}
-    except (json.JSONDecodeError, AttributeError):
+        meta = json.loads(record.read_text()).get("meta")
+    except (json.JSONDecodeError, AttributeError):  # not an audit record: nothing to keep from it
         return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def tables_provenance(scores: str | os.PathLike) -> dict[str, Any]:
+    """The provenance (``rmcore.checkpoints.provenance``) of the run whose texts ``scores`` holds,
+    from where the table lies: a training run's directory (its ``heldout_scores.parquet``), else the
+    ``audit.json`` an audit wrote beside it (its meta keeps the run's seed as ``run_seed``)."""
+    folder = Path(scores).parent
+    if (folder / CONFIG_FILE).is_file() or (folder / SUMMARY_FILE).is_file():
+        return provenance(folder)
+    meta = _earlier_meta(scores)
+    keys = {"arm": "arm", "run_seed": "seed", "model": "model", "project": "project", "entity": "entity",
+            "group": "group"}
+    return {key: meta[k] for k, key in keys.items() if meta.get(k) is not None}
+
+
+def _scored_meta(scores: str | os.PathLike) -> dict[str, Any]:
+    """What the audit that wrote ``scores`` recorded of its scoring (the checkpoint, data, scorer,
+    length, skipped rows), kept in a recomputed record: the statistics are new, the scores are not."""
+    meta = _earlier_meta(scores)
     keep = ("checkpoint", "data", "scorer", "placement", "max_length", "training_max_length", "skipped")
     return {k: meta[k] for k in keep if k in meta}
 
