@@ -73,15 +73,15 @@ def training_max_length(checkpoint: Path | str) -> int | None:
     return int(length) if isinstance(length, int) and length > 0 else None
 
 
-def scoring_max_length(checkpoint: Path | str, requested: int | None, flag: str = "--max-length") -> int | None:
-    """Tokens per text to score ``checkpoint`` with: ``requested``, else the length it was trained
-    with (None: the model's own limit, for a model not trained by ``rmtrain``). A requested length
-    other than the training one is said in one line on stderr (a warning)."""
+def scoring_max_length(checkpoint: Path | str, requested: int | None) -> int | None:
+    """Tokens per text to score ``checkpoint`` with: ``requested`` (a flag's or a recipe's), else the
+    length it was trained with (None: the model's own limit, for a model not trained by ``rmtrain``).
+    A requested length other than the training one is said in one line on stderr (a warning)."""
     trained = training_max_length(checkpoint)
     if requested is None:
         return trained
     if trained is not None and requested != trained:
-        log.warning("%s %d: %s was trained with max_length %d; scoring at %d tokens", flag, requested, checkpoint,
+        log.warning("max_length %d: %s was trained with max_length %d; scoring at %d tokens", requested, checkpoint,
                     trained, requested)
     return requested
 

@@ -104,7 +104,7 @@ def test_suitability_logs_beside_the_training_run_and_says_a_length_other_than_t
     assert any(k.startswith("suitability/EF/") for k in logged_keys(w))
     assert logged_media(w).get("suitability/table") == "table-file"
     said = [r.getMessage() for r in caplog.records if "trained with max_length" in r.getMessage()]
-    assert said == [f"--max-length 12: {run} was trained with max_length {TRAINED_LENGTH}; scoring at 12 tokens"]
+    assert said == [f"max_length 12: {run} was trained with max_length {TRAINED_LENGTH}; scoring at 12 tokens"]
     meta = json.loads((out / "suitability.json").read_text())["meta"]
     assert (meta["max_length"], meta["training_max_length"]) == (12, TRAINED_LENGTH)
     assert f"up to 12 tokens (trained with {TRAINED_LENGTH})" in (out / "suitability.md").read_text()

@@ -468,4 +468,4 @@ def test_max_length_defaults_to_the_training_length_and_is_said(material: dict[s
                              "--max-length", "100"], monkeypatch)
     assert rc == 0 and health["max_length"] == 100
     assert [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"] == [
-        f"--max-length 100: {run} was trained with max_length 64; scoring at 100 tokens"]
+        f"max_length 100: {run} was trained with max_length 64; scoring at 100 tokens"]
