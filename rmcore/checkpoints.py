@@ -1,7 +1,8 @@
 """What a run directory holds, and finding and naming the checkpoints a user points at.
 
 ``rmtrain train`` writes into its output directory ``matchrm_config.json`` (the run's config, before
-training), ``checkpoint-*`` (resumable Trainer state, each with ``matchrm_progress_rank<R>.json``)
+training), ``matchrm_wandb_run.json`` (its W&B run's id, so a resumed run logs on in the same W&B
+run), ``checkpoint-*`` (resumable Trainer state, each with ``matchrm_progress_rank<R>.json``)
 and, once finished, a plain transformers checkpoint, ``train_summary.json`` and
 ``heldout_scores.parquet``. Everything that reads a run (the audit, suitability, the policy
 reward's tags, the sweep) takes the file names from here."""
@@ -9,6 +10,7 @@ reward's tags, the sweep) takes the file names from here."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -22,6 +24,9 @@ CONFIG_FILE = "matchrm_config.json"
 HELDOUT_SCORES_FILE = "heldout_scores.parquet"
 PROGRESS_FILE = "matchrm_progress_rank{rank}.json"  # in each checkpoint-N/: counters up to that step
 TRAINER_STATE = "trainer_state.json"  # the Trainer writes it last into a checkpoint
+WANDB_RUN_FILE = "matchrm_wandb_run.json"  # the training run's W&B run id: a resumed run goes on in it
+
+log = logging.getLogger(__name__)
 
 
 def _natural_key(name: str) -> list[Any]:
@@ -50,9 +55,40 @@ def find_checkpoints(path: str | Path, known: tuple[str, ...] = ()) -> list[tupl
     return sorted(named, key=lambda x: _natural_key(x[0]))
 
 
+def _run_config(checkpoint: Path | str) -> dict[str, Any]:
+    """The saved config of the run that wrote ``checkpoint`` (its directory's, or for an intermediate
+    ``checkpoint-N/`` its run directory's ``matchrm_config.json``); empty for any other model."""
+    path = Path(str(checkpoint))
+    for d in (path, path.parent):
+        if (d / CONFIG_FILE).is_file():
+            c = json.loads((d / CONFIG_FILE).read_text())
+            return c if isinstance(c, dict) else {}
+    return {}
+
+
+def training_max_length(checkpoint: Path | str) -> int | None:
+    """``training.max_length`` of the run that wrote ``checkpoint`` (None: not trained by ``rmtrain``)."""
+    training = _run_config(checkpoint).get("training")
+    length = training.get("max_length") if isinstance(training, dict) else None
+    return int(length) if isinstance(length, int) and length > 0 else None
+
+
+def scoring_max_length(checkpoint: Path | str, requested: int | None) -> int | None:
+    """Tokens per text to score ``checkpoint`` with: ``requested`` (a flag's or a recipe's), else the
+    length it was trained with (None: the model's own limit, for a model not trained by ``rmtrain``).
+    A requested length other than the training one is said in one line on stderr (a warning)."""
+    trained = training_max_length(checkpoint)
+    if requested is None:
+        return trained
+    if trained is not None and requested != trained:
+        log.warning("max_length %d: %s was trained with max_length %d; scoring at %d tokens", requested, checkpoint,
+                    trained, requested)
+    return requested
+
+
 def provenance(checkpoint: Path | str) -> dict[str, Any]:
-    """arm, seed, model and sweep group of a checkpoint trained by ``rmtrain`` (empty otherwise),
-    so audit runs line up with their training runs on W&B."""
+    """arm, seed, model, and the W&B project, entity and group of the training run, of a checkpoint
+    trained by ``rmtrain`` (empty otherwise), so audit runs sit beside their training runs on W&B."""
     info: dict[str, Any] = {}
     path = Path(checkpoint)
     # an intermediate checkpoint-N/ sits inside its run directory, which holds the run's files
@@ -64,9 +100,8 @@ def provenance(checkpoint: Path | str) -> dict[str, Any]:
             model = c.get("model", {})
             if isinstance(model, dict) and model.get("name_or_path"):
                 info["model"] = model["name_or_path"]
-            group = c.get("wandb", {}).get("group")
-            if group:
-                info["group"] = group
+            wandb = c.get("wandb") or {}
+            info.update({k: wandb[k] for k in ("project", "entity", "group") if wandb.get(k)})
         if summary.is_file():
             s = json.loads(summary.read_text())
             info.update({k: s[k] for k in ("arm", "seed", "model") if k in s})

@@ -7,11 +7,15 @@
 - ``quiet_libraries``: transformers' and datasets' progress bars and their chatter below WARNING
   off, set when each library is imported (at once if it is already): a hook on the import system
   (``after_import``) runs the settings right after the library's own ``__init__``, which is where
-  the eager ``import transformers`` of a command's start used to set them.
+  the eager ``import transformers`` of a command's start used to set them. What a module prints
+  while it is imported goes to stderr where it is known to print (``prints_to_stderr``:
+  transformers' W&B integration prints "[INFO] Running in WANDB offline mode" on stdout at import
+  under ``WANDB_MODE=offline``; trl's trainers and our reward trainer import it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import logging
 import os
@@ -24,6 +28,8 @@ from typing import Any
 # and propagate=False, and it logs at import ("Setting accelerator to CPU"), before any caller of
 # ours could touch the handler.
 _DEEPSPEED_LOGGER = "DeepSpeed"
+# modules that print on stdout while they are imported
+_PRINT_AT_IMPORT = ("transformers.integrations.integration_utils",)
 
 
 class _CurrentStderr:
@@ -68,15 +74,19 @@ def results_on_stdout() -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: for a top-level module with hooks, it takes the spec the other finders
-    give and has the loader run the hooks once the module has executed."""
+    """Finds nothing itself: for a module with hooks, it takes the spec the other finders give and
+    has the loader run the hooks once the module has executed (and, for a module in ``to_stderr``,
+    execute it with stdout sent to stderr)."""
 
     def __init__(self) -> None:
         self.hooks: dict[str, list[Callable[[ModuleType], None]]] = {}
+        self.to_stderr: set[str] = set()
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        hooks = self.hooks.pop(fullname, None)
-        if not hooks:
+        hooks = self.hooks.pop(fullname, None) or []
+        quiet = fullname in self.to_stderr
+        self.to_stderr.discard(fullname)
+        if not hooks and not quiet:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -88,7 +98,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         exec_module = spec.loader.exec_module
 
         def run(module: ModuleType) -> None:
-            exec_module(module)
+            with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
+                exec_module(module)
             for hook in hooks:
                 hook(module)
 
@@ -105,6 +116,18 @@ def after_import(name: str, hook: Callable[[ModuleType], None]) -> None:
         hook(sys.modules[name])
         return
     _AFTER_IMPORT.hooks.setdefault(name, []).append(hook)
+    _install()
+
+
+def prints_to_stderr(name: str) -> None:
+    """What module ``name`` (a submodule too) prints while it is first imported goes to stderr;
+    nothing to do once it is imported."""
+    if name not in sys.modules:
+        _AFTER_IMPORT.to_stderr.add(name)
+        _install()
+
+
+def _install() -> None:
     if _AFTER_IMPORT not in sys.meta_path:
         sys.meta_path.insert(0, _AFTER_IMPORT)
 
@@ -124,9 +147,12 @@ def quiet_libraries() -> None:
     dataset maps) and their chatter below WARNING are off; our run bars and warnings stay. In a
     single process no layer is tensor-parallel, so transformers' 'layers were not sharded' notice
     (logged whenever a model class carries a TP plan) says nothing there. Library log lines that
-    would go to stdout go to stderr (``results_on_stdout``). transformers and datasets are set as
-    they load (``after_import``), so this imports neither."""
+    would go to stdout go to stderr (``results_on_stdout``), and so does what a module known to
+    print at import prints then (``prints_to_stderr``). transformers and datasets are set as they
+    load (``after_import``), so this imports neither."""
     results_on_stdout()  # first: deepspeed, imported by the libraries when they load, logs at import
+    for name in _PRINT_AT_IMPORT:
+        prints_to_stderr(name)
     after_import("datasets", _quiet_datasets)
     after_import("transformers", _quiet_transformers)
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:

@@ -36,7 +36,8 @@ def train_tokenizer(texts: list[str], vocab_size: int | None = None, *, word_lev
     """A fast tokenizer trained on ``texts``. ``special_tokens`` name the roles (``eos_token=``,
     ``pad_token=``, ``unk_token=``, ``bos_token=``) in the order their ids are given (default: an EOS
     ``<|endoftext|>`` only). Byte-level BPE, or with ``word_level`` whole words split on whitespace
-    (unknown words map to ``unk_token``, which it then needs). ``vocab_size`` None: the trainer's."""
+    (unknown words map to ``unk_token``, which it then needs). ``vocab_size`` None: the trainer's.
+    The trainer's progress is off: it writes blank lines to stdout when stdout is no terminal."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+DEFAULT_PROJECT = "matchrm"  # where a run goes that names no project
+
 
 def resolve_mode(mode: str | None) -> str:
     """'online' | 'offline' | 'disabled'; None means online with an API key, offline without."""
@@ -39,12 +41,13 @@ def flatten(d: Mapping[str, Any], prefix: str = "", sep: str = "/") -> dict[str,
 
 
 class Tracker:
-    """Thin wrapper around one W&B run; a no-op when disabled."""
+    """Thin wrapper around one W&B run; a no-op when disabled. ``run_id``: go on in that run (W&B's
+    ``resume="allow"``: the run of an interrupted process, resumed), else a new one."""
 
-    def __init__(self, *, project: str = "matchrm", name: str | None = None, group: str | None = None,
+    def __init__(self, *, project: str | None = DEFAULT_PROJECT, name: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, config: Mapping[str, Any] | None = None,
                  mode: str | None = None, dir: str | os.PathLike | None = None,
-                 job_type: str | None = None, entity: str | None = None) -> None:
+                 job_type: str | None = None, entity: str | None = None, run_id: str | None = None) -> None:
         self.mode = resolve_mode(mode)
         self.run = None
         if self.mode == "disabled":
@@ -53,9 +56,10 @@ class Tracker:
 
         if dir is not None:
             Path(dir).mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=project, entity=entity, name=name, group=group, tags=tags or [],
-                              config=dict(config or {}), mode=self.mode, dir=str(dir) if dir else None,
-                              job_type=job_type, reinit="finish_previous")
+        self.run = wandb.init(project=project or DEFAULT_PROJECT, entity=entity, name=name, group=group,
+                              tags=tags or [], config=dict(config or {}), mode=self.mode,
+                              dir=str(dir) if dir else None, job_type=job_type, reinit="finish_previous",
+                              id=run_id, resume="allow" if run_id else None)
 
     @property
     def enabled(self) -> bool:
@@ -86,6 +90,11 @@ class Tracker:
         if self.run is not None:
             self.run.finish()
             self.run = None
+
+    @property
+    def run_id(self) -> str | None:
+        """The W&B run's id (None when disabled): what a resumed process passes back as ``run_id``."""
+        return self.run.id if self.run is not None else None
 
     @property
     def run_dir(self) -> Path | None:

@@ -1,6 +1,7 @@
 """A run's directory as the trainer keeps it: whether it may be resumed or reused, and atomic saving.
 
-OUT/ holds (file names in ``rmcore.checkpoints``) `matchrm_config.json` (the run's config, written before training), `checkpoint-*`
+OUT/ holds (file names in ``rmcore.checkpoints``) `matchrm_config.json` (the run's config, written before training),
+`matchrm_wandb_run.json` (the id of its W&B run, which a resumed run goes on in), `checkpoint-*`
 (resumable Trainer state), and when the run finished: a plain transformers checkpoint,
 `train_summary.json` and `heldout_scores.parquet`."""
 
@@ -16,7 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.checkpoints import CONFIG_FILE, HELDOUT_SCORES_FILE, PROGRESS_FILE, SUMMARY_FILE, TRAINER_STATE
+from rmcore.checkpoints import (
+    CONFIG_FILE,
+    HELDOUT_SCORES_FILE,
+    PROGRESS_FILE,
+    SUMMARY_FILE,
+    TRAINER_STATE,
+    WANDB_RUN_FILE,
+)
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
 from rmcore.modeling import unwrap_for_saving
@@ -72,8 +80,27 @@ def check_same_run(cfg: TrainConfig, out: Path) -> None:
 def clear_run(out: Path) -> None:
     for p in list(out.glob("checkpoint-*")) if out.exists() else []:
         shutil.rmtree(p)
-    for name in (SUMMARY_FILE, CONFIG_FILE, HELDOUT_SCORES_FILE):
+    for name in (SUMMARY_FILE, CONFIG_FILE, HELDOUT_SCORES_FILE, WANDB_RUN_FILE):
         (out / name).unlink(missing_ok=True)
+
+
+def stored_wandb_run(out: Path) -> str | None:
+    """The id of the W&B run this directory's run logged to (None: none yet): a resumed run goes on
+    in it rather than starting a second run of the same name beside one that never finished."""
+    f = out / WANDB_RUN_FILE
+    if not f.is_file():
+        return None
+    try:
+        run_id = json.loads(f.read_text()).get("id")
+    except (json.JSONDecodeError, AttributeError):
+        log.warning("%s is not a W&B run record; the run logs to a new W&B run", f)
+        return None
+    return str(run_id) if run_id else None
+
+
+def store_wandb_run(out: Path, run_id: str | None) -> None:
+    if run_id:
+        atomic_write_json(out / WANDB_RUN_FILE, {"id": run_id})
 
 
 def write_config(cfg: TrainConfig, out: Path) -> None:

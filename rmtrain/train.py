@@ -56,6 +56,8 @@ from rmtrain.rundir import (  # noqa: F401
     read_progress,
     resume_checkpoint,
     save_checkpoint,
+    store_wandb_run,
+    stored_wandb_run,
     write_config,
     write_results,
 )
@@ -251,9 +253,13 @@ def run_status(divergence: dict[str, Any] | None, scores: Any, collapse_sd: floa
 
 
 def _tracker(cfg: TrainConfig, out: Path) -> Any:
-    return Tracker(project=cfg.wandb.project, name=f"{cfg.arm}-seed{cfg.seed}", group=cfg.wandb.group,
-                   tags=[f"arm:{cfg.arm}", f"seed:{cfg.seed}", *cfg.wandb.tags], config=cfg.to_dict(),
-                   mode=cfg.wandb.mode, dir=out, job_type="train", entity=cfg.wandb.entity)
+    # an interrupted run, resumed, logs on in the W&B run it began (its id kept in the run directory)
+    tracker = Tracker(project=cfg.wandb.project, name=f"{cfg.arm}-seed{cfg.seed}", group=cfg.wandb.group,
+                      tags=[f"arm:{cfg.arm}", f"seed:{cfg.seed}", *cfg.wandb.tags], config=cfg.to_dict(),
+                      mode=cfg.wandb.mode, dir=out, job_type="train", entity=cfg.wandb.entity,
+                      run_id=stored_wandb_run(out))
+    store_wandb_run(out, tracker.run_id)
+    return tracker
 
 
 def _summary(cfg: TrainConfig, data: PreparedData, inputs: EncodedInputs, trainer: MatchedRewardTrainer,
@@ -322,7 +328,8 @@ def _save(cfg: TrainConfig, trainer: MatchedRewardTrainer, tok: Any, out: Path, 
             if scores is not None:
                 tracker.summary({f"heldout/{k}": v for k, v in inputs.heldout.metrics(scores).items()})
             tracker.summary({"n_train_pairs": summary["n_train_pairs"], "arm": cfg.arm, "seed": cfg.seed,
-                             "status": summary["status"], "status_reason": summary["status_reason"]})
+                             "status": summary["status"], "status_reason": summary["status_reason"],
+                             "resumed_from": summary["resumed_from"]})
     trainer.accelerator.wait_for_everyone()
     if tracker is not None:
         tracker.finish()

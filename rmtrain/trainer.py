@@ -13,19 +13,16 @@ in ``trainer.divergence`` ({step, what: loss | weights, loss}) for ``rmtrain.tra
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-# transformers prints "[INFO] Running in WANDB offline mode" on stdout when it first imports its W&B
-# integration (WANDB_MODE=offline): stdout carries results only
-with contextlib.redirect_stdout(sys.stderr):
-    from transformers import Trainer, TrainerCallback
+# (transformers prints "[INFO] Running in WANDB offline mode" when it imports its W&B integration:
+# the commands send it to stderr, rmcore.quiet.quiet_libraries)
+from transformers import Trainer, TrainerCallback
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from rmcore.batching import bucket_spans, length_buckets

@@ -207,7 +207,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
            "--batch-wait-ms", str(args.batch_wait_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    for line in proc.stdout:  # "serving CKPT (device, dtype) on http://127.0.0.1:PORT/get_reward"
+    for line in proc.stdout:  # "serving CKPT (device, dtype, max length N tokens) on http://127.0.0.1:PORT/get_reward"
         if line.startswith("serving "):
             return proc, line.split(" on ")[-1].strip().removesuffix("/get_reward")
     raise SystemExit(f"rmeval serve-reward exited with code {proc.wait()}")

@@ -18,10 +18,11 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
   that refuses NaN and Infinity, as RFC 8259 readers do.
 - ``subcommands``: every command of a command-line parser (``rmeval``, ``rmtrain``), nested ones
   (``judges elicit``) included, by its words.
-- ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server. The file is a
-  LevelDB-log stream: a 7-byte file header ("W&B" magic, version), then 32 KiB blocks of records,
-  each with a 7-byte header (crc32 4, length 2, type 1; FULL=1, FIRST=2, MIDDLE=3, LAST=4) carrying
-  serialized ``wandb_internal_pb2.Record`` protobufs."""
+- ``read_run``: an offline W&B run (``run-<id>.wandb``) read back without a server (wandb 0.31
+  ships no reader); ``read_runs``: every run under a folder (a resumed run writes a second folder
+  with the same run id). The file is a LevelDB-log stream: a 7-byte file header ("W&B" magic,
+  version), then 32 KiB blocks of records, each with a 7-byte header (crc32 4, length 2, type 1;
+  FULL=1, FIRST=2, MIDDLE=3, LAST=4) carrying serialized ``wandb_internal_pb2.Record`` protobufs."""
 
 from __future__ import annotations
 
@@ -377,15 +378,34 @@ def _key(item: Any) -> str:
     return "/".join(item.nested_key) if item.nested_key else item.key
 
 
-def read_run(path: str | Path) -> dict[str, Any]:
+def read_runs(path: str | Path, wait: float = 60.0) -> list[dict[str, Any]]:
+    """``read_run`` of every ``run-*.wandb`` under ``path``, oldest first (W&B names a run's folder
+    ``offline-run-<date>_<time>-<id>``)."""
+    return [read_run(f, wait) for f in sorted(Path(path).rglob("run-*.wandb"), key=lambda f: f.parent.name)]
+
+
+def read_run(path: str | Path, wait: float = 60.0) -> dict[str, Any]:
     """{'history': [row dicts], 'summary': {...}, 'config': {...}, 'tags': [...], 'name': str, 'group': str,
-    'job_type': str}"""
-    from wandb.proto import wandb_internal_pb2 as pb
+    'job_type': str, 'project': str, 'entity': str, 'id': str, 'exited': bool (the run finished)}.
+    wandb's service process writes the file: ``run.finish()`` returns before its last records (and
+    at times its first) are on disk, so a run is read again until its exit record is there, for up
+    to ``wait`` seconds (a run killed before it finished has none: read as it is then)."""
+    import time
 
     path = Path(path)
     if path.is_dir():
         path = next(path.rglob("run-*.wandb"))
+    deadline = time.monotonic() + wait
+    while not (run := _read_run_file(path))["exited"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return run
+
+
+def _read_run_file(path: Path) -> dict[str, Any]:
+    from wandb.proto import wandb_internal_pb2 as pb
+
     history, summary, config, tags, name, group, job_type = [], {}, {}, [], "", "", ""
+    where = {"project": "", "entity": "", "id": "", "exited": False}
     for raw in _payloads(path.read_bytes()):
         rec = pb.Record()
         rec.ParseFromString(raw)
@@ -402,10 +422,19 @@ def read_run(path: str | Path) -> dict[str, Any]:
             tags = list(rec.run.tags)
             name = rec.run.display_name
             group, job_type = rec.run.run_group, rec.run.job_type
+            where.update(project=rec.run.project, entity=rec.run.entity, id=rec.run.run_id)
             for i in rec.run.config.update:
                 config[_key(i)] = _val(i)
+        elif which == "exit":
+            where["exited"] = True
     return {"history": history, "summary": summary, "config": config, "tags": tags, "name": name, "group": group,
-            "job_type": job_type}
+            "job_type": job_type, **where}
+
+
+def logged_media(run: dict[str, Any]) -> dict[str, str]:
+    """{key: W&B media type} of a run's logged tables and images ('audit/share_table': 'table-file'):
+    a media value is recorded as the keys of its description (``<key>/_type``, ``<key>/path``...)."""
+    return {k.removesuffix("/_type"): v for row in run["history"] for k, v in row.items() if k.endswith("/_type")}
 
 
 class JsonHandler(BaseHTTPRequestHandler):

@@ -41,6 +41,12 @@ def table_attributes(ratings: pd.DataFrame) -> list[str]:
     return [c for c in ratings.columns if c not in RATINGS_KEY_COLUMNS]
 
 
+def skipped_note(skipped: dict[str, int] | Counter) -> str:
+    """What loading skipped (``on_bad: skip``), by reason, in words: "bad score 2, too few
+    responses 1"; "" when nothing was."""
+    return ", ".join(f"{reason.replace('_', ' ')} {n:,}" for reason, n in sorted(skipped.items()) if n)
+
+
 @dataclass
 class Response:
     response_id: str

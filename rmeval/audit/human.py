@@ -40,7 +40,7 @@ from scipy.stats import rankdata
 
 from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
 from rmcore.data.registry import load_data
-from rmcore.data.schema import pick_attribute
+from rmcore.data.schema import pick_attribute, skipped_note
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.markdown import interval, num, table
@@ -250,6 +250,10 @@ def render_human_markdown(res: dict[str, Any], title: str = "Human ratings") -> 
              "the same transform. It describes how the rating variance is distributed; it is not a target "
              "a model must match, and it depends on the rating protocol (independent ratings vs one "
              "annotator rating a prompt's responses in sequence).", ""]
+    for what, counts in (("the data", meta.get("skipped") or {}),
+                         ("the annotations", (meta.get("annotations") or {}).get("skipped") or {})):
+        if skipped_note(counts):  # on_bad: skip drops rows; never silently
+            lines += [f"Skipped while reading {what}: {skipped_note(counts)}.", ""]
     lines += ["## Between-prompt share (ICC(1))", ""]
     lines += table(["attribute", "subset", "share", "95% CI", "prompts"],
                    [[a, SHARE_LABELS.get(name, name), num(r["estimate"]), interval(r), r["n_prompts"]]

@@ -79,7 +79,8 @@ def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, 
     res["truncation"] = truncation_summary(scores)["total"]
     res["meta"] = {"checkpoint": None if checkpoint is None else str(checkpoint), "data": data,
                    "rating_set": rating_set.name, "n_pairs": len(prefs), "scorer": scorer.kind,
-                   "placement": placement, "n_processes": scores.attrs.get("n_processes", 1),
+                   "placement": placement, "max_length": getattr(scorer, "max_length", None),
+                   "n_processes": scores.attrs.get("n_processes", 1),
                    "skipped": dict(rating_set.skipped)}
     atomic_write_table(out / "preferences.parquet", prefs)
     atomic_write_json(out / "pairwise.json", res)
@@ -99,10 +100,11 @@ def _preferences(rating_set: RatingSet, data: str | None) -> Any:
 
 def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
                         settings: PairwiseSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
-                        wandb_project: str = "matchrm", wandb_mode: str | None = None,
+                        wandb_project: str | None = None, wandb_mode: str | None = None,
                         shard: Shard | None = None) -> dict[str, Any] | None:
-    """``pairwise`` of a saved checkpoint, with a W&B run of its own (``pairwise-<name>``; the main
-    process's alone when several share the scoring)."""
+    """``pairwise`` of a saved checkpoint, with a W&B run of its own (``pairwise-<name>``, in its
+    training run's project unless ``wandb_project`` names one; the main process's alone when several
+    share the scoring)."""
     _preferences(rating_set, data)  # before any model is loaded
     model = load_scorer(replace(scorer, model=str(checkpoint)))
     label = display_name(name, checkpoint)

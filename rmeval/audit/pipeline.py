@@ -14,6 +14,7 @@ The figures are read against ONE rated attribute, chosen by ``rmcore.data.schema
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmcore.checkpoints import display_name, provenance
-from rmcore.data.schema import RatingSet, pick_attribute, table_attributes
+from rmcore.checkpoints import CONFIG_FILE, SUMMARY_FILE, display_name, provenance, training_max_length
+from rmcore.data.schema import RatingSet, pick_attribute, skipped_note, table_attributes
 from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
@@ -415,6 +416,8 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
 
             section["variants"] = variant_counts(path, rating_set)
     result["meta"]["placement"] = scored.placement
+    result["meta"]["max_length"] = getattr(scorer, "max_length", None)  # tokens per text, as scored
+    result["meta"]["skipped"] = dict(rating_set.skipped)  # rows the data's on_bad: skip dropped, by reason
     result["meta"]["n_processes"] = scored.scores.attrs.get("n_processes", 1)
     result["meta"].update(meta or {})
     if getattr(scorer, "drop_special", ()):  # scored without BOS/EOS markers: say so, and how often one was there
@@ -441,7 +444,8 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     if checkpoint is not None:
         # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
         prov = {("run_seed" if k == "seed" else k): v for k, v in provenance(checkpoint).items()}
-        result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind, **prov})
+        result["meta"].update({"checkpoint": str(checkpoint), "data": data, "scorer": scorer.kind,
+                               "training_max_length": training_max_length(checkpoint), **prov})
     return judge_images
 
 
@@ -482,10 +486,11 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
                      settings: AuditSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
-                     wandb_project: str = "matchrm", wandb_mode: str | None = None,
+                     wandb_project: str | None = None, wandb_mode: str | None = None,
                      shard: Shard | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own
-    grouped like the checkpoint's training run; ``name`` names the run (``audit-<name>``).
+    """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own in the
+    project and group of the checkpoint's training run (``wandb_project`` None; else that project:
+    ``rmeval.tracking``); ``name`` names the run (``audit-<name>``).
     ``shard``: this process's share of a multi-process audit (``rmeval.scoring.run.Shard``); the
     main process alone logs to W&B and returns the record, the others return None."""
     started = time.perf_counter()  # meta.seconds counts the model's loading too
@@ -506,9 +511,14 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
 
 def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str:
     """One line per audited checkpoint, titled as its report is (``display_name``: the run's arm and
-    seed, else ``name``): how many scores, how many texts were cut to fit."""
+    seed, else ``name``): how many scores, of how many tokens at most, how many texts were cut to fit,
+    what the data's ``on_bad: skip`` dropped."""
     total = result["truncation"]["total"]
-    return f"{result_title(name, result)}: {total['n']:,} scores ({truncation_note(total)}) -> {out}"
+    meta = result.get("meta", {})
+    at = f" of at most {meta['max_length']:,} tokens" if meta.get("max_length") else ""
+    skipped = skipped_note(meta.get("skipped") or {})
+    return (f"{result_title(name, result)}: {total['n']:,} scores{at} ({truncation_note(total)}"
+            + (f"; skipped: {skipped}" if skipped else "") + f") -> {out}")
 
 
 def result_title(name: str, result: dict[str, Any]) -> str:
@@ -521,12 +531,14 @@ def result_title(name: str, result: dict[str, Any]) -> str:
 def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings: AuditSettings,
                  out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
                  reference_scores: str | os.PathLike | None = None, features: str | os.PathLike | None = None,
-                 compare: dict[str, str] | None = None, wandb_project: str = "matchrm",
+                 compare: dict[str, str] | None = None, wandb_project: str | None = None,
                  wandb_mode: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
     """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
     tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
     for pool centring (the preferences default to the table ``audit`` writes beside the scores),
-    written to OUT and logged to a W&B run (``stats-<scores file>``). Each file is validated on its
+    written to OUT and logged to a W&B run (``stats_run_name``; tagged, grouped and in the project of
+    the scored run, whose provenance and scoring the record's meta keeps: ``tables_provenance``,
+    ``_scored_meta``; ``wandb_project`` names another project). Each file is validated on its
     own, so an error names the file it is in. ``features``: the folder of the prompt and feature
     tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
@@ -567,14 +579,58 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
                                                         n_boot=settings.stats.n_boot, seed=settings.stats.seed)
     result["meta"]["seconds_statistics"] = result["meta"].pop("seconds", None)
+    prov = tables_provenance(scores)
+    result["meta"].update({**_scored_meta(scores), **{("run_seed" if k == "seed" else k): v for k, v in prov.items()}})
     paths = write_report(result, out, title=f"Audit of {Path(scores).name}", started=started)
-    tracker = evaluation_tracker(f"stats-{Path(scores).stem}", out, {"scores": str(scores), "ratings": str(ratings)},
-                                 project=wandb_project, mode=wandb_mode)
+    tracker = evaluation_tracker(stats_run_name(scores, prov), out, {"scores": str(scores), "ratings": str(ratings)},
+                                 prov=prov, project=wandb_project, mode=wandb_mode)
     try:
         log_audit(tracker, result, paths)
     finally:
         tracker.finish()
     return result, paths
+
+
+def stats_run_name(scores: str | os.PathLike, prov: dict[str, Any]) -> str:
+    """The W&B run of ``rmeval stats``: ``stats-<arm>-seed<seed>`` for the tables of a run trained
+    by rmtrain, else ``stats-<folder>-<file>`` (the folder names the tables more than their file:
+    every audit writes ``scores.parquet``)."""
+    if "arm" in prov and "seed" in prov:
+        return f"stats-{prov['arm']}-seed{prov['seed']}"
+    return f"stats-{Path(scores).resolve().parent.name}-{Path(scores).stem}"
+
+
+def _earlier_meta(scores: str | os.PathLike) -> dict[str, Any]:
+    """The meta of the ``audit.json`` beside ``scores`` (the audit that wrote them); empty without one."""
+    record = Path(scores).with_name("audit.json")
+    if not record.is_file():
+        return {}
+    try:
+        meta = json.loads(record.read_text()).get("meta")
+    except (json.JSONDecodeError, AttributeError):  # not an audit record: nothing to keep from it
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def tables_provenance(scores: str | os.PathLike) -> dict[str, Any]:
+    """The provenance (``rmcore.checkpoints.provenance``) of the run whose texts ``scores`` holds,
+    from where the table lies: a training run's directory (its ``heldout_scores.parquet``), else the
+    ``audit.json`` an audit wrote beside it (its meta keeps the run's seed as ``run_seed``)."""
+    folder = Path(scores).parent
+    if (folder / CONFIG_FILE).is_file() or (folder / SUMMARY_FILE).is_file():
+        return provenance(folder)
+    meta = _earlier_meta(scores)
+    keys = {"arm": "arm", "run_seed": "seed", "model": "model", "project": "project", "entity": "entity",
+            "group": "group"}
+    return {key: meta[k] for k, key in keys.items() if meta.get(k) is not None}
+
+
+def _scored_meta(scores: str | os.PathLike) -> dict[str, Any]:
+    """What the audit that wrote ``scores`` recorded of its scoring (the checkpoint, data, scorer,
+    length, skipped rows), kept in a recomputed record: the statistics are new, the scores are not."""
+    meta = _earlier_meta(scores)
+    keep = ("checkpoint", "data", "scorer", "placement", "max_length", "training_max_length", "skipped")
+    return {k: meta[k] for k in keep if k in meta}
 
 
 # Point estimates compared across checkpoints.

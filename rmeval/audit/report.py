@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmcore.data.schema import skipped_note
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
 from rmcore.markdown import MISSING, estimate, interval, num, table
 from rmcore.tracking import Tracker, flatten
@@ -61,6 +62,13 @@ def _header_markdown(audit: dict[str, Any]) -> list[str]:
     lines = [f"{meta.get('n_prompts', '?')} prompts, {meta.get('n_responses', '?')} responses; "
              f"conditions: {', '.join(meta.get('conditions', []))}; {meta.get('n_boot', '?')} "
              f"prompt-level bootstrap resamples (95% percentile intervals), seed {meta.get('seed', '?')}.", ""]
+    if meta.get("max_length"):
+        trained = meta.get("training_max_length")
+        how = ("" if trained is None else " (the training length)" if trained == meta["max_length"]
+               else f" (trained with {trained})")
+        lines += [f"Each text scored at up to {meta['max_length']} tokens{how}; the prompt is cut from the left.", ""]
+    if skipped_note(meta.get("skipped") or {}):  # on_bad: skip drops rows; never silently
+        lines += [f"Skipped while reading the data: {skipped_note(meta['skipped'])}.", ""]
     if "attribute" in meta and meta["attribute"] is None:
         lines += ["No rated attribute (a preference set carries labels, not ratings): the human-referenced "
                   "figures are left out.", ""]

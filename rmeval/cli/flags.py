@@ -58,6 +58,15 @@ class WandbFlags:
 
 
 @dataclass
+class RunWandbFlags(WandbFlags):
+    """Where a command that evaluates checkpoints or their tables logs: by default beside the
+    training run (its W&B project and group, ``rmeval.tracking``)."""
+
+    wandb_project: str | None = option(None, help="W&B project (default: the training run's, for a checkpoint "
+                                                  "trained by rmtrain; else matchrm)")
+
+
+@dataclass
 class ScoringCommand:
     """The settings of every command that scores checkpoints on a data set."""
 
@@ -66,7 +75,7 @@ class ScoringCommand:
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
-    wandb: WandbFlags = nested(WandbFlags)
+    wandb: RunWandbFlags = nested(RunWandbFlags)
 
 
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:

@@ -27,9 +27,13 @@ def run(s: HumanCommand) -> int:
     """OUT/human.json and OUT/human.md."""
     from pathlib import Path
 
+    from rmcore.data.schema import skipped_note
+
     res = human_audit(s.data, s.human, s.out)
     main = res["meta"]["main_attribute"]
     r = res["attributes"][main]["share"]["all"]
+    skipped = skipped_note(res["meta"]["skipped"])  # on_bad: skip, counted
     print(f"{res['meta']['rating_set']}: {main} share {r['estimate']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] "
-          f"on {r['n_prompts']} prompts -> {Path(s.out) / 'human.md'}")
+          f"on {r['n_prompts']} prompts" + (f" (skipped: {skipped})" if skipped else "")
+          + f" -> {Path(s.out) / 'human.md'}")
     return 0

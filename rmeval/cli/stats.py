@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rmcore.settings import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings, audit_tables
-from rmeval.cli.flags import WandbFlags, add_command, named_paths
+from rmeval.cli.flags import RunWandbFlags, add_command, named_paths
 
 
 @dataclass
@@ -29,7 +29,7 @@ class StatsCommand:
         default_factory=dict, nargs="+", metavar="NAME=FILE", parse=named_paths,
         help="scores of the same texts scored another way (e.g. no_eos=DIR/scores.parquet)")
     audit: AuditSettings = nested(AuditSettings, only=("attribute", "stats", "features.learners"))
-    wandb: WandbFlags = nested(WandbFlags)
+    wandb: RunWandbFlags = nested(RunWandbFlags)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -32,8 +32,10 @@ class ScorerSettings:
     reference: str | None = option(None, help="DPO reference model (dpo_implicit)", needs=("--scorer", "dpo_implicit"))
     beta: float = option(0.1, gt=0, help="DPO beta (dpo_implicit)", needs=("--scorer", "dpo_implicit"))
     batch_size: int = option(32, ge=1, help="texts per forward")
-    # None: the model's own limit (also the ceiling)
-    max_length: int | None = option(None, ge=1, help="tokens per text (default and ceiling: the model's own limit)")
+    # None: the length the checkpoint was trained with (rmtrain's run config), else the model's own
+    # limit (which is also the ceiling)
+    max_length: int | None = option(None, ge=1, help="tokens per text (default: the length the checkpoint was "
+                                    "trained with, else the model's own limit, which is also the ceiling)")
     max_tokens: int | None = option(None, ge=1, help="cap on padded tokens per batch")
     # device, dtype, kernel, remote code, device map
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
@@ -54,7 +56,10 @@ class ScorerSettings:
 def load_scorer(settings: ScorerSettings) -> Scorer:
     """The scorer ``settings`` describe, its model loaded and placed."""
     settings.placement.validate()
-    common = {"max_length": settings.max_length, "batch_size": settings.batch_size,
+    # rmcore.checkpoints: the training length by default; a requested one that differs is said once
+    from rmcore.checkpoints import scoring_max_length
+
+    common = {"max_length": scoring_max_length(settings.model, settings.max_length), "batch_size": settings.batch_size,
               "max_tokens": settings.max_tokens, "placement": settings.placement}
     if settings.kind != "seq_classifier" and (settings.reward_head is not None or settings.loader):
         raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "

@@ -224,6 +224,11 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
         mine, token, part, reused = _my_share(scorer, uniq_items, out_path, shard)
     uniq_scores, flags = _score_unique(scorer, conditions, uniq_items, first_cond, mine, progress=progress,
                                        label=label)
+    if own_cache is not None and own_cache.hits and (shard is None or shard.main):
+        # an interrupted run resumed (or texts an earlier run scored): say what was not scored again
+        log.info("%s%d of %d texts' scores reused from the score cache %s (scored by an earlier run); %d scored now",
+                 f"{label}: " if label else "", own_cache.hits, own_cache.hits + own_cache.misses, cache_path,
+                 own_cache.misses)
     if sharded:
         assert part is not None
         if not reused:  # written even when empty: the main process waits for every rank's part

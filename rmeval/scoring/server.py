@@ -491,8 +491,10 @@ def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 500
 def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = None,
                        batch_size: int = 32) -> Any:
     """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
-    bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the model's own limit."""
+    bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the length the
+    checkpoint was trained with (``rmcore.checkpoints.scoring_max_length``), else the model's own limit."""
     # torch: --help stays cheap
+    from rmcore.checkpoints import scoring_max_length
     from rmcore.modeling import ModelSettings, load_reward_model
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
@@ -510,8 +512,8 @@ def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, m
     extra = {"device_map": "auto"} if placement.device_map == "auto" else {}
     model, tok = load_reward_model(ModelSettings(checkpoint, dtype=dtype, trust_remote_code=placement.trust_remote_code,
                                                  attn_implementation=placement.attn_implementation, extra=extra))
-    scorer = SeqClassifierScorer(model, tokenizer=tok, max_length=max_length, batch_size=batch_size, device=device,
-                                 dtype=dtype)
+    scorer = SeqClassifierScorer(model, tokenizer=tok, max_length=scoring_max_length(checkpoint, max_length),
+                                 batch_size=batch_size, device=device, dtype=dtype)
     scorer.model_id = checkpoint
     scorer._owned = True  # loaded here for it: close() frees it, and its fingerprint is the checkpoint's
     return scorer
@@ -523,8 +525,9 @@ class ServerSettings:
 
     host: str = option("127.0.0.1", help="bind address (default: this machine only)")
     port: int = option(5000, ge=0, le=65535, help="port to listen on")
-    max_length: int | None = option(None, ge=1, help="tokens per text (default: the model's own limit); the "
-                                                 "prompt is cut from the left")
+    max_length: int | None = option(None, ge=1, help="tokens per text (default: the length the checkpoint was "
+                                                 "trained with, else the model's own limit); the prompt is cut "
+                                                 "from the left")
     # device (auto: cuda:LOCAL_RANK where CUDA is, else cpu), dtype (auto: bfloat16 on a GPU, float32 on
     # the CPU), kernel, the checkpoint's own modelling code, one model over every visible GPU
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
@@ -547,8 +550,8 @@ def serve_reward(checkpoint: str, settings: ServerSettings | None = None) -> Non
                             wait_ms=s.batch_wait_ms)
     server = make_server(service, s.host, s.port, max_body_bytes=s.max_body_bytes, request_timeout=s.request_timeout)
     h = service.health()
-    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}) on http://{s.host}:{server.server_address[1]}"
-          "/get_reward", flush=True)
+    print(f"serving {checkpoint} ({h['device']}, {h['dtype']}, max length {h['max_length']} tokens) on "
+          f"http://{s.host}:{server.server_address[1]}/get_reward", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import display_name, provenance
+from rmcore.checkpoints import display_name, provenance, training_max_length
 from rmcore.data.schema import RatingSet, pick_attribute
 from rmcore.io import is_finite
 from rmeval.scoring import Scorer, ScorerSettings, load_scorer
@@ -62,8 +62,10 @@ def _run_one(scorer: Scorer, rating_set: RatingSet, settings: SuitabilityAuditSe
                           attribute=pick_attribute(rating_set.attributes, attribute), judge_style=settings.judge_style,
                           judge_explain_tokens=settings.judge_explain_tokens, progress=progress)
     res["meta"]["placement"] = scorer.describe()  # device, dtype, attention kernel, loader
+    res["meta"]["max_length"] = getattr(scorer, "max_length", None)  # tokens per text, as scored
     if checkpoint is not None:
-        res["meta"].update({"checkpoint": str(checkpoint), "data": settings.data or data, **provenance(checkpoint)})
+        res["meta"].update({"checkpoint": str(checkpoint), "data": settings.data or data,
+                            "training_max_length": training_max_length(checkpoint), **provenance(checkpoint)})
     return res
 
 
@@ -90,10 +92,11 @@ def audit_suitability(scorer: Scorer, rating_set: RatingSet, settings: Suitabili
 def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet, scorer: ScorerSettings,
                       settings: SuitabilityAuditSettings, out: str | os.PathLike, *, seed: int = 0,
                       attribute: str | None = None, data: str | None = None, cache: str | None = None,
-                      wandb_project: str = "matchrm", wandb_mode: str | None = None, progress: bool = True
+                      wandb_project: str | None = None, wandb_mode: str | None = None, progress: bool = True
                       ) -> tuple[dict[str, dict[str, Any]], dict[str, Path] | None]:
     """Suitability of each (name, checkpoint) on ``rating_set``, into OUT (one checkpoint) or
-    OUT/<name>/, each with its W&B run; with several, their margins by the panel rule and a joint
+    OUT/<name>/, each with its W&B run (in its training run's project and group unless
+    ``wandb_project`` names one: ``rmeval.tracking``); with several, their margins by the panel rule and a joint
     report in OUT. Returns (results by name, the joint report's paths or None). ``progress``: the
     scoring's count on stderr."""
     out = Path(out)

@@ -140,6 +140,10 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
         out = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in left.items() if v)
         lines += [f"Data: {meta['data']}, {meta.get('n_items', '?')} items" + (f" (skipped: {out})." if out else "."),
                   ""]
+    if meta.get("max_length"):
+        lines += [f"Each text scored at up to {meta['max_length']} tokens"
+                  + (f" (trained with {meta['training_max_length']})" if meta.get("training_max_length") else "")
+                  + ".", ""]
     if len(names) > 1:
         lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", ""]
         lines += table(["model", *specs, "risk"], [[lab[n], *(_d_cell(results[n]["perturbations"].get(s)) for s in specs),

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from rmcore.data.registry import load_rating_set
+from rmcore.quiet import quiet_libraries
 from rmcore.tiny import PAD, tiny_causal_lm
 
 DEFAULT_OUT = "outputs/demo/tiny_policy"
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m rmtrain.policy.tiny", description=main.__doc__)
     ap.add_argument("out", nargs="?", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     args = ap.parse_args(argv)
+    quiet_libraries()  # stdout: the model's path alone (DeepSpeed logs to stdout when transformers imports it)
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 400, "responses_per_prompt": 4, "seed": 0})
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import numpy as np
 import pandas as pd
@@ -336,10 +337,11 @@ def test_audit_named_by_arm_and_seed_with_progress(tmp_path, demo_ckpt, monkeypa
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_ckpt, monkeypatch, capsys):
+def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_ckpt, monkeypatch, capsys, caplog):
     """stderr not a terminal (a log file): the scoring and the statistics still say where they are.
     A finished audit rerun into the same --out scores nothing and prints the same line, its cut
-    counts kept, titled by arm and seed as the report is; meta.seconds covers the whole run."""
+    counts kept, titled by arm and seed as the report is; meta.seconds covers the whole run. An
+    audit interrupted before its scores table was written resumes from the score cache, and says so."""
     log = io.StringIO()
     monkeypatch.setattr("sys.stderr", log)
     out = tmp_path / "a"
@@ -351,12 +353,20 @@ def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_c
     lines = log.getvalue().splitlines()
     assert any(ln.startswith("scoring bt_margin seed 1: 48 of 48 texts (100%), ") for ln in lines)
     assert any(ln.startswith("statistics bt_margin seed 1: done in ") for ln in lines)
-    assert first.startswith("bt_margin seed 1: 48 scores (") and " texts had their prompt cut; " in first
-    assert not first.startswith("bt_margin seed 1: 48 scores (0 of")  # 24 tokens cut some prompts
+    assert first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (") and " texts had their prompt cut; " in first
+    assert not first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (0 of")  # 24 tokens cut some prompts
     meta = json.loads((out / "audit.json").read_text())["meta"]
     assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
     assert main(argv) == 0
     assert capsys.readouterr().out == first
+    # killed after scoring, before the table: the rerun takes every score from the cache and says so
+    (out / "scores.parquet").unlink()
+    with caplog.at_level(logging.INFO, logger="rmeval.scoring.run"):
+        assert main(argv) == 0
+    assert capsys.readouterr().out == first
+    assert [r.getMessage() for r in caplog.records if "score cache" in r.getMessage()] == [
+        f"bt_margin seed 1: 48 of 48 texts' scores reused from the score cache {out / 'score_cache.sqlite'} "
+        "(scored by an earlier run); 0 scored now"]
 
 
 def test_probe_learners_reach_the_statistics(tmp_path, minilm_ckpt):
@@ -394,3 +404,21 @@ def test_stats_keeps_exact_ties_whatever_the_row_order(tmp_path):
         assert sel["top30_centered"]["estimate"] == pytest.approx(2.3, abs=1e-15), seed
         assert sel["spearman"]["centered_vs_centered"] == pytest.approx(rho_cc, abs=1e-15), seed
         assert sel["spearman"]["centered_vs_raw"] == pytest.approx(rho_cr, abs=1e-15), seed
+
+
+def test_audit_counts_the_rows_it_skipped(tmp_path, demo_ckpt, capsys):
+    """on_bad: skip drops the bad rows and the prompts left with one response; the audit says how
+    many, on its line, in audit.json and in audit.md."""
+    rows = [{"qid": f"q{i}", "question": f"Question number {i}?", "answer": f"answer {j} to {i}", "score": (i + j) % 5}
+            for i in range(8) for j in range(2)]
+    rows[3]["score"] = "four"
+    path = tmp_path / "rated.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = json.dumps({"name": "generic", "path": str(path), "on_bad": "skip", "columns": {
+        "prompt_id": "qid", "prompt": "question", "response": "answer", "ratings": {"score": "helpfulness"}}})
+    out = tmp_path / "a"
+    assert main(["audit", "--checkpoint", str(demo_ckpt), "--data", spec, "--out", str(out), "--conditions",
+                 "original", "--n-boot", "20", "--wandb-mode", "disabled", "--no-progress"]) == 0
+    assert "; skipped: bad score 1, too few responses 1) -> " in capsys.readouterr().out
+    assert json.loads((out / "audit.json").read_text())["meta"]["skipped"] == {"bad_score": 1, "too_few_responses": 1}
+    assert "Skipped while reading the data: bad score 1, too few responses 1." in (out / "audit.md").read_text()

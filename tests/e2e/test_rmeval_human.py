@@ -228,3 +228,18 @@ def test_the_audit_of_a_preference_set_keeps_the_model_side(tmp_path, capsys, sh
     assert len(err) == 1 and "human-referenced figures are left out" in err[0]
     doc = json.loads((out / "audit.json").read_text())
     assert "original" in doc["share"] and "human" not in doc["share"] and "share_vs_human" not in doc
+
+
+def test_skipped_rows_are_counted_on_the_console_and_in_the_report(tmp_path: Path, capsys):
+    """on_bad: skip drops the bad rows, and says how many: the command's line and human.md."""
+    rows = helpsteer_rows(n_prompts=30, seed=2)
+    rows[5]["helpfulness"] = "lots"  # a bad rating
+    rows[9]["response"] = ""  # a response with no text
+    path = write_jsonl(tmp_path / "train.jsonl", rows)
+    spec = json.dumps({"name": "helpsteer", "path": str(path), "on_bad": "skip"})
+    res = run_human(tmp_path, "--data", spec)
+    skipped = res["meta"]["skipped"]
+    assert sum(skipped.values()) == 2 and set(skipped) == {"bad_helpfulness", "bad_response"}
+    line = capsys.readouterr().out
+    assert "(skipped: bad helpfulness 1, bad response 1) -> " in line
+    assert "Skipped while reading the data: bad helpfulness 1, bad response 1." in (tmp_path / "out" / "human.md").read_text()

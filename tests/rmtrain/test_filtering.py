@@ -65,7 +65,7 @@ def test_preference_rows_follow_the_tokenizer():
                    "rejected": " bad"}
 
 
-def test_filter_experiment_toy(tmp_path, capsys, one_torch_thread, minilm_ckpt):
+def test_filter_experiment_toy(tmp_path, capfd, one_torch_thread, minilm_ckpt):
     out = tmp_path / "f"
     args = ["filter-experiment", "--config", str(ROOT / "recipes" / "filtering_toy.yaml"), "--out", str(out),
             "--data", "simulated:n_prompts=30,responses_per_prompt=2,seed=3", "--set", f"reward_model={minilm_ckpt}",
@@ -74,8 +74,10 @@ def test_filter_experiment_toy(tmp_path, capsys, one_torch_thread, minilm_ckpt):
             "--set", "evaluation.max_new_tokens=4", "--set", "n_boot=50", "--set", "progress=false",
             "--wandb-mode", "disabled"]
     assert main(args) == 0
-    printed = capsys.readouterr().out
-    assert "TOY RUN" in printed and "Jaccard raw vs centred" in printed
+    # stdout (the file descriptor: the tiny judges' tokenizer training writes there) holds the result alone
+    notice, filters, variant, line = capfd.readouterr().out.splitlines()
+    assert notice.startswith("TOY RUN") and filters.startswith("filters: ") and "Jaccard raw vs centred" in filters
+    assert variant.startswith("lora16: learning rate") and line.startswith("filter-experiment (")
     res = json.loads((out / "filtering.json").read_text())
     f = pd.read_parquet(out / "filters.parquet")
     raw, cen = set(f.index[f["kept_raw"]]), set(f.index[f["kept_centred"]])

@@ -123,3 +123,35 @@ def test_run_config_uses_the_data_specs_switch(tmp_path, shared_data):
         prepare_data(train_config_from_dict(raw))
     data = prepare_data(train_config_from_dict({**raw, "on_bad": "skip"}))
     assert data.rating_set.skipped["hh_empty_response"] == 1
+
+
+def test_a_resumed_run_logs_on_in_its_wandb_run(tmp_path):
+    """The W&B run of an interrupted run goes on when it resumes (its id kept in the run directory),
+    in the recipe's project and group with its arm and seed tags, and records where it resumed."""
+    import shutil
+
+    from rmtrain.cli import main
+    from tests.support import read_runs
+
+    out = tmp_path / "run"
+    small = {"data.n_prompts": 40, "max_train_pairs": "null", "training.max_length": 64,
+             "training.per_device_batch_size": 4, "training.max_steps": 2, "training.save_steps": 1,
+             "training.save_total_limit": "null", "training.logging_steps": 1}
+    argv = ["train", "--config", str(ROOT / "recipes" / "demo.yaml"), "--arm", "regression", "--out", str(out),
+            "--wandb-mode", "offline", *[a for k, v in small.items() for a in ("--set", f"{k}={v}")]]
+    assert main(argv) == 0
+    # killed after step 1: checkpoint-1 alone, no final model or summary
+    shutil.rmtree(out / "checkpoint-2")
+    for f in ("train_summary.json", "model.safetensors", "heldout_scores.parquet"):
+        (out / f).unlink()
+    assert main(argv) == 0
+    first, resumed = read_runs(out / "wandb")
+    assert first["id"] == resumed["id"] and first["name"] == resumed["name"] == "regression-seed1"
+    for w in (first, resumed):
+        assert (w["project"], w["group"], w["job_type"]) == ("matchrm-demo", "demo", "train")
+        assert set(w["tags"]) == {"arm:regression", "seed:1"}
+    assert resumed["summary"]["resumed_from"] == str(out / "checkpoint-1") and first["summary"]["resumed_from"] is None
+    # docs/weights-and-biases.md: per step the loss, pair accuracy, reward mean and SD, the learning rate
+    logged = {k for w in (first, resumed) for row in w["history"] for k in row}
+    assert {"train/loss", "train/pair_accuracy", "train/reward_mean", "train/reward_sd",
+            "train/learning_rate"} <= logged, sorted(logged)

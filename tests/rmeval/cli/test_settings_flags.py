@@ -92,7 +92,7 @@ def test_todays_defaults_spot_checked():
     assert (a.audit.conditions, a.audit.n_donors, a.audit.progress, a.audit.stats.human_reliability) == (
         None, 4, True, {})
     assert a.audit.features is None and a.audit.judge is None and a.audit.suitability is None
-    assert (a.wandb.wandb_project, a.wandb.wandb_mode) == ("matchrm", None)
+    assert (a.wandb.wandb_project, a.wandb.wandb_mode) == (None, None)  # None: the training run's project
     p = _read("pairwise").pairwise
     assert (p.n_boot, p.seed, p.ties, p.cache, p.progress) == (2000, 0, "half", None, True)
     s = _read("suitability").suitability

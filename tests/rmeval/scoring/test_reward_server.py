@@ -419,4 +419,53 @@ def test_max_length_defaults_to_the_models_own_limit(material: dict[str, Any], c
     assert scorer.max_length == 1024 and "exceeds the model's limit" not in caplog.text
     with pytest.raises(SystemExit):
         main(["serve-reward", "--help"])
-    assert "default: the model's own limit" in " ".join(capsys.readouterr().out.split())
+    assert "trained with, else the model's own limit" in " ".join(capsys.readouterr().out.split())
+
+
+def _serve(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], int]:
+    """``rmeval serve-reward`` through the real main, in a thread: its /health, then stopped
+    (the server it makes is kept to shut it down); returns (/health, the command's exit code)."""
+    from rmeval.cli import main
+    from rmeval.scoring import server as srv
+
+    made: list[Any] = []
+    rc: list[int] = []
+    with monkeypatch.context() as m:
+        real = srv.make_server
+        m.setattr(srv, "make_server", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+        thread = threading.Thread(target=lambda: rc.append(main(argv)), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not made and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert made, "the server did not start"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{made[0].server_address[1]}/health", timeout=30) as r:
+                health = json.loads(r.read())
+        finally:
+            made[0].shutdown()
+            thread.join(timeout=60)
+    return health, rc[0]
+
+
+def test_max_length_defaults_to_the_training_length_and_is_said(material: dict[str, Any], tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture,
+                                                                  caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint trained by rmtrain (its run config) is served at its training length, which the
+    startup line and /health give; a --max-length that differs from it is said on stderr."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in Path(material["ckpt"]).iterdir():
+        (run / f.name).symlink_to(f)
+    (run / "matchrm_config.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 1,
+                                                         "training": {"max_length": 64}, "wandb": {}}))
+    health, rc = _serve(["serve-reward", "--checkpoint", str(run), "--port", "0", "--device", "cpu"], monkeypatch)
+    assert rc == 0 and health["max_length"] == 64
+    assert f"serving {run} (cpu, float32, max length 64 tokens) on http://127.0.0.1:" in capsys.readouterr().out
+    with caplog.at_level(logging.WARNING, logger="rmcore.checkpoints"):
+        health, rc = _serve(["serve-reward", "--checkpoint", str(run), "--port", "0", "--device", "cpu",
+                             "--max-length", "100"], monkeypatch)
+    assert rc == 0 and health["max_length"] == 100
+    assert [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"] == [
+        f"max_length 100: {run} was trained with max_length 64; scoring at 100 tokens"]
