@@ -261,8 +261,10 @@ def preparation_steps(ctx: Any) -> list[str]:
             steps.append(f"serve {m.hub_id} at {ctx.endpoints.get(m.name) or m.endpoint}"
                          + (" (how: 'Servers outside the job' below)" if m.serve else " (an OpenAI-compatible server)"))
     if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
-        from rmeval.reproduce.policy import launch_plan
+        from rmeval.reproduce.policy import launch_plan, policy_data_fetch
 
+        if policy_data_fetch(r):
+            steps.append(policy_data_fetch(r))
         lp = launch_plan(r, ctx.out, write=False)
         steps += [c for p in lp["models"] for c in p.get("commands", [])]
         steps.append(f"{lp['evaluate']}  (judge {r.policy.judge})")

@@ -220,13 +220,16 @@ class Figure:
 
 @dataclass
 class PolicyBlock:
-    """The PPO table's policies: the ``rmtrain policy`` recipe that trains them and where
-    ``rmtrain policy-eval`` writes each reward model's winrate.json (``<winrates>/<name>/``)."""
+    """The PPO table's policies: the ``rmtrain policy`` recipe that trains them, where
+    ``rmtrain policy-eval`` writes each reward model's winrate.json (``<winrates>/<name>/``), and
+    the prompts they train on (``data``: a data SPEC whose ``{NAME}`` are the recipe's data sources,
+    so ``--data-source`` moves them too; it replaces the policy recipe's ``data``)."""
 
     recipe: str
     winrates: str
     judge: str = ""
     n_prompts: int = bounded(100, ge=1)
+    data: Any = None  # the policies' prompts: a data SPEC naming this recipe's data sources ({rm_bench}); None: the policy recipe's
 
 
 @dataclass
