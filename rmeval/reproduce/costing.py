@@ -22,7 +22,8 @@ Prompt and generated tokens per row, by analysis (A: attributes, k: perturbation
   (the local judge's prefix reuse, vLLM's prefix caching, on in the task's server): prompt tokens =
   items x 2 x (T_item + (A + 1) x T_q), T_q a question's tokens (its words in the inventory); reply
   tokens = items x 2 x (A + 1) x r (r = 4, a served judge's reply cap; 1, a local judge's first
-  token). Without prefix reuse it would be items x 2 x (A + 1) x (T_item + T_q); T_item is counted on
+  token; a judge that reasons first, ``reasoning:``, its ``mean_tokens`` per call, else its reply
+  budget ``max_tokens``: an upper bound). Without prefix reuse it would be items x 2 x (A + 1) x (T_item + T_q); T_item is counted on
   disk, else 2T + the template (the query counted twice: an upper bound).
 
 Beyond the rows (``extra_cost``):
@@ -168,6 +169,15 @@ def no_reuse_tokens(ctx: Any, key: str, calls: int, size: dict[str, Any], settin
     return calls * (judge_item_tokens(ctx, key, size, settings) + question_tokens(settings)[1])
 
 
+def reply_tokens(m: Any, served: bool) -> int:
+    """Tokens a JudgeProfile judge generates per call: a reasoning judge's ``reasoning.mean_tokens``
+    (else its reply budget, an upper bound), a served judge's reply cap, a local judge's one."""
+    r = getattr(m, "reasoning", None)
+    if r is not None and served:
+        return r.mean_tokens or r.max_tokens
+    return SERVED_REPLY_TOKENS if served else 1
+
+
 def row_tokens(ctx: Any, m: Any, key: str, texts: int, size: dict[str, Any], settings: Any,
                served: bool) -> tuple[float, float]:
     """(prompt tokens, generated tokens) of model ``m`` scoring ``texts`` texts (a judge: calls) on
@@ -178,7 +188,7 @@ def row_tokens(ctx: Any, m: Any, key: str, texts: int, size: dict[str, Any], set
         a, tq = question_tokens(settings)
         items = texts / (2 * (a + 1))
         prefix = judge_item_tokens(ctx, key, size, settings)
-        return items * 2 * (prefix + (a + 1) * tq), texts * (SERVED_REPLY_TOKENS if served else 1)
+        return items * 2 * (prefix + (a + 1) * tq), texts * reply_tokens(m, served)
     if m.kind != "generative_judge":
         return float(texts * T), 0.0
     if analysis == "audit":

@@ -51,6 +51,13 @@ def _items_table(ctx: Any, s: Any) -> Path:
     return atomic_write_table(path, pd.concat(frames, ignore_index=True))
 
 
+def reasoning_settings(m: Any) -> dict[str, Any]:
+    """The elicitation's settings for a served judge that reasons before it answers (its reply
+    budget, its requests in flight); none for another."""
+    r = m.reasoning
+    return {} if r is None else {"reasoning_tokens": r.max_tokens, "concurrency": r.concurrency}
+
+
 def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     """One judge's attribute and overall verdicts in both orders (OUT/rows/<judge>/)."""
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
@@ -62,7 +69,8 @@ def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
                        endpoint=endpoint, endpoint_model=m.hub_id if endpoint else None, judge_name=m.name,
                        attributes=s.attributes_file, attribute_names=list(s.attributes), batch_size=m.batch_size,
                        max_length=ctx.max_length(m) or 4096, placement=Placement(**ctx.placement(m)),
-                       chunk_items=s.chunk_items, progress=False, seed=s.seed)
+                       chunk_items=s.chunk_items, progress=False, seed=s.seed,
+                       **(reasoning_settings(m) if endpoint else {}))
     run_elicit(cfg)
     return {"elicit": str(out / "elicit_stats.json")}
 

@@ -39,6 +39,7 @@ from rmeval.reproduce.costing import (
     gpu_seconds,
     judge_calls,
     no_reuse_tokens,
+    reply_tokens,
     row_tokens,
 )
 from rmeval.reproduce.hub import gated_models, pinning
@@ -165,6 +166,11 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
     held = minutes["download_min"] + minutes["load_min"] + minutes["compute_min"]
     hours = gpus * held / 60 if gpus else gpu_s / 3600  # an external server: its compute
     notes = [m.note] if m.note else []
+    if m.reasoning is not None and place["mode"] != "in-task" and gen_tok:
+        per = reply_tokens(m, True)
+        notes.append(f"{gen_tok / 1e6:.0f}M generated tokens: {per} per call (" + (
+            "reasoning.mean_tokens" if m.reasoning.mean_tokens else "its reply budget reasoning.max_tokens, an upper "
+            "bound: set reasoning.mean_tokens to elicit_stats.json's generated_tokens / n_made of a sample") + ")")
     if ctx.recipe.reproduce.analysis == "judges" and prompt_tok:
         full = sum(no_reuse_tokens(ctx, k, t, sizes[k], s) for k, t in texts.items() if t)
         notes.append(f"{prompt_tok / 1e6:.1f}M prompt tokens with the item's prefix reused ({full / 1e6:.0f}M without)")

@@ -40,7 +40,7 @@ from typing import Any
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
-from rmeval.reproduce.cluster import Compute, DataSource, ServeSpec, SlurmSettings, check_placement
+from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, SlurmSettings, check_placement
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
 from rmeval.reproduce.sources import check_sources
@@ -138,6 +138,7 @@ class ModelSpec:
     gpus: int | None = bounded(None, ge=1)  # GPUs of its task (None: from its memory; >1 with device_map auto)
     serve: ServeSpec | None = None  # a generative judge its task serves with vLLM (rmeval.reproduce.cluster)
     endpoint: str | None = None  # an OpenAI-compatible base_url (a server of its own; ${VARIABLE} from the environment)
+    reasoning: Reasoning | None = None  # a judge that reasons before it answers, served (rmeval.reproduce.cluster)
     gated: bool | None = None  # its licence must be accepted on the Hub (None: the Hub, else rmeval.reproduce.hub's list)
     guessed: str = ""  # why its Hub id is our reading (empty: the paper or its code names the repository)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
@@ -440,6 +441,10 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
     if (m.endpoint or m.serve) and r.reproduce.analysis not in SERVED_ANALYSES:
         raise ConfigError(f"{at}: a {r.reproduce.analysis} table scores its judges in the task (device_map: auto), "
                           f"not through a server (endpoint, serve: {', '.join(SERVED_ANALYSES)} tables)")
+    if m.reasoning and not (m.kind == "generative_judge" and r.reproduce.analysis == "judges"
+                            and (m.serve or m.endpoint)):
+        raise ConfigError(f"{at}: reasoning: is for a JudgeProfile judge behind a server (serve: or endpoint:), whose "
+                          "reply is read after its reasoning; other judges are read at their first token")
     if m.serve and (m.device_map or m.gpus):
         raise ConfigError(f"{at}: serve: places the judge on its server's GPUs; device_map and gpus are for a model "
                           "loaded in the task")
