@@ -216,7 +216,8 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
 
         policy = launch_plan(recipe, out)
     external = {m.name for m in recipe.models if ctx.external(m) or m.name in ctx.endpoints}
-    return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
+    return {"recipe": recipe.path, "table": recipe.reproduce.table, "runs_of": recipe.runs_of, "stand_in": stand_in,
+            "data": sizes,
             "rows": rows, "rows_gpu_hours": round(rows_hours, 2), "costs": costs,
             "gpu_hours": round(rows_hours + sum(x["gpu_hours"] for x in costs), 2), "compute": vars(recipe.compute),
             "policy": policy,
@@ -279,6 +280,9 @@ def preparation_steps(ctx: Any) -> list[str]:
 
 def plan_markdown(plan: dict[str, Any]) -> str:
     lines = [f"# Dry run: {plan['table']} ({plan['recipe']})", ""]
+    if plan.get("runs_of"):
+        lines += [f"The rows of {plan['runs_of']} (runs_of): this table is computed from that recipe's runs; give both "
+                  "one --out and every row is computed once. The GPU hours below are those runs', not more.", ""]
     lines += table(["data", "prompts", "responses", "items", "mean tokens", "source"],
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]
                     for k, v in plan["data"].items()])
@@ -330,7 +334,11 @@ def gpu_hour_lines(plan: dict[str, Any]) -> list[str]:
     for x in plan.get("costs", []):
         lines += [f"- {x['name']} ({x['kind']}): {x['gpu_hours']} GPU h" + (f" ({x['source']})" if x.get("source") else "")]
         lines += [f"  - {f}" for f in x["formula"]]
-    lines += ["", f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per node)."]
+    if plan.get("costs"):
+        lines.append("")
+    shared = f", the runs of {plan['runs_of']}: counted there, not in addition" if plan.get("runs_of") else ""
+    lines.append(f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per "
+                 f"node{shared}).")
     return lines
 
 

@@ -392,6 +392,20 @@ def test_unpinned_and_guessed_hub_ids_and_the_served_deepseek_judges(tmp_path, c
     assert v4["generated_m"] == pytest.approx(v4["texts_total"] * 4 / 1e6, abs=1e-3)  # 4 reply tokens per call
 
 
+def test_a_table_of_another_recipes_runs_says_so_in_its_dry_run(tmp_path, capsys, no_network):
+    base = RECIPES / "pairwise_misses_table9_eighteen_scorers.yaml"
+    assert main(["reproduce", str(base), "--dry-run", "--out", str(tmp_path / "t9")]) == 0
+    base_text = capsys.readouterr().out
+    assert main(["reproduce", str(RECIPES / "pairwise_misses_table5_judge_digits.yaml"), "--dry-run", "--out",
+                 str(tmp_path / "t5")]) == 0
+    text = capsys.readouterr().out
+    assert "The rows of pairwise_misses_table9_eighteen_scorers.yaml (runs_of)" in text
+    assert "the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, not in addition" in text
+    assert "runs_of" not in base_text and "\n\n\n" not in text and "\n\n\n" not in base_text  # no blank-line runs
+    hours = [json.loads((tmp_path / d / "plan.json").read_text())["gpu_hours"] for d in ("t9", "t5")]
+    assert hours[0] == hours[1] > 0  # the same rows: the same hours, which a total counts once
+
+
 def test_the_costs_beyond_the_rows_are_in_the_total(tmp_path, no_network):
     from rmeval.reproduce.plan import plan_recipe
 
