@@ -72,8 +72,35 @@ def run_audit(ctx: Any, m: Any) -> dict[str, str]:
             scorer = ctx.scorer_settings(m)
             audit_checkpoint(scorer.model, rs, scorer, s, out, name=m.name, data=json.dumps(ctx.spec(key)),
                              **ctx.wandb)
+            if entry.scoring_variants:
+                scoring_variants(ctx, m, rs, scorer, s, out, entry.scoring_variants, json.dumps(ctx.spec(key)))
         docs[key] = str(out / "audit.json")
     return docs
+
+
+def scoring_variants(ctx: Any, m: Any, rs: Any, scorer: Any, s: Any, out: Path, variants: dict[str, list[str]],
+                     data: str) -> None:
+    """The same texts audited again without the markers each variant names (``drop_special``:
+    ``rmeval audit --drop-special-tokens``), then set beside the audit's own scores
+    (``rmeval stats --compare-scores``): audit.json gains ``scoring_variants`` (shares and transplant
+    figures of both scorings with paired differences) and each variant's ``markers_dropped``."""
+    from dataclasses import replace
+
+    from rmeval.audit.pipeline import audit_tables
+
+    files, dropped = {}, {}
+    for name, markers in variants.items():
+        vout = out / "variants" / name
+        vs = replace(scorer, drop_special=tuple(markers))
+        res = audit_checkpoint(vs.model, rs, vs, s, vout, name=f"{m.name}-{name}", data=data, **ctx.wandb)
+        files[name] = str(vout / "scores.parquet")
+        dropped[name] = (res or {}).get("markers_dropped", {})
+    res, _ = audit_tables(out / "scores.parquet", out / "ratings.parquet", s, out / "variants" / "compared",
+                          compare=files, **ctx.wandb)
+    doc = json.loads((out / "audit.json").read_text())
+    doc["scoring_variants"] = {n: {**v, "markers_dropped": dropped[n]}
+                               for n, v in res.get("scoring_variants", {}).items()}
+    atomic_write_json(out / "audit.json", doc)
 
 
 def run_pairwise(ctx: Any, m: Any) -> dict[str, str]:

@@ -17,7 +17,7 @@ download) and otherwise from the sizes the recipe transcribes from the paper (``
 per audit condition (``rmeval.conditions``, ``costing.condition_texts``): original and generic R
 texts, prompt_only P, transplants R x n_donors, related and paraphrase R x n variants, last_turn the
 responses of multi-turn prompts, fixed_reply_* P x donors or variants, plus a reference pool's
-responses; a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
+responses, all again for each scoring variant (without a sequence marker); a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
 2 x (attributes + 1) questions per item."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
         pool = e.reference_pool
         extra = 0 if pool is None else (n.get("prompts") or 0) * (pool.n * max(len(pool.policies), 1) if pool.policies
                                                                     else 12)
-        return sum(counts) + extra
+        return (sum(counts) + extra) * (1 + len(e.scoring_variants))  # each scoring variant: the texts again
     if analysis == "pairwise":
         return n.get("responses")
     items = n.get("items")

@@ -8,7 +8,8 @@ naming the key, the file and the allowed keys):
 - ``data``: named data sets, each a data SPEC (``rmcore.data.registry``) with the prompt
   conditions it is scored under (audit), its size as the paper states it (what a dry run counts
   when the data is not on disk), and the inputs some conditions need (related tasks, paraphrases,
-  the independent reference pool).
+  the independent reference pool) and the same texts scored another way (``scoring_variants``:
+  without the begin- or end-of-sequence marker, audit.json's ``scoring_variants``).
 - ``models``: one row each: the Hub id (and the revision where the paper gives one), the scorer
   kind, the loader and head that read the reward, the dtype, the parameter count (what the dry run
   sizes GPUs by when the config is not on disk), the batch and token limits, the device map or an
@@ -111,6 +112,8 @@ class DataEntry:
     related: Variants | None = None
     paraphrase: Variants | None = None
     reference_pool: PoolSource | None = None
+    # the same texts scored another way: {name: the markers dropped (bos, eos)}, audit.json's scoring_variants
+    scoring_variants: dict[str, list[str]] = field(default_factory=dict)
     note: str = ""
 
 
@@ -413,6 +416,11 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: costs {e.name}: kind must be one of {', '.join(COST_KINDS)}, got {e.kind!r}")
         if e.data is not None and e.data not in r.data:
             raise ConfigError(f"{where}: costs {e.name}: unknown data {e.data!r} (data: {', '.join(r.data)})")
+    for key, e in r.data.items():
+        for name, markers in e.scoring_variants.items():
+            if r.reproduce.analysis != "audit" or not markers or not set(markers) <= {"bos", "eos"}:
+                raise ConfigError(f"{where}: data.{key}.scoring_variants.{name}: an audit table's markers to drop, "
+                                  f"a list of bos and/or eos (got {markers!r} in a {r.reproduce.analysis} table)")
     check_sources(r)
     check_settings(r)
 

@@ -182,3 +182,32 @@ def test_table_28_the_paraphrase_shifts_stand_in_run(tmp_path, capsys, one_torch
     figs = _figures(out)
     assert float(figs[("tulu-3-8b-rm", "abs_shift")]["ours"]) == pytest.approx(d.abs().mean() / sd)
     assert float(figs[("tulu-3-8b-rm", "signed_shift")]["ours"]) == pytest.approx(d.mean() / sd)
+
+
+def test_table_29_scores_again_without_each_marker_and_sets_the_scorings_side_by_side(tmp_path, one_torch_thread):
+    out = tmp_path / "t29"
+    assert main(["reproduce", str(RECIPES / "pairwise_misses_table29_markers.yaml"), "--stand-in", "--out", str(out),
+                 "--wandb-mode", "disabled", "--only", "tulu-3-8b-rm"]) == 0
+    row = out / "rows" / "tulu-3-8b-rm" / "hs2"
+    ref = pd.read_parquet(row / "scores.parquet")
+    no_eos = pd.read_parquet(row / "variants" / "no_eos" / "scores.parquet")
+    no_bos = pd.read_parquet(row / "variants" / "no_bos" / "scores.parquet")
+    sv = json.loads((row / "audit.json").read_text())["scoring_variants"]
+    # the stand-in's template ends every scored text with its EOS token and its tokenizer has no BOS
+    assert sv["no_eos"]["markers_dropped"] == {"eos": len(ref)} and sv["no_bos"]["markers_dropped"] == {"bos": 0}
+    assert not np.allclose(no_eos["score"], ref["score"]) and np.array_equal(no_bos["score"], ref["score"])
+
+    def share(s):
+        return icc1(s[s["condition"] == "original"], "score", "prompt_id")
+
+    figs = _figures(out)
+    assert float(figs[("tulu-3-8b-rm", "share")]["ours"]) == pytest.approx(share(ref))
+    assert float(figs[("tulu-3-8b-rm", "share_no_eos")]["ours"]) == pytest.approx(share(no_eos))
+    assert float(figs[("tulu-3-8b-rm", "share_change_no_eos")]["ours"]) == pytest.approx(share(no_eos) - share(ref))
+    assert float(figs[("tulu-3-8b-rm", "share_change_no_bos")]["ours"]) == 0.0
+    assert float(figs[("tulu-3-8b-rm", "margin_change_no_bos")]["ours"]) == 0.0
+    own = json.loads((row / "variants" / "no_eos" / "audit.json").read_text())  # the variant's own audit
+    main_margin = json.loads((row / "audit.json").read_text())["transplant"]["random"]["margin_sd"]["estimate"]
+    assert float(figs[("tulu-3-8b-rm", "margin_change_no_eos")]["ours"]) == pytest.approx(
+        own["transplant"]["random"]["margin_sd"]["estimate"] - main_margin)
+    assert figs[("tulu-3-8b-rm", "margin_change_no_eos")]["published"] == "-0.57"
