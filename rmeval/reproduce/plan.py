@@ -34,6 +34,7 @@ from rmcore.markdown import table
 from rmeval.reproduce.cluster import placement, ray_server_lines, task_memory_gb, task_minutes, vllm_command
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.costing import (
+    baselines_cost,
     condition_texts,
     extra_cost,
     gpu_seconds,
@@ -209,6 +210,8 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
         r["status"] = ("done" if ctx.done_path(r["row"]).is_file() else
                        "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
     costs = [] if stand_in else [extra_cost(ctx, e, sizes) for e in recipe.costs]
+    if recipe.baselines is not None and not stand_in:
+        costs.append(baselines_cost(ctx, sizes))
     rows_hours = sum(r["gpu_hours"] for r in rows)
     policy = None
     if recipe.policy is not None and not stand_in:
@@ -282,7 +285,7 @@ def plan_markdown(plan: dict[str, Any]) -> str:
     lines = [f"# Dry run: {plan['table']} ({plan['recipe']})", ""]
     if plan.get("runs_of"):
         lines += [f"The rows of {plan['runs_of']} (runs_of): this table is computed from that recipe's runs; give both "
-                  "one --out and every row is computed once. The GPU hours below are those runs', not more.", ""]
+                  "one --out and every row is computed once. The rows' GPU hours below are those runs', not more.", ""]
     lines += table(["data", "prompts", "responses", "items", "mean tokens", "source"],
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]
                     for k, v in plan["data"].items()])
@@ -336,9 +339,10 @@ def gpu_hour_lines(plan: dict[str, Any]) -> list[str]:
         lines += [f"  - {f}" for f in x["formula"]]
     if plan.get("costs"):
         lines.append("")
-    shared = f", the runs of {plan['runs_of']}: counted there, not in addition" if plan.get("runs_of") else ""
+    shared = (f"; of them {plan['rows_gpu_hours']}, the rows, are the runs of {plan['runs_of']}: counted there, not in "
+              "addition" if plan.get("runs_of") else "")
     lines.append(f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per "
-                 f"node{shared}).")
+                 f"node){shared}.")
     return lines
 
 

@@ -237,6 +237,18 @@ class PolicyBlock:
 
 
 @dataclass
+class BaselinesBlock:
+    """``baselines:`` of a JudgeProfile table (Tables 2 and 3): rubric prompting and LoRA SFT of the
+    named judges against their reweighting (``rmeval.judges.baselines``), in the panel step, on the
+    machine that runs it; ``settings`` are ``BaselineSettings``' (``rubric_k``, ``lora_budget``,
+    ``lora_steps``, ...), ``stand_in`` those of a stand-in run over them."""
+
+    judges: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    stand_in: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class StandIn:
     """What a ``--stand-in`` run reads instead: local data (SPEC strings or ``{synthetic: SCHEMA,
     ...}``: a small file in the released schema), settings overrides and data-entry overrides."""
@@ -259,6 +271,7 @@ class Recipe:
     published: list[Any] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     policy: PolicyBlock | None = None
+    baselines: BaselinesBlock | None = None  # a JudgeProfile table's rubric and LoRA SFT baselines
     stand_in: StandIn = field(default_factory=StandIn)
     compute: Compute = field(default_factory=Compute)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
@@ -409,6 +422,8 @@ def validate_recipe(r: Recipe) -> None:
     for key in r.stand_in.data:
         if key not in r.data:  # (a null stand-in leaves a data set out of a stand-in run)
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
+    if r.baselines is not None:
+        _validate_baselines(r, where)
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
     for e in r.costs:
@@ -423,6 +438,24 @@ def validate_recipe(r: Recipe) -> None:
                                   f"a list of bos and/or eos (got {markers!r} in a {r.reproduce.analysis} table)")
     check_sources(r)
     check_settings(r)
+
+
+def _validate_baselines(r: Recipe, where: str) -> None:
+    """The baselines name local judges of a JudgeProfile table, with settings ``BaselineSettings`` reads."""
+    from rmeval.judges.baselines import BaselineSettings
+    from rmeval.reproduce.settings import strict_settings
+
+    b = r.baselines
+    if r.reproduce.analysis != "judges":
+        raise ConfigError(f"{where}: baselines are a JudgeProfile (judges) table's, not a {r.reproduce.analysis} table's")
+    for name in b.judges:
+        m = next((x for x in r.models if x.name == name), None)
+        if m is None or m.not_reproducible or m.serve or m.endpoint:
+            raise ConfigError(f"{where}: baselines.judges: {name} is not a judge row loaded in its task (the "
+                              "baselines prompt and fine-tune the local causal LM)")
+    for part in ("settings", "stand_in"):
+        values = {**b.settings, **(b.stand_in if part == "stand_in" else {})}
+        strict_settings(BaselineSettings, {**values, "model": "-", "judge": "-"}, f"{where}: baselines.{part}")
 
 
 def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:

@@ -400,7 +400,7 @@ def test_a_table_of_another_recipes_runs_says_so_in_its_dry_run(tmp_path, capsys
                  str(tmp_path / "t5")]) == 0
     text = capsys.readouterr().out
     assert "The rows of pairwise_misses_table9_eighteen_scorers.yaml (runs_of)" in text
-    assert "the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, not in addition" in text
+    assert "the rows, are the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, not in addition" in text
     assert "runs_of" not in base_text and "\n\n\n" not in text and "\n\n\n" not in base_text  # no blank-line runs
     hours = [json.loads((tmp_path / d / "plan.json").read_text())["gpu_hours"] for d in ("t9", "t5")]
     assert hours[0] == hours[1] > 0  # the same rows: the same hours, which a total counts once
