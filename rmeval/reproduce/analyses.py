@@ -17,6 +17,9 @@
 - ``judges`` (JudgeProfile): each judge elicited on the items (``rmeval.judges.pipeline.run_elicit``);
   the panel step reweights every judge toward the reference labels (``reweight_judgments``) and
   analyses agreement (``analyze_judgments``: the hidden consensus).
+- ``leaderboard`` (What Pairwise Evaluation Misses' Table 22): no model rows; the panel step reads
+  ``rmeval leaderboard``'s leaderboard.json (a stand-in run runs that experiment on tiny models),
+  ``rmeval.reproduce.leaderboard``.
 
 Each row function returns {data key: result document path}; the panel functions return the
 panel document by data key and may replace rows' documents (the suitability margins)."""
@@ -34,6 +37,7 @@ from rmeval.audit.human import HumanSettings, human_audit
 from rmeval.audit.pairwise import pairwise_checkpoint
 from rmeval.audit.pipeline import audit, audit_checkpoint
 from rmeval.reproduce.judges import elicit_judge, judges_table
+from rmeval.reproduce.leaderboard import leaderboard_panel
 from rmeval.reproduce.policy import policy_table
 from rmeval.reproduce.settings import analysis_settings, strict_settings
 from rmeval.scoring import load_scorer
@@ -201,12 +205,13 @@ def judges_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
 
 
 Runner = Callable[[Any, Any], dict[str, str]]
-ANALYSIS_STEPS: dict[str, tuple[Runner, Callable[[Any, RowDocs], dict[str, Any]] | None]] = {
+ANALYSIS_STEPS: dict[str, tuple[Runner | None, Callable[[Any, RowDocs], dict[str, Any]] | None]] = {
     "audit": (run_audit, None),
     "pairwise": (run_pairwise, None),
     "suitability": (run_suitability, suitability_panel),
     "policy": (run_suitability, policy_panel),
     "judges": (run_judge, judges_panel),
+    "leaderboard": (None, leaderboard_panel),  # no model rows: the experiment scores its own reward models
 }
 
 

@@ -358,16 +358,12 @@ def ppo_cost(ctx: Any, e: ExtraCost, sizes: dict[str, dict[str, Any]]) -> dict[s
             "formula": lines, "source": e.source}
 
 
-def baselines_cost(ctx: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A JudgeProfile table's baselines (``baselines:``, module docstring): per judge and source,
-    rubric prompting on the held-out quarter in both orders and LoRA SFT (its steps, then its
-    verdicts on the same items), the judge loaded once per source for the fine-tuning."""
-    from rmeval.judges.baselines import BaselineSettings
-    from rmeval.reproduce.settings import analysis_settings, strict_settings
-
+def baselines_cost(ctx: Any, sizes: dict[str, dict[str, Any]], s: Any, bs: Any) -> dict[str, Any]:
+    """A JudgeProfile table's baselines (``baselines:``, module docstring; ``s`` the table's
+    settings, ``bs`` the baselines'): per judge and source, rubric prompting on the held-out quarter
+    in both orders and LoRA SFT (its steps, then its verdicts on the same items), the judge loaded
+    once per source for the fine-tuning."""
     r, c = ctx.recipe, ctx.recipe.compute
-    s = analysis_settings(r)
-    bs = strict_settings(BaselineSettings, {**r.baselines.settings, "model": "-", "judge": "-"}, f"{r.path}: baselines")
     tq = question_tokens(s)[1]
     hours, lines = 0.0, []
     for name in r.baselines.judges:

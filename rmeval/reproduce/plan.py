@@ -211,7 +211,12 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
                        "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
     costs = [] if stand_in else [extra_cost(ctx, e, sizes) for e in recipe.costs]
     if recipe.baselines is not None and not stand_in:
-        costs.append(baselines_cost(ctx, sizes))
+        from rmeval.judges.baselines import BaselineSettings
+        from rmeval.reproduce.settings import strict_settings
+
+        bs = strict_settings(BaselineSettings, {**recipe.baselines.settings, "model": "-", "judge": "-"},
+                             f"{recipe.path}: baselines")
+        costs.append(baselines_cost(ctx, sizes, analysis_settings(recipe), bs))
     rows_hours = sum(r["gpu_hours"] for r in rows)
     policy = None
     if recipe.policy is not None and not stand_in:
@@ -219,13 +224,18 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
 
         policy = launch_plan(recipe, out)
     external = {m.name for m in recipe.models if ctx.external(m) or m.name in ctx.endpoints}
+    downloads = sorted({m.hub_id for m in recipe.models
+                        if not m.local and m.name not in external and not m.not_reproducible})
+    if recipe.reproduce.analysis == "leaderboard" and not stand_in:  # what its experiment loads
+        from rmeval.reproduce.leaderboard import experiment_models
+
+        downloads = experiment_models(analysis_settings(recipe))
     return {"recipe": recipe.path, "table": recipe.reproduce.table, "runs_of": recipe.runs_of, "stand_in": stand_in,
             "data": sizes,
             "rows": rows, "rows_gpu_hours": round(rows_hours, 2), "costs": costs,
             "gpu_hours": round(rows_hours + sum(x["gpu_hours"] for x in costs), 2), "compute": vars(recipe.compute),
             "policy": policy,
-            "downloads": sorted({m.hub_id for m in recipe.models
-                                 if not m.local and m.name not in external and not m.not_reproducible}),
+            "downloads": downloads,
             "gated": {} if stand_in else gated_models(recipe.models, external=external),
             "pinning": pinning(recipe.models), "external": sorted(external), "servers": external_servers(ctx),
             "steps": [] if stand_in else preparation_steps(ctx)}
@@ -270,6 +280,10 @@ def preparation_steps(ctx: Any) -> list[str]:
         if ctx.external(m) and not m.not_reproducible:
             steps.append(f"serve {m.hub_id} at {ctx.endpoints.get(m.name) or m.endpoint}"
                          + (" (how: 'Servers outside the job' below)" if m.serve else " (an OpenAI-compatible server)"))
+    if r.reproduce.analysis == "leaderboard":  # the experiment behind the table, and its judges' servers
+        from rmeval.reproduce.leaderboard import leaderboard_steps
+
+        steps += leaderboard_steps(analysis_settings(r))
     if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
         from rmeval.reproduce.policy import launch_plan, policy_data_fetch
 

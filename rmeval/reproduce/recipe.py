@@ -51,7 +51,7 @@ STUDIES = {
     "reward-auditor": "Reward Auditor: Inference on Reward Modeling Suitability in Real-World Perturbed Scenarios",
     "judgeprofile": "JudgeProfile: Understanding and Steering Subjectivity in LLM Judges",
 }
-ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
+ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges", "leaderboard")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
 AGGREGATES = ("range", "sum", "mean", "median", "min", "max", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "int8": 1}
