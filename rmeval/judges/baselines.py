@@ -176,6 +176,8 @@ class BaselineSettings:
     lora_steps: int = option(200, ge=1, help="LoRA SFT steps")
     lora_lr: float = option(2e-4, gt=0, help="LoRA SFT learning rate")
     lora_batch_size: int = option(8, ge=1, help="LoRA SFT batch size")
+    lora_dtype: str = option("float32", choices=["float32", "bfloat16", "float16"],
+                             help="dtype of the LoRA SFT model (bfloat16 halves a large judge's memory)")
     max_length: int = option(4096, ge=8, help="tokens per prompt of the baselines")
     batch_size: int = option(32, ge=1, help="texts per forward of the baselines")
     device: str | None = option(None, help="device of the baselines' model (default: auto)")
@@ -226,7 +228,8 @@ def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.Dat
             base["lora_sft"] = lora_sft_accuracy(settings.model, train, test, out / source / "lora",
                                                  steps=settings.lora_steps, lr=settings.lora_lr,
                                                  max_length=settings.max_length, batch_size=settings.lora_batch_size,
-                                                 device=settings.device, seed=settings.seed)
+                                                 device=settings.device, seed=settings.seed,
+                                                 dtype=settings.lora_dtype)
             base["lora_sft"]["budget"] = int(len(train))
         r["baselines"] = base
     if judge is not None:

@@ -239,26 +239,35 @@ class LocalPairJudge(PairJudge):
 
 class EndpointPairJudge(PairJudge):
     """An OpenAI-compatible chat endpoint (vLLM, TGI, OpenAI...; ``rmeval.backends.endpoint``).
-    Greedy, a few tokens; a malformed reply is counted and left unresolved."""
+    Greedy, a few tokens (``max_tokens``; a judge that reasons first, ``reasoning_tokens``: that
+    budget, the letter read after its reasoning); a malformed reply is counted and left unresolved."""
 
     kind = "openai"
 
     def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", name: str | None = None,
-                 max_tokens: int = 4, timeout: float = 60.0, max_retries: int = 5, concurrency: int = 8) -> None:
+                 max_tokens: int = 4, timeout: float = 60.0, max_retries: int = 5, concurrency: int = 8,
+                 reasoning_tokens: int | None = None) -> None:
+        max_tokens = reasoning_tokens or max_tokens
         backend = EndpointBackend(model, base_url=base_url, api_key_env=api_key_env, max_tokens=max_tokens,
-                                  timeout=timeout, max_retries=max_retries, concurrency=concurrency)
+                                  timeout=timeout, max_retries=max_retries, concurrency=concurrency,
+                                  reasoning=reasoning_tokens is not None)
         super().__init__(backend, CallQuestion(), name=name or model.replace("/", "_"))
         self.endpoint: EndpointBackend = backend
         self.model, self.base_url, self.max_tokens = model, base_url, max_tokens
 
     @property
     def fingerprint(self) -> str:
+        reasoning = {"reasoning": True} if self.endpoint.reasoning else {}  # (the key only then: old caches stay valid)
         return fingerprint_of("pair_judge_openai", {"model": self.model, "base_url": self.base_url,
-                                                    "max_tokens": self.max_tokens})
+                                                    "max_tokens": self.max_tokens, **reasoning})
 
     @property
     def n_malformed(self) -> int:
         return self.endpoint.n_malformed
+
+    @property
+    def n_generated(self) -> int:
+        return self.endpoint.n_generated
 
 
 def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
@@ -357,9 +366,10 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     table = write_shard(out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.npz", judge_name,
                         [str(i) for i in sub["item_id"]], list(questions), d.transpose(0, 2, 1))
     stats.table, stats.seconds = str(table), round(time.perf_counter() - t0, 3)
-    extra = getattr(judge, "n_truncated", None)
-    if extra is not None:
-        stats.extra["n_truncated"] = int(extra)
+    for key, attr in (("n_truncated", "n_truncated"), ("generated_tokens", "n_generated")):
+        extra = getattr(judge, attr, None)
+        if extra is not None:
+            stats.extra[key] = int(extra)
     for c in [cache, *others]:
         c.close()
     atomic_write_json(out / "shards" / f"{slug}.shard-{shard:05d}-of-{n_shards:05d}.stats.json", stats.__dict__)

@@ -88,6 +88,10 @@ class ElicitConfig:
     margin: float = option(0.0, ge=0, lt=0.5, needs=("--model", None),
                            help="unresolved when |p(A)-0.5| <= margin (local)")
     concurrency: int = option(8, ge=1, needs=("--endpoint", None), help="parallel requests (endpoint)")
+    reasoning_tokens: int | None = option(None, ge=1, needs=("--endpoint", None),
+                                          help="a judge that reasons before it answers (DeepSeek-R1): its reply "
+                                               "budget in tokens (default: 4, a letter), the letter read after the "
+                                               "reasoning (endpoint)")
     chunk_items: int = option(2, ge=1, help="items per committed chunk")
     progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
     seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
@@ -105,8 +109,9 @@ class ElicitConfig:
                     "trust_remote_code": self.placement.trust_remote_code, "device_map": self.placement.device_map}
         if not self.endpoint_model:
             raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
-        return {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
+        spec = {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
                 "api_key_env": self.api_key_env, "concurrency": self.concurrency}
+        return {**spec, "reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else spec
 
 
 def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
@@ -170,6 +175,8 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
                                "rows_skipped": skipped}
     for key in ("n_cells", "n_cached", "n_made", "n_malformed", "n_unresolved"):
         summary[key] = int(sum(s[key] for s in stats))
+    if any("generated_tokens" in s.get("extra", {}) for s in stats):  # an endpoint's tokens for this run's calls
+        summary["generated_tokens"] = int(sum(s.get("extra", {}).get("generated_tokens", 0) for s in stats))
     if cfg.shard is None:
         summary["judgments"] = str(merge_shards(cfg.out, table=cfg.table))
     atomic_write_json(Path(cfg.out) / "elicit_stats.json", summary)

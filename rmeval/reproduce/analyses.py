@@ -17,6 +17,9 @@
 - ``judges`` (JudgeProfile): each judge elicited on the items (``rmeval.judges.pipeline.run_elicit``);
   the panel step reweights every judge toward the reference labels (``reweight_judgments``) and
   analyses agreement (``analyze_judgments``: the hidden consensus).
+- ``leaderboard`` (What Pairwise Evaluation Misses' Table 22): no model rows; the panel step reads
+  ``rmeval leaderboard``'s leaderboard.json (a stand-in run runs that experiment on tiny models),
+  ``rmeval.reproduce.leaderboard``.
 
 Each row function returns {data key: result document path}; the panel functions return the
 panel document by data key and may replace rows' documents (the suitability margins)."""
@@ -34,6 +37,7 @@ from rmeval.audit.human import HumanSettings, human_audit
 from rmeval.audit.pairwise import pairwise_checkpoint
 from rmeval.audit.pipeline import audit, audit_checkpoint
 from rmeval.reproduce.judges import elicit_judge, judges_table
+from rmeval.reproduce.leaderboard import leaderboard_panel
 from rmeval.reproduce.policy import policy_table
 from rmeval.reproduce.settings import analysis_settings, strict_settings
 from rmeval.scoring import load_scorer
@@ -72,8 +76,35 @@ def run_audit(ctx: Any, m: Any) -> dict[str, str]:
             scorer = ctx.scorer_settings(m)
             audit_checkpoint(scorer.model, rs, scorer, s, out, name=m.name, data=json.dumps(ctx.spec(key)),
                              **ctx.wandb)
+            if entry.scoring_variants:
+                scoring_variants(ctx, m, rs, scorer, s, out, entry.scoring_variants, json.dumps(ctx.spec(key)))
         docs[key] = str(out / "audit.json")
     return docs
+
+
+def scoring_variants(ctx: Any, m: Any, rs: Any, scorer: Any, s: Any, out: Path, variants: dict[str, list[str]],
+                     data: str) -> None:
+    """The same texts audited again without the markers each variant names (``drop_special``:
+    ``rmeval audit --drop-special-tokens``), then set beside the audit's own scores
+    (``rmeval stats --compare-scores``): audit.json gains ``scoring_variants`` (shares and transplant
+    figures of both scorings with paired differences) and each variant's ``markers_dropped``."""
+    from dataclasses import replace
+
+    from rmeval.audit.pipeline import audit_tables
+
+    files, dropped = {}, {}
+    for name, markers in variants.items():
+        vout = out / "variants" / name
+        vs = replace(scorer, drop_special=tuple(markers))
+        res = audit_checkpoint(vs.model, rs, vs, s, vout, name=f"{m.name}-{name}", data=data, **ctx.wandb)
+        files[name] = str(vout / "scores.parquet")
+        dropped[name] = (res or {}).get("markers_dropped", {})
+    res, _ = audit_tables(out / "scores.parquet", out / "ratings.parquet", s, out / "variants" / "compared",
+                          compare=files, **ctx.wandb)
+    doc = json.loads((out / "audit.json").read_text())
+    doc["scoring_variants"] = {n: {**v, "markers_dropped": dropped[n]}
+                               for n, v in res.get("scoring_variants", {}).items()}
+    atomic_write_json(out / "audit.json", doc)
 
 
 def run_pairwise(ctx: Any, m: Any) -> dict[str, str]:
@@ -174,12 +205,13 @@ def judges_panel(ctx: Any, docs: RowDocs) -> dict[str, Any]:
 
 
 Runner = Callable[[Any, Any], dict[str, str]]
-ANALYSIS_STEPS: dict[str, tuple[Runner, Callable[[Any, RowDocs], dict[str, Any]] | None]] = {
+ANALYSIS_STEPS: dict[str, tuple[Runner | None, Callable[[Any, RowDocs], dict[str, Any]] | None]] = {
     "audit": (run_audit, None),
     "pairwise": (run_pairwise, None),
     "suitability": (run_suitability, suitability_panel),
     "policy": (run_suitability, policy_panel),
     "judges": (run_judge, judges_panel),
+    "leaderboard": (None, leaderboard_panel),  # no model rows: the experiment scores its own reward models
 }
 
 

@@ -76,6 +76,8 @@ def slurm_markdown(sp: dict[str, Any]) -> str:
         lines += [f"### Array {i}: {len(a['rows'])} task(s), {a['params']['gpus_per_node']} GPU(s), "
                   f"{a['params']['mem_gb']} GB, {a['params']['timeout_min']} min: {', '.join(a['rows'])}", "",
                   "```bash", a["sbatch"].rstrip(), "```", ""]
+    if not sp["arrays"]:
+        return "\n".join([*lines, "No job array: the table has no row to run (its work is its panel step's).", ""])
     lines += ["Each task runs its script `bash OUT/tasks/ROW.sh` (written): " +
               ", ".join(f"`{p}`" for p in sp["scripts"].values()), ""]
     for row in sp["served"]:

@@ -76,6 +76,19 @@ class ServeSpec:
 
 
 @dataclass
+class Reasoning:
+    """``reasoning:`` of a generative judge that reasons before it answers (DeepSeek-R1): its reply
+    budget, the letter read after the reasoning (``rmeval.backends.endpoint.reasoning_answer``), the
+    reasoning parser of the vLLM server that holds it, and the tokens it generates per call in the
+    GPU-hour estimate."""
+
+    max_tokens: int = bounded(4096, ge=1)  # reply budget per call: the reasoning and the answer
+    parser: str | None = None  # vLLM's --reasoning-parser (deepseek_r1); None: the reply's <think>...</think> is read
+    mean_tokens: int | None = bounded(None, ge=1)  # generated per call (GPU hours); None: max_tokens, an upper bound
+    concurrency: int = bounded(256, ge=1)  # requests in flight: long replies need many at once to keep a server busy
+
+
+@dataclass
 class SlurmSettings:
     """``slurm:`` of a recipe (the flags --partition, --account, --qos, --timeout-min, --sbatch,
     --setup, --cpus-per-task, --array-parallelism override it): how the job arrays are submitted."""
@@ -180,7 +193,8 @@ def _shell(cmd: list[str]) -> str:
 def vllm_command(m: Any, tp: int, pp: int, *, port: str = PORT_VAR, host: str = "127.0.0.1",
                  ray: bool = False) -> list[str]:
     """``vllm serve`` of judge ``m`` (served under its Hub id, prefix caching on: the judges' prompts
-    share their item across questions)."""
+    share their item across questions; a reasoning judge's ``--reasoning-parser`` and its reply
+    budget in the context length)."""
     s = m.serve or ServeSpec()
     cmd = ["vllm", "serve", m.hub_id, "--served-model-name", m.hub_id, "--host", host, "--port", port,
            "--tensor-parallel-size", str(tp)]
@@ -192,10 +206,14 @@ def vllm_command(m: Any, tp: int, pp: int, *, port: str = PORT_VAR, host: str = 
         cmd += ["--revision", m.revision]
     if m.dtype in VLLM_DTYPES:
         cmd += ["--dtype", m.dtype]
-    if s.max_model_len or m.max_length:  # the text's max_length + the judge's prompt around it
-        cmd += ["--max-model-len", str(s.max_model_len or m.max_length + PROMPT_MARGIN)]
+    reasoning = getattr(m, "reasoning", None)
+    if s.max_model_len or m.max_length:  # the text's max_length + the judge's prompt around it (+ its reasoning)
+        cmd += ["--max-model-len", str(s.max_model_len or m.max_length + PROMPT_MARGIN
+                                       + (reasoning.max_tokens if reasoning else 0))]
     if m.trust_remote_code:
         cmd.append("--trust-remote-code")
+    if reasoning and reasoning.parser:  # the reasoning in its own field, the answer in content
+        cmd += ["--reasoning-parser", reasoning.parser]
     return [*cmd, "--enable-prefix-caching", *s.extra_args]
 
 

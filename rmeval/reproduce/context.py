@@ -214,6 +214,10 @@ class Context:
 
         return EndpointJudgeScorer(m.hub_id, base_url=self.endpoint(m))
 
+    def reward_stand_in(self, name: str) -> str:
+        """A tiny one-output reward model named ``name`` (the leaderboard experiment's reward models)."""
+        return self.stand_in_info(ModelSpec(name=name, hub_id=f"stand-in/{name}", params_b=0.001))["path"]
+
     def judge_stand_in(self) -> str:
         """A tiny judge for a stand-in run's pairwise verdicts (the policy table's win rates)."""
         return self.stand_in_info(ModelSpec(name="_judge", hub_id="stand-in/judge", kind="generative_judge",

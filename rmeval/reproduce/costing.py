@@ -22,10 +22,14 @@ Prompt and generated tokens per row, by analysis (A: attributes, k: perturbation
   (the local judge's prefix reuse, vLLM's prefix caching, on in the task's server): prompt tokens =
   items x 2 x (T_item + (A + 1) x T_q), T_q a question's tokens (its words in the inventory); reply
   tokens = items x 2 x (A + 1) x r (r = 4, a served judge's reply cap; 1, a local judge's first
-  token). Without prefix reuse it would be items x 2 x (A + 1) x (T_item + T_q); T_item is counted on
+  token; a judge that reasons first, ``reasoning:``, its ``mean_tokens`` per call, else its reply
+  budget ``max_tokens``: an upper bound). Without prefix reuse it would be items x 2 x (A + 1) x (T_item + T_q); T_item is counted on
   disk, else 2T + the template (the query counted twice: an upper bound).
 
-Beyond the rows (``extra_cost``):
+Beyond the rows (``extra_cost``; a JudgeProfile table's ``baselines``, ``baselines_cost``: per judge
+and source, 2 orders x the held-out quarter of the items x (T_item + T_q) x 2N for rubric prompting
+and again for the fine-tuned judge's verdicts, steps x batch x (T_item + T_q) x 6N for LoRA SFT,
+and the judge's load for each fine-tuning):
 
 - ``sweep``: per run, training (6 + 2 g) N x pairs x epochs x T_pair (g = 1 with gradient
   checkpointing), its in-training audits (one per saved checkpoint: the audit conditions' texts on
@@ -168,6 +172,15 @@ def no_reuse_tokens(ctx: Any, key: str, calls: int, size: dict[str, Any], settin
     return calls * (judge_item_tokens(ctx, key, size, settings) + question_tokens(settings)[1])
 
 
+def reply_tokens(m: Any, served: bool) -> int:
+    """Tokens a JudgeProfile judge generates per call: a reasoning judge's ``reasoning.mean_tokens``
+    (else its reply budget, an upper bound), a served judge's reply cap, a local judge's one."""
+    r = getattr(m, "reasoning", None)
+    if r is not None and served:
+        return r.mean_tokens or r.max_tokens
+    return SERVED_REPLY_TOKENS if served else 1
+
+
 def row_tokens(ctx: Any, m: Any, key: str, texts: int, size: dict[str, Any], settings: Any,
                served: bool) -> tuple[float, float]:
     """(prompt tokens, generated tokens) of model ``m`` scoring ``texts`` texts (a judge: calls) on
@@ -178,7 +191,7 @@ def row_tokens(ctx: Any, m: Any, key: str, texts: int, size: dict[str, Any], set
         a, tq = question_tokens(settings)
         items = texts / (2 * (a + 1))
         prefix = judge_item_tokens(ctx, key, size, settings)
-        return items * 2 * (prefix + (a + 1) * tq), texts * (SERVED_REPLY_TOKENS if served else 1)
+        return items * 2 * (prefix + (a + 1) * tq), texts * reply_tokens(m, served)
     if m.kind != "generative_judge":
         return float(texts * T), 0.0
     if analysis == "audit":
@@ -343,6 +356,36 @@ def ppo_cost(ctx: Any, e: ExtraCost, sizes: dict[str, dict[str, Any]]) -> dict[s
                      f"while they load) + the evaluation's {2 * n_eval} generations = {h:.1f} GPU h")
     return {"name": e.name, "kind": e.kind, "gpu_hours": round(hours, 1), "trainings": 2 * len(rms),
             "formula": lines, "source": e.source}
+
+
+def baselines_cost(ctx: Any, sizes: dict[str, dict[str, Any]], s: Any, bs: Any) -> dict[str, Any]:
+    """A JudgeProfile table's baselines (``baselines:``, module docstring; ``s`` the table's
+    settings, ``bs`` the baselines'): per judge and source, rubric prompting on the held-out quarter
+    in both orders and LoRA SFT (its steps, then its verdicts on the same items), the judge loaded
+    once per source for the fine-tuning."""
+    r, c = ctx.recipe, ctx.recipe.compute
+    tq = question_tokens(s)[1]
+    hours, lines = 0.0, []
+    for name in r.baselines.judges:
+        m = r.model(name)
+        h_judge, n = 0.0, m.params_b
+        for key in ctx.data_keys():
+            items = sizes[key].get("items") or 0
+            items = min(items, s.max_items_per_source or items)
+            t = judge_item_tokens(ctx, key, sizes[key], s) + tq
+            calls = 2 * round(0.25 * items) * (("rubric" in bs.kinds) + ("lora" in bs.kinds))
+            train = bs.lora_steps * bs.lora_batch_size * t if "lora" in bs.kinds else 0
+            h_judge += (gpu_seconds(calls * t, calls, n, c) + 6 * n * 1e9 * train / (c.gpu_tflops * 1e12)) / 3600
+            h_judge += _load_hours(2 * n, c) if "lora" in bs.kinds else 0.0
+        hours += h_judge
+        lines.append(f"{name} ({n:g}B), per source: 2 orders x the held-out quarter of its items x "
+                     f"({'rubric + LoRA SFT' if len(bs.kinds) == 2 else bs.kinds[0]}) x (T_item + T_q) tokens x 2 x "
+                     f"{n:g}B, + {bs.lora_steps} LoRA steps x {bs.lora_batch_size} x (T_item + T_q) tokens x 6 x {n:g}B "
+                     f"at {c.gpu_tflops:g} TFLOP/s, + the judge loaded for each fine-tuning = {h_judge:.2f} GPU h")
+    return {"name": "the rubric and LoRA SFT baselines (the panel step)", "kind": "baselines",
+            "gpu_hours": round(hours, 2), "formula": lines,
+            "source": "rmeval.judges.baselines on the reweighting's 75/25 split; one GPU of the machine running the "
+                      "panel step"}
 
 
 def extra_cost(ctx: Any, e: ExtraCost, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:

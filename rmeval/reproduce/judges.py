@@ -51,6 +51,13 @@ def _items_table(ctx: Any, s: Any) -> Path:
     return atomic_write_table(path, pd.concat(frames, ignore_index=True))
 
 
+def reasoning_settings(m: Any) -> dict[str, Any]:
+    """The elicitation's settings for a served judge that reasons before it answers (its reply
+    budget, its requests in flight); none for another."""
+    r = m.reasoning
+    return {} if r is None else {"reasoning_tokens": r.max_tokens, "concurrency": r.concurrency}
+
+
 def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     """One judge's attribute and overall verdicts in both orders (OUT/rows/<judge>/)."""
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
@@ -62,7 +69,8 @@ def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
                        endpoint=endpoint, endpoint_model=m.hub_id if endpoint else None, judge_name=m.name,
                        attributes=s.attributes_file, attribute_names=list(s.attributes), batch_size=m.batch_size,
                        max_length=ctx.max_length(m) or 4096, placement=Placement(**ctx.placement(m)),
-                       chunk_items=s.chunk_items, progress=False, seed=s.seed)
+                       chunk_items=s.chunk_items, progress=False, seed=s.seed,
+                       **(reasoning_settings(m) if endpoint else {}))
     run_elicit(cfg)
     return {"elicit": str(out / "elicit_stats.json")}
 
@@ -106,6 +114,8 @@ def judges_table(ctx: Any, docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if summary.get("n_judges"):
             summary["share_improved"] = summary["n_judges_improved"] / summary["n_judges"]
         panel.update(reweight=summary, sources=_source_means(rw["judges"]))
+    if ctx.recipe.baselines is not None:
+        panel["baselines"] = baselines_table(ctx, docs, table, items, s)
     if len(present) >= 2:
         res = _analyze(ctx, judgments, panel_dir / "analysis", items, s, present)
         panel["agreement"] = {k: v for k, v in res["agreement"].items() if k != "per_attribute"}
@@ -190,4 +200,55 @@ def table_figures(res: dict[str, Any], judgments: Path, items: Path, s: Any) -> 
                                 if isinstance(m, dict) and "judges" in m}
         out["judges"][name] = fig
     out["n_judges"] = len(panel.judges)
+    return out
+
+
+def baselines_table(ctx: Any, docs: dict[str, dict[str, Any]], table: Any, items: Path, s: Any) -> dict[str, Any]:
+    """JudgeProfile's Tables 2 and 3: for each judge the recipe's ``baselines`` name (and that was
+    elicited), its reweighting with rubric prompting and LoRA SFT beside it (``reweight_judgments``
+    with ``rmeval.judges.baselines``, on this judge's judgments: the same 75/25 split of every
+    source), under ``panel/baselines/<judge>/``; each judge's row gains ``baselines``, the means over
+    its sources (``baseline_means``)."""
+    from rmeval.judges.baselines import BaselineSettings
+    from rmeval.reproduce.settings import strict_settings
+
+    b = ctx.recipe.baselines
+    values = {**b.settings, **(b.stand_in if ctx.stand_in else {})}
+    out: dict[str, Any] = {}
+    for row in b.judges:
+        if row not in docs:
+            continue
+        where = ctx.out / "panel" / "baselines" / row
+        own = atomic_write_table(where / "judgments.jsonl", table[table["judge"] == row])
+        bs = strict_settings(BaselineSettings, {**values, "model": str(ctx.model_path(ctx.recipe.model(row))),
+                                                "judge": row, "attributes_file": s.attributes_file, "seed": s.seed},
+                             f"{ctx.recipe.path}: baselines")
+        res = reweight_judgments(own, items, where, ReweightSettings(budgets=tuple(s.budgets), n_repeats=s.n_repeats,
+                                                                     top_k=tuple(s.top_k), seed=s.seed),
+                                 baselines=bs, jobs=1 if ctx.stand_in else None, **ctx.wandb)
+        docs[row]["baselines"] = out[row] = baseline_means(res["judges"][row], bs)
+    return out
+
+
+def baseline_means(judge: dict[str, Any], bs: Any) -> dict[str, Any]:
+    """Means over a judge's sources (each source one cell, the paper's macro mean) of its base
+    accuracy, its reweighting with the rubric's k attributes and at the LoRA budget, rubric
+    prompting and LoRA SFT (every accuracy the paper's rule: the verdict read in order AB), and the
+    differences the text states: reweighting minus rubric (Table 3), rubric minus base, reweighting
+    minus LoRA SFT at the same labels (Table 2)."""
+    def mean(values: list[float | None]) -> float | None:
+        got = [v for v in values if v is not None]
+        return float(np.mean(got)) if got else None
+
+    cells = [r for r in judge["sources"].values() if r.get("baselines")]
+    k, budget = str(bs.rubric_k), str(bs.lora_budget)
+    out = {"n_sources": len(cells), "k": bs.rubric_k, "lora_budget": bs.lora_budget,
+           "base": mean([r["base_accuracy"] for r in cells]),
+           "reweight_k": mean([(r["top_k"].get(k) or r["top_k"]["all"])["accuracy"] for r in cells]),
+           "reweight_budget": mean([(r["budgets"].get(budget) or r["budgets"]["all"])["mean"] for r in cells]),
+           "rubric": mean([r["baselines"].get("rubric", {}).get("accuracy") for r in cells]),
+           "lora_sft": mean([r["baselines"].get("lora_sft", {}).get("accuracy") for r in cells])}
+    for key, a, b in (("reweight_minus_rubric", "reweight_k", "rubric"), ("rubric_minus_base", "rubric", "base"),
+                      ("reweight_minus_lora", "reweight_budget", "lora_sft")):
+        out[key] = None if out[a] is None or out[b] is None else out[a] - out[b]
     return out

@@ -17,7 +17,7 @@ download) and otherwise from the sizes the recipe transcribes from the paper (``
 per audit condition (``rmeval.conditions``, ``costing.condition_texts``): original and generic R
 texts, prompt_only P, transplants R x n_donors, related and paraphrase R x n variants, last_turn the
 responses of multi-turn prompts, fixed_reply_* P x donors or variants, plus a reference pool's
-responses; a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
+responses, all again for each scoring variant (without a sequence marker); a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
 2 x (attributes + 1) questions per item."""
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from rmcore.markdown import table
 from rmeval.reproduce.cluster import placement, ray_server_lines, task_memory_gb, task_minutes, vllm_command
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.costing import (
+    baselines_cost,
     condition_texts,
     extra_cost,
     gpu_seconds,
     judge_calls,
     no_reuse_tokens,
+    reply_tokens,
     row_tokens,
 )
 from rmeval.reproduce.hub import gated_models, pinning
@@ -90,7 +92,7 @@ def _texts(ctx: Any, key: str, n: dict[str, Any]) -> int | None:
         pool = e.reference_pool
         extra = 0 if pool is None else (n.get("prompts") or 0) * (pool.n * max(len(pool.policies), 1) if pool.policies
                                                                     else 12)
-        return sum(counts) + extra
+        return (sum(counts) + extra) * (1 + len(e.scoring_variants))  # each scoring variant: the texts again
     if analysis == "pairwise":
         return n.get("responses")
     items = n.get("items")
@@ -165,6 +167,11 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
     held = minutes["download_min"] + minutes["load_min"] + minutes["compute_min"]
     hours = gpus * held / 60 if gpus else gpu_s / 3600  # an external server: its compute
     notes = [m.note] if m.note else []
+    if m.reasoning is not None and place["mode"] != "in-task" and gen_tok:
+        per = reply_tokens(m, True)
+        notes.append(f"{gen_tok / 1e6:.0f}M generated tokens: {per} per call (" + (
+            "reasoning.mean_tokens" if m.reasoning.mean_tokens else "its reply budget reasoning.max_tokens, an upper "
+            "bound: set reasoning.mean_tokens to elicit_stats.json's generated_tokens / n_made of a sample") + ")")
     if ctx.recipe.reproduce.analysis == "judges" and prompt_tok:
         full = sum(no_reuse_tokens(ctx, k, t, sizes[k], s) for k, t in texts.items() if t)
         notes.append(f"{prompt_tok / 1e6:.1f}M prompt tokens with the item's prefix reused ({full / 1e6:.0f}M without)")
@@ -203,6 +210,13 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
         r["status"] = ("done" if ctx.done_path(r["row"]).is_file() else
                        "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
     costs = [] if stand_in else [extra_cost(ctx, e, sizes) for e in recipe.costs]
+    if recipe.baselines is not None and not stand_in:
+        from rmeval.judges.baselines import BaselineSettings
+        from rmeval.reproduce.settings import strict_settings
+
+        bs = strict_settings(BaselineSettings, {**recipe.baselines.settings, "model": "-", "judge": "-"},
+                             f"{recipe.path}: baselines")
+        costs.append(baselines_cost(ctx, sizes, analysis_settings(recipe), bs))
     rows_hours = sum(r["gpu_hours"] for r in rows)
     policy = None
     if recipe.policy is not None and not stand_in:
@@ -210,12 +224,18 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
 
         policy = launch_plan(recipe, out)
     external = {m.name for m in recipe.models if ctx.external(m) or m.name in ctx.endpoints}
-    return {"recipe": recipe.path, "table": recipe.reproduce.table, "stand_in": stand_in, "data": sizes,
+    downloads = sorted({m.hub_id for m in recipe.models
+                        if not m.local and m.name not in external and not m.not_reproducible})
+    if recipe.reproduce.analysis == "leaderboard" and not stand_in:  # what its experiment loads
+        from rmeval.reproduce.leaderboard import experiment_models
+
+        downloads = experiment_models(analysis_settings(recipe))
+    return {"recipe": recipe.path, "table": recipe.reproduce.table, "runs_of": recipe.runs_of, "stand_in": stand_in,
+            "data": sizes,
             "rows": rows, "rows_gpu_hours": round(rows_hours, 2), "costs": costs,
             "gpu_hours": round(rows_hours + sum(x["gpu_hours"] for x in costs), 2), "compute": vars(recipe.compute),
             "policy": policy,
-            "downloads": sorted({m.hub_id for m in recipe.models
-                                 if not m.local and m.name not in external and not m.not_reproducible}),
+            "downloads": downloads,
             "gated": {} if stand_in else gated_models(recipe.models, external=external),
             "pinning": pinning(recipe.models), "external": sorted(external), "servers": external_servers(ctx),
             "steps": [] if stand_in else preparation_steps(ctx)}
@@ -260,9 +280,15 @@ def preparation_steps(ctx: Any) -> list[str]:
         if ctx.external(m) and not m.not_reproducible:
             steps.append(f"serve {m.hub_id} at {ctx.endpoints.get(m.name) or m.endpoint}"
                          + (" (how: 'Servers outside the job' below)" if m.serve else " (an OpenAI-compatible server)"))
-    if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
-        from rmeval.reproduce.policy import launch_plan
+    if r.reproduce.analysis == "leaderboard":  # the experiment behind the table, and its judges' servers
+        from rmeval.reproduce.leaderboard import leaderboard_steps
 
+        steps += leaderboard_steps(analysis_settings(r))
+    if r.policy is not None:  # the PPO table's policies: rmtrain's launch plan (rmeval.reproduce.policy)
+        from rmeval.reproduce.policy import launch_plan, policy_data_fetch
+
+        if policy_data_fetch(r):
+            steps.append(policy_data_fetch(r))
         lp = launch_plan(r, ctx.out, write=False)
         steps += [c for p in lp["models"] for c in p.get("commands", [])]
         steps.append(f"{lp['evaluate']}  (judge {r.policy.judge})")
@@ -271,6 +297,9 @@ def preparation_steps(ctx: Any) -> list[str]:
 
 def plan_markdown(plan: dict[str, Any]) -> str:
     lines = [f"# Dry run: {plan['table']} ({plan['recipe']})", ""]
+    if plan.get("runs_of"):
+        lines += [f"The rows of {plan['runs_of']} (runs_of): this table is computed from that recipe's runs; give both "
+                  "one --out and every row is computed once. The rows' GPU hours below are those runs', not more.", ""]
     lines += table(["data", "prompts", "responses", "items", "mean tokens", "source"],
                    [[k, v.get("prompts"), v.get("responses"), v.get("items"), v.get("mean_tokens"), v.get("source")]
                     for k, v in plan["data"].items()])
@@ -322,7 +351,12 @@ def gpu_hour_lines(plan: dict[str, Any]) -> list[str]:
     for x in plan.get("costs", []):
         lines += [f"- {x['name']} ({x['kind']}): {x['gpu_hours']} GPU h" + (f" ({x['source']})" if x.get("source") else "")]
         lines += [f"  - {f}" for f in x["formula"]]
-    lines += ["", f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per node)."]
+    if plan.get("costs"):
+        lines.append("")
+    shared = (f"; of them {plan['rows_gpu_hours']}, the rows, are the runs of {plan['runs_of']}: counted there, not in "
+              "addition" if plan.get("runs_of") else "")
+    lines.append(f"GPU hours in all: {plan['gpu_hours']} ({c['gpu_memory_gb']:g} GB GPUs, {c['gpus_per_node']} per "
+                 f"node){shared}.")
     return lines
 
 

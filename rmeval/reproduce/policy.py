@@ -62,6 +62,25 @@ def snapshot_dir(out: Path, name: str) -> Path:
     return out / "policy" / "reward_models" / name
 
 
+def policy_data(recipe: Any) -> Any:
+    """The policies' prompts: ``policy.data`` with its ``{NAME}`` replaced by the recipe's data
+    sources' paths (``--data-source`` included)."""
+    from rmeval.reproduce.sources import substitute
+
+    return substitute(recipe.policy.data, recipe.data_sources)
+
+
+def policy_data_fetch(recipe: Any) -> str | None:
+    """What to fetch when the policies' prompts are not on disk (None: they are, or the policy
+    recipe's own data is used)."""
+    from rmeval.reproduce.sources import missing
+
+    if recipe.policy is None or recipe.policy.data is None:
+        return None
+    why = missing(recipe, policy_data(recipe), recipe.policy.data)
+    return f"policy.data: {why}" if why else None
+
+
 def policy_recipe_text(recipe: Any, out: Path, key: str) -> str:
     """The ``rmtrain policy`` recipe of this table: ``policy.recipe`` with the servable rows as its
     reward models (local snapshots) and this run's suitability panel as their suitability."""
@@ -72,6 +91,8 @@ def policy_recipe_text(recipe: Any, out: Path, key: str) -> str:
     raw = dict(load_recipe(recipe.policy.recipe))
     names = [m.name for m in recipe.models if serve_reason(m) is None]
     raw["reward_models"] = {n: str(snapshot_dir(out, n)) for n in names}
+    if recipe.policy.data is not None:  # the prompts where this run's data sources put them
+        raw["data"] = policy_data(recipe)
     raw.pop("reward_models_from", None)
     suit = out / "panel" / key / "suitability.json"
     ev = dict(raw.get("evaluation") or {})
@@ -80,7 +101,9 @@ def policy_recipe_text(recipe: Any, out: Path, key: str) -> str:
         ev["judge"] = recipe.policy.judge
     raw["evaluation"] = ev
     head = (f"# written by `rmeval reproduce {recipe.path}` from {recipe.policy.recipe}: the reward models are the\n"
-            "# table's rows that rmeval serve-reward can serve, each a local snapshot of its Hub id\n")
+            "# table's rows that rmeval serve-reward can serve, each a local snapshot of its Hub id"
+            + ("; data: the reproduction's policy.data in its data sources" if recipe.policy.data is not None else "")
+            + "\n")
     return head + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
 
 

@@ -8,7 +8,8 @@ naming the key, the file and the allowed keys):
 - ``data``: named data sets, each a data SPEC (``rmcore.data.registry``) with the prompt
   conditions it is scored under (audit), its size as the paper states it (what a dry run counts
   when the data is not on disk), and the inputs some conditions need (related tasks, paraphrases,
-  the independent reference pool).
+  the independent reference pool) and the same texts scored another way (``scoring_variants``:
+  without the begin- or end-of-sequence marker, audit.json's ``scoring_variants``).
 - ``models``: one row each: the Hub id (and the revision where the paper gives one), the scorer
   kind, the loader and head that read the reward, the dtype, the parameter count (what the dry run
   sizes GPUs by when the config is not on disk), the batch and token limits, the device map or an
@@ -40,7 +41,7 @@ from typing import Any
 from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
-from rmeval.reproduce.cluster import Compute, DataSource, ServeSpec, SlurmSettings, check_placement
+from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, SlurmSettings, check_placement
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
 from rmeval.reproduce.sources import check_sources
@@ -50,7 +51,7 @@ STUDIES = {
     "reward-auditor": "Reward Auditor: Inference on Reward Modeling Suitability in Real-World Perturbed Scenarios",
     "judgeprofile": "JudgeProfile: Understanding and Steering Subjectivity in LLM Judges",
 }
-ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges")
+ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges", "leaderboard")
 KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
 AGGREGATES = ("range", "sum", "mean", "median", "min", "max", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "int8": 1}
@@ -111,6 +112,8 @@ class DataEntry:
     related: Variants | None = None
     paraphrase: Variants | None = None
     reference_pool: PoolSource | None = None
+    # the same texts scored another way: {name: the markers dropped (bos, eos)}, audit.json's scoring_variants
+    scoring_variants: dict[str, list[str]] = field(default_factory=dict)
     note: str = ""
 
 
@@ -138,6 +141,7 @@ class ModelSpec:
     gpus: int | None = bounded(None, ge=1)  # GPUs of its task (None: from its memory; >1 with device_map auto)
     serve: ServeSpec | None = None  # a generative judge its task serves with vLLM (rmeval.reproduce.cluster)
     endpoint: str | None = None  # an OpenAI-compatible base_url (a server of its own; ${VARIABLE} from the environment)
+    reasoning: Reasoning | None = None  # a judge that reasons before it answers, served (rmeval.reproduce.cluster)
     gated: bool | None = None  # its licence must be accepted on the Hub (None: the Hub, else rmeval.reproduce.hub's list)
     guessed: str = ""  # why its Hub id is our reading (empty: the paper or its code names the repository)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
@@ -220,13 +224,28 @@ class Figure:
 
 @dataclass
 class PolicyBlock:
-    """The PPO table's policies: the ``rmtrain policy`` recipe that trains them and where
-    ``rmtrain policy-eval`` writes each reward model's winrate.json (``<winrates>/<name>/``)."""
+    """The PPO table's policies: the ``rmtrain policy`` recipe that trains them, where
+    ``rmtrain policy-eval`` writes each reward model's winrate.json (``<winrates>/<name>/``), and
+    the prompts they train on (``data``: a data SPEC whose ``{NAME}`` are the recipe's data sources,
+    so ``--data-source`` moves them too; it replaces the policy recipe's ``data``)."""
 
     recipe: str
     winrates: str
     judge: str = ""
     n_prompts: int = bounded(100, ge=1)
+    data: Any = None  # the policies' prompts: a data SPEC naming this recipe's data sources ({rm_bench}); None: the policy recipe's
+
+
+@dataclass
+class BaselinesBlock:
+    """``baselines:`` of a JudgeProfile table (Tables 2 and 3): rubric prompting and LoRA SFT of the
+    named judges against their reweighting (``rmeval.judges.baselines``), in the panel step, on the
+    machine that runs it; ``settings`` are ``BaselineSettings``' (``rubric_k``, ``lora_budget``,
+    ``lora_steps``, ...), ``stand_in`` those of a stand-in run over them."""
+
+    judges: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    stand_in: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -252,6 +271,7 @@ class Recipe:
     published: list[Any] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     policy: PolicyBlock | None = None
+    baselines: BaselinesBlock | None = None  # a JudgeProfile table's rubric and LoRA SFT baselines
     stand_in: StandIn = field(default_factory=StandIn)
     compute: Compute = field(default_factory=Compute)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
@@ -402,6 +422,8 @@ def validate_recipe(r: Recipe) -> None:
     for key in r.stand_in.data:
         if key not in r.data:  # (a null stand-in leaves a data set out of a stand-in run)
             raise ConfigError(f"{where}: stand_in.data names unknown data {key!r} (data: {', '.join(r.data)})")
+    if r.baselines is not None:
+        _validate_baselines(r, where)
     if r.reproduce.analysis == "policy" and r.policy is None:
         raise ConfigError(f"{where}: a policy table needs a policy block (recipe, winrates)")
     for e in r.costs:
@@ -409,8 +431,31 @@ def validate_recipe(r: Recipe) -> None:
             raise ConfigError(f"{where}: costs {e.name}: kind must be one of {', '.join(COST_KINDS)}, got {e.kind!r}")
         if e.data is not None and e.data not in r.data:
             raise ConfigError(f"{where}: costs {e.name}: unknown data {e.data!r} (data: {', '.join(r.data)})")
+    for key, e in r.data.items():
+        for name, markers in e.scoring_variants.items():
+            if r.reproduce.analysis != "audit" or not markers or not set(markers) <= {"bos", "eos"}:
+                raise ConfigError(f"{where}: data.{key}.scoring_variants.{name}: an audit table's markers to drop, "
+                                  f"a list of bos and/or eos (got {markers!r} in a {r.reproduce.analysis} table)")
     check_sources(r)
     check_settings(r)
+
+
+def _validate_baselines(r: Recipe, where: str) -> None:
+    """The baselines name local judges of a JudgeProfile table, with settings ``BaselineSettings`` reads."""
+    from rmeval.judges.baselines import BaselineSettings
+    from rmeval.reproduce.settings import strict_settings
+
+    b = r.baselines
+    if r.reproduce.analysis != "judges":
+        raise ConfigError(f"{where}: baselines are a JudgeProfile (judges) table's, not a {r.reproduce.analysis} table's")
+    for name in b.judges:
+        m = next((x for x in r.models if x.name == name), None)
+        if m is None or m.not_reproducible or m.serve or m.endpoint:
+            raise ConfigError(f"{where}: baselines.judges: {name} is not a judge row loaded in its task (the "
+                              "baselines prompt and fine-tune the local causal LM)")
+    for part in ("settings", "stand_in"):
+        values = {**b.settings, **(b.stand_in if part == "stand_in" else {})}
+        strict_settings(BaselineSettings, {**values, "model": "-", "judge": "-"}, f"{where}: baselines.{part}")
 
 
 def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
@@ -437,6 +482,10 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
     if (m.endpoint or m.serve) and r.reproduce.analysis not in SERVED_ANALYSES:
         raise ConfigError(f"{at}: a {r.reproduce.analysis} table scores its judges in the task (device_map: auto), "
                           f"not through a server (endpoint, serve: {', '.join(SERVED_ANALYSES)} tables)")
+    if m.reasoning and not (m.kind == "generative_judge" and r.reproduce.analysis == "judges"
+                            and (m.serve or m.endpoint)):
+        raise ConfigError(f"{at}: reasoning: is for a JudgeProfile judge behind a server (serve: or endpoint:), whose "
+                          "reply is read after its reasoning; other judges are read at their first token")
     if m.serve and (m.device_map or m.gpus):
         raise ConfigError(f"{at}: serve: places the judge on its server's GPUs; device_map and gpus are for a model "
                           "loaded in the task")

@@ -135,7 +135,8 @@ def collect(ctx: Any, outcome: Outcome) -> dict[str, Any]:
             reasons.setdefault(row, f"not yet computed (rmeval reproduce {recipe.path} --only {row})")
             info[row] = {"model": model, "how": "", "status": reasons[row], "seconds": ""}
     panel_step = ANALYSIS_STEPS[recipe.reproduce.analysis][1]
-    panel = panel_step(ctx, docs) if panel_step is not None and docs else None
+    only_panel = not (recipe.models or recipe.human)  # a table of panel rows alone (the leaderboard)
+    panel = panel_step(ctx, docs) if panel_step is not None and (docs or only_panel) else None
     if panel is not None:
         atomic_write_json(ctx.out / "panel" / "panel.json", panel)
         for row, col, why in panel.get("cell_reasons", []):  # a panel step's word on one cell (row|column)

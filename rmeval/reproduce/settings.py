@@ -1,7 +1,7 @@
 """The analysis settings of a reproduction recipe: its ``settings`` block (and, in a stand-in run,
 ``stand_in.settings`` over it) read strictly into the settings dataclass of the pipeline that computes
-the table: the audit's, pairwise accuracy's, the suitability audit's, or ``JudgeTableSettings``
-(JudgeProfile's tables, below)."""
+the table: the audit's, pairwise accuracy's, the suitability audit's, ``JudgeTableSettings``
+(JudgeProfile's tables, below), or the leaderboard table's (``rmeval.reproduce.leaderboard``)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,26 @@ class JudgeTableSettings:
     donor: str | None = None  # the component swaps' donor judge (the paper's Qwen3.5-27B; default: highest stable rate)
 
 
+@dataclass
+class LeaderboardTableSettings:
+    """A leaderboard table's settings (``rmeval.reproduce.leaderboard``; ``stand_in.settings`` over them)."""
+
+    recipe: str = "recipes/leaderboard_helpsteer2_study.yaml"  # the rmeval leaderboard recipe
+    out: str = "outputs/experiments/leaderboard_helpsteer2"  # where its run writes leaderboard.json
+    judge: str = ""  # the primary judge (a name in the recipe's judges); empty: the first
+    second_judge: str | None = None  # the second-judge check's judge
+    data: str | None = None  # the stand-in run's data set (a key of the recipe's data); None: the first
+    overrides: dict[str, Any] = field(default_factory=dict)  # the experiment recipe's keys a stand-in run sets
+
+    def experiment(self) -> Any:
+        """The experiment recipe with ``overrides`` (``rmeval leaderboard``'s config)."""
+        import json
+
+        from rmeval.experiments.leaderboard import load_leaderboard_config
+
+        return load_leaderboard_config(self.recipe, [f"{k}={json.dumps(v)}" for k, v in self.overrides.items()])
+
+
 def settings_class(analysis: str) -> type:
     if analysis == "audit":
         return AuditSettings
@@ -45,6 +65,8 @@ def settings_class(analysis: str) -> type:
         return PairwiseSettings
     if analysis in ("suitability", "policy"):
         return SuitabilityAuditSettings
+    if analysis == "leaderboard":
+        return LeaderboardTableSettings
     return JudgeTableSettings
 
 
@@ -84,6 +106,12 @@ def check_settings(recipe: Any) -> None:
         unknown = sorted({*s.main_excludes, *([s.donor] if s.donor else [])} - names)
         if unknown:
             raise ConfigError(f"{recipe.path}: settings main_excludes / donor name judges that are not rows: {unknown}")
+    if recipe.reproduce.analysis == "leaderboard":
+        if recipe.models or recipe.human:
+            raise ConfigError(f"{recipe.path}: a leaderboard table's rows are panel rows (the experiment scores its "
+                              "own reward models): no models or human rows")
+        for stand_in in (False, True):
+            analysis_settings(recipe, stand_in=stand_in).experiment().validate()
     if recipe.reproduce.analysis == "audit":
         for key, entry in recipe.data.items():
             if not entry.conditions:

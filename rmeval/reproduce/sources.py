@@ -83,9 +83,11 @@ def check_data(ctx: Any, keys: list[str]) -> None:
 
 
 def check_sources(recipe: Any) -> None:
-    """``rmtrain check``: every ``{NAME}`` of a data spec (real or stand-in) is a data source."""
+    """``rmtrain check``: every ``{NAME}`` of a data spec (real, stand-in, the PPO policies') is a data source."""
     specs = {f"data.{k}": e.spec for k, e in recipe.data.items()}
     specs.update({f"stand_in.data.{k}": v for k, v in recipe.stand_in.data.items()})
+    if recipe.policy is not None and recipe.policy.data is not None:
+        specs["policy.data"] = recipe.policy.data
     for where, spec in specs.items():
         unknown = sorted(placeholders(spec) - set(recipe.data_sources))
         if unknown:

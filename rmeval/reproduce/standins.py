@@ -17,13 +17,14 @@ encodes) with the minimal chat template of ``rmcore.tiny``:
 - a DPO pair: two tiny causal LMs, the policy and its reference (none when the recipe says none).
 
 Data (``stand_in_spec``): a recipe's ``stand_in.data`` names, per data set, a local SPEC (the real
-RM-Bench and HH-RLHF files under ../shared/data, read in place) or a ``{synthetic: SCHEMA, ...}``
+RM-Bench and HH-RLHF files of the recipe's data sources, read in place) or a ``{synthetic: SCHEMA, ...}``
 mapping: a small file in the released schema written under ``OUT/stand_in_data/`` from the shipped
 simulator (``rmcore.data.simulated``) and read back by the real loader: ``helpsteer2``,
 ``helpsteer`` (HelpSteer's four responses per prompt), ``rewardbench``, ``rewardbench2``, ``shp``
 (a post's four comments as SHP's pairs of comments, with votes and posting times), and
-``rm_bench`` (a folder of RM-Bench files: the first rows of each local file, simulated rows in its
-schema for a subset not on disk); HelpSteer2 with ``preferences: true`` also writes its preference
+``rm_bench`` (a folder of RM-Bench files: the first rows of each file of the folder ``dir`` names,
+e.g. ``dir: "{rm_bench}"``, the recipe's data source; simulated rows in its schema for a subset not
+there, and for every subset without ``dir``); HelpSteer2 with ``preferences: true`` also writes its preference
 file, and with ``annotations: true`` its per-annotator file (three raters per response, beside the
 ratings file: ``*.disagreements.jsonl``). A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
 Stand-in figures mean nothing; the table says so.
@@ -252,14 +253,15 @@ def _styles(text: str) -> list[str]:
 
 def _rm_bench(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, Any]:
     """A folder of RM-Bench files: per subset the first ``limit_per_file`` rows of the local file
-    ``dir/<subset>_filtered.json`` when it exists, else simulated rows in RM-Bench's schema."""
+    ``dir/<subset>_filtered.json`` when ``dir`` is given and the file exists, else simulated rows
+    in RM-Bench's schema (no folder is read by default)."""
     n = int(opts.get("limit_per_file", 6))
-    src = Path(os.path.expanduser(str(opts.get("dir", "../shared/data/rm-bench"))))
+    src = Path(os.path.expanduser(str(opts["dir"]))) if opts.get("dir") else None
     out = root / f"{key}.rm_bench"
     out.mkdir(parents=True, exist_ok=True)
     for k, subset in enumerate(opts.get("subsets", ["chat"])):
-        local = src / f"{subset}_filtered.json"
-        if local.is_file():
+        local = src / f"{subset}_filtered.json" if src is not None else None
+        if local is not None and local.is_file():
             rows = json.loads(local.read_text())[:n]
         else:
             sim = _ordered(_simulated({"n_prompts": n, "seed": k, **{x: opts[x] for x in ("human_share",) if x in opts}},

@@ -241,6 +241,62 @@ def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
     assert np.all([b["messages"][0]["content"].startswith("You are comparing") for b in _Endpoint.requests])
 
 
+class _Reasoner(JsonHandler):
+    """A judge that reasons before it answers, as vLLM returns it: with a reasoning parser the
+    reasoning in its own field (``reasoning_content``, vLLM before 0.11), else in the content
+    between <think> tags (the opening one may be the chat template's); the overall question's
+    reasoning runs past the budget (finish_reason length, no answer)."""
+
+    requests: list = []
+    lock = threading.Lock()
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with _Reasoner.lock:
+            _Reasoner.requests.append(body)
+        prompt = body["messages"][0]["content"]
+        message, finish = {"role": "assistant"}, "stop"
+        if "specificity" in prompt:  # parsed by the server: the reasoning apart, the answer in content
+            message.update(content="\n\nA", reasoning_content="A names the steps; B stays general. So A.")
+        elif "verbosity" in prompt:  # no parser: the whole reply, tags included
+            message["content"] = "<think>\nB is longer... but wait, A? No: B.\n</think>\n\nB"
+        elif "harmfulness" in prompt:  # the template opened <think>: only the closing tag is in the reply
+            message["content"] = "Both are harmless; B less so... A then.\n</think>\n\nA"
+        else:  # the budget ran out mid-reasoning: a leading "A" here is no answer
+            message["content"], finish = "A first look at both responses suggests that", "length"
+        self.send_json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 30, "total_tokens": 80}})
+
+
+def test_a_reasoning_judge_is_read_at_the_answer_after_its_reasoning(items, tmp_path):
+    from rmeval.backends.endpoint import reasoning_answer
+
+    _Reasoner.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Reasoner)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        judge = EndpointPairJudge("r1", base_url=f"http://127.0.0.1:{server.server_port}/v1", name="r1",
+                                  reasoning_tokens=2048, timeout=10)
+        questions = questions_for(load_inventory(names=["specificity", "verbosity", "harmfulness"]))
+        sub = items.head(2)
+        stats = elicit_shard(sub, judge, questions, tmp_path / "out", progress=False)
+    finally:
+        server.shutdown()
+    n = len(sub) * 2 * len(questions)
+    assert len(_Reasoner.requests) == n and {b["max_tokens"] for b in _Reasoner.requests} == {2048}
+    j = load_judgments(stats.table).set_index(["item_id", "attribute", "order"])["direction"]
+    for attr, first in (("specificity", 1), ("verbosity", -1), ("harmfulness", 1)):  # the letter after the reasoning
+        d = j.xs(attr, level="attribute")
+        assert (d.xs("AB", level="order") == first).all() and (d.xs("BA", level="order") == -first).all()
+    assert (j.xs(OVERALL, level="attribute") == 0).all()
+    assert stats.n_malformed == len(sub) * 2  # the cut-off overall replies
+    assert stats.extra["generated_tokens"] == 30 * n  # the server's usage: the reasoning's cost
+    assert reasoning_answer("<think>still thinking", separated=False, cut=False) is None
+    assert reasoning_answer("A", separated=True, cut=True) == "A"  # the parser separated it: the answer stands
+    assert reasoning_answer("B", separated=False, cut=False) == "B"
+
+
 def test_merge_refuses_missing_shards_and_takes_a_complete_set(tmp_path):
     from rmcore.errors import ConfigError
 

@@ -76,6 +76,19 @@ class H(BaseHTTPRequestHandler):
         note(self.path)
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = req["messages"][-1]["content"]
+        if text.startswith("You are comparing two responses"):  # a JudgeProfile call: a reasoning judge
+            with open(log + ".max_tokens", "a") as f:
+                f.write(str(req["max_tokens"]) + "\\n")
+            a, b = re.search(r"\\[Response A\\]\\n(.*)\\n\\n\\[Response B\\]\\n(.*)\\n\\nQuestion", text, re.S).groups()
+            letter = "A" if len(a) >= len(b) else "B"  # the longer one shown
+            thought = "Response A runs longer than B... or does it? Compare again."
+            parsed = "--reasoning-parser" in argv  # vLLM separates the reasoning only with a parser
+            message = ({"role": "assistant", "content": "\\n\\n" + letter, "reasoning": thought} if parsed
+                       else {"role": "assistant", "content": thought + "\\n</think>\\n\\n" + letter})
+            self.send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": model,
+                            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+                            "usage": {"prompt_tokens": 9, "completion_tokens": 25, "total_tokens": 34}})
+            return
         resp = re.search(r"\\[Response\\]\\n(.*)\\n\\nAnswer with a single digit", text, re.S).group(1)
         digit = str(1 + len(resp.split()) % 5)
         top = [{"token": digit, "logprob": 0.0, "bytes": None}]
@@ -188,6 +201,64 @@ def test_a_server_that_dies_while_loading_fails_the_task_with_its_log_and_no_row
     assert res.returncode != 0
     assert "exited before" in res.stderr and "CUDA out of memory" in res.stderr  # its log's tail
     assert not (out / "rows" / "judge-70b" / "done.json").exists()
+
+
+def reasoning_recipe(tmp_path: Path, parser: str | None) -> Path:
+    from rmeval.reproduce.standins import stand_in_spec
+
+    spec = stand_in_spec("rb", {"synthetic": "rewardbench", "n_prompts": 3, "seed": 2}, tmp_path / "data")
+    raw = {
+        "reproduce": {"study": "judgeprofile", "table": "Reweighting", "title": "a reasoning judge", "analysis": "judges"},
+        "data": {"rb": {"spec": spec}},
+        "models": [{"name": "r1", "hub_id": "example/reasoner-8B", "kind": "generative_judge", "params_b": 8.0,
+                    "max_length": 1024, "serve": {}, "gated": False,
+                    "reasoning": {"max_tokens": 300, **({"parser": parser} if parser else {})}}],
+        "panel_rows": [{"name": "all"}],
+        "columns": [{"name": "acc", "key": "reweight.base_accuracy", "rows": ["r1"]}],
+        "settings": {"attributes": ["specificity", "verbosity"]},
+    }
+    path = tmp_path / "reasoning.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("parser", ["deepseek_r1", None])
+def test_a_reasoning_judge_is_served_with_its_parser_and_read_after_its_reasoning(tmp_path, parser):
+    """The served judge's `vllm serve` line (the task's) started as is against the fake vLLM, which
+    separates the reasoning only when given --reasoning-parser (else <think>...</think> in the reply);
+    the elicitation reads the letter after it, with the recipe's reply budget."""
+    from rmcore.jobs import wait_for_health
+    from rmeval.judges.tables import load_judgments
+    from rmeval.reproduce.cluster import PORT_VAR
+    from rmeval.reproduce.context import Context
+    from rmeval.reproduce.judges import elicit_judge
+    from rmeval.reproduce.plan import plan_recipe
+    from rmeval.reproduce.serve import free_port
+
+    recipe = load_reproduction(reasoning_recipe(tmp_path, parser))
+    row = next(r for r in plan_recipe(recipe, tmp_path / "plan")["rows"] if r["row"] == "r1")
+    cmd = row["server"]["command"]
+    assert cmd[cmd.index("--max-model-len") + 1] == str(1024 + 512 + 300)  # the text, its prompt, the reasoning
+    assert ("--reasoning-parser" in cmd) == bool(parser) and (not parser or cmd[cmd.index("--reasoning-parser") + 1] == parser)
+    # 3 items x 2 orders x (2 attributes + overall) calls, each generating the whole reply budget
+    assert row["texts_total"] == 18 and row["generated_m"] == pytest.approx(18 * 300 / 1e6, abs=5e-4)
+    port = str(free_port())
+    env = fake_vllm_env(tmp_path)
+    server = subprocess.Popen([a if a != PORT_VAR else port for a in cmd], env=env)
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}/health", lambda: server.poll() is None, 30, "fake vllm")
+        ctx = Context(recipe, tmp_path / "out", endpoints={"r1": f"http://127.0.0.1:{port}/v1"})
+        elicit_judge(ctx, recipe.model("r1"))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert set((tmp_path / "vllm.max_tokens").read_text().split()) == {"300"}
+    stats = json.loads((tmp_path / "out" / "rows" / "r1" / "elicit_stats.json").read_text())
+    assert stats["n_made"] == 18 and stats["n_malformed"] == 0 and stats["generated_tokens"] == 18 * 25
+    items = pd.read_json(tmp_path / "out" / "data" / "items.jsonl", lines=True).set_index("item_id")
+    want = {i: 1 if len(r.response_a) >= len(r.response_b) else -1 for i, r in items.iterrows()}
+    j = load_judgments(stats["judgments"])
+    assert len(j) == 18 and all(d == want[i] for i, d in zip(j["item_id"], j["direction"]))
 
 
 @pytest.mark.parametrize("params_b, dtype, gpu_gb, tp, pp", [
@@ -314,7 +385,25 @@ def test_unpinned_and_guessed_hub_ids_and_the_served_deepseek_judges(tmp_path, c
     # items: RM-Bench chat 129 + HH-RLHF, RewardBench, SHP capped at 1,000 + HelpSteer2's 480 (RewardBench 2 capped);
     # each asked 96 attributes and the overall question in both orders
     assert r1["texts_total"] == (129 + 1000 + 480 + 1000 + 1000 + 1000) * 2 * 97
-    assert r1["generated_m"] == pytest.approx(r1["texts_total"] * 4 / 1e6, abs=1e-3)  # 4 reply tokens per call
+    # R1 reasons first: its reply budget, 4,096 tokens per call (an upper bound), with vLLM's parser
+    assert r1["generated_m"] == pytest.approx(r1["texts_total"] * 4096 / 1e6, abs=1e-3)
+    assert "--max-model-len 12800 --reasoning-parser deepseek_r1" in text  # 8,192 + 512 + 4,096
+    v4 = next(r for r in plan["rows"] if r["row"] == "deepseek-v4")
+    assert v4["generated_m"] == pytest.approx(v4["texts_total"] * 4 / 1e6, abs=1e-3)  # 4 reply tokens per call
+
+
+def test_a_table_of_another_recipes_runs_says_so_in_its_dry_run(tmp_path, capsys, no_network):
+    base = RECIPES / "pairwise_misses_table9_eighteen_scorers.yaml"
+    assert main(["reproduce", str(base), "--dry-run", "--out", str(tmp_path / "t9")]) == 0
+    base_text = capsys.readouterr().out
+    assert main(["reproduce", str(RECIPES / "pairwise_misses_table5_judge_digits.yaml"), "--dry-run", "--out",
+                 str(tmp_path / "t5")]) == 0
+    text = capsys.readouterr().out
+    assert "The rows of pairwise_misses_table9_eighteen_scorers.yaml (runs_of)" in text
+    assert "the rows, are the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, not in addition" in text
+    assert "runs_of" not in base_text and "\n\n\n" not in text and "\n\n\n" not in base_text  # no blank-line runs
+    hours = [json.loads((tmp_path / d / "plan.json").read_text())["gpu_hours"] for d in ("t9", "t5")]
+    assert hours[0] == hours[1] > 0  # the same rows: the same hours, which a total counts once
 
 
 def test_the_costs_beyond_the_rows_are_in_the_total(tmp_path, no_network):

@@ -111,3 +111,43 @@ def test_every_new_judgeprofile_recipe_runs_with_stand_ins_on_one_out(tmp_path, 
     # stand-in judges name one position in both orders: stable figures undefined, said so
     md = (out / "table.md").read_text()
     assert "undefined for tiny untrained stand-ins" in md or "computed no" in md
+
+
+def test_tables_2_3_the_baselines_beside_the_reweighting_on_a_planted_panel(tmp_path, one_torch_thread):
+    """The panel step's rubric prompting and LoRA SFT (a tiny stand-in judge: two steps) of the two
+    named judges, on a planted panel: the rubric and base accuracies recomputed here from the
+    judgments the rubric-prompted judge gave and the planted verdicts, on the held-out items."""
+    from rmeval.judges.tables import load_judgments
+    from rmeval.reproduce.judges import baselines_table
+    from rmeval.reproduce.settings import analysis_settings
+
+    recipe = load_reproduction(RECIPES / "judgeprofile_tables2_3_baselines.yaml")
+    ctx = Context(recipe, tmp_path / "out", stand_in=True, wandb_mode="disabled")
+    s = analysis_settings(recipe, stand_in=True)
+    named = ["qwen3.5-27b", "qwen3.5-4b"]
+    weights = dict(zip(named, planted_weights(2, len(s.attributes), seed=3).values()))
+    items, table, _ = simulate_panel(48, weights, attributes=list(s.attributes), sources=("rm_bench", "hh_rlhf"),
+                                     flip=0.1, seed=5)
+    path = atomic_write_table(ctx.out / "data" / "items.jsonl", items)
+    docs = {n: {"elicit": {"judgments": "-"}} for n in named}
+    got = baselines_table(ctx, docs, table, path, s)
+    assert sorted(got) == sorted(named)
+    label = items.set_index("item_id")["label"].map({"A": 1, "B": -1})
+    for name in named:
+        b, rubric, base = docs[name]["baselines"], [], []
+        for source in ("hh_rlhf", "rm_bench"):
+            shard = next((ctx.out / "panel" / "baselines" / name / "baselines" / source / "rubric" / "shards").glob("*.npz"))
+            ab = load_judgments(shard).query("order == 'AB'").set_index("item_id")["direction"]
+            rubric.append(float((ab == label[ab.index]).mean()))
+            own = table[(table["judge"] == name) & (table["attribute"] == "overall") & (table["order"] == "AB")]
+            planted = own.set_index("item_id")["direction"].loc[ab.index]  # the unadapted verdict on the same items
+            base.append(float((planted == label[ab.index]).mean()))
+        assert b["n_sources"] == 2 and b["rubric"] == pytest.approx(np.mean(rubric))
+        assert b["base"] == pytest.approx(np.mean(base))
+        assert b["reweight_minus_rubric"] == pytest.approx(b["reweight_k"] - b["rubric"])
+        assert b["reweight_minus_lora"] == pytest.approx(b["reweight_budget"] - b["lora_sft"])
+        assert 0 <= b["lora_sft"] <= 1 and b is got[name]
+    cells, _ = build_cells(recipe, docs, None, {})
+    assert cells[("qwen3.5-27b", "reweight_minus_rubric")].ours.estimate == pytest.approx(
+        100 * docs["qwen3.5-27b"]["baselines"]["reweight_minus_rubric"])
+    assert cells[("qwen3.5-27b", "reweight_minus_rubric")].published.value == -0.07

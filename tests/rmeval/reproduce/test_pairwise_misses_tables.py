@@ -182,3 +182,71 @@ def test_table_28_the_paraphrase_shifts_stand_in_run(tmp_path, capsys, one_torch
     figs = _figures(out)
     assert float(figs[("tulu-3-8b-rm", "abs_shift")]["ours"]) == pytest.approx(d.abs().mean() / sd)
     assert float(figs[("tulu-3-8b-rm", "signed_shift")]["ours"]) == pytest.approx(d.mean() / sd)
+
+
+def test_table_29_scores_again_without_each_marker_and_sets_the_scorings_side_by_side(tmp_path, one_torch_thread):
+    out = tmp_path / "t29"
+    assert main(["reproduce", str(RECIPES / "pairwise_misses_table29_markers.yaml"), "--stand-in", "--out", str(out),
+                 "--wandb-mode", "disabled", "--only", "tulu-3-8b-rm"]) == 0
+    row = out / "rows" / "tulu-3-8b-rm" / "hs2"
+    ref = pd.read_parquet(row / "scores.parquet")
+    no_eos = pd.read_parquet(row / "variants" / "no_eos" / "scores.parquet")
+    no_bos = pd.read_parquet(row / "variants" / "no_bos" / "scores.parquet")
+    sv = json.loads((row / "audit.json").read_text())["scoring_variants"]
+    # the stand-in's template ends every scored text with its EOS token and its tokenizer has no BOS
+    assert sv["no_eos"]["markers_dropped"] == {"eos": len(ref)} and sv["no_bos"]["markers_dropped"] == {"bos": 0}
+    assert not np.allclose(no_eos["score"], ref["score"]) and np.array_equal(no_bos["score"], ref["score"])
+
+    def share(s):
+        return icc1(s[s["condition"] == "original"], "score", "prompt_id")
+
+    figs = _figures(out)
+    assert float(figs[("tulu-3-8b-rm", "share")]["ours"]) == pytest.approx(share(ref))
+    assert float(figs[("tulu-3-8b-rm", "share_no_eos")]["ours"]) == pytest.approx(share(no_eos))
+    assert float(figs[("tulu-3-8b-rm", "share_change_no_eos")]["ours"]) == pytest.approx(share(no_eos) - share(ref))
+    assert float(figs[("tulu-3-8b-rm", "share_change_no_bos")]["ours"]) == 0.0
+    assert float(figs[("tulu-3-8b-rm", "margin_change_no_bos")]["ours"]) == 0.0
+    own = json.loads((row / "variants" / "no_eos" / "audit.json").read_text())  # the variant's own audit
+    main_margin = json.loads((row / "audit.json").read_text())["transplant"]["random"]["margin_sd"]["estimate"]
+    assert float(figs[("tulu-3-8b-rm", "margin_change_no_eos")]["ours"]) == pytest.approx(
+        own["transplant"]["random"]["margin_sd"]["estimate"] - main_margin)
+    assert figs[("tulu-3-8b-rm", "margin_change_no_eos")]["published"] == "-0.57"
+
+
+def test_table_22_reads_the_leaderboard_experiment_and_says_what_to_run_without_it(tmp_path, capsys):
+    """The table's rows are the experiment's: a real run reads `rmeval leaderboard`'s leaderboard.json
+    (planted here) where the settings say, and without it each cell names the command."""
+    exp, out, path = tmp_path / "exp", tmp_path / "t22", tmp_path / "t22.yaml"
+    path.write_text((RECIPES / "pairwise_misses_table22_leaderboard.yaml").read_text().replace(
+        "out: outputs/experiments/leaderboard_helpsteer2", f"out: {exp}"))
+    args = ["reproduce", str(path), "--out", str(out), "--wandb-mode", "disabled"]
+    assert main(args) == 0
+    cmd = f"rmeval leaderboard --config recipes/leaderboard_helpsteer2_study.yaml --out {exp}"
+    assert f"no {exp / 'leaderboard.json'} yet: {cmd}" in (out / "table.md").read_text()
+    capsys.readouterr()
+    rms = ["skywork-reward-v2-qwen3-8b", "skywork-reward-llama-3.1-8b-v0.2", "llama-3.1-tulu-3-8b-rm"]
+
+    def rm(k):
+        return {"raw": {"n_assignments_differing_from_full_coverage": 3 * k,
+                        "mean_tau_vs_judge": {"estimate": 0.5, "ci95": [0.2, 0.8]}},
+                "centred_minus_raw_tau_vs_judge": {"estimate": 0.04 * k - 0.05, "ci95": [-0.2, 0.2]}}
+
+    res = {"policies": ["a", "b", "c"], "anchor": "b",
+           "judges": {"llama-3.1-70b-instruct": {}, "mistral-small-24b-instruct": {}},
+           "reward_models": {r: {"llama-3.1-70b-instruct": rm(k), "mistral-small-24b-instruct": rm(k + 1)}
+                             for k, r in enumerate(rms)},
+           "judge_vs_human": {"llama-3.1-70b-instruct": {"estimate": 0.8, "ci95": [0.7, 0.9], "n_pairs": 250}},
+           "judge_vs_judge": {"llama-3.1-70b-instruct vs mistral-small-24b-instruct":
+                              {"kendall_tau": 1.0, "pairwise_agreement": 0.9, "n_pairs": 1400}}}
+    exp.mkdir()
+    (exp / "leaderboard.json").write_text(json.dumps(res))
+    assert main(args) == 0
+    figs = _figures(out)
+    for k, r in enumerate(rms):
+        assert float(figs[(r, "n_differ")]["ours"]) == 3 * k
+        assert float(figs[(r, "tau_change")]["ours"]) == pytest.approx(0.04 * k - 0.05)
+        assert float(figs[(r, "tau_change_second")]["ours"]) == pytest.approx(0.04 * (k + 1) - 0.05)
+    assert float(figs[("judges", "vs_human")]["ours"]) == 0.8 and figs[("judges", "vs_human")]["published"] == "0.78"
+    assert float(figs[("judges", "judges_pairs")]["ours"]) == 1400
+    printed = capsys.readouterr().out
+    assert "0 to 12 | 0 to 6" in printed  # the statement over the three reward models: 0, 3, 6 assignments

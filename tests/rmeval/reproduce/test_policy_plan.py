@@ -55,6 +55,21 @@ def test_dry_run_writes_the_launch_plan_and_rmtrain_reads_its_policy_recipe(tmp_
     assert not (out / "rows").exists()  # nothing scored, nothing downloaded
 
 
+def test_the_policy_recipe_reads_its_prompts_where_the_data_source_is(tmp_path, capsys, no_network):
+    from rmtrain.policy.config import load_policy_config
+
+    out, rmb = tmp_path / "ppo", tmp_path / "elsewhere" / "rm-bench"
+    assert main(["reproduce", str(PPO), "--dry-run", "--out", str(out), "--data-source", f"rm_bench={rmb}"]) == 0
+    text = capsys.readouterr().out
+    cfg = load_policy_config(out / "policy" / "policy_recipe.yaml")
+    assert cfg.data == {"name": "rm_bench", "path": f"{rmb}/chat_filtered.json"}  # not ../RM-Bench
+    assert f"policy.data: {rmb}/chat_filtered.json not found; fetch it: git clone https://github.com/THU-KEG/RM-Bench" in text
+    rmb.mkdir(parents=True)
+    (rmb / "chat_filtered.json").write_text("[]")
+    assert main(["reproduce", str(PPO), "--dry-run", "--out", str(out), "--data-source", f"rm_bench={rmb}"]) == 0
+    assert "policy.data:" not in capsys.readouterr().out
+
+
 def test_rmtrain_turns_a_planned_policy_into_openrlhf_ppo_against_the_served_snapshot(tmp_path, no_network):
     """The plan's `rmtrain policy` step as rmtrain runs it (no launch): a tiny policy in place of the
     8B SFT model and a tiny one-label classifier in place of the snapshot; the PPO command's flags are

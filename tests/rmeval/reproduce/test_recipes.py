@@ -32,6 +32,8 @@ TABLES |= {
     ("judgeprofile", "Table 9"), ("judgeprofile", "Table 11"), ("judgeprofile", "Table 12"), ("judgeprofile", "Table 19"),
     ("judgeprofile", "Table 20"),
 }
+# and the three left after the merge: the baselines, the leaderboard and the sequence markers
+TABLES |= {("judgeprofile", "Tables 2 and 3"), ("pairwise-misses", "Table 22"), ("pairwise-misses", "Table 29")}
 TABLE1 = ROOT / "recipes" / "reproduce" / "pairwise_misses_table1_helpsteer2_audit.yaml"
 
 

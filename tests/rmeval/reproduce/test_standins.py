@@ -84,6 +84,21 @@ def test_synthetic_helpsteer2_preferences_and_rm_bench_folders(tmp_path, shared_
     assert len(rs.prompts) == 6 and rs.prompts[0].messages[0]["content"] == chat[0]["prompt"]  # real rows, in place
 
 
+def test_a_synthetic_rm_bench_reads_no_folder_by_default(tmp_path, monkeypatch):
+    # the repository's test layout beside the working directory: read only when `dir` names it
+    real = tmp_path / "shared" / "data" / "rm-bench"
+    real.mkdir(parents=True)
+    (real / "chat_filtered.json").write_text(json.dumps([{"id": "real-0", "subset": "chat", "prompt": "real prompt",
+                                                           "chosen": ["a"] * 3, "rejected": ["b"] * 3}]))
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    spec = stand_in_spec("r", {"synthetic": "rm_bench", "subsets": ["chat"], "limit_per_file": 2}, tmp_path / "out")
+    rows = json.loads((tmp_path / "out" / "r.rm_bench" / "chat_filtered.json").read_text())
+    assert [r["id"] for r in rows] == ["chat-0", "chat-1"] and load_data(spec).prompts  # simulated, not the folder
+    stand_in_spec("d", {"synthetic": "rm_bench", "subsets": ["chat"], "dir": str(real)}, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "d.rm_bench" / "chat_filtered.json").read_text())[0]["id"] == "real-0"
+
+
 class _Logprobs(JsonHandler):
     digits: dict[str, float] = {}
 
