@@ -132,10 +132,17 @@ def not_reproducible_plan(m: Any) -> dict[str, Any]:
             "slurm": {"gpus": 0, "mem_gb": 0, "timeout_min": 0}, "note": f"NOT REPRODUCIBLE: {m.not_reproducible}"}
 
 
-def _head(m: Any) -> Any:
+# what a generative judge is read as, per analysis: a rating digit (the audit's scorer), the pairwise
+# verdict (a suitability table), the answer letter of each attribute question (JudgeProfile)
+JUDGE_HEADS = {"audit": "expected digit 1-5", "suitability": "verdict letter A/B", "judges": "answer letters"}
+
+
+def _head(m: Any, analysis: str) -> Any:
     if m.head is not None:
         return f"{m.head} ({m.head_name})" if m.head_name else m.head
-    return {"seq_classifier": "its one output", "generative_judge": "expected digit 1-5"}.get(m.kind, "implicit reward")
+    if m.kind == "generative_judge":
+        return JUDGE_HEADS.get(analysis, "expected digit 1-5")
+    return {"seq_classifier": "its one output"}.get(m.kind, "implicit reward")
 
 
 def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -176,7 +183,7 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
         full = sum(no_reuse_tokens(ctx, k, t, sizes[k], s) for k, t in texts.items() if t)
         notes.append(f"{prompt_tok / 1e6:.1f}M prompt tokens with the item's prefix reused ({full / 1e6:.0f}M without)")
     row = {"row": m.name, "model": m.hub_id + (f"@{m.revision}" if m.revision else ""), "kind": m.kind,
-           "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"), "head": _head(m),
+           "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"), "head": _head(m, ctx.recipe.reproduce.analysis),
            "head_name": m.head_name, "dtype": m.dtype, "params_b": round(params, 4), "active_params_b": active,
            "params_source": "safetensors on disk" if counted is not None else "recipe (params_b)",
            "weights_gb": round(weights, 2), "gpu_memory_gb": place.get("memory_gb", "-"), "gpus": gpus,

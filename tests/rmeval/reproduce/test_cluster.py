@@ -390,6 +390,13 @@ def test_unpinned_and_guessed_hub_ids_and_the_served_deepseek_judges(tmp_path, c
     assert "--max-model-len 12800 --reasoning-parser deepseek_r1" in text  # 8,192 + 512 + 4,096
     v4 = next(r for r in plan["rows"] if r["row"] == "deepseek-v4")
     assert v4["generated_m"] == pytest.approx(v4["texts_total"] * 4 / 1e6, abs=1e-3)  # 4 reply tokens per call
+    assert {r["head"] for r in plan["rows"] if r["kind"] == "generative_judge" and "NOT" not in r["note"]} == {"answer letters"}
+
+
+def test_a_generative_rm_of_a_suitability_table_is_read_at_its_verdict_letter(tmp_path, no_network):
+    assert main(["reproduce", str(RA), "--dry-run", "--out", str(tmp_path)]) == 0
+    rows = {r["row"]: r for r in json.loads((tmp_path / "plan.json").read_text())["rows"]}
+    assert rows["qwen3-8b"]["head"] == "verdict letter A/B" and rows["skywork-v2-qwen3-8b"]["head"] == "its one output"
 
 
 def test_a_table_of_another_recipes_runs_says_so_in_its_dry_run(tmp_path, capsys, no_network):
