@@ -163,9 +163,10 @@ def test_missing_policy_path_is_one_line(material: dict[str, Path], tmp_path: Pa
 
 
 def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_path: Path,
-                                                 capfd: pytest.CaptureFixture) -> None:
+                                                 capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """stdout carries the summary only: with its tqdm off, transformers' Trainer would print every
-    log dict there (trl's per-step rewards and KL); the run's progress goes to stderr instead."""
+    log dict there (trl's per-step rewards and KL); the run's progress goes to stderr instead. Under
+    ``accelerate launch`` the main process alone prints it (the finished run read again as rank 1)."""
     import yaml
 
     from rmtrain.cli import main
@@ -185,3 +186,7 @@ def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_
     summary = json.loads(out.out)  # nothing but the summary on stdout
     assert summary["steps"] == 2 and summary["environment"] == "clean"
     assert "grpo clean policy: 2 of 2 steps (100%)" in out.err
+    monkeypatch.setenv("RANK", "1")
+    assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert capfd.readouterr().out == ""
