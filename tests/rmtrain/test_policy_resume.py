@@ -190,3 +190,47 @@ def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_
     assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
                  "--out", str(tmp_path / "out")]) == 0
     assert capfd.readouterr().out == ""
+
+
+def test_the_reward_model_scores_at_its_training_length(material: dict[str, Path], tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """``training.reward_max_length`` unset: the reward model scores at the length it was trained with
+    (its run's matchrm_config.json), recorded in policy_summary.json and the W&B config; the PPO plan's
+    reward server is started at that length; a user's length other than it is said once on stderr."""
+    import logging
+    import shutil
+
+    import yaml
+
+    from rmtrain.cli import main
+    from tests.support import read_run
+
+    rm = tmp_path / "rm"
+    shutil.copytree(material["rm"], rm)  # its 1024 positions would be the length without a training record
+    (rm / "matchrm_config.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 2,
+                                                        "training": {"max_length": 48}}))
+    recipe = tmp_path / "policy.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "policy": {"name_or_path": str(material["policy"]), "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "data": DATA, "heldout_prompts": 4,
+        "training": {"algorithm": "grpo", "max_steps": 1, "per_device_batch_size": 8, "num_generations": 4,
+                     "max_completion_length": 4, "use_cpu": True, "gradient_checkpointing": False},
+        "wandb": {"mode": "offline", "project": "policy-t"}}))
+    argv = ["policy", "--config", str(recipe), "--reward-model", str(rm), "--environment", "clean"]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "grpo")]) == 0
+    summary = json.loads((tmp_path / "grpo" / "policy_summary.json").read_text())
+    assert (summary["reward_max_length"], summary["reward_training_max_length"]) == (48, 48)
+    assert read_run(tmp_path / "grpo" / "wandb")["config"]["reward_max_length"] == 48
+    assert main([*argv, "--out", str(tmp_path / "ppo"), "--set", "training.algorithm=ppo"]) == 0
+    cmd = json.loads((tmp_path / "ppo" / "openrlhf" / "plan.json").read_text())["reward_server_command"]
+    assert cmd[cmd.index("--max-length") + 1] == "48"
+    assert not [r for r in caplog.records if "trained with max_length" in r.getMessage()]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "ppo32"), "--set", "training.algorithm=ppo",
+                     "--set", "training.reward_max_length=32"]) == 0
+    plan = json.loads((tmp_path / "ppo32" / "openrlhf" / "plan.json").read_text())
+    cmd = plan["reward_server_command"]
+    assert cmd[cmd.index("--max-length") + 1] == "32" and plan["reward_max_length"] == 32
+    said = [r.getMessage() for r in caplog.records if "trained with max_length" in r.getMessage()]
+    assert said == [f"max_length 32: {rm} was trained with max_length 48; scoring at 32 tokens"]
