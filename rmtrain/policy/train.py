@@ -37,6 +37,7 @@ from rmtrain.policy.environment import build_environment, read_rows
 from rmtrain.policy.openrlhf import prepare_ppo
 from rmtrain.policy.reward import ScorerReward
 from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
+from rmtrain.rundir import WANDB_RUN_FILE, store_wandb_run, stored_wandb_run
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +122,11 @@ def _resume_point(cfg: PolicyConfig, out: Path, force: bool) -> Path | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     trainer_dir = out / "trainer"
-    if not trainer_dir.is_dir():
-        return None
     if force:
-        shutil.rmtree(trainer_dir)
+        shutil.rmtree(trainer_dir, ignore_errors=True)
+        (out / WANDB_RUN_FILE).unlink(missing_ok=True)  # a run started over is a new W&B run
+        return None
+    if not trainer_dir.is_dir():
         return None
     last = get_last_checkpoint(str(trainer_dir))
     if last is None:
@@ -266,11 +268,14 @@ def _policy_tracker(cfg: PolicyConfig, out: Path, rm_tags: dict[str, Any], env_c
     config holds the reward model's length as used (``lengths``)."""
     t = cfg.training
     tags = [f"environment:{cfg.environment}", f"algorithm:{t.algorithm}"] + [f"rm_{k}:{v}" for k, v in rm_tags.items()]
-    return Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
-                   group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
-                   dir=out, job_type="policy", entity=cfg.wandb.entity,
-                   config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
-                           "rollouts": engine, "resumed_from": resume.name if resume else None, **lengths})
+    # an interrupted run, resumed, logs on in the W&B run it began (its id kept in OUT, as rmtrain train keeps it)
+    tracker = Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
+                      group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
+                      dir=out, job_type="policy", entity=cfg.wandb.entity, run_id=stored_wandb_run(out),
+                      config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
+                              "rollouts": engine, "resumed_from": resume.name if resume else None, **lengths})
+    store_wandb_run(out, tracker.run_id)
+    return tracker
 
 
 def _log_to_tracker(cfg: PolicyConfig, tracker: Any, reward: Any, history: list[dict[str, float]]) -> Any:

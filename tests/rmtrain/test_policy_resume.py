@@ -234,3 +234,47 @@ def test_the_reward_model_scores_at_its_training_length(material: dict[str, Path
     assert cmd[cmd.index("--max-length") + 1] == "32" and plan["reward_max_length"] == 32
     said = [r.getMessage() for r in caplog.records if "trained with max_length" in r.getMessage()]
     assert said == [f"max_length 32: {rm} was trained with max_length 48; scoring at 32 tokens"]
+
+
+def test_a_resumed_policy_run_logs_on_in_its_wandb_run(material: dict[str, Path], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rmtrain policy`` interrupted after its step-2 checkpoint and run again goes on in the W&B run
+    it began (its id kept in OUT, as ``rmtrain train`` keeps it) and records where it resumed;
+    ``--force`` starts a new W&B run."""
+    import yaml
+
+    from rmtrain.cli import main
+    from rmtrain.policy import reward as reward_module
+    from tests.support import read_runs
+
+    recipe = tmp_path / "policy.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "policy": {"name_or_path": str(material["policy"]), "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "data": DATA, "heldout_prompts": 4,
+        "training": {"algorithm": "grpo", "max_steps": 3, "per_device_batch_size": 8, "num_generations": 4,
+                     "max_completion_length": 4, "use_cpu": True, "gradient_checkpointing": False, "save_steps": 2},
+        "wandb": {"mode": "offline", "project": "policy-t", "group": "g"}}))
+    out = tmp_path / "out"
+    argv = ["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
+            "--out", str(out)]
+    original = reward_module.ScorerReward.__call__
+    n = [0]
+
+    def stop_at_step_3(self: Any, *args: Any, **kw: Any) -> list[float]:
+        n[0] += 1
+        if n[0] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args, **kw)
+
+    monkeypatch.setattr(reward_module.ScorerReward, "__call__", stop_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+    assert main(argv) == 0
+    first, resumed = read_runs(out / "wandb")
+    assert first["id"] == resumed["id"] and first["name"] == resumed["name"]
+    assert (resumed["project"], resumed["group"], resumed["job_type"]) == ("policy-t", "g", "policy")
+    assert first["config"]["resumed_from"] is None and resumed["config"]["resumed_from"] == "checkpoint-2"
+    assert resumed["summary"]["resumed_from"] == str(out / "trainer" / "checkpoint-2")
+    assert main([*argv, "--force"]) == 0
+    assert len({r["id"] for r in read_runs(out / "wandb")}) == 2
