@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from pathlib import Path
 
 import pytest
@@ -85,14 +86,24 @@ def test_a_collapsed_run_is_audited_and_said_once(diverged: Path, tmp_path: Path
                                                   caplog: pytest.LogCaptureFixture) -> None:
     """The folder of a sweep's runs: the collapsed run is audited and said once, the diverged one
     beside it is said to have left no model."""
+    import torch
+
     run = tmp_path / "collapsed"
-    save_tiny_classifier(run)
+    model, tok = save_tiny_classifier(run)
+    with torch.no_grad():
+        model.score.weight.zero_()  # a constant model, as a collapsed run's is
+    model.save_pretrained(run)
     reason = "held-out score SD 0 is at most 0.0001 x their root-mean-square 1.91 (training.collapse_sd)"
     (run / "train_summary.json").write_text(_summary("collapsed", reason, None))
     out = tmp_path / "audit"
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING), warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         assert main(["audit", "--checkpoint", str(tmp_path), "--data", DATA, "--out", str(out), "--conditions",
                      "original", "--n-boot", "20", "--wandb-mode", "disabled", "--no-progress"]) == 0
+    # a constant model's undefined figures are null in the record, not scipy warnings on stderr
+    assert not [w for w in warned if "constant" in str(w.message).lower()], [str(w.message) for w in warned]
     said = [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"]
     assert said == [f"{diverged}: {SAID}", f"{run}: the run was marked collapsed ({reason}); scoring its model as it is"]
-    assert json.loads((out / "audit.json").read_text())["truncation"]["total"]["n"] == 12
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["truncation"]["total"]["n"] == 12
+    assert set(audit["selection"]["spearman"].values()) == {None}
