@@ -47,12 +47,64 @@ def find_checkpoints(path: str | Path, known: tuple[str, ...] = ()) -> list[tupl
         return [(str(path).rstrip("/").split("/")[-1], Path(str(path)))]
     root = check_path(path, "--checkpoint", kind="dir")
     if (root / "config.json").is_file() or (root / "adapter_config.json").is_file():  # a model or a LoRA judge
+        check_trained(root)
         return [(root.name, root)]
+    check_trained(root)  # a diverged run: what it left is no model (its checkpoint-N aside)
     found = sorted({c.parent for c in root.glob("*/config.json")} | {c.parent for c in root.glob("*/*/config.json")})
+    diverged = sorted({c.parent for c in (*root.glob(f"*/{SUMMARY_FILE}"), *root.glob(f"*/*/{SUMMARY_FILE}"))
+                       if run_status(c.parent).get("status") == "diverged"})
     if not found:
-        raise ConfigError(f"{root}: no checkpoint (no config.json in it or in its subdirectories)")
+        raise ConfigError(f"{root}: no checkpoint (no config.json in it or in its subdirectories)"
+                          + (f"; {diverged_line(diverged[0])}" + (f" (and {len(diverged) - 1} more runs)"
+                                                                  if len(diverged) > 1 else "") if diverged else ""))
+    for d in diverged:  # runs of a sweep that left no model: said, not silently missing
+        log.warning("%s", diverged_line(d))
+    for d in found:
+        check_trained(d)
     named = [(str(d.relative_to(root)).replace("/", "__"), d) for d in found]
     return sorted(named, key=lambda x: _natural_key(x[0]))
+
+
+def run_status(run_dir: Path | str) -> dict[str, Any]:
+    """{status, status_reason, status_step} of the ``rmtrain`` run in ``run_dir``, from its
+    train_summary.json (``rmtrain.train``'s module doc: diverged | collapsed | ok); empty when the
+    directory holds no such record (another model, a run not finished, or one older than statuses)."""
+    f = Path(str(run_dir)) / SUMMARY_FILE
+    try:
+        s = json.loads(f.read_text()) if f.is_file() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if not isinstance(s, dict) or not s.get("status"):
+        return {}
+    return {k: s.get(k) for k in ("status", "status_reason", "status_step")}
+
+
+def diverged_line(run_dir: Path | str) -> str:
+    """A diverged run said in one line: ``RUN: the run diverged at step N (why) and left no model``."""
+    st = run_status(run_dir)
+    step, reason = st.get("status_step"), str(st.get("status_reason") or "no reason recorded")
+    why = reason.split(";")[0].replace(f" at step {step}", "")  # 'non-finite weights at step 2; training stopped'
+    at = f" at step {step}" if step is not None else ""
+    return f"{run_dir}: the run diverged{at} ({why}) and left no model"
+
+
+_SAID_COLLAPSED: set[str] = set()
+
+
+def check_trained(path: Path | str) -> None:
+    """What a run directory of ``rmtrain`` says about its model, before anything scores it: a run
+    whose training diverged left none (one line, ConfigError: exit 2); a collapsed run's model is
+    scored as it is, and said once per process on stderr (its held-out scores were constant). An
+    intermediate ``checkpoint-N/`` and a model not trained by ``rmtrain`` have no status."""
+    status = run_status(path)
+    if status.get("status") == "diverged":
+        before = sorted(Path(str(path)).glob("checkpoint-*/config.json"))  # saved before it diverged
+        raise ConfigError(diverged_line(path) + (f"; {before[-1].parent.name}/, saved before, is scored by its own path"
+                                                 if before else ""))
+    if status.get("status") == "collapsed" and str(path) not in _SAID_COLLAPSED:
+        _SAID_COLLAPSED.add(str(path))
+        log.warning("%s: the run was marked collapsed (%s); scoring its model as it is", path,
+                    status.get("status_reason") or "no reason recorded")
 
 
 def _run_config(checkpoint: Path | str) -> dict[str, Any]:

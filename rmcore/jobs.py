@@ -60,6 +60,12 @@ def launch_command(num_processes: int, module_args: list[str]) -> tuple[list[str
     return [*cmd, "-m", *module_args], env
 
 
+def is_main_process() -> bool:
+    """Whether this process is the launcher's rank 0 (``RANK``; one process without a launcher):
+    the one that prints a command's result, once, however many processes run it."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
 def wait_for_health(url: str, alive: Callable[[], bool], wait_s: float, what: str = "server") -> None:
     """Poll ``url`` (a server's health endpoint) until it answers 200, every second for at most
     ``wait_s`` seconds; ``alive()`` false (the server's process ended) or the deadline is a one-line

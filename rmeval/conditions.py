@@ -229,7 +229,9 @@ def length_donors(rs: RatingSet, *, n_donors: int = N_DONORS, tokenizer: Any | N
     """Prompt length in tokens of ``tokenizer`` when given, else in whitespace words."""
     texts = [prompt_text(p) for p in rs.prompts]
     if tokenizer is not None:
-        lengths = np.array([len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts], float)
+        # a count, not a model input: no "longer than the maximum" warning
+        lengths = np.array([len(tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"]) for t in texts],
+                           float)
     else:
         lengths = np.array([len(t.split()) for t in texts], float)
     sim = -np.abs(lengths[:, None] - lengths[None, :])

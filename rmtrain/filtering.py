@@ -9,8 +9,10 @@ Protocol (``recipes/filtering_helpsteer2_study.yaml``):
 2. A reward model scores every response of the training prompts (``rmeval.experiments.pool.score_pool``). A
    pair is kept by the score of its chosen response: raw, s(chosen), or centred on its prompt,
    s(chosen) minus the mean score of the prompt's other responses (for a prompt with two responses,
-   the margin over the rejected one). Each filter keeps the top ``keep_fraction`` (30%) of the
-   training pairs, round(0.3 n) of them, ties in input order; a random arm keeps a seeded sample of
+   the margin over the rejected one), computed exactly as the audit's centred score
+   (``rmeval.stats.selection.loo_centered``: equal centred values are equal floats whatever the
+   row order). Each filter keeps the top ``keep_fraction`` (30%) of the training pairs,
+   round(0.3 n) of them, ties in input order; a random arm keeps a seeded sample of
    the same size. The overlap of the raw and the centred kept sets is their Jaccard index
    |R and C| / |R or C|.
 3. DPO (trl's ``DPOTrainer``: beta 0.1, two epochs, 32 pairs per optimiser step) trains one policy
@@ -78,7 +80,9 @@ from rmeval.experiments.responses import (
     generate_responses,
     resolve_model,
 )
+from rmeval.stats.bootstrap import rows_with_siblings
 from rmeval.stats.ranking import head_to_head, jaccard, paired_difference
+from rmeval.stats.selection import loo_centered
 
 ARMS = ("random", "raw", "centred")
 COMPARISONS = (("raw", "centred"), ("raw", "base"), ("centred", "base"))
@@ -224,16 +228,20 @@ def check_experiment_recipe(path: str | os.PathLike) -> str:
 def filter_keys(pairs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """``pairs`` (prompt_id, chosen_id, rejected_id) with raw_key = s(chosen) and centred_key =
     s(chosen) minus the mean score of the prompt's other responses; ``scores`` (prompt_id,
-    response_id, score) holds every scored response of the prompts."""
+    response_id, score) holds every scored response of the prompts. The centred score is the
+    audit's exact leave-one-out value (``rmeval.stats.selection.loo_centered``), so pairs whose
+    centred keys are equal tie whatever the row order; an unscored response (NaN) takes no part
+    in its prompt's mean, and a prompt with fewer than two scored responses has no centred key."""
     s = scores.assign(prompt_id=scores["prompt_id"].astype(str), response_id=scores["response_id"].astype(str))
-    tot = s.groupby("prompt_id")["score"].agg(["sum", "size"])
-    by = s.set_index(["prompt_id", "response_id"])["score"]
-    pid, cid = pairs["prompt_id"].astype(str), pairs["chosen_id"].astype(str)
-    raw = by.reindex(list(zip(pid, cid))).to_numpy(float)
-    t, n = tot["sum"].reindex(pid).to_numpy(float), tot["size"].reindex(pid).to_numpy(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        centred = raw - (t - raw) / (n - 1)
-    return pairs.assign(raw_key=raw, centred_key=centred)
+    row = np.arange(len(s), dtype=float)  # carried through the filter: where each centred value goes
+    (score, kept_row), codes, k, _ = rows_with_siblings(s["prompt_id"].to_numpy(), s["score"].to_numpy(float), row)
+    centred_all = np.full(len(s), np.nan)
+    centred_all[kept_row.astype(np.int64)] = loo_centered(score, codes, k)
+    index = pd.MultiIndex.from_arrays([s["prompt_id"], s["response_id"]])
+    by = pd.Series(s["score"].to_numpy(float), index=index)
+    cen = pd.Series(centred_all, index=index)
+    keys = list(zip(pairs["prompt_id"].astype(str), pairs["chosen_id"].astype(str)))
+    return pairs.assign(raw_key=by.reindex(keys).to_numpy(float), centred_key=cen.reindex(keys).to_numpy(float))
 
 
 def kept(keys: np.ndarray, n_keep: int) -> np.ndarray:

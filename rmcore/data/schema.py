@@ -149,8 +149,8 @@ class RatingSet:
                 for a in self.attributes:
                     row[a] = r.ratings.get(a, float("nan"))
                 row["single_turn"] = p.single_turn
-                if tokenizer is not None:
-                    row["response_length"] = len(tokenizer(r.text, add_special_tokens=False)["input_ids"])
+                if tokenizer is not None:  # a count, not a model input: no "longer than the maximum" warning
+                    row["response_length"] = len(tokenizer(r.text, add_special_tokens=False, verbose=False)["input_ids"])
                 rows.append(row)
         return pd.DataFrame(rows)
 

@@ -101,9 +101,9 @@ def _preferences(rating_set: RatingSet, data: str | None) -> Any:
 def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
                         settings: PairwiseSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
                         wandb_project: str | None = None, wandb_mode: str | None = None,
-                        shard: Shard | None = None) -> dict[str, Any] | None:
+                        wandb_group: str | None = None, shard: Shard | None = None) -> dict[str, Any] | None:
     """``pairwise`` of a saved checkpoint, with a W&B run of its own (``pairwise-<name>``, in its
-    training run's project unless ``wandb_project`` names one; the main process's alone when several
+    training run's project and group unless ``wandb_project`` / ``wandb_group`` name others; the main process's alone when several
     share the scoring)."""
     _preferences(rating_set, data)  # before any model is loaded
     model = load_scorer(replace(scorer, model=str(checkpoint)))
@@ -111,7 +111,7 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
     if shard is not None and not shard.main:
         return pairwise(model, rating_set, settings, out, label=label, data=data, checkpoint=checkpoint, shard=shard)
     tracker = evaluation_tracker(f"pairwise-{name}", out, {"checkpoint": str(checkpoint), "data": data},
-                                 checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
+                                 checkpoint=checkpoint, project=wandb_project, group=wandb_group, mode=wandb_mode)
     try:
         return pairwise(model, rating_set, settings, out, tracker=tracker, label=label, data=data,
                         checkpoint=checkpoint, shard=shard)

@@ -486,11 +486,11 @@ def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSett
 
 def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, scorer: ScorerSettings,
                      settings: AuditSettings, out: str | os.PathLike, *, name: str, data: str | None = None,
-                     wandb_project: str | None = None, wandb_mode: str | None = None,
+                     wandb_project: str | None = None, wandb_mode: str | None = None, wandb_group: str | None = None,
                      shard: Shard | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """``audit`` of a saved checkpoint (scored as ``scorer`` says), with a W&B run of its own in the
-    project and group of the checkpoint's training run (``wandb_project`` None; else that project:
-    ``rmeval.tracking``); ``name`` names the run (``audit-<name>``).
+    project and group of the checkpoint's training run (``wandb_project``, ``wandb_group`` None; else
+    those: ``rmeval.tracking``); ``name`` names the run (``audit-<name>``).
     ``shard``: this process's share of a multi-process audit (``rmeval.scoring.run.Shard``); the
     main process alone logs to W&B and returns the record, the others return None."""
     started = time.perf_counter()  # meta.seconds counts the model's loading too
@@ -501,7 +501,7 @@ def audit_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, score
     tracker = evaluation_tracker(f"audit-{name}", out, {"checkpoint": str(checkpoint), "data": data,
                                                         "conditions": settings.resolved_conditions(),
                                                         "n_boot": settings.stats.n_boot},
-                                 checkpoint=checkpoint, project=wandb_project, mode=wandb_mode)
+                                 checkpoint=checkpoint, project=wandb_project, group=wandb_group, mode=wandb_mode)
     try:
         return audit(model, rating_set, settings, out, tracker=tracker, label=label, title=f"Audit of {label}",
                      checkpoint=checkpoint, data=data, shard=shard, meta=meta, started=started)
@@ -532,13 +532,13 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                  out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
                  reference_scores: str | os.PathLike | None = None, features: str | os.PathLike | None = None,
                  compare: dict[str, str] | None = None, wandb_project: str | None = None,
-                 wandb_mode: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
+                 wandb_mode: str | None = None, wandb_group: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
     """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
     tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
     for pool centring (the preferences default to the table ``audit`` writes beside the scores),
     written to OUT and logged to a W&B run (``stats_run_name``; tagged, grouped and in the project of
     the scored run, whose provenance and scoring the record's meta keeps: ``tables_provenance``,
-    ``_scored_meta``; ``wandb_project`` names another project). Each file is validated on its
+    ``_scored_meta``; ``wandb_project`` and ``wandb_group`` name another project and group). Each file is validated on its
     own, so an error names the file it is in. ``features``: the folder of the prompt and feature
     tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
@@ -583,7 +583,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     result["meta"].update({**_scored_meta(scores), **{("run_seed" if k == "seed" else k): v for k, v in prov.items()}})
     paths = write_report(result, out, title=f"Audit of {Path(scores).name}", started=started)
     tracker = evaluation_tracker(stats_run_name(scores, prov), out, {"scores": str(scores), "ratings": str(ratings)},
-                                 prov=prov, project=wandb_project, mode=wandb_mode)
+                                 prov=prov, project=wandb_project, group=wandb_group, mode=wandb_mode)
     try:
         log_audit(tracker, result, paths)
     finally:

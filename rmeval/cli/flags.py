@@ -60,10 +60,12 @@ class WandbFlags:
 @dataclass
 class RunWandbFlags(WandbFlags):
     """Where a command that evaluates checkpoints or their tables logs: by default beside the
-    training run (its W&B project and group, ``rmeval.tracking``)."""
+    training run (its W&B project and group, ``rmeval.tracking``); either can be named instead."""
 
     wandb_project: str | None = option(None, help="W&B project (default: the training run's, for a checkpoint "
                                                   "trained by rmtrain; else matchrm)")
+    wandb_group: str | None = option(None, help="W&B group (default: the training run's, for a checkpoint trained "
+                                                "by rmtrain; else none)")
 
 
 @dataclass

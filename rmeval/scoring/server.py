@@ -95,10 +95,12 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     from transformers import AutoConfig
 
     # torch: --help stays cheap
+    from rmcore.checkpoints import check_trained
     from rmcore.modeling import resolve_model_path
     from rmeval.scoring.loaders import check_reward_path
 
     check_reward_path(path)  # "not found" in one line, not the Hub's repo-id error
+    check_trained(path)  # a diverged run left no model; a collapsed one is said
     name = resolve_model_path(str(path))
     check_path(name, "reward model", kind="dir", hub_ok=True)  # a file, not a checkpoint directory
     try:

@@ -10,7 +10,8 @@ and in y (scipy's default ``kendalltau``); undefined (NaN) when either vector is
 
 Leaderboard under unequal coverage (``coverage_leaderboard``): S is the (P, N) matrix of one reward
 model's scores of P policies' responses to N prompts, and the centred matrix subtracts each prompt's
-reference score (the anchor policy's response to that prompt, or the mean of every policy's). Under
+reference score (the anchor policy's response to that prompt, or the mean of every policy's,
+subtracted exactly as ``selection.prompt_centered`` does, whatever the order of the policies). Under
 an assignment a, policy p is scored only on the prompts of its mix M(a, p): its mean is
 sum_{n in M} w_n S[p, n] / sum_{n in M} w_n (w = 1 on the sample, prompt multiplicities in a
 bootstrap resample). The judge's value of policy p is the mean over prompts of J[p, n], the
@@ -48,6 +49,7 @@ from .bootstrap import (
     resample_weights,
     summarize,
 )
+from .selection import prompt_centered
 
 
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -89,10 +91,19 @@ def draw_assignments(n_policies: int, n_mixes: int, n_assignments: int, seed: in
 
 def centred_scores(scores: np.ndarray, *, anchor: int | None) -> np.ndarray:
     """(P, N) scores minus each prompt's reference: the anchor's score (``anchor`` its row), or the
-    mean over policies (``anchor`` None)."""
+    mean over policies (``anchor`` None). The mean-centred value is exact (``selection.prompt_centered``:
+    one correctly rounded division of integers), so it does not depend on the order of the policies
+    and equal centred values are equal floats; a prompt with a missing (NaN) score is NaN throughout."""
     s = np.asarray(scores, dtype=float)
-    ref = s[anchor] if anchor is not None else s.mean(axis=0)
-    return s - ref[None, :]
+    if anchor is not None:
+        return s - s[anchor][None, :]
+    out = np.full(s.shape, np.nan)
+    whole = np.isfinite(s).all(axis=0)  # prompts every policy's score is there for
+    p, n = s[:, whole].shape
+    if n:
+        flat = prompt_centered(s[:, whole].T.ravel(), np.repeat(np.arange(n), p), n)  # groups: the prompts
+        out[:, whole] = flat.reshape(n, p).T
+    return out
 
 
 def _weighted_means(values: np.ndarray, mask: np.ndarray, w: np.ndarray) -> np.ndarray:

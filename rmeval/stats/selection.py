@@ -119,6 +119,14 @@ def top_mean(score: np.ndarray, rating: np.ndarray, weights_t: np.ndarray, fract
     return (share * rb).sum(axis=0) / m
 
 
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho; NaN (null in the JSON) without scipy's warning where either side is constant
+    (a collapsed model's scores): the figure is undefined, which the record says."""
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y)[0])
+
+
 def top_selection(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
                   n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{top30_raw, top30_centered, delta (centred - raw, paired), spearman, n_responses, n_dropped}.
@@ -144,10 +152,10 @@ def top_selection(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fra
         f"top{pct}_centered": summarize(est_cen, boot_cen, k, n_boot),
         "delta": summarize(est_cen - est_raw, boot_cen - boot_raw, k, n_boot),
         "spearman": {
-            "raw_vs_raw": float(spearmanr(s, h)[0]),
-            "centered_vs_centered": float(spearmanr(c, hc)[0]),
-            "raw_vs_centered": float(spearmanr(s, hc)[0]),
-            "centered_vs_raw": float(spearmanr(c, h)[0]),
+            "raw_vs_raw": _spearman(s, h),
+            "centered_vs_centered": _spearman(c, hc),
+            "raw_vs_centered": _spearman(s, hc),
+            "centered_vs_raw": _spearman(c, h),
         },
         "n_kept": int(round(top_fraction * len(s))),
         "n_responses": int(len(s)),

@@ -92,11 +92,11 @@ def audit_suitability(scorer: Scorer, rating_set: RatingSet, settings: Suitabili
 def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet, scorer: ScorerSettings,
                       settings: SuitabilityAuditSettings, out: str | os.PathLike, *, seed: int = 0,
                       attribute: str | None = None, data: str | None = None, cache: str | None = None,
-                      wandb_project: str | None = None, wandb_mode: str | None = None, progress: bool = True
-                      ) -> tuple[dict[str, dict[str, Any]], dict[str, Path] | None]:
+                      wandb_project: str | None = None, wandb_mode: str | None = None, wandb_group: str | None = None,
+                      progress: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, Path] | None]:
     """Suitability of each (name, checkpoint) on ``rating_set``, into OUT (one checkpoint) or
     OUT/<name>/, each with its W&B run (in its training run's project and group unless
-    ``wandb_project`` names one: ``rmeval.tracking``); with several, their margins by the panel rule and a joint
+    ``wandb_project`` / ``wandb_group`` name others: ``rmeval.tracking``); with several, their margins by the panel rule and a joint
     report in OUT. Returns (results by name, the joint report's paths or None). ``progress``: the
     scoring's count on stderr."""
     out = Path(out)
@@ -121,7 +121,7 @@ def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet
         paths = write_suitability({name: results[name]}, dest, title=f"Suitability of {labels[name]}", labels=labels)
         tracker = evaluation_tracker(f"suitability-{name}", dest, {"checkpoint": str(ckpt), "data": data,
                                                                    "perturbations": specs, **results[name]["settings"]},
-                                     checkpoint=ckpt, project=wandb_project, mode=wandb_mode)
+                                     checkpoint=ckpt, project=wandb_project, group=wandb_group, mode=wandb_mode)
         try:
             log_suitability(tracker, {name: results[name]}, paths)
         finally:

@@ -10,6 +10,7 @@ from typing import Any
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
 from rmcore.io import to_json
+from rmcore.jobs import is_main_process
 from rmcore.settings import add_options, option, output_folder
 from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand, overrides
@@ -107,7 +108,8 @@ def run(s: PolicyCommand) -> int:
                    s.environment, "--out", cfg.output_dir, *[a for o in s.overrides for a in ("--set", o)],
                    "--collect"]
         summary = train_policy(cfg, force=s.force, launch=s.launch, collect_command=collect)
-    print(to_json({k: summary[k] for k in TRAIN_KEYS if k in summary}))
+    if is_main_process():  # under accelerate launch every process gets here: the result is printed once
+        print(to_json({k: summary[k] for k in TRAIN_KEYS if k in summary}))
     return 0
 
 

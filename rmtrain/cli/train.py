@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from rmcore.checkpoints import run_title
 from rmcore.io import to_json
+from rmcore.jobs import is_main_process
 from rmcore.settings import add_options, option, output_folder
 from rmtrain.cli.flags import RecipeCommand, overrides
 
@@ -48,7 +49,8 @@ def run(s: TrainCommand) -> int:
     summary = train_run(cfg, force=s.force)
     # titled like the run's reports and the other commands' summary lines ("bt_margin seed 1")
     title = run_title(summary["arm"], summary["seed"])
-    # a summary written before runs had a status was of a run that ended normally
-    print(to_json({"title": title, **{k: summary.get(k, "ok" if k == "status" else None) for k in SUMMARY_KEYS}}))
+    if is_main_process():  # under accelerate launch every process gets here: the result is printed once
+        # a summary written before runs had a status was of a run that ended normally
+        print(to_json({"title": title, **{k: summary.get(k, "ok" if k == "status" else None) for k in SUMMARY_KEYS}}))
     # a diverged or collapsed run is a result, never a silent success (training.on_divergence)
     return 1 if summary.get("status", "ok") != "ok" and cfg.training.on_divergence == "fail" else 0

@@ -69,7 +69,10 @@ class RLSettings:
     save_adapter: bool = True
     use_cpu: bool = False
     reward_batch_size: int = bounded(32, ge=1)
-    reward_max_length: int = bounded(1024, ge=1)
+    # tokens per text the reward model scores; None: the length it was trained with (a checkpoint of
+    # rmtrain train, rmcore.checkpoints.scoring_max_length), else its own limit. A value other than
+    # the training length is said on stderr
+    reward_max_length: int | None = bounded(None, ge=1)
     reward_device: str = "auto"  # rmcore.device: auto = this process's GPU where there is one, else the CPU
     reward_dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on the CPU
     # rollouts: vLLM (trl's use_vllm) where it is installed and a GPU is there, else transformers' generate

@@ -47,6 +47,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rmcore.checkpoints import scoring_max_length, training_max_length
 from rmcore.errors import ConfigError, DataError
 from rmcore.formatting import plain_prompt
 from rmcore.io import atomic_write_json, atomic_write_text, check_path
@@ -108,10 +109,20 @@ def reward_url(cfg: PolicyConfig, path: str = "get_reward") -> str:
     return f"http://{cfg.openrlhf.reward_host}:{cfg.openrlhf.reward_port}/{path}"
 
 
-def reward_server_command(cfg: PolicyConfig) -> list[str]:
+def reward_length(cfg: PolicyConfig) -> int | None:
+    """Tokens per text the reward server scores: ``training.reward_max_length``, else the length the
+    reward model was trained with (``rmcore.checkpoints.scoring_max_length``, which says a value that
+    differs); None: neither, the model's own limit."""
+    return scoring_max_length(cfg.reward_model, cfg.training.reward_max_length)
+
+
+def reward_server_command(cfg: PolicyConfig, max_length: int | None) -> list[str]:
+    """``rmeval serve-reward`` of the reward model, at ``max_length`` tokens (``reward_length``; None: the
+    server's own default, the model's limit)."""
     o = cfg.openrlhf
+    length = ["--max-length", str(max_length)] if max_length is not None else []
     return ["rmeval", "serve-reward", "--checkpoint", str(Path(str(cfg.reward_model)).resolve()),
-            "--host", o.reward_host, "--port", str(o.reward_port), "--max-length", str(cfg.training.reward_max_length),
+            "--host", o.reward_host, "--port", str(o.reward_port), *length,
             "--device", o.reward_device, "--dtype", o.reward_dtype]
 
 
@@ -262,10 +273,12 @@ def prepare_ppo(cfg: PolicyConfig, out: Path, tokenizer: Any, *, launch: bool = 
     prompts_file = d / "prompts.jsonl"
     atomic_write_text(prompts_file, "".join(json.dumps(r, ensure_ascii=False) + "\n"
                                             for r in prompt_records(rows, cfg.policy.prompt_format)))
-    rm_cmd, ppo_cmd = reward_server_command(cfg), train_command(cfg, prompts_file, d)
+    length = reward_length(cfg)
+    rm_cmd, ppo_cmd = reward_server_command(cfg, length), train_command(cfg, prompts_file, d)
     t, o = cfg.training, cfg.openrlhf
     plan = {
         "algorithm": "ppo", "engine": "openrlhf", "environment": cfg.environment, "reward_model": str(cfg.reward_model),
+        "reward_max_length": length, "reward_training_max_length": training_max_length(cfg.reward_model),
         "n_prompts": len(rows), "prompts_file": str(prompts_file.resolve()),
         "layout": {"name": o.layout, "nodes": o.ray.nodes, "gpus_per_node": o.ray.gpus_per_node,
                    "colocate": o.ray.colocate, "gpus": o.ray.gpus(o.init_kl_coef > 0)},
@@ -378,6 +391,7 @@ def collect_ppo(out: str | os.PathLike) -> dict[str, Any]:
     ckpts = sorted(int(m.group(1)) for p in (d / "checkpoints" / "_actor").glob("global_step*")
                    if (m := re.fullmatch(r"global_step(\d+)", p.name)))
     rm = c.get("reward_model")
+    plan = json.loads((d / "plan.json").read_text()) if (d / "plan.json").is_file() else {}
     summary = {
         "algorithm": "ppo", "engine": "openrlhf", "environment": c.get("environment"), "reward_model": rm,
         "reward_model_tags": reward_model_tags(rm) if rm else {}, "policy": c["policy"]["name_or_path"],
@@ -387,6 +401,7 @@ def collect_ppo(out: str | os.PathLike) -> dict[str, Any]:
         "adapter": str(adapter) if (adapter / "adapter_config.json").exists() else None,
         "last_checkpoint_step": ckpts[-1] if ckpts else None, "seed": c.get("seed"),
         "train_log": str(log_file), "unreadable_step_lines": bad,
+        **{k: plan.get(k) for k in ("reward_max_length", "reward_training_max_length")},
         "history": [{"step": s, **steps[s]} for s in order],
     }
     atomic_write_json(out / SUMMARY_FILE, summary)

@@ -22,10 +22,12 @@ class ScorerReward:
     """Callable with trl's reward-function signature. ``reward_messages`` (a dataset column, JSON)
     is the conversation to score against; without it the prompt itself is used."""
 
-    def __init__(self, checkpoint: str, *, max_length: int = 1024, batch_size: int = 32, device: str = "auto",
+    def __init__(self, checkpoint: str, *, max_length: int | None = None, batch_size: int = 32, device: str = "auto",
                  dtype: str = "auto") -> None:
+        # max_length None: the checkpoint's training length (rmcore.checkpoints.scoring_max_length)
         self.scorer = load_reward_scorer(str(checkpoint), Placement(device=device, dtype=dtype), max_length=max_length,
                                          batch_size=batch_size)
+        self.max_length: int = self.scorer.max_length  # the length used: recorded in the run's summary
         self.placement = {k: v for k, v in describe(self.scorer.model).items() if k in ("device", "dtype")}
         self.__name__ = f"reward_model:{self.scorer.name}"  # trl names the reward in its logs by this
         self.batch_means: list[float] = []  # one per rollout batch: the training curve in the summary

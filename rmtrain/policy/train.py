@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rmcore.checkpoints import training_max_length
 from rmcore.errors import ConfigError
 from rmcore.formatting import plain_prompt
 from rmcore.io import atomic_write_json, looks_like_hub_id
@@ -36,6 +37,7 @@ from rmtrain.policy.environment import build_environment, read_rows
 from rmtrain.policy.openrlhf import prepare_ppo
 from rmtrain.policy.reward import ScorerReward
 from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
+from rmtrain.rundir import WANDB_RUN_FILE, store_wandb_run, stored_wandb_run
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +122,11 @@ def _resume_point(cfg: PolicyConfig, out: Path, force: bool) -> Path | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     trainer_dir = out / "trainer"
-    if not trainer_dir.is_dir():
-        return None
     if force:
-        shutil.rmtree(trainer_dir)
+        shutil.rmtree(trainer_dir, ignore_errors=True)
+        (out / WANDB_RUN_FILE).unlink(missing_ok=True)  # a run started over is a new W&B run
+        return None
+    if not trainer_dir.is_dir():
         return None
     last = get_last_checkpoint(str(trainer_dir))
     if last is None:
@@ -173,6 +176,7 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=pol.lora.r, lora_alpha=pol.lora.alpha,
                       lora_dropout=pol.lora.dropout, target_modules=pol.lora.target_modules)
     # the reward model sits on this process's device (one copy per process under accelerate)
+    # reward_max_length None: the reward model's training length (a value that differs is said)
     reward = ScorerReward(cfg.reward_model, max_length=t.reward_max_length, batch_size=t.reward_batch_size,
                           device="cpu" if t.use_cpu else t.reward_device, dtype=t.reward_dtype)
     engine = rollout_engine(cfg)
@@ -184,7 +188,7 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
         args, trainer_cls = RLOOConfig(**common), RLOOTrainer
     history = _resumed_history(resume, reward, out)
     rm_tags = reward_model_tags(cfg.reward_model)
-    tracker = _policy_tracker(cfg, out, rm_tags, env_counts, engine, resume)
+    tracker = _policy_tracker(cfg, out, rm_tags, env_counts, engine, resume, reward_lengths(cfg, reward))
     trainer = trainer_cls(model=model, reward_funcs=reward, args=args, train_dataset=data,
                           processing_class=tokenizer, peft_config=lora,
                           callbacks=[_log_to_tracker(cfg, tracker, reward, history)])
@@ -252,16 +256,26 @@ def _resumed_history(resume: Path | None, reward: Any, out: Path) -> list[dict[s
     return history
 
 
+def reward_lengths(cfg: PolicyConfig, reward: Any) -> dict[str, int | None]:
+    """The reward model's length as used (``reward_max_length``) and as it was trained
+    (``reward_training_max_length``; None: not a checkpoint of ``rmtrain train``)."""
+    return {"reward_max_length": reward.max_length, "reward_training_max_length": training_max_length(cfg.reward_model)}
+
+
 def _policy_tracker(cfg: PolicyConfig, out: Path, rm_tags: dict[str, Any], env_counts: dict[str, Any],
-                    engine: dict[str, Any], resume: Path | None) -> Any:
-    """The run's W&B tracker, tagged with the environment, the algorithm and the reward model's tags."""
+                    engine: dict[str, Any], resume: Path | None, lengths: dict[str, int | None]) -> Any:
+    """The run's W&B tracker, tagged with the environment, the algorithm and the reward model's tags; its
+    config holds the reward model's length as used (``lengths``)."""
     t = cfg.training
     tags = [f"environment:{cfg.environment}", f"algorithm:{t.algorithm}"] + [f"rm_{k}:{v}" for k, v in rm_tags.items()]
-    return Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
-                   group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
-                   dir=out, job_type="policy", entity=cfg.wandb.entity,
-                   config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
-                           "rollouts": engine, "resumed_from": resume.name if resume else None})
+    # an interrupted run, resumed, logs on in the W&B run it began (its id kept in OUT, as rmtrain train keeps it)
+    tracker = Tracker(project=cfg.wandb.project, name=f"{Path(cfg.reward_model).name}-{cfg.environment}",
+                      group=cfg.wandb.group, tags=tags + list(cfg.wandb.tags), mode=cfg.wandb.mode,
+                      dir=out, job_type="policy", entity=cfg.wandb.entity, run_id=stored_wandb_run(out),
+                      config={**cfg.to_dict(), "reward_model_tags": rm_tags, "environment_counts": env_counts,
+                              "rollouts": engine, "resumed_from": resume.name if resume else None, **lengths})
+    store_wandb_run(out, tracker.run_id)
+    return tracker
 
 
 def _log_to_tracker(cfg: PolicyConfig, tracker: Any, reward: Any, history: list[dict[str, float]]) -> Any:
@@ -305,5 +319,5 @@ def _policy_summary(cfg: PolicyConfig, out: Path, rows: list[dict[str, Any]], st
         "response_length_last": lengths[-1] if lengths else None, "n_rewarded": reward.n_scored,
         "environment_counts": env_counts, "adapter": str(out / "adapter") if t.save_adapter else None,
         "rollouts": engine, "resumed_from": str(resume) if resume else None,
-        "reward_placement": reward.placement, "seed": cfg.seed, "history": history,
+        "reward_placement": reward.placement, **reward_lengths(cfg, reward), "seed": cfg.seed, "history": history,
     }

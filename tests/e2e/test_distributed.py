@@ -40,7 +40,8 @@ def _free_port() -> int:
 def _launch(tmp_path: Path, launch_args: list[str], env_extra: dict[str, str], drop_env: tuple[str, ...] = (),
             extra_sets: tuple[str, ...] = (), timeout: int = 600) -> Path:
     """Run one training recipe under ``accelerate launch``; ``timeout`` only guards against a hung
-    collective (13 s on an idle two-core machine, minutes beside other jobs on a shared one)."""
+    collective (13 s on an idle two-core machine, minutes beside other jobs on a shared one). The
+    run's summary is printed once, by the main process: stdout is one JSON object."""
     out = tmp_path / "run"
     recipe = tmp_path / "recipe.yaml"
     raw = base_config(out)
@@ -63,6 +64,7 @@ def _launch(tmp_path: Path, launch_args: list[str], env_extra: dict[str, str], d
         stdout, stderr = proc.communicate()
         pytest.fail(f"timed out after {timeout}s (hung collective?)\n{stderr[-5000:]}")
     assert proc.returncode == 0, stdout[-3000:] + stderr[-5000:]
+    assert json.loads(stdout)["status"] == "ok", stdout  # one summary, not one per process
     return out
 
 

@@ -88,6 +88,10 @@ def test_stats_keeps_the_scored_runs_provenance_and_logs_beside_it(audited: tupl
     assert main(["stats", *tables, "--out", str(tmp_path / "elsewhere"), "--wandb-project", "scratch"]) == 0
     w = read_run(tmp_path / "elsewhere" / "wandb")
     assert (w["project"], w["group"]) == ("scratch", "demo")
+    # and a group the user names: in the training run's project
+    assert main(["stats", *tables, "--out", str(tmp_path / "regrouped"), "--wandb-group", "rerun"]) == 0
+    w = read_run(tmp_path / "regrouped" / "wandb")
+    assert (w["project"], w["group"]) == ("matchrm-demo", "rerun")
 
 
 def test_suitability_logs_beside_the_training_run_and_says_a_length_other_than_the_trained_one(
@@ -96,9 +100,10 @@ def test_suitability_logs_beside_the_training_run_and_says_a_length_other_than_t
     with caplog.at_level(logging.WARNING):
         assert main(["suitability", "--checkpoint", str(run), "--data", DATA, "--out", str(out), "--perturbations",
                      "EF", "IU", "--n-permutations", "200", "--no-robustness", "--max-length", "12",
-                     "--wandb-mode", "offline", "--no-progress"]) == 0
+                     "--wandb-mode", "offline", "--no-progress", "--wandb-group", "suit-rerun"]) == 0
     w = read_run(out / "wandb")
-    assert (w["project"], w["group"], w["name"]) == ("matchrm-demo", "demo", "suitability-seed3")
+    # --wandb-group names the group; the project stays the training run's
+    assert (w["project"], w["group"], w["name"]) == ("matchrm-demo", "suit-rerun", "suitability-seed3")
     assert set(w["tags"]) == {"arm:bt_margin", "seed:3"}
     # docs/weights-and-biases.md: a scalar per perturbation and field (suitability/<code>/...), the table
     assert any(k.startswith("suitability/EF/") for k in logged_keys(w))

@@ -54,6 +54,12 @@ def test_nonfinite_weights_stop_training_at_once_and_no_model_is_saved(tmp_path,
     assert main(["train", "--config", str(path), "--out", str(out), "--set", "training.on_divergence=record"]) == 0
     assert strict_json(capsys.readouterr().out)["status"] == "diverged"
     assert (out / "train_summary.json").stat().st_mtime_ns == mtime
+    # auditing the run says why there is nothing to audit (rmcore.checkpoints.check_trained)
+    from rmeval.cli import main as rmeval_main
+
+    assert rmeval_main(["audit", "--checkpoint", str(out), "--data", "simulated", "--out", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rmeval: error: {out}: the run diverged at step 1 (non-finite weights) and left no model")
 
 
 def test_a_nonfinite_loss_is_caught_at_its_step(tmp_path, tiny_set_qwen3, monkeypatch, capsys):

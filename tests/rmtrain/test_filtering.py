@@ -24,6 +24,12 @@ def test_filter_keys_by_hand():
     assert k["raw_key"].tolist() == [2.0, 6.0, 0.5]
     # centred on the prompt's other responses: 2 - (1 + 6) / 2, 6 - (1 + 2) / 2, and the margin 0.5 - (-1)
     assert k["centred_key"].tolist() == [-1.5, 4.5, 1.5]
+    # an unscored response takes no part in its prompt's mean; one scored response has no sibling
+    scores = pd.DataFrame({"prompt_id": ["c"] * 3 + ["d"] * 2, "response_id": ["1", "2", "3", "1", "2"],
+                           "score": [1.0, np.nan, 4.0, 2.0, np.nan]})
+    pairs = pd.DataFrame({"prompt_id": ["c", "d"], "chosen_id": ["3", "1"], "rejected_id": ["1", "2"]})
+    assert filter_keys(pairs, scores)["centred_key"].tolist()[0] == 3.0
+    assert np.isnan(filter_keys(pairs, scores)["centred_key"].tolist()[1])
 
 
 def test_kept_sets_and_jaccard_by_hand():
@@ -65,12 +71,28 @@ def test_preference_rows_follow_the_tokenizer():
                    "rejected": " bad"}
 
 
-def test_filter_experiment_toy(tmp_path, capfd, one_torch_thread, minilm_ckpt):
+def _planted_scores(real):
+    """``score_pool`` with the model's scores replaced by planted ones: four responses per prompt,
+    2, 1, 2, 2 on every other prompt and 3, 2, 3, 3 on the rest. A response's leave-one-out centred
+    score is then exactly 1/3 (2 - 5/3, 3 - 8/3) or -1 (1 - 6/3, 2 - 9/3), where the float formula
+    s - (sum - s) / 3 gives 0.33333333333333326 and 0.3333333333333335."""
+    def planted(*args, **kw):
+        scored = real(*args, **kw)
+        position = scored.groupby("prompt_id").cumcount().to_numpy()
+        high = np.where(pd.factorize(scored["prompt_id"])[0] % 2 == 0, 2.0, 3.0)
+        return scored.assign(score=np.where(position == 1, high - 1, high))
+    return planted
+
+
+def test_filter_experiment_toy(tmp_path, capfd, monkeypatch, one_torch_thread, minilm_ckpt):
+    import rmtrain.filtering
+
+    monkeypatch.setattr(rmtrain.filtering, "score_pool", _planted_scores(rmtrain.filtering.score_pool))
     out = tmp_path / "f"
     args = ["filter-experiment", "--config", str(ROOT / "recipes" / "filtering_toy.yaml"), "--out", str(out),
-            "--data", "simulated:n_prompts=30,responses_per_prompt=2,seed=3", "--set", f"reward_model={minilm_ckpt}",
+            "--data", "simulated:n_prompts=20,responses_per_prompt=4,seed=3", "--set", f"reward_model={minilm_ckpt}",
             "--set", "variants=[{name: lora16, judge: tiny-judge-b, lora: {r: 16, alpha: 32, dropout: 0.0}}]",
-            "--set", "dpo.learning_rates=[1.0e-3]", "--set", "evaluation.n_prompts=4",
+            "--set", "dpo.learning_rates=[1.0e-3]", "--set", "evaluation.n_prompts=4", "--set", "max_train_pairs=24",
             "--set", "evaluation.max_new_tokens=4", "--set", "n_boot=50", "--set", "progress=false",
             "--wandb-mode", "disabled"]
     assert main(args) == 0
@@ -87,6 +109,11 @@ def test_filter_experiment_toy(tmp_path, capfd, one_torch_thread, minilm_ckpt):
     scores = pd.read_parquet(out / "scores.parquet")
     by = scores.set_index(["prompt_id", "response_id"])["score"]
     assert f["raw_key"].tolist() == [by[(p, c)] for p, c in zip(f["prompt_id"], f["chosen_id"])]
+    # the centred keys are the exact values, so equal keys tie and the cut keeps them in input order
+    top = scores.groupby("prompt_id")["score"].max()
+    exact = np.where(f["raw_key"].to_numpy() == top.reindex(f["prompt_id"]).to_numpy(), 1 / 3, -1.0)
+    assert f["centred_key"].tolist() == exact.tolist()
+    assert f["kept_centred"].tolist() == kept(exact, res["filter"]["n_kept"]).tolist()
     v = res["variants"]["lora16"]
     assert v["learning_rate"] == 1e-3 and set(v["arms"]) == {"random", "raw", "centred"}
     assert (out / "lora16" / "raw" / "model" / "adapter_config.json").is_file()

@@ -163,9 +163,10 @@ def test_missing_policy_path_is_one_line(material: dict[str, Path], tmp_path: Pa
 
 
 def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_path: Path,
-                                                 capfd: pytest.CaptureFixture) -> None:
+                                                 capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """stdout carries the summary only: with its tqdm off, transformers' Trainer would print every
-    log dict there (trl's per-step rewards and KL); the run's progress goes to stderr instead."""
+    log dict there (trl's per-step rewards and KL); the run's progress goes to stderr instead. Under
+    ``accelerate launch`` the main process alone prints it (the finished run read again as rank 1)."""
     import yaml
 
     from rmtrain.cli import main
@@ -185,3 +186,95 @@ def test_policy_command_prints_its_summary_alone(material: dict[str, Path], tmp_
     summary = json.loads(out.out)  # nothing but the summary on stdout
     assert summary["steps"] == 2 and summary["environment"] == "clean"
     assert "grpo clean policy: 2 of 2 steps (100%)" in out.err
+    monkeypatch.setenv("RANK", "1")
+    assert main(["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert capfd.readouterr().out == ""
+
+
+def test_the_reward_model_scores_at_its_training_length(material: dict[str, Path], tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """``training.reward_max_length`` unset: the reward model scores at the length it was trained with
+    (its run's matchrm_config.json), recorded in policy_summary.json and the W&B config; the PPO plan's
+    reward server is started at that length; a user's length other than it is said once on stderr."""
+    import logging
+    import shutil
+
+    import yaml
+
+    from rmtrain.cli import main
+    from tests.support import read_run
+
+    rm = tmp_path / "rm"
+    shutil.copytree(material["rm"], rm)  # its 1024 positions would be the length without a training record
+    (rm / "matchrm_config.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 2,
+                                                        "training": {"max_length": 48}}))
+    recipe = tmp_path / "policy.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "policy": {"name_or_path": str(material["policy"]), "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "data": DATA, "heldout_prompts": 4,
+        "training": {"algorithm": "grpo", "max_steps": 1, "per_device_batch_size": 8, "num_generations": 4,
+                     "max_completion_length": 4, "use_cpu": True, "gradient_checkpointing": False},
+        "wandb": {"mode": "offline", "project": "policy-t"}}))
+    argv = ["policy", "--config", str(recipe), "--reward-model", str(rm), "--environment", "clean"]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "grpo")]) == 0
+    summary = json.loads((tmp_path / "grpo" / "policy_summary.json").read_text())
+    assert (summary["reward_max_length"], summary["reward_training_max_length"]) == (48, 48)
+    assert read_run(tmp_path / "grpo" / "wandb")["config"]["reward_max_length"] == 48
+    assert main([*argv, "--out", str(tmp_path / "ppo"), "--set", "training.algorithm=ppo"]) == 0
+    cmd = json.loads((tmp_path / "ppo" / "openrlhf" / "plan.json").read_text())["reward_server_command"]
+    assert cmd[cmd.index("--max-length") + 1] == "48"
+    assert not [r for r in caplog.records if "trained with max_length" in r.getMessage()]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "ppo32"), "--set", "training.algorithm=ppo",
+                     "--set", "training.reward_max_length=32"]) == 0
+    plan = json.loads((tmp_path / "ppo32" / "openrlhf" / "plan.json").read_text())
+    cmd = plan["reward_server_command"]
+    assert cmd[cmd.index("--max-length") + 1] == "32" and plan["reward_max_length"] == 32
+    said = [r.getMessage() for r in caplog.records if "trained with max_length" in r.getMessage()]
+    assert said == [f"max_length 32: {rm} was trained with max_length 48; scoring at 32 tokens"]
+
+
+def test_a_resumed_policy_run_logs_on_in_its_wandb_run(material: dict[str, Path], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rmtrain policy`` interrupted after its step-2 checkpoint and run again goes on in the W&B run
+    it began (its id kept in OUT, as ``rmtrain train`` keeps it) and records where it resumed;
+    ``--force`` starts a new W&B run."""
+    import yaml
+
+    from rmtrain.cli import main
+    from rmtrain.policy import reward as reward_module
+    from tests.support import read_runs
+
+    recipe = tmp_path / "policy.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "policy": {"name_or_path": str(material["policy"]), "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        "data": DATA, "heldout_prompts": 4,
+        "training": {"algorithm": "grpo", "max_steps": 3, "per_device_batch_size": 8, "num_generations": 4,
+                     "max_completion_length": 4, "use_cpu": True, "gradient_checkpointing": False, "save_steps": 2},
+        "wandb": {"mode": "offline", "project": "policy-t", "group": "g"}}))
+    out = tmp_path / "out"
+    argv = ["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
+            "--out", str(out)]
+    original = reward_module.ScorerReward.__call__
+    n = [0]
+
+    def stop_at_step_3(self: Any, *args: Any, **kw: Any) -> list[float]:
+        n[0] += 1
+        if n[0] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args, **kw)
+
+    monkeypatch.setattr(reward_module.ScorerReward, "__call__", stop_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+    assert main(argv) == 0
+    first, resumed = read_runs(out / "wandb")
+    assert first["id"] == resumed["id"] and first["name"] == resumed["name"]
+    assert (resumed["project"], resumed["group"], resumed["job_type"]) == ("policy-t", "g", "policy")
+    assert first["config"]["resumed_from"] is None and resumed["config"]["resumed_from"] == "checkpoint-2"
+    assert resumed["summary"]["resumed_from"] == str(out / "trainer" / "checkpoint-2")
+    assert main([*argv, "--force"]) == 0
+    assert len({r["id"] for r in read_runs(out / "wandb")}) == 2

@@ -96,6 +96,28 @@ def test_centred_on_policy_mean():
     assert centred_scores(s, anchor=0).tolist() == [[0.0, 0.0], [2.0, 4.0]]
 
 
+def test_centring_on_the_policies_mean_is_exact_whatever_their_order():
+    """Each prompt's mean over policies is subtracted exactly: the correctly rounded value of
+    s - (sum of the column) / P in rational arithmetic, the same floats for any order of the policies
+    (a float mean summed in row order moves by a rounding step: 0.1 + 0.2 + 0.7 is 1.0, 0.7 + 0.2 +
+    0.1 is 0.9999999999999999); a prompt with a missing score is NaN throughout, as before."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(5, 200))
+    s[:3, 0] = [0.1, 0.2, 0.7]
+    s[3, 5] = np.nan
+    got = centred_scores(s, anchor=None)
+    for n in range(s.shape[1]):
+        if n == 5:
+            assert np.isnan(got[:, n]).all()
+            continue
+        mean = sum(Fraction(x) for x in s[:, n]) / s.shape[0]
+        assert got[:, n].tolist() == [float(Fraction(x) - mean) for x in s[:, n]]
+    for order in ([4, 3, 2, 1, 0], [2, 0, 4, 1, 3]):
+        assert np.array_equal(centred_scores(s[order], anchor=None), got[order], equal_nan=True)
+
+
 def test_head_to_head_by_hand():
     p_xy = [0.9, 0.6, 0.2, np.nan, 0.7]
     p_yx = [0.3, 0.7, 0.6, 0.5, 0.5]

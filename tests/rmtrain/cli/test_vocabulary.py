@@ -64,6 +64,7 @@ VOCABULARY = {
     "--no-progress": "no progress on stderr",
     "--wandb-mode": "W&B mode",
     "--wandb-project": "W&B project",
+    "--wandb-group": "W&B group",
     "--executor": "where the jobs run (local, SLURM, ...)",
     "--partition": "the SLURM partition",
     "--timeout-min": "minutes a job may run",
