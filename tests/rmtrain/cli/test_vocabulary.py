@@ -115,6 +115,8 @@ VOCABULARY = {
     "--endpoint-model": "the served model's name at --endpoint",
     "--api-key-env": "the variable holding an endpoint's API key",
     "--concurrency": "parallel requests",
+    "--reasoning-tokens": "a reasoning judge's reply budget",
+    "--lora-dtype": "the LoRA baseline's training dtype",
     "--chunk-items": "items per committed chunk",
     "--judge-name": "a judge's name in the judgments table",
     "--no-overall": "skip the overall verdict",
