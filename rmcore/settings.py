@@ -77,6 +77,7 @@ T = TypeVar("T")
 _KEY = "matchrm.option"
 _NESTED = "matchrm.nested"
 _RANGE = "matchrm.range"
+_CHOICES = "matchrm.choices"
 _SWITCH = "matchrm.switch"
 
 
@@ -120,11 +121,13 @@ def _range_meta(bounds: dict[str, Any]) -> dict[str, Range]:
 
 
 def bounded(default: Any = MISSING, *, default_factory: Any = MISSING, metadata: dict[str, Any] | None = None,
-            **bounds: Any) -> Any:
-    """A dataclass field that is not a flag (set by a recipe or by code), with its range: ``ge``,
-    ``gt``, ``le``, ``lt``, ``also`` (see :class:`Range`), or ``finite=True`` alone; ``metadata``
-    adds to the field's."""
+            choices: Any = None, **bounds: Any) -> Any:
+    """A dataclass field that is not a flag (set by a recipe or by code), with the values it takes:
+    a range (``ge``, ``gt``, ``le``, ``lt``, ``also``: see :class:`Range`, or ``finite=True`` alone)
+    or ``choices``, as :func:`option` declares them for a flag; ``metadata`` adds to the field's."""
     meta = {**(metadata or {}), **_range_meta(bounds)}
+    if choices is not None:
+        meta[_CHOICES] = tuple(choices)
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -144,6 +147,11 @@ def is_switch(f: Field) -> bool:
 def field_range(f: Field) -> Range | None:
     """The range field ``f`` declares (:func:`option` or :func:`bounded`); None when it declares none."""
     return f.metadata.get(_RANGE)
+
+
+def field_choices(f: Field) -> tuple[Any, ...] | None:
+    """The values field ``f`` is one of (``choices`` of :func:`option` or :func:`bounded`); None: any."""
+    return f.metadata.get(_CHOICES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +190,7 @@ def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING,
                          choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
                          required=required, action=action, positional=positional, recipe_keys=keys,
                          deprecated=tuple(deprecated), needs=needs)}
-    return bounded(default, default_factory=default_factory, metadata=meta, **bounds)
+    return bounded(default, default_factory=default_factory, metadata=meta, choices=choices, **bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,24 +205,29 @@ class Nesting:
     only: tuple[str, ...] | None = None  # the fields that are flags here (None: every option)
     when: tuple[str, ...] = ()  # fields whose flags, given, turn the held settings on (else None)
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (field, ((Option attribute, value), ...))
+    defaults: tuple[tuple[str, Any], ...] = ()  # (field, its default here)
     cls: type | None = None  # the held class, where the annotation is not resolvable at run time
 
 
 def nested(default_factory: Callable[[], Any], *, embed: bool = False, flatten: bool = True,
            keys: tuple[str, ...] | None = None, group: str | None = None, prefix: str = "",
            only: tuple[str, ...] | None = None, when: str | tuple[str, ...] = (),
-           options: dict[str, dict[str, Any]] | None = None) -> Any:
+           options: dict[str, dict[str, Any]] | None = None, defaults: dict[str, Any] | None = None) -> Any:
     """A field holding another settings dataclass: its flags are the command's too (``flatten``),
     and with ``embed`` a recipe gives its keys (or ``keys`` of them) at the parent's level. ``when``:
     the field is None unless one of these fields' flags is given (``default_factory`` is then the
-    held class). ``group``, ``prefix``, ``only``, ``options``: see the module docstring."""
+    held class). ``group``, ``prefix``, ``only``, ``options``, ``defaults``: see the module docstring."""
     when = (when,) if isinstance(when, str) else tuple(when)
     meta = Nesting(embed=embed, flatten=flatten, keys=tuple(keys) if keys is not None else None, group=group,
                    prefix=prefix, only=tuple(only) if only is not None else None, when=when,
                    options=tuple((k, tuple(v.items())) for k, v in (options or {}).items()),
+                   defaults=tuple((defaults or {}).items()),
                    cls=default_factory if isinstance(default_factory, type) else None)
     if when:
         return dataclasses.field(default=None, metadata={_NESTED: meta})
+    if defaults:
+        made = default_factory
+        return dataclasses.field(default_factory=lambda: made(**defaults), metadata={_NESTED: meta})
     return dataclasses.field(default_factory=default_factory, metadata={_NESTED: meta})
 
 
@@ -305,7 +318,8 @@ class _Flag:
 
 def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, prefix: str = "",
            options: dict[str, dict[str, Any]] | None = None, optional: bool = False,
-           group: str | None = None, exclude: tuple[str, ...] = ()) -> Iterator[_Flag]:
+           group: str | None = None, exclude: tuple[str, ...] = (),
+           defaults: dict[str, Any] | None = None) -> Iterator[_Flag]:
     """Every flag of ``cls``, nested ones included, as the holders declare them."""
     for f, hint in _fields(cls):
         included, deeper = _included(only, f.name)
@@ -317,7 +331,7 @@ def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, pr
             assert n is not None
             yield from _flags(sub, dest=f"{dest}{f.name}.", only=_narrow(n.only, deeper), prefix=prefix + n.prefix,
                               options={k: dict(v) for k, v in n.options}, optional=optional or bool(n.when),
-                              group=n.group or group)
+                              group=n.group or group, defaults=dict(n.defaults))
             continue
         opt: Option | None = f.metadata.get(_KEY)
         if opt is None:
@@ -329,7 +343,8 @@ def _flags(cls: type, *, dest: str = "", only: tuple[str, ...] | None = None, pr
         opt = dataclasses.replace(opt, **over) if over else opt
         # a flag inside an optional block, one parsed, or one that needs another, is None when not
         # given (read back as the default), so that what was typed is known
-        default = None if optional or opt.parse is not None or opt.needs is not None else _default(f)
+        here = (defaults or {}).get(f.name, _default(f))
+        default = None if optional or opt.parse is not None or opt.needs is not None else here
         yield _Flag(dest + f.name, f, hint, opt, default, group)
 
 
@@ -472,9 +487,10 @@ def from_args(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only:
 
 
 def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tuple[str, ...] | None = None,
-          flags: dict[str, str], **given: Any) -> T:
-    """``from_args`` without the range check; ``flags``: dest -> flag name of every flag of ``cls``."""
-    kwargs: dict[str, Any] = {}
+          flags: dict[str, str], defaults: dict[str, Any] | None = None, **given: Any) -> T:
+    """``from_args`` without the range check; ``flags``: dest -> flag name of every flag of ``cls``;
+    ``defaults``: the holder's defaults of some fields (``nested``), kept unless a flag gives a value."""
+    kwargs: dict[str, Any] = dict(defaults or {})
     for f, hint in _fields(cls):
         if f.name in given:
             kwargs[f.name] = given[f.name]
@@ -490,7 +506,8 @@ def _read(cls: type[T], args: argparse.Namespace, *, prefix: str = "", only: tup
             if n.when and all(getattr(args, inner + w, None) is None for w in n.when):
                 _refuse_idle(args, inner, n.when, flags)
                 continue  # none of the flags that turn it on: the field's default (None)
-            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper), flags=flags)
+            kwargs[f.name] = _read(sub, args, prefix=inner, only=_narrow(n.only, deeper), flags=flags,
+                                   defaults=dict(n.defaults))
             continue
         opt: Option | None = f.metadata.get(_KEY)
         dest = prefix + f.name
@@ -549,15 +566,15 @@ def _numbers(value: Any, item: bool = False) -> list[float]:
     return [x for v in items for x in _numbers(v, True)]
 
 
-def _ranged(obj: Any, dest: str = "", key: str = "") -> Iterator[tuple[str, str, Any, Range, Any]]:
-    """(dest, recipe key, annotation, range, value) of every field of ``obj`` and of the settings
-    it holds that declares a range and is not None; an embedded block's keys are its holder's."""
+def _declared(obj: Any, dest: str = "", key: str = "") -> Iterator[tuple[str, str, Field, Any, Any]]:
+    """(dest, recipe key, field, annotation, value) of every field of ``obj`` and of the settings it
+    holds that declares a range or choices and is not None; an embedded block's keys are its holder's."""
     for f, hint in _fields(type(obj)):
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            yield from _ranged(value, f"{dest}{f.name}.", key if is_embedded(f) else f"{key}{f.name}.")
-        elif (rng := field_range(f)) is not None and value is not None:
-            yield dest + f.name, key + f.name, hint, rng, value
+            yield from _declared(value, f"{dest}{f.name}.", key if is_embedded(f) else f"{key}{f.name}.")
+        elif (field_range(f) is not None or field_choices(f) is not None) and value is not None:
+            yield dest + f.name, key + f.name, f, hint, value
 
 
 def number_type(hint: Any) -> type | None:
@@ -569,23 +586,39 @@ def number_type(hint: Any) -> type | None:
     return t if t in (int, float) else None
 
 
+def _chosen(value: Any, choices: tuple[Any, ...]) -> bool:
+    """Whether ``value`` is one of ``choices``; YAML reads an unquoted ``true``/``false`` as a bool,
+    which is the text choice of that name."""
+    return value in choices or isinstance(value, bool) and str(value).lower() in choices
+
+
+def _not_chosen(value: Any, choices: tuple[Any, ...]) -> Any:
+    """The first item of ``value`` (itself, a list's items) that is not one of ``choices``; None if all are."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return next((v for v in items if not _chosen(v, choices)), None)
+
+
 def check_ranges(settings: Any, *, where: str | None = None) -> None:
-    """Raise :class:`ConfigError` (one line) for a number of ``settings`` outside its field's range,
-    naming the recipe key (``where.key``) when ``where`` is given, else the flag of a command's
-    settings (a field that is not a flag by its dotted path; a flag is reported first)."""
+    """Raise :class:`ConfigError` (one line) for a number of ``settings`` outside its field's range
+    or a value that is not one of its field's choices, naming the recipe key (``where.key``) when
+    ``where`` is given, else the flag of a command's settings (a field that is not a flag by its
+    dotted path; a flag is reported first)."""
     flags = {} if where is not None else {f.dest: f.name for f in _flags(type(settings))}
-    found: list[tuple[bool, str, str]] = []
-    for dest, key, hint, rng, value in _ranged(settings):
-        bad = next((v for v in _numbers(value) if not rng.allows(v)), None)
-        if bad is None:
-            continue
+    found: list[tuple[bool, ConfigError]] = []
+    for dest, key, f, hint, value in _declared(settings):
         name = f"{where}.{key}" if where is not None else flags.get(dest, dest)
-        shown = f"{bad} (in {value})" if isinstance(value, (list, tuple, dict)) else bad
-        found.append((dest in flags, name, f"{shown} is out of range; allowed: "
-                                           f"{rng.describe(number_type(hint) is int)}"))
+        choices = field_choices(f)
+        if choices is not None and (bad := _not_chosen(value, choices)) is not None:
+            found.append((dest in flags, ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, "
+                                                     f"got '{bad}'")))
+        rng = field_range(f)
+        bad = None if rng is None else next((v for v in _numbers(value) if not rng.allows(v)), None)
+        if bad is not None:
+            shown = f"{bad} (in {value})" if isinstance(value, (list, tuple, dict)) else bad
+            found.append((dest in flags, ConfigError.at(name, f"{shown} is out of range; allowed: "
+                                                              f"{rng.describe(number_type(hint) is int)}")))
     if found:
-        _, name, reason = max(found, key=lambda x: x[0])  # max: the first flag, else the first
-        raise ConfigError.at(name, reason)
+        raise max(found, key=lambda x: x[0])[1]  # max: the first flag, else the first
 
 
 def flag_ranges(cls: type) -> dict[str, tuple[Range, type]]:
@@ -637,26 +670,26 @@ def output_folder(flag: str) -> Callable[[str], str]:
 
 def option_dests(cls: type, *, prefix: str = "") -> set[str]:
     """The ``dest`` of every argument (flag or positional) :func:`add_options` generates for ``cls``."""
-    out: set[str] = set()
-    for f, hint in _fields(cls):
-        sub = _nested_class(f, hint)
-        if sub is not None:
-            out |= option_dests(sub, prefix=f"{prefix}{f.name}.")
-        elif _KEY in f.metadata:
-            out.add(prefix + f.name)
-    return out
+    return {flag.dest for flag in _flags(cls, dest=prefix)}
 
 
 def flag_overrides(settings: Any) -> dict[str, Any]:
     """The recipe keys that the flags of ``settings`` given on the command line override (fields
-    declared with ``recipe_key``), with their values; a flag left at None overrides nothing."""
+    declared with ``recipe_key``, as their holders declare them), with their values; a flag left at
+    None overrides nothing. A mapping flag whose key holds a ``*`` (``data_sources.*.path``) sets
+    that key once per item, ``*`` the item's name."""
     out: dict[str, Any] = {}
-    for f, hint in _fields(type(settings)):
-        value = getattr(settings, f.name)
-        if _nested_class(f, hint) is not None:
-            out.update(flag_overrides(value))
-        elif (opt := f.metadata.get(_KEY)) is not None and value is not None:
-            out.update(dict.fromkeys(opt.recipe_keys, value))
+    for flag in _flags(type(settings)):
+        value: Any = settings
+        for part in flag.dest.split("."):
+            value = getattr(value, part, None)
+        if value is None:
+            continue
+        for key in flag.opt.recipe_keys:
+            if "*" in key:
+                out.update({key.replace("*", str(k)): v for k, v in value.items()})
+            else:
+                out[key] = value
     return out
 
 
