@@ -2,16 +2,42 @@
 
 Offline mode is used when no API key is configured, so every run is still recorded locally
 (``wandb sync`` uploads it later); ``mode="disabled"`` switches logging off.
+
+The W&B settings are declared here once: the modes (:data:`WANDB_MODES`), the project a run goes
+to that names none (:data:`DEFAULT_PROJECT`), and the flags of every command (:class:`WandbFlags`:
+``--wandb-mode``, ``--wandb-project``, ``--wandb-group``), which each command holds as it takes them
+(``rmcore.settings.nested``: ``only`` some, their ``defaults`` and ``options`` there). A recipe's
+``wandb`` block (``rmtrain.config.WandbSettings``) names its keys by the same declarations.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.settings import option
+
 DEFAULT_PROJECT = "matchrm"  # where a run goes that names no project
+WANDB_MODES = ("online", "offline", "disabled")  # a mode of None: online with an API key, else offline
+
+
+@dataclass
+class WandbFlags:
+    """Where a command logs its figures: the W&B flags of every command."""
+
+    wandb_mode: str | None = option(None, choices=WANDB_MODES, help="default: online with an API key, else offline")
+    wandb_project: str | None = option(DEFAULT_PROJECT, help="W&B project")
+    wandb_group: str | None = option(None, help="W&B group (default: the training run's, for a checkpoint trained "
+                                                "by rmtrain; else none)")
+
+    def target(self) -> dict[str, Any]:
+        """The keywords the library's logging functions take (``wandb_group`` where one is named:
+        the commands without ``--wandb-group`` log to no group)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "wandb_group" or v is not None}
 
 
 def resolve_mode(mode: str | None) -> str:

@@ -43,6 +43,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,8 @@ class FilteringConfig:
         return out
 
 
-def load_filtering_config(path: str | os.PathLike, overrides: list[str] | None = None) -> FilteringConfig:
+def load_filtering_config(path: str | os.PathLike,
+                          overrides: Mapping[str, Any] | list[str] | None = None) -> FilteringConfig:
     return load_experiment(FilteringConfig, path, "filtering", overrides=overrides,
                            required=("data", "reward_model", "base_model", "judges", "variants"))
 

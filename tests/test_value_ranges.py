@@ -54,7 +54,6 @@ RMTRAIN_REQUIRED = {
     "check": [str(RECIPES / "demo.yaml")],
     "filter-experiment": ["--config", str(RECIPES / "filtering_toy.yaml")],
 }
-REPRODUCE = "pairwise_misses_table1_helpsteer2_audit.yaml"
 
 
 def outside(r: Range, kind: type) -> list[float]:
@@ -72,11 +71,8 @@ def _shown(v: float) -> str:
 def _cases() -> list[tuple[str, str, type, str, list[str], str | None]]:
     """(program, command, settings class, flag, argv before the flag, the output flag) for every
     flag that declares a range."""
-    from rmeval.cli.reproduce import ReproduceCommand
-
     commands = [("rmeval", c, sp.get_default("settings"), [*RMEVAL_REQUIRED[c], *TURN_ON.get(c, [])])
                 for c, sp in RMEVAL_COMMANDS.items()]
-    commands.append(("rmeval", "reproduce", ReproduceCommand, [str(RECIPES / "reproduce" / REPRODUCE)]))
     commands += [("rmtrain", c, cls, RMTRAIN_REQUIRED[c]) for c, cls in RMTRAIN_SETTINGS.items()]
     return [(program, command, cls, flag, argv, next((f for f in OUT_FLAGS if f in flag_names(cls)), None))
             for program, command, cls, argv in commands for flag in flag_ranges(cls)

@@ -29,19 +29,16 @@ Every path given is checked first: a missing, empty or wrong-kind path is a one-
 
 One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: the command's
 settings are one dataclass whose fields declare its flags (``rmcore.settings``; shared pieces in
-``rmeval.cli.flags``), read back into it, and its ``run`` takes them, makes one library call and
-prints its one-line result.
+``rmeval.cli.flags``), registered with its ``run`` by ``rmcore.commands.add_command``; ``main`` is
+``rmcore.commands.run_main``, as ``rmtrain``'s: it reads the settings back, and ``run`` takes them,
+makes one library call and prints its one-line result.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 
-from rmcore.config import blame_override
-from rmcore.errors import ConfigError, DataError
-from rmcore.quiet import quiet_libraries
+from rmcore.commands import run_main
 from rmcore.settings import Parser
 from rmeval.cli import (
     audit,
@@ -69,16 +66,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
-    quiet_libraries()  # the libraries' loading bars and notices off; our warnings and errors stay
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # --num-processes runs the same command again
-    try:  # the settings are read inside: a flag's value that does not parse is a one-line error too
-        return int(args.func(args) or 0)
-    except (ConfigError, DataError, OSError) as e:
-        if isinstance(e, ConfigError) and getattr(args, "overrides", None):  # a key a --set gave: name the --set
-            e = blame_override(e, str(getattr(args, "config", "")), args.overrides)
-        # one line: a Hub lookup that failed (OSError from transformers) explains itself in its first
-        lines = str(e).strip().splitlines()
-        print(f"rmeval: error: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
-        return 2
+    return run_main("rmeval", build_parser(), argv)

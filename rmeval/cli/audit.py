@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmcore.checkpoints import find_checkpoints
+from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.io import check_path
 from rmcore.settings import nested, option
@@ -23,7 +24,7 @@ from rmeval.audit.pipeline import (
     rating_set_size,
     write_summary,
 )
-from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
+from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
 from rmeval.scoring.run import Shard
 from rmeval.suitability.checkpoints import suitability_line
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.settings import nested, option, output_folder
 from rmeval.audit.features import FeatureSettings, write_features
-from rmeval.cli.flags import DATA_HELP, add_command
+from rmeval.cli.flags import DATA_HELP
 
 # every setting of the probes' models but the learners (the statistics' part, rmeval stats)
 MODEL_FLAGS = ("embedders", "base_model", "n_topics", "batch_size", "max_length", "device", "dtype")

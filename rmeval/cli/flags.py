@@ -1,71 +1,40 @@
 """What several ``rmeval`` commands share: each command's settings are one dataclass whose fields
-declare its flags (``rmcore.settings``), registered by ``add_command``; the pieces held by several
-commands are declared here once.
+declare its flags (``rmcore.settings``), registered by ``rmcore.commands.add_command``; the pieces
+held by several commands are declared here once.
 
 ``ScoringCommand`` is the part of every command that scores checkpoints (``audit``, ``pairwise``,
 ``suitability``): the checkpoints, the prompts, the output, the scorer (``rmeval.scoring.ScorerSettings``,
 with the device flags of ``rmcore.device.Placement`` under "where the model runs") and where it
-logs (``WandbFlags``)."""
+logs (``rmcore.tracking.WandbFlags``, as :func:`run_wandb` holds them)."""
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
 from rmcore.jobs import launch_command
-from rmcore.settings import add_options, from_args, nested, option, output_folder
+from rmcore.settings import nested, option, output_folder
+from rmcore.tracking import DEFAULT_PROJECT, WandbFlags
 from rmeval.scoring import ScorerSettings
-
-T = TypeVar("T")
 
 DATA_HELP = "data SPEC (file, JSON, or name[:k=v,...])"
 
 
-def add_command(sub: argparse._SubParsersAction, name: str, settings: type[T], run: Callable[[T], int | None],
-                **parser: Any) -> argparse.ArgumentParser:
-    """Subcommand ``name``: its flags are the fields of ``settings``, and ``run`` takes them back as
-    a ``settings`` object (``settings`` is the parser's default too, for the flag test)."""
-    p = sub.add_parser(name, **parser)
-    add_options(p, settings)
-    p.set_defaults(func=lambda args: run(read_settings(settings, args)), settings=settings)
-    return p
+def wandb_flags() -> Any:
+    """The W&B flags of a command that logs a run of its own: ``--wandb-mode`` and
+    ``--wandb-project`` (default DEFAULT_PROJECT)."""
+    return nested(WandbFlags, only=("wandb_mode", "wandb_project"))
 
 
-def read_settings(cls: type[T], args: argparse.Namespace) -> T:
-    """``cls`` from the parsed flags; a command that runs itself again (``--num-processes``) gets
-    its command line as ``argv``."""
-    given = {"argv": args.argv} if "argv" in {f.name for f in dataclasses.fields(cls)} else {}  # type: ignore[arg-type]
-    return from_args(cls, args, **given)
-
-
-@dataclass
-class WandbFlags:
-    """Where a command logs its figures (``rmcore.tracking``)."""
-
-    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
-                                    help="default: online with an API key, else offline")
-    wandb_project: str = option("matchrm", help="W&B project")
-
-    def target(self) -> dict[str, Any]:
-        """The keywords the library's logging functions take."""
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class RunWandbFlags(WandbFlags):
-    """Where a command that evaluates checkpoints or their tables logs: by default beside the
-    training run (its W&B project and group, ``rmeval.tracking``); either can be named instead."""
-
-    wandb_project: str | None = option(None, help="W&B project (default: the training run's, for a checkpoint "
-                                                  "trained by rmtrain; else matchrm)")
-    wandb_group: str | None = option(None, help="W&B group (default: the training run's, for a checkpoint trained "
-                                                "by rmtrain; else none)")
+def run_wandb() -> Any:
+    """The W&B flags of a command that evaluates checkpoints or their tables: it logs beside the
+    training run by default (its W&B project and group, ``rmeval.tracking``); either can be named."""
+    return nested(WandbFlags, defaults={"wandb_project": None}, options={"wandb_project": {
+        "help": f"W&B project (default: the training run's, for a checkpoint trained by rmtrain; else "
+                f"{DEFAULT_PROJECT})"}})
 
 
 @dataclass
@@ -77,7 +46,7 @@ class ScoringCommand:
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
     scorer: ScorerSettings = nested(ScorerSettings)
-    wandb: RunWandbFlags = nested(RunWandbFlags)
+    wandb: WandbFlags = run_wandb()
 
 
 def named_paths(items: list[str] | None, flag: str = "--compare-scores") -> dict[str, str]:

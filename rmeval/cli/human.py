@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.commands import add_command
 from rmcore.settings import nested, option, output_folder
 from rmeval.audit.human import HumanSettings, human_audit
-from rmeval.cli.flags import add_command
 
 
 @dataclass

@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.commands import add_command
 from rmcore.markdown import num
 from rmcore.settings import nested, option, output_folder
-from rmeval.cli.flags import WandbFlags, add_command
+from rmcore.tracking import WandbFlags
+from rmeval.cli.flags import wandb_flags
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
 from rmeval.judges.pipeline import ElicitConfig, ReweightSettings, analyze_judgments, reweight_judgments
@@ -35,7 +37,7 @@ class AnalyzeCommand:
     items: str | None = option(None, help="items table with reference labels: adds the difficulty strata and the "
                                           "attribute-label associations")
     analysis: AnalysisSettings = nested(AnalysisSettings)
-    wandb: WandbFlags = nested(WandbFlags)
+    wandb: WandbFlags = wandb_flags()
 
 
 @dataclass
@@ -49,7 +51,7 @@ class ReweightCommand:
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     reweight: ReweightSettings = nested(ReweightSettings)
     baselines: BaselineSettings | None = nested(BaselineSettings, when="kinds")
-    wandb: WandbFlags = nested(WandbFlags)
+    wandb: WandbFlags = wandb_flags()
 
     def __post_init__(self) -> None:
         if self.baselines is not None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from rmcore.commands import add_command, recipe_overrides
 from rmcore.quiet import quiet_libraries
 from rmeval.cli.experiments import ExperimentCommand
-from rmeval.cli.flags import add_command
 from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
 from rmeval.experiments.recipe import TOY_NOTICE
 
@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(s: ExperimentCommand) -> int:
     quiet_libraries()
-    cfg = load_leaderboard_config(s.config, s.recipe_overrides())
+    cfg = load_leaderboard_config(s.config, recipe_overrides(s))
     out = s.out or cfg.output_dir
     res = run_leaderboard(cfg, out=out, **s.wandb.target())
     if cfg.toy:

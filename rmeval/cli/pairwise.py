@@ -6,10 +6,11 @@ import argparse
 from dataclasses import dataclass, field
 
 from rmcore.checkpoints import display_name, find_checkpoints
+from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
 from rmeval.audit.pairwise import PairwiseSettings, pairwise_checkpoint, pairwise_line, write_pairwise_summary
-from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, add_command, dest, relaunch
+from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
 from rmeval.scoring.run import Shard
 from rmeval.stats.bootstrap import check_memory
 

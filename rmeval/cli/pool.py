@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from rmcore.commands import add_command, recipe_overrides
 from rmcore.quiet import quiet_libraries
 from rmeval.cli.experiments import ExperimentCommand
-from rmeval.cli.flags import add_command
 from rmeval.experiments.pool import build_pool, load_pool_config
 from rmeval.experiments.recipe import TOY_NOTICE
 
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(s: ExperimentCommand) -> int:
     quiet_libraries()
-    cfg = load_pool_config(s.config, s.recipe_overrides())
+    cfg = load_pool_config(s.config, recipe_overrides(s))
     out = s.out or cfg.output_dir
     res = build_pool(cfg, out=out, **s.wandb.target())
     if cfg.toy:

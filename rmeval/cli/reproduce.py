@@ -11,16 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmcore.commands import add_command, recipe_overrides
+from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.settings import (
-    AppendEach,
-    add_options,
-    flag_overrides,
-    from_args,
-    key_values,
-    option,
-    output_folder,
-)
+from rmcore.settings import AppendEach, key_values, option, output_folder
+from rmcore.tracking import WandbFlags
+from rmeval.cli.flags import wandb_flags
 from rmeval.reproduce.array import slurm_markdown, slurm_plan
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.plan import plan_markdown, plan_recipe
@@ -34,7 +30,7 @@ CLUSTER = "cluster (override the recipe's slurm, compute and data_sources keys)"
 class ReproduceCommand:
     """``rmeval reproduce``'s settings; ``recipe`` is the positional argument."""
 
-    recipe: str = ""
+    recipe: str = option("", positional=True, help="a reproduction recipe (recipes/reproduce/*.yaml)")
     out: str | None = option(None, parse=output_folder("--out"), help="output directory (default: the recipe's output_dir/<recipe name>, "
                                         "with -stand-in for a stand-in run)")
     dry_run: bool = option(False, help="print each row's loader, head, GPU memory, texts and GPU hours; "
@@ -53,6 +49,7 @@ class ReproduceCommand:
                                   help="every task's time limit in minutes (default: each task's own: download + "
                                        "load + 3 x compute + 30, at least 60)")
     sbatch: dict[str, str] | None = option(None, action=AppendEach, metavar="KEY=VALUE", parse=key_values("--sbatch"),
+                                           recipe_key="slurm.additional_parameters.*",
                                            help="any other #SBATCH option, e.g. constraint=h100 or exclusive=true "
                                                 "(repeat the flag for each)")
     setup: list[str] | None = option(None, action=AppendEach, metavar="LINE", recipe_key="slurm.setup",
@@ -68,14 +65,12 @@ class ReproduceCommand:
     download_mb_s: float | None = option(None, gt=0, recipe_key="compute.download_mb_s",
                                          help="Hub download bandwidth per task in MB/s, for the time limits (100)")
     data_source: dict[str, str] | None = option(None, action=AppendEach, metavar="NAME=PATH",
-                                                parse=key_values("--data-source"),
+                                                parse=key_values("--data-source"), recipe_key="data_sources.*.path",
                                                 help="read the recipe's data source NAME (data_sources) from PATH")
     endpoint: dict[str, str] | None = option(None, action=AppendEach, metavar="ROW=URL", parse=key_values("--endpoint"),
                                              help="score ROW's judge through the OpenAI-compatible server at URL "
                                                   "(a shared or multi-node server) instead of the recipe's")
-    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"],
-                                    help="default: online with an API key, else offline")
-    wandb_project: str = option("matchrm", help="W&B project")
+    wandb: WandbFlags = wandb_flags()
 
     def output(self, recipe: Any) -> Path:
         if self.out:
@@ -84,19 +79,8 @@ class ReproduceCommand:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="regenerate a published table beside the published figures")
-    p.add_argument("recipe", help="a reproduction recipe (recipes/reproduce/*.yaml)")
-    add_options(p, ReproduceCommand)
-    p.set_defaults(func=lambda args: run(from_args(ReproduceCommand, args, recipe=args.recipe)))
-
-
-def recipe_overrides(s: ReproduceCommand) -> dict[str, Any]:
-    """The recipe keys the flags set: those declared with a recipe key, each --sbatch option and
-    each --data-source path."""
-    ov = flag_overrides(s)
-    ov.update({f"slurm.additional_parameters.{k}": v for k, v in (s.sbatch or {}).items()})
-    ov.update({f"data_sources.{k}.path": v for k, v in (s.data_source or {}).items()})
-    return ov
+    add_command(sub, "reproduce", ReproduceCommand, run,
+                help="regenerate a published table beside the published figures")
 
 
 def run(s: ReproduceCommand) -> int:
@@ -105,11 +89,9 @@ def run(s: ReproduceCommand) -> int:
     out = s.output(recipe)
     unknown = sorted(set(s.endpoint or {}) - {m.name for m in recipe.models})
     if unknown:
-        from rmcore.errors import ConfigError
-
         raise ConfigError(f"--endpoint {unknown[0]}=...: not a model row of {recipe.path}")
     if s.dry_run:
-        ctx = Context(recipe, out, stand_in=s.stand_in, wandb_mode=s.wandb_mode, overrides=overrides,
+        ctx = Context(recipe, out, stand_in=s.stand_in, wandb_mode=s.wandb.wandb_mode, overrides=overrides,
                       endpoints=dict(s.endpoint or {}))
         plan = plan_recipe(recipe, out, stand_in=s.stand_in, ctx=ctx)
         text = plan_markdown(plan)
@@ -120,8 +102,8 @@ def run(s: ReproduceCommand) -> int:
         atomic_write_text(out / "plan.md", text)
         print(text)
         return 0
-    res = run_recipe(recipe, out, stand_in=s.stand_in, only=s.only, executor=s.executor, wandb_mode=s.wandb_mode,
-                     wandb_project=s.wandb_project, overrides=overrides, endpoints=dict(s.endpoint or {}))
+    res = run_recipe(recipe, out, stand_in=s.stand_in, only=s.only, executor=s.executor, **s.wandb.target(),
+                     overrides=overrides, endpoints=dict(s.endpoint or {}))
     print(res.console + "\n")
     print(f"{recipe.reproduce.table}: {len(res.ran)} rows computed, {len(res.cached)} cached, {len(res.failed)} failed "
           f"({res.total_seconds} s); {len(res.missing)} published cells without our figure -> {res.table['markdown']}")

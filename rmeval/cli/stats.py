@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.commands import add_command
 from rmcore.settings import nested, option, output_folder
+from rmcore.tracking import WandbFlags
 from rmeval.audit.pipeline import AuditSettings, audit_tables
-from rmeval.cli.flags import RunWandbFlags, add_command, named_paths
+from rmeval.cli.flags import named_paths, run_wandb
 
 
 @dataclass
@@ -29,7 +31,7 @@ class StatsCommand:
         default_factory=dict, nargs="+", metavar="NAME=FILE", parse=named_paths,
         help="scores of the same texts scored another way (e.g. no_eos=DIR/scores.parquet)")
     audit: AuditSettings = nested(AuditSettings, only=("attribute", "stats", "features.learners"))
-    wandb: RunWandbFlags = nested(RunWandbFlags)
+    wandb: WandbFlags = run_wandb()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmcore.checkpoints import find_checkpoints
+from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
 from rmcore.io import check_path
 from rmcore.settings import nested, option, output_folder
+from rmcore.tracking import WandbFlags
 from rmeval.audit.pipeline import AuditSettings
-from rmeval.cli.flags import ScoringCommand, WandbFlags, add_command, dest
+from rmeval.cli.flags import ScoringCommand, dest, wandb_flags
 from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
@@ -52,7 +54,7 @@ class SuitabilityStatsCommand:
     out: str = option("", required=True, parse=output_folder("--out"), help="output directory")
     suitability: SuitabilityAuditSettings = nested(SuitabilityAuditSettings, only=(*INFERENCE, "groups"))
     common: AuditSettings = nested(AuditSettings, only=("stats.seed",))
-    wandb: WandbFlags = nested(WandbFlags)
+    wandb: WandbFlags = wandb_flags()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

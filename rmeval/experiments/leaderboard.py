@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,8 @@ class LeaderboardConfig:
         return judge_specs(self.judges, "judges")
 
 
-def load_leaderboard_config(path: str | os.PathLike, overrides: list[str] | None = None) -> LeaderboardConfig:
+def load_leaderboard_config(path: str | os.PathLike,
+                            overrides: Mapping[str, Any] | list[str] | None = None) -> LeaderboardConfig:
     return load_experiment(LeaderboardConfig, path, "leaderboard", overrides=overrides,
                            required=("data", "policies", "anchor", "reward_models", "judges"))
 

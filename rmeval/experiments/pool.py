@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ class PoolConfig:
         return reward_models(self.reward_models, "reward_models") if self.reward_models else {}
 
 
-def load_pool_config(path: str | os.PathLike, overrides: list[str] | None = None) -> PoolConfig:
+def load_pool_config(path: str | os.PathLike, overrides: Mapping[str, Any] | list[str] | None = None) -> PoolConfig:
     return load_experiment(PoolConfig, path, "pool", overrides=overrides, required=("data", "policies"))
 
 

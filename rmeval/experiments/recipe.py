@@ -80,12 +80,13 @@ def judge_specs(block: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def load_experiment(cls: type[T], path: str | os.PathLike, kind: str, *, overrides: list[str] | None = None,
-                    required: tuple[str, ...] = ()) -> T:
-    """The recipe at ``path`` (``experiment: kind``) as ``cls``, with ``KEY=VALUE`` overrides."""
+def load_experiment(cls: type[T], path: str | os.PathLike, kind: str, *,
+                    overrides: Mapping[str, Any] | list[str] | None = None, required: tuple[str, ...] = ()) -> T:
+    """The recipe at ``path`` (``experiment: kind``) as ``cls``, with overrides: a mapping of dotted
+    keys (a command's, ``rmcore.commands.recipe_overrides``) or ``KEY=VALUE`` items."""
     raw = load_recipe(path)
     if raw.get("experiment") != kind:
         raise ConfigError(f"{path}: not a {kind} recipe (it says experiment: {raw.get('experiment')!r})")
-    pairs = dict(parse_override(o) for o in overrides or [])
+    pairs = dict(overrides) if isinstance(overrides, Mapping) else dict(parse_override(o) for o in overrides or [])
     return config_from_dict(cls, raw, where=str(path), overrides=pairs, required=required,
                             drop=("description", "experiment"))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.commands import add_command
 from rmcore.config import load_recipe
-from rmcore.settings import add_options, option
+from rmcore.settings import option
 
 
 @dataclass(kw_only=True)
@@ -18,9 +19,7 @@ class CheckCommand:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser("check", help="validate recipes without training")
-    add_options(c, CheckCommand)
-    c.set_defaults(func=run, settings=CheckCommand)
+    add_command(sub, "check", CheckCommand, run, help="validate recipes without training")
 
 
 def check_recipe(path: str) -> str:

@@ -7,23 +7,22 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.settings import add_options
+from rmcore.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("filter-experiment", help="filter a training pool by raw and by centred reward, train DPO "
-                                                 "on each kept set and judge the policies")
-    add_options(p, ExperimentCommand)
-    p.set_defaults(func=run, settings=ExperimentCommand)
+    add_command(sub, "filter-experiment", ExperimentCommand, run,
+                help="filter a training pool by raw and by centred reward, train DPO on each kept set and judge the "
+                     "policies")
 
 
 def run(s: ExperimentCommand) -> int:
     # torch: --help stays cheap
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
-    cfg = load_filtering_config(s.config, s.recipe_overrides())
+    cfg = load_filtering_config(s.config, recipe_overrides(s))
     out = s.out or cfg.output_dir
     res = run_filter_experiment(cfg, out=out, **s.wandb.target())
     if cfg.toy:

@@ -1,13 +1,13 @@
 """Flags every ``rmtrain`` command that reads a recipe shares (:class:`RecipeCommand`, the base of
-each command's settings), and turning a command's settings into recipe overrides."""
+each command's settings); a command's settings become recipe overrides as every command's do
+(``rmcore.commands.recipe_overrides``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from rmcore.config import parse_override
-from rmcore.settings import AppendEach, flag_overrides, option
+from rmcore.settings import AppendEach, nested, option
+from rmcore.tracking import WandbFlags
 
 
 @dataclass(kw_only=True)
@@ -19,14 +19,7 @@ class RecipeCommand:
     overrides: list[str] = option(default_factory=list, flag="--set", action=AppendEach, metavar="KEY=VALUE",
                                   help="override any config key, e.g. training.learning_rate=1e-5 (repeat --set "
                                        "for each key)")
-    wandb_mode: str | None = option(None, choices=["online", "offline", "disabled"], help="W&B mode",
-                                    recipe_key="wandb.mode")
+    # the recipe's wandb block says the rest (rmtrain.config.WandbSettings)
+    wandb: WandbFlags = nested(WandbFlags, only=("wandb_mode",),
+                               options={"wandb_mode": {"help": "W&B mode", "recipe_keys": ("wandb.mode",)}})
     force: bool = option(False, help="retrain even if train_summary.json exists")
-
-
-def overrides(settings: RecipeCommand) -> dict[str, Any]:
-    """--set pairs, then the flags declared with a ``recipe_key`` that were given (--wandb-mode,
-    --arm, --seed, --model, --out ...), which win."""
-    ov = dict(parse_override(o) for o in settings.overrides)
-    ov.update(flag_overrides(settings))
-    return ov

@@ -7,13 +7,14 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from rmcore.commands import add_command, recipe_overrides
 from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
 from rmcore.io import to_json
 from rmcore.jobs import is_main_process
-from rmcore.settings import add_options, option, output_folder
+from rmcore.settings import option, output_folder
 from rmeval.experiments.winrate import spearman_markdown
-from rmtrain.cli.flags import RecipeCommand, overrides
+from rmtrain.cli.flags import RecipeCommand
 
 TRAIN_KEYS = ("algorithm", "environment", "reward_model", "steps", "reward_mean_first", "reward_mean_last",
               "kl_last", "n_prompts", "rollouts", "resumed_from", "train_command")
@@ -76,12 +77,10 @@ class PolicyEvalCommand(RecipeCommand):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    po = sub.add_parser("policy", help="train a LoRA policy against a reward model (grpo, rloo; ppo via OpenRLHF)")
-    add_options(po, PolicyCommand)
-    po.set_defaults(func=run, settings=PolicyCommand)
-    pe = sub.add_parser("policy-eval", help="win rate of the perturbed policy over the clean one; Spearman table")
-    add_options(pe, PolicyEvalCommand)
-    pe.set_defaults(func=run_eval, settings=PolicyEvalCommand)
+    add_command(sub, "policy", PolicyCommand, run,
+                help="train a LoRA policy against a reward model (grpo, rloo; ppo via OpenRLHF)")
+    add_command(sub, "policy-eval", PolicyEvalCommand, run_eval,
+                help="win rate of the perturbed policy over the clean one; Spearman table")
 
 
 def run(s: PolicyCommand) -> int:
@@ -92,7 +91,7 @@ def run(s: PolicyCommand) -> int:
     from rmtrain.policy.evaluate import policy_dir
     from rmtrain.policy.train import train_policy
 
-    ov = overrides(s)
+    ov = recipe_overrides(s)
     ov.pop("output_dir", None)  # the policy's directory is set below, from the reward model's name
     cfg = load_policy_config(s.config, ov)
     name = s.reward_model
@@ -118,7 +117,7 @@ def run_eval(s: PolicyEvalCommand) -> int:
     from rmtrain.policy.config import load_policy_config
     from rmtrain.policy.evaluate import evaluate_all, evaluate_pair, judge_from_config
 
-    ov = overrides(s)
+    ov = recipe_overrides(s)
     ov.pop("output_dir", None)  # the evaluation writes to --out
     cfg = load_policy_config(s.config, ov)
     if bool(s.clean) != bool(s.perturbed):

@@ -6,8 +6,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from rmcore.settings import add_options, option, output_folder
-from rmtrain.cli.flags import RecipeCommand, overrides
+from rmcore.commands import add_command, recipe_overrides
+from rmcore.settings import option, output_folder
+from rmtrain.cli.flags import RecipeCommand
 
 
 @dataclass(kw_only=True)
@@ -26,10 +27,8 @@ class SweepCommand(RecipeCommand):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("sweep", help="the matched sweep of a recipe's 'sweep' section: search stage, seed "
-                                     "stage, audits, summary.csv and report.md (resumable)")
-    add_options(s, SweepCommand)
-    s.set_defaults(func=run, settings=SweepCommand)
+    add_command(sub, "sweep", SweepCommand, run, help="the matched sweep of a recipe's 'sweep' section: search stage, "
+                                                      "seed stage, audits, summary.csv and report.md (resumable)")
 
 
 def run(s: SweepCommand) -> int:
@@ -37,7 +36,7 @@ def run(s: SweepCommand) -> int:
     from rmtrain.config import load_sweep
     from rmtrain.sweep import run_sweep
 
-    sweep = load_sweep(s.config, overrides(s))
+    sweep = load_sweep(s.config, recipe_overrides(s))
     res = run_sweep(sweep, executor=s.executor, max_parallel=s.max_parallel, dry_run=s.dry_run, force=s.force)
     lost = res.get("unusable_final", [])
     # a final run lost to divergence or collapse leaves the comparison short: a result, never a silent

@@ -7,10 +7,11 @@ import argparse
 from dataclasses import dataclass
 
 from rmcore.checkpoints import run_title
+from rmcore.commands import add_command, recipe_overrides
 from rmcore.io import to_json
 from rmcore.jobs import is_main_process
-from rmcore.settings import add_options, option, output_folder
-from rmtrain.cli.flags import RecipeCommand, overrides
+from rmcore.settings import option, output_folder
+from rmtrain.cli.flags import RecipeCommand
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd",
                 "status", "status_reason")
@@ -35,9 +36,7 @@ class TrainCommand(RecipeCommand):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    t = sub.add_parser("train", help="train one arm")
-    add_options(t, TrainCommand)
-    t.set_defaults(func=run, settings=TrainCommand)
+    add_command(sub, "train", TrainCommand, run, help="train one arm")
 
 
 def run(s: TrainCommand) -> int:
@@ -45,7 +44,7 @@ def run(s: TrainCommand) -> int:
     from rmtrain.config import load_train_config
     from rmtrain.runs import train_run
 
-    cfg = load_train_config(s.config, overrides(s))
+    cfg = load_train_config(s.config, recipe_overrides(s))
     summary = train_run(cfg, force=s.force)
     # titled like the run's reports and the other commands' summary lines ("bt_margin seed 1")
     title = run_title(summary["arm"], summary["seed"])

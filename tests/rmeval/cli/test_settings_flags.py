@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from rmcore.commands import recipe_overrides
 from rmcore.device import Placement
 from rmcore.errors import ConfigError
 from rmcore.settings import flag_names, from_args, nesting, parser_flags
@@ -43,6 +44,7 @@ REQUIRED = {
     "judges elicit": ["--out", "o"],
     "judges analyze": ["--judgments", "j", "--out", "o"],
     "judges reweight": ["--judgments", "j", "--items", "i", "--out", "o"],
+    "reproduce": ["r.yaml"],  # the recipe, a positional argument
 }
 
 
@@ -77,6 +79,8 @@ def test_no_optional_flag_gives_the_dataclass_defaults(command):
     argv = REQUIRED[command]
     given = {flag[2:].replace("-", "_"): value for flag, value in zip(argv[::2], argv[1::2])}
     kwargs = {f.name: given[f.name] for f in dataclasses.fields(cls) if f.name in given}
+    if command == "reproduce":
+        kwargs["recipe"] = "r.yaml"
     if command == "variants":
         from rmeval.audit.variants import VariantSettings
 
@@ -122,7 +126,7 @@ def test_todays_defaults_spot_checked():
     assert (r.reweight.budgets, r.reweight.n_repeats, r.reweight.top_k, r.baselines) == ((32, 64, 128, 256), 10,
                                                                                         (6, 12), None)
     x = _read("pool")
-    assert (x.out, x.overrides, x.recipe_overrides()) == (None, [], [])
+    assert (x.out, x.overrides, recipe_overrides(x)) == (None, [], {})
 
 
 def test_flags_turn_held_settings_on_and_share_the_scorer():

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from rmcore.commands import recipe_overrides as overrides
 from rmcore.settings import AppendEach, flag_names, from_args, option_dests, parser_dests, parser_flags
+from rmcore.tracking import WandbFlags
 from rmeval.cli.experiments import ExperimentCommand
-from rmeval.cli.flags import WandbFlags
 from rmtrain.cli import build_parser
 from rmtrain.cli.check import CheckCommand
-from rmtrain.cli.flags import overrides
 from rmtrain.cli.policy import PolicyCommand, PolicyEvalCommand
 from rmtrain.cli.sweep import SweepCommand
 from rmtrain.cli.train import TrainCommand
@@ -96,18 +96,19 @@ def _settings(command: str, argv: list[str]) -> Any:
 
 def test_the_settings_read_back_with_todays_defaults() -> None:
     assert _settings("train", ["--config", "r.yaml"]) == TrainCommand(
-        config="r.yaml", overrides=[], wandb_mode=None, force=False, arm=None, seed=None, model=None, output_dir=None)
+        config="r.yaml", overrides=[], wandb=WandbFlags(wandb_mode=None), force=False, arm=None, seed=None, model=None,
+        output_dir=None)
     assert _settings("sweep", ["--config", "r.yaml", "--max-parallel", "3"]) == SweepCommand(
         config="r.yaml", output_dir=None, dry_run=False, executor="local", max_parallel=3)
     s = _settings("filter-experiment", ["--config", "r.yaml", "--set", "a=1", "--set", "b=2"])
     assert s == ExperimentCommand(config="r.yaml", out=None, data=None, max_prompts=None, overrides=["a=1", "b=2"],
                                   wandb=WandbFlags(wandb_mode=None, wandb_project="matchrm"))
-    assert s.recipe_overrides() == ["a=1", "b=2"] and s.wandb.target() == {"wandb_mode": None,
-                                                                           "wandb_project": "matchrm"}
+    assert overrides(s) == {"a": 1, "b": 2} and s.wandb.target() == {"wandb_mode": None,
+                                                                     "wandb_project": "matchrm"}
     s = _settings("filter-experiment", ["--config", "r.yaml", "--out", "o", "--data", "simulated", "--max-prompts",
                                         "5", "--wandb-mode", "offline", "--wandb-project", "p"])
-    assert (s.out, s.recipe_overrides(), s.wandb.target()) == (
-        "o", ['data="simulated"', "max_prompts=5"], {"wandb_mode": "offline", "wandb_project": "p"})
+    assert (s.out, overrides(s), s.wandb.target()) == (
+        "o", {"data": "simulated", "max_prompts": 5}, {"wandb_mode": "offline", "wandb_project": "p"})
 
 
 def test_flags_override_their_recipe_keys_over_set() -> None:
