@@ -25,6 +25,7 @@ from rmcore.data.registry import check_spec
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
 from rmcore.settings import bounded
+from rmcore.tracking import DEFAULT_PROJECT
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
@@ -93,7 +94,7 @@ class TrainingSettings:
 
 @dataclass
 class WandbSettings:
-    project: str = "matchrm"
+    project: str = DEFAULT_PROJECT
     mode: str | None = None  # online | offline | disabled; None: online with a key, else offline
     group: str | None = None
     tags: list[str] = field(default_factory=list)

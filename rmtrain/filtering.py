@@ -62,7 +62,7 @@ from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
 from rmcore.markdown import estimate, interval, num, table
 from rmcore.modeling import LoraSettings
 from rmcore.settings import bounded
-from rmcore.tracking import Tracker, flatten
+from rmcore.tracking import DEFAULT_PROJECT, Tracker, flatten
 from rmeval.experiments.comparisons import HelpfulnessJudge
 from rmeval.experiments.leaderboard import load_leaderboard_config
 from rmeval.experiments.pool import candidates_table, load_pool_config, load_reward_scorer, score_pool
@@ -376,7 +376,7 @@ def _pairs_table(pairset: Any) -> pd.DataFrame:
 
 
 def run_filter_experiment(cfg: FilteringConfig, *, out: str | os.PathLike | None = None,
-                          wandb_project: str = "matchrm", wandb_mode: str | None = None) -> dict[str, Any]:
+                          wandb_project: str = DEFAULT_PROJECT, wandb_mode: str | None = None) -> dict[str, Any]:
     """The filtering experiment of ``cfg`` into ``out`` (default cfg.output_dir); see the module doc."""
     t0 = time.perf_counter()
     cfg.validate()

@@ -52,7 +52,7 @@ from rmcore.errors import ConfigError
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
 from rmcore.markdown import estimate, interval, num, table
 from rmcore.settings import bounded
-from rmcore.tracking import flatten
+from rmcore.tracking import DEFAULT_PROJECT, flatten
 from rmeval.experiments.comparisons import HelpfulnessJudge
 from rmeval.experiments.pool import load_reward_scorer, score_pool
 from rmeval.experiments.recipe import (
@@ -209,7 +209,7 @@ def judge_against_humans(judge: Any, rs: RatingSet, n_pairs: int | None, *, seed
     return res
 
 
-def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = None, wandb_project: str = "matchrm",
+def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = None, wandb_project: str = DEFAULT_PROJECT,
                     wandb_mode: str | None = None) -> dict[str, Any]:
     """The leaderboard experiment of ``cfg`` into ``out`` (default cfg.output_dir)."""
     t0 = time.perf_counter()

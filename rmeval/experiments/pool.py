@@ -37,7 +37,7 @@ from rmcore.errors import DataError
 from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
 from rmcore.markdown import num, table
 from rmcore.settings import bounded
-from rmcore.tracking import flatten
+from rmcore.tracking import DEFAULT_PROJECT, flatten
 from rmeval.experiments.recipe import (
     TOY_NOTICE,
     check_reward_models,
@@ -196,7 +196,7 @@ def summarize_pool(pool: pd.DataFrame, rating_set: RatingSet, scores: dict[str, 
     return out
 
 
-def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_project: str = "matchrm",
+def build_pool(cfg: PoolConfig, *, out: str | os.PathLike | None = None, wandb_project: str = DEFAULT_PROJECT,
                wandb_mode: str | None = None) -> dict[str, Any]:
     """Generate, score and summarise the pool of ``cfg`` into ``out`` (default cfg.output_dir)."""
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ import numpy as np
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
 from rmcore.settings import comma_list, nested, option, output_folder
-from rmcore.tracking import flatten
+from rmcore.tracking import DEFAULT_PROJECT, flatten
 
 from .inventory import load_inventory
 from .shards import make_executor, run_shards
@@ -218,7 +218,7 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, items: str | os.PathLike | None = None,
-                      settings: Any | None = None, wandb_project: str = "matchrm",
+                      settings: Any | None = None, wandb_project: str = DEFAULT_PROJECT,
                       wandb_mode: str | None = None) -> dict[str, Any]:
     """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run.
     ``settings``: rmeval.judges.analysis.AnalysisSettings; ``items`` (optional): the items table,
@@ -283,7 +283,7 @@ class ReweightSettings:
 
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike,
                        settings: ReweightSettings | None = None, *, baselines: Any | None = None,
-                       jobs: int | None = None, wandb_project: str = "matchrm",
+                       jobs: int | None = None, wandb_project: str = DEFAULT_PROJECT,
                        wandb_mode: str | None = None) -> dict[str, Any]:
     """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run, as ``settings`` say
     (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric

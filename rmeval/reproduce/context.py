@@ -20,6 +20,7 @@ from rmcore.config import build_config
 from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
+from rmcore.tracking import DEFAULT_PROJECT
 from rmeval.audit.variants import VariantSettings, write_prompt_variants
 from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
 from rmeval.reproduce.cluster import resolve_endpoint
@@ -35,7 +36,7 @@ class Context:
     out: Path
     stand_in: bool = False
     wandb_mode: str | None = None
-    wandb_project: str = "matchrm"
+    wandb_project: str = DEFAULT_PROJECT
     overrides: dict[str, Any] = field(default_factory=dict)  # dotted recipe keys the command set (each task gets them)
     endpoints: dict[str, str] = field(default_factory=dict)  # row -> a server's URL given for it (--endpoint)
     _sets: dict[str, Any] = field(default_factory=dict)

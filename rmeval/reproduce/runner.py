@@ -27,6 +27,7 @@ from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
+from rmcore.tracking import DEFAULT_PROJECT
 from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
 from rmeval.reproduce.array import run_array, run_served_locally
 from rmeval.reproduce.context import Context, check_run_kind
@@ -161,7 +162,7 @@ def preflight(ctx: Any, rows: list[str]) -> None:
 
 
 def run_recipe(recipe: Any, out: str | Path, *, stand_in: bool = False, only: list[str] | None = None,
-               executor: str = "local", wandb_mode: str | None = None, wandb_project: str = "matchrm",
+               executor: str = "local", wandb_mode: str | None = None, wandb_project: str = DEFAULT_PROJECT,
                overrides: dict[str, Any] | None = None, endpoints: dict[str, str] | None = None) -> Outcome:
     """Run ``recipe`` into ``out`` (see the module docstring); returns what ran and the table's paths.
     ``overrides``: the dotted recipe keys the command set (each task re-reads the recipe with them);

@@ -17,6 +17,7 @@ from typing import Any
 from rmcore.checkpoints import display_name, provenance, training_max_length
 from rmcore.data.schema import RatingSet, pick_attribute
 from rmcore.io import is_finite
+from rmcore.tracking import DEFAULT_PROJECT
 from rmeval.scoring import Scorer, ScorerSettings, load_scorer
 from rmeval.suitability import (
     SuitabilitySettings,
@@ -132,7 +133,7 @@ def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet
 
 
 def suitability_from_pairs(pairs_path: str | os.PathLike, settings: SuitabilitySettings, out: str | os.PathLike, *,
-                           groups: dict[str, str] | None = None, wandb_project: str = "matchrm",
+                           groups: dict[str, str] | None = None, wandb_project: str = DEFAULT_PROJECT,
                            wandb_mode: str | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
     """The inference alone on precomputed confidences (rows item_id, perturbation, m_original,
     m_perturbed [, model, changed]): one result per model, written to OUT with its W&B run."""

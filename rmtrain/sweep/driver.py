@@ -21,6 +21,7 @@ import yaml
 from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.tracking import DEFAULT_PROJECT
 from rmeval.conditions import CONDITIONS, NEEDS
 from rmtrain.config import Sweep
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
@@ -292,7 +293,7 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           released=released, n_boot=s.audit.audit.stats.n_boot, seed=s.audit.audit.stats.seed)
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
-    log_to_wandb(paths, project=wb.get("project", "matchrm"), group=group, mode=mode, out=out, entity=wb.get("entity"),
+    log_to_wandb(paths, project=wb.get("project", DEFAULT_PROJECT), group=group, mode=mode, out=out, entity=wb.get("entity"),
                  config={"arms": s.arms, "models": sweep.models, "seeds": s.seeds, "search": s.search})
     df = summary_frame(final)
     echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]
