@@ -21,11 +21,12 @@ from rmcore.config import (  # noqa: F401
     recipe_dict,
     set_dotted,
 )
+from rmcore.data.generic import check_on_bad
 from rmcore.data.registry import check_spec
 from rmcore.errors import ConfigError
 from rmcore.modeling import ModelSettings
-from rmcore.settings import bounded
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.settings import bounded, check_ranges
+from rmcore.tracking import DEFAULT_PROJECT, WANDB_MODES
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
@@ -34,6 +35,7 @@ from rmtrain.arms import ARMS, make_arm
 
 SELECTION_RULES = ("final", "best_pair_accuracy")
 DIVERGENCE_RULES = ("fail", "record")  # training.on_divergence
+SHARED_PROMPT = ("auto", "true", "false")  # training.shared_prompt (YAML true/false too)
 HF_ARGUMENTS = "matchrm.training_arguments"
 
 
@@ -73,7 +75,7 @@ class TrainingSettings:
     eval_steps: int | None = hf(None, "eval_steps", ge=1)
     save_steps: int | None = bounded(None, ge=1)  # None: only the final model is saved
     save_total_limit: int | None = hf(2, "save_total_limit", ge=1)
-    selection: str = "final"  # final | best_pair_accuracy (on the held-out prompts)
+    selection: str = bounded("final", choices=SELECTION_RULES)  # best_pair_accuracy: on the held-out prompts
     bf16: bool = hf(False, "bf16")
     group_by_length: bool = True  # length-grouped batches: less padding, same data
     dataloader_num_workers: int = hf(0, "dataloader_num_workers", ge=0)
@@ -81,21 +83,21 @@ class TrainingSettings:
     use_cpu: bool = False
     # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.shared_prompt).
     # auto: where the model takes a custom attention mask; true: required; false: never.
-    shared_prompt: str = "auto"  # YAML true/false accepted too
+    shared_prompt: str = bounded("auto", choices=SHARED_PROMPT)  # YAML true/false accepted too
     # Encoder classifiers (BERT family): token-wise sublayers on real tokens only, the last layer for
     # the pooled token only (rmcore.packed_encoder); exact, so on by default; other models unaffected.
     packed_encoder: bool = True
     # A non-finite loss or weight stops training at once (status diverged, no model saved); a held-out
     # score SD <= collapse_sd x the scores' root-mean-square is status collapsed (0: never). Either
     # way train_summary.json records it; fail: `rmtrain train` then exits 1, record: exits 0.
-    on_divergence: str = "fail"  # fail | record
+    on_divergence: str = bounded("fail", choices=DIVERGENCE_RULES)
     collapse_sd: float = bounded(1e-4, ge=0, lt=1)
 
 
 @dataclass
 class WandbSettings:
     project: str = DEFAULT_PROJECT
-    mode: str | None = None  # online | offline | disabled; None: online with a key, else offline
+    mode: str | None = bounded(None, choices=WANDB_MODES)  # None: online with a key, else offline
     group: str | None = None
     tags: list[str] = field(default_factory=list)
     entity: str | None = None
@@ -128,26 +130,15 @@ class TrainConfig:
         return recipe_dict(self)
 
     def validate(self) -> None:
+        check_ranges(self)  # built by code too: the values its fields declare (a recipe's are checked as read)
         if self.arm not in ARMS:
             raise ARMS.unknown(self.arm)
         make_arm(self.arm, self.arm_options)  # its options: known fields, numbers in range
-        if str(self.training.shared_prompt).lower() not in ("auto", "true", "false"):
-            raise ConfigError(f"training.shared_prompt must be auto, true or false, got '{self.training.shared_prompt}'")
-        if self.training.on_divergence not in DIVERGENCE_RULES:
-            raise ConfigError(f"training.on_divergence must be one of {', '.join(DIVERGENCE_RULES)}, "
-                              f"got '{self.training.on_divergence}'")
-        if self.training.selection not in SELECTION_RULES:
-            raise ConfigError(f"training.selection must be one of {SELECTION_RULES}, got '{self.training.selection}'")
         if self.training.selection != "final" and not self.training.eval_steps:
             raise ConfigError("training.selection 'best_pair_accuracy' needs training.eval_steps")
-        if not 0 < self.heldout_fraction < 1:
-            raise ConfigError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
-        if not 0 <= self.selection_fraction < 1 - self.heldout_fraction:
+        if self.selection_fraction >= 1 - self.heldout_fraction:  # each in its range: the two together
             raise ConfigError(f"selection_fraction must be in [0, 1 - heldout_fraction), got {self.selection_fraction}")
-        if self.on_bad not in ("raise", "skip"):
-            raise ConfigError(f"on_bad must be 'raise' or 'skip', got '{self.on_bad}'")
-        if self.wandb.mode not in (None, "online", "offline", "disabled"):
-            raise ConfigError(f"wandb.mode must be online, offline or disabled, got '{self.wandb.mode}'")
+        check_on_bad(self.on_bad)  # the data specs' switch, checked as theirs is
         if not isinstance(self.data, dict) or "name" not in self.data:
             raise ConfigError("data must be a mapping with a 'name' (e.g. simulated, helpsteer2)")
         check_spec(self.data)  # limit, min_responses: before any data is read

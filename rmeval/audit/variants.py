@@ -36,7 +36,7 @@ from rmcore.data.schema import RatingSet
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, check_path
-from rmcore.settings import bounded, nested, option
+from rmcore.settings import bounded, check_ranges, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
@@ -86,16 +86,11 @@ class VariantSettings:
     placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
 
     def check(self) -> None:
-        if self.task not in TASKS:
-            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got '{self.task}'")
-        if self.subtype is not None and (self.task != "related" or self.subtype not in RELATED_SUBTYPES):
+        check_ranges(self)  # built by code too: --task, --subtype, --n, --threshold as their fields declare
+        if self.subtype is not None and self.task != "related":
             raise ConfigError(f"--subtype is for related tasks: one of {', '.join(RELATED_SUBTYPES)}")
         if self.validity_judge and self.task != "paraphrase":
             raise ConfigError("--validity-judge checks paraphrases; a related task is meant to differ")
-        if self.n < 1:
-            raise ConfigError(f"--n must be at least 1, got {self.n}")
-        if not 0 < self.threshold < 1:
-            raise ConfigError(f"--threshold must be in (0, 1), got {self.threshold}")
 
 
 def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0,

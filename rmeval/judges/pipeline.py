@@ -14,7 +14,7 @@ import numpy as np
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, nested, option, output_folder
+from rmcore.settings import check_ranges, comma_list, nested, option, output_folder
 from rmcore.tracking import DEFAULT_PROJECT, flatten
 
 from .inventory import load_inventory
@@ -276,9 +276,7 @@ class ReweightSettings:
     seed: int = option(0, ge=0, help="seed of the label draws (and the baselines)")
 
     def validate(self) -> None:
-        if any(b < 2 for b in self.budgets) or any(k < 1 for k in self.top_k) or self.n_repeats < 1:
-            raise ConfigError(f"--budgets must be integers >= 2, --top-k integers >= 1 and --n-repeats >= 1; got "
-                              f"budgets {list(self.budgets)}, top-k {list(self.top_k)}, n-repeats {self.n_repeats}")
+        check_ranges(self)  # built by code too: --budgets, --top-k, --n-repeats in their declared ranges
 
 
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike,
