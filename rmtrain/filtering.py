@@ -84,6 +84,7 @@ from rmeval.experiments.responses import (
 from rmeval.stats.bootstrap import rows_with_siblings
 from rmeval.stats.ranking import head_to_head, jaccard, paired_difference
 from rmeval.stats.selection import loo_centered
+from rmeval.stats.settings import n_boot_field
 
 ARMS = ("random", "raw", "centred")
 COMPARISONS = (("raw", "centred"), ("raw", "base"), ("centred", "base"))
@@ -149,7 +150,7 @@ class FilteringConfig:
     attribute: str | None = None  # the rating that orders pairs when the data has no released labels
     split_seed: int = bounded(0, ge=0)
     seed: int = bounded(0, ge=0)
-    n_boot: int = bounded(2000, ge=1)
+    n_boot: int = n_boot_field(help=None)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # the policies' chat template options
     output_dir: str = "outputs/filtering"
     toy: bool = False

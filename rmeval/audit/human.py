@@ -47,7 +47,7 @@ from rmcore.markdown import interval, num, table
 from rmcore.settings import check_ranges, option
 from rmeval.stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
-from rmeval.stats.settings import parse_reliabilities
+from rmeval.stats.settings import N_BOOT, n_boot_field, parse_reliabilities
 from rmeval.stats.share import residual_share, share
 
 NON_ATTRIBUTES = ("prompt_id", "response_id", "single_turn", "response_words", "prompt_words", "exposure",
@@ -97,7 +97,7 @@ def finite_ranks(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def attribute_stats(table: pd.DataFrame, attribute: str, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def attribute_stats(table: pd.DataFrame, attribute: str, *, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
     """Every ratings-only statistic of one attribute (see module doc)."""
     y = table[attribute].to_numpy(float)
     g = table["prompt_id"].to_numpy()
@@ -131,7 +131,7 @@ def attribute_stats(table: pd.DataFrame, attribute: str, *, n_boot: int = 2000, 
     return out
 
 
-def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n_boot: int = 2000, seed: int = 0,
+def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n_boot: int = N_BOOT, seed: int = 0,
                   annotations: pd.DataFrame | None = None, raters_per_rating: float = 1.0,
                   reliabilities: dict[str, float] | None = None, main_attribute: str | None = None
                   ) -> dict[str, Any]:
@@ -200,7 +200,7 @@ class HumanSettings:
                                              gt=0, le=1, help="borrowed rater reliabilities NAME=R for the reliability-corrected "
                                                   "human share")
     max_prompts: int | None = option(None, ge=2, help="seeded sample of this many prompts")
-    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")
+    n_boot: int = n_boot_field()
     seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
 
     def __post_init__(self) -> None:

@@ -26,6 +26,7 @@ from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
 from rmeval.stats.pairwise import pairwise_accuracy
 from rmeval.stats.rewardbench2 import rewardbench2_scores
+from rmeval.stats.settings import n_boot_field
 from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the mat
 class PairwiseSettings:
     """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
 
-    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")  # prompt-bootstrap resamples
+    n_boot: int = n_boot_field()
     seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
     # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
     ties: str = option("half", choices=["half", "wrong"],

@@ -71,6 +71,7 @@ from rmeval.stats.ranking import (
     kendall_tau_b,
     pair_agreement,
 )
+from rmeval.stats.settings import n_boot_field
 from rmeval.tracking import evaluation_tracker
 
 MIX_NAMES = ("long", "short", "topic_a", "topic_b")
@@ -101,7 +102,7 @@ class LeaderboardConfig:
     centre_on: str = "anchor"  # anchor | policies
     # labelled pairs judged against the human order (0: none; None: all)
     judge_human_pairs: int | None = bounded(300, ge=0)
-    n_boot: int = bounded(2000, ge=1)
+    n_boot: int = n_boot_field(help=None)
     seed: int = bounded(0, ge=0)
     output_dir: str = "outputs/leaderboard"
     toy: bool = False

@@ -36,6 +36,7 @@ from rmcore.markdown import num
 from rmcore.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
 from rmeval.stats.bootstrap import mean_of_prompt_values
+from rmeval.stats.settings import N_BOOT
 
 JUDGE_PROMPT = (
     "Role: You are an expert analyst and impartial judge. Your task is to evaluate the responses provided by "
@@ -187,7 +188,7 @@ def prompt_outcomes(first: list[str | None], second: list[str | None]) -> np.nda
     return out
 
 
-def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
     o = prompt_outcomes(first, second)
     res = mean_of_prompt_values(o, n_boot=n_boot, rng=seed)
     unreadable = sum(v is None for v in list(first) + list(second))

@@ -19,6 +19,8 @@ import numpy as np
 from rmcore.errors import ConfigError
 from rmcore.variance import group_codes
 
+from .settings import N_BOOT
+
 Stat = Callable[[np.ndarray], np.ndarray]
 DRAW_BLOCK = 1 << 20  # cells of the resample matrix drawn at once (its int64 temporaries: 8 MiB each)
 
@@ -129,7 +131,7 @@ def bootstrap_stat(per_prompt: np.ndarray, stat: Stat, weights: np.ndarray) -> t
     return est, boot
 
 
-def prompt_bootstrap(per_prompt: np.ndarray, stat: Stat, *, n_boot: int = 2000,
+def prompt_bootstrap(per_prompt: np.ndarray, stat: Stat, *, n_boot: int = N_BOOT,
                      rng: np.random.Generator | int | None = 0,
                      weights: np.ndarray | None = None, **extra: Any) -> dict[str, Any]:
     """{estimate, ci95, n_prompts, n_boot} for a statistic of per-prompt sufficient statistics."""
@@ -141,7 +143,7 @@ def prompt_bootstrap(per_prompt: np.ndarray, stat: Stat, *, n_boot: int = 2000,
     return summarize(est, boot, k, weights.shape[0], **extra)
 
 
-def mean_of_prompt_values(values: np.ndarray, *, n_boot: int = 2000,
+def mean_of_prompt_values(values: np.ndarray, *, n_boot: int = N_BOOT,
                           rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Mean of one value per prompt, bootstrapped over prompts (the simplest case)."""
     v = np.asarray(values, dtype=float)

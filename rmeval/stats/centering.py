@@ -63,6 +63,7 @@ import pandas as pd
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
 from .selection import loo_centered, prompt_centered, top_mean
+from .settings import N_BOOT
 
 
 def weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -399,7 +400,7 @@ def centering_variants(score: np.ndarray, rating: np.ndarray, groups: Any, *, to
                        siblings: tuple[int, ...] = (1, 2, 3), pool: pd.DataFrame | None = None,
                        pool_sizes: tuple[int, ...] = POOL_SIZES, lambdas: tuple[float, ...] = LAMBDAS,
                        folds: dict[str, int] | None = None, fold_seed: int = 0,
-                       n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+                       n_boot: int = N_BOOT, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{raw, variants: {name: {top_mean, top_delta, spearman_raw_rating, spearman_raw_delta,
     spearman_centered_rating, spearman_centered_delta, ...}}, extrapolation, ...} (see module doc).
 

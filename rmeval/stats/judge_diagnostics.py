@@ -37,6 +37,7 @@ from rmcore.errors import DataError
 
 from ..tables import TRANSPLANT_KINDS
 from .bootstrap import group_codes, per_prompt_sums, prompt_bootstrap, ratio_of_sums
+from .settings import N_BOOT
 from .share import share, share_pair
 
 # the per-row table a generative judge records beside its scores: digit mass, log p(1..5)
@@ -76,7 +77,7 @@ def _mass_block(mass: np.ndarray, prompts: np.ndarray, threshold: float, n_boot:
             "min": float(mass.min()), "share_below": _mass_share(mass, prompts, threshold, n_boot, rng)}
 
 
-def judge_diagnostics(table: pd.DataFrame, *, threshold: float = MASS_THRESHOLD, n_boot: int = 2000,
+def judge_diagnostics(table: pd.DataFrame, *, threshold: float = MASS_THRESHOLD, n_boot: int = N_BOOT,
                       seed: int = 0) -> dict[str, Any]:
     """The ``judge_diagnostics`` section of an audit from the judge's per-row table (the scores
     table's keys and ``DIGIT_COLUMNS``): ``digit_mass`` per condition (and pooled over the

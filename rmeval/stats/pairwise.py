@@ -33,6 +33,7 @@ import pandas as pd
 from rmcore.errors import DataError
 
 from .bootstrap import bootstrap_stat, group_codes, per_prompt_sums, resample_weights, summarize
+from .settings import N_BOOT
 
 TIES = ("half", "wrong")
 N_STYLES = 3
@@ -175,7 +176,7 @@ def _rewardbench(codes: np.ndarray, correct: np.ndarray, k: int, w: np.ndarray,
     return out
 
 
-def pairwise_accuracy(preferences: pd.DataFrame, scores: pd.DataFrame, *, n_boot: int = 2000,
+def pairwise_accuracy(preferences: pd.DataFrame, scores: pd.DataFrame, *, n_boot: int = N_BOOT,
                       rng: np.random.Generator | int | None = 0, ties: str = "half") -> dict[str, Any]:
     """accuracy (+ by_subset, by_section, rmbench matrix, rewardbench sections where the columns
     exist), bootstrapped over prompts; ``ties``: a tied pair counts 0.5 ("half") or 0 ("wrong")."""

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bootstrap import bootstrap_stat, per_prompt_sums, resample_weights, rows_with_siblings, summarize
+from .settings import N_BOOT
 from .splits import above_median, split_in_sd, split_points, split_sums
 from .transplant import pearson_from_sums  # the one Pearson-from-sums
 
@@ -43,7 +44,7 @@ def _means(values: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(codes, weights=values, minlength=k) / n
 
 
-def prompt_mean_correlation(x: np.ndarray, y: np.ndarray, groups: Any, *, n_boot: int = 2000,
+def prompt_mean_correlation(x: np.ndarray, y: np.ndarray, groups: Any, *, n_boot: int = N_BOOT,
                             rng: np.random.Generator | int | None = 0,
                             weights: np.ndarray | None = None) -> dict[str, Any]:
     """Pearson r across prompts of mean x with mean y (rows finite in both; >= 2 per prompt)."""
@@ -66,7 +67,7 @@ def half_masks(codes: np.ndarray, k: int) -> np.ndarray:
     return pos < (sizes // 2)[codes]
 
 
-def disjoint_half_correlation(x: np.ndarray, y: np.ndarray, groups: Any, *, n_boot: int = 2000,
+def disjoint_half_correlation(x: np.ndarray, y: np.ndarray, groups: Any, *, n_boot: int = N_BOOT,
                               rng: np.random.Generator | int | None = 0,
                               weights: np.ndarray | None = None) -> dict[str, Any]:
     """Symmetrised correlation across prompts of mean x on one half of a prompt's responses with
@@ -91,7 +92,7 @@ def disjoint_half_correlation(x: np.ndarray, y: np.ndarray, groups: Any, *, n_bo
     return summarize(est, boot, k, w.shape[0], n_dropped=n_dropped)
 
 
-def loo_correlation(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
+def loo_correlation(values: np.ndarray, groups: Any, *, n_boot: int = N_BOOT,
                     rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Pooled Pearson r over responses of each value with the mean of its siblings' values."""
     (v,), codes, k, n_dropped = rows_with_siblings(groups, values)
@@ -107,7 +108,7 @@ def loo_correlation(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
 
 
 def prompt_split_difference(values: np.ndarray, groups: Any, prompt_feature: np.ndarray, *,
-                            n_boot: int = 2000, rng: np.random.Generator | int | None = 0
+                            n_boot: int = N_BOOT, rng: np.random.Generator | int | None = 0
                             ) -> dict[str, Any]:
     """Mean value on prompts whose feature is above the median prompt's minus the mean on the
     rest (``prompt_feature`` is given per row and must be constant within a prompt).

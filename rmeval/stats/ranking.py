@@ -50,6 +50,7 @@ from .bootstrap import (
     summarize,
 )
 from .selection import prompt_centered
+from .settings import N_BOOT
 
 
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -116,7 +117,7 @@ def _weighted_means(values: np.ndarray, mask: np.ndarray, w: np.ndarray) -> np.n
 
 
 def coverage_leaderboard(scores: np.ndarray, judge: np.ndarray, mixes: np.ndarray, assignments: np.ndarray, *,
-                         anchor: int | None, n_boot: int = 2000,
+                         anchor: int | None, n_boot: int = N_BOOT,
                          rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """The leaderboard statistics of one reward model (see module doc).
 
@@ -164,7 +165,7 @@ def _summ(values: np.ndarray, n_prompts: int, n_boot: int) -> dict[str, Any]:
     return summarize(float(values[0]), values[1:], n_prompts, n_boot)
 
 
-def head_to_head(p_xy: Sequence[float], p_yx: Sequence[float], *, n_boot: int = 2000,
+def head_to_head(p_xy: Sequence[float], p_yx: Sequence[float], *, n_boot: int = N_BOOT,
                  rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Win rate of x over y from both presentation orders, the judge's self-agreement across
     orders, and the per-prompt values (see module doc)."""
@@ -184,7 +185,7 @@ def head_to_head(p_xy: Sequence[float], p_yx: Sequence[float], *, n_boot: int = 
     return out
 
 
-def paired_difference(x: Sequence[float], y: Sequence[float], *, n_boot: int = 2000,
+def paired_difference(x: Sequence[float], y: Sequence[float], *, n_boot: int = N_BOOT,
                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Mean of x - y over the prompts where both are defined, bootstrapped over prompts."""
     d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
@@ -192,7 +193,7 @@ def paired_difference(x: Sequence[float], y: Sequence[float], *, n_boot: int = 2
     return mean_of_prompt_values(d, n_boot=n_boot, rng=rng) if len(d) else {"n_prompts": 0}
 
 
-def pair_agreement(p_chosen: Sequence[float], groups: Sequence[Any], *, n_boot: int = 2000,
+def pair_agreement(p_chosen: Sequence[float], groups: Sequence[Any], *, n_boot: int = N_BOOT,
                    rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Share of labelled pairs whose judged P(chosen better) exceeds 1/2 (exactly 1/2 counts half),
     pooled over pairs and bootstrapped over their prompts (``groups``): a judge's agreement with

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import group_codes, per_prompt_sums, resample_weights, rows_with_siblings, summarize
+from .settings import N_BOOT_REGRESSION
 
 _IU = np.triu_indices(3)
 
@@ -91,7 +92,7 @@ def sibling_sums(score: np.ndarray, rating: np.ndarray, groups: Any) -> tuple[np
     return per, all_prompts
 
 
-def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_boot: int = 5000,
+def sibling_regression(score: np.ndarray, rating: np.ndarray, groups: Any, *, n_boot: int = N_BOOT_REGRESSION,
                        rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{shown, sibling, [between_slope, within_slope]} each {estimate, ci95, n_prompts, n_boot}."""
     s, _, _, codes, n_dropped = sibling_design(score, rating, groups)

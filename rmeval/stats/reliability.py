@@ -27,6 +27,7 @@ import numpy as np
 from rmcore.variance import group_codes, icc1
 
 from .prompt_means import loo_correlation
+from .settings import N_BOOT
 
 
 def spearman_brown(r: float, k: float) -> float:
@@ -49,7 +50,7 @@ def _kept_three(values: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarr
     return np.asarray(vals, dtype=float), np.asarray(grp)
 
 
-def rater_reliability(values: np.ndarray, response_ids: Any, *, k: float = 3.0, n_boot: int = 2000,
+def rater_reliability(values: np.ndarray, response_ids: Any, *, k: float = 3.0, n_boot: int = N_BOOT,
                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Reliabilities of one attribute's annotations (one row per annotation; see module doc)."""
     v = np.asarray(values, dtype=float)

@@ -44,6 +44,7 @@ import pandas as pd
 from rmcore.errors import DataError
 
 from .bootstrap import percentile_ci, resample_weights
+from .settings import N_BOOT
 
 TIES = "ties"
 TIES_WEIGHTS = {"tied_accuracy": 0.30, "ref_accuracy": 0.30, "correctness_preferred": 0.20,
@@ -124,7 +125,7 @@ def _ties_stat(sums: np.ndarray) -> dict[str, np.ndarray]:
     return parts
 
 
-def rewardbench2_scores(table: pd.DataFrame, scores: pd.DataFrame, *, n_boot: int = 2000,
+def rewardbench2_scores(table: pd.DataFrame, scores: pd.DataFrame, *, n_boot: int = N_BOOT,
                         rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{"subsets": {name: {estimate, ci95, n_prompts}}, "ties": components, "score": {...}} for the
     completions ``table`` (``rmcore.data.rewardbench.rewardbench2_table``) scored in ``scores``

@@ -48,6 +48,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from .bootstrap import resample_weights, rows_with_siblings, summarize
+from .settings import N_BOOT
 
 
 def _exact_centred(values: np.ndarray, codes: np.ndarray, k: int, left_out: int) -> np.ndarray | None:
@@ -128,7 +129,7 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def top_selection(score: np.ndarray, rating: np.ndarray, groups: Any, *, top_fraction: float = 0.3,
-                  n_boot: int = 2000, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
+                  n_boot: int = N_BOOT, rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{top30_raw, top30_centered, delta (centred - raw, paired), spearman, n_responses, n_dropped}.
 
     ``spearman``: pooled Spearman correlations of the raw and the leave-one-out centred score with

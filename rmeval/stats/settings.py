@@ -6,9 +6,22 @@ them without loading the statistics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded, option
+
+# Bootstrap resamples over prompts, declared once: every statistic's keyword default, and through
+# n_boot_field every settings field (the flags --n-boot, --n-boot-regression and the recipes' keys).
+N_BOOT = 2000
+N_BOOT_REGRESSION = 5000  # the sibling regression's: its coefficients' intervals need more
+N_BOOT_HELP = "bootstrap resamples over prompts"
+
+
+def n_boot_field(default: int = N_BOOT, *, help: str | None = N_BOOT_HELP) -> Any:
+    """A field holding a number of bootstrap resamples (at least 1): a flag with ``help``, or with
+    ``help=None`` a key set by a recipe or by code only."""
+    return bounded(default, ge=1) if help is None else option(default, ge=1, help=help)
 
 
 def parse_reliabilities(items: list[str] | None) -> dict[str, float]:
@@ -27,8 +40,8 @@ def parse_reliabilities(items: list[str] | None) -> dict[str, float]:
 class StatsSettings:
     """How the audit's statistics are computed: resamples, seed, and what they correct or probe."""
 
-    n_boot: int = option(2000, ge=1, help="bootstrap resamples over prompts")
-    n_boot_regression: int = option(5000, ge=1, help="resamples for the sibling regression")
+    n_boot: int = n_boot_field()
+    n_boot_regression: int = n_boot_field(N_BOOT_REGRESSION, help="resamples for the sibling regression")
     seed: int = option(0, ge=0,
                        help="seed of the prompt sample and of every random draw (bootstrap, donors, permutations)")
     # {label: R} rater reliabilities: the reliability-corrected human share (a sensitivity analysis)

@@ -21,11 +21,12 @@ from .bootstrap import (
     rows_with_siblings,
     summarize,
 )
+from .settings import N_BOOT
 
 __all__ = ["icc1", "residual_share", "share", "share_pair"]
 
 
-def share(values: np.ndarray, groups: Any, *, n_boot: int = 2000,
+def share(values: np.ndarray, groups: Any, *, n_boot: int = N_BOOT,
           rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """{estimate, ci95, n_prompts, n_boot, n_dropped}: ICC(1) with a prompt bootstrap."""
     v, codes, k, n_dropped = keep_multi(values, groups)
@@ -53,7 +54,7 @@ def _residual_icc_from_sums(s: np.ndarray) -> np.ndarray:
     return icc_from_sums(np.stack([g, n, n2, t_r, a_r, q_r], axis=-1))
 
 
-def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_boot: int = 2000,
+def residual_share(values: np.ndarray, covariate: np.ndarray, groups: Any, *, n_boot: int = N_BOOT,
                    rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Share of ``values`` after OLS residualisation on ``covariate`` across all responses."""
     (v, c), codes, k, n_dropped = rows_with_siblings(groups, values, covariate)
@@ -81,7 +82,7 @@ def _share_columns(values: np.ndarray, codes: np.ndarray, k: int,
 
 
 def share_pair(a: np.ndarray, b: np.ndarray, groups: Any, *, covariate: np.ndarray | None = None,
-               n_boot: int = 2000, rng: np.random.Generator | int | None = 0,
+               n_boot: int = N_BOOT, rng: np.random.Generator | int | None = 0,
                names: tuple[str, str] = ("a", "b"), resamples: PromptSetResamples | None = None) -> dict[str, Any]:
     """Shares of two measurements of the SAME responses and their paired difference a - b.
 

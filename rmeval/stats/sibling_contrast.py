@@ -33,11 +33,12 @@ import pandas as pd
 
 from .bootstrap import resample_weights, summarize
 from .regression import coefs_from_sums, sibling_sums
+from .settings import N_BOOT
 
 Run = tuple[np.ndarray, np.ndarray, np.ndarray]  # (score, rating, prompt id) of one run's responses
 
 
-def pooled_sibling_contrast(arms: dict[str, list[Run]], *, n_boot: int = 2000, seed: int = 0,
+def pooled_sibling_contrast(arms: dict[str, list[Run]], *, n_boot: int = N_BOOT, seed: int = 0,
                             coefficient: str = "sibling") -> dict[str, Any]:
     """{"arms": {arm: {pooled, n_seeds, per_seed}}, "contrasts": {"A - B": ...}, n_prompts} for
     the runs of each arm (see the module doc); ``coefficient``: ``sibling`` or ``shown``. Arms

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import sparse
 
 from .bootstrap import bootstrap_stat, group_codes, per_prompt_sums, resample_weights, summarize
+from .settings import N_BOOT
 
 KEY = ["prompt_id", "response_id"]
 
@@ -84,7 +85,7 @@ def auc_weighted(pos: np.ndarray, pos_codes: np.ndarray, neg: np.ndarray, neg_co
     return est, boot
 
 
-def transplant(original: pd.DataFrame, wrong: pd.DataFrame, *, n_boot: int = 2000,
+def transplant(original: pd.DataFrame, wrong: pd.DataFrame, *, n_boot: int = N_BOOT,
                rng: np.random.Generator | int | None = 0,
                weights: np.ndarray | None = None, scale: pd.DataFrame | None = None,
                boot_out: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
@@ -147,7 +148,7 @@ def transplant(original: pd.DataFrame, wrong: pd.DataFrame, *, n_boot: int = 200
     return out
 
 
-def fixed_reply_match(original: pd.DataFrame, own: pd.DataFrame, donors: pd.DataFrame, *, n_boot: int = 2000,
+def fixed_reply_match(original: pd.DataFrame, own: pd.DataFrame, donors: pd.DataFrame, *, n_boot: int = N_BOOT,
                       rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """One fixed reply under each prompt (``own``: the prompt-only rows) against the same reply under
     the prompt's donors (``donors``): margin in SDs of the ``original`` scores, match accuracy with
@@ -159,7 +160,7 @@ def fixed_reply_match(original: pd.DataFrame, own: pd.DataFrame, donors: pd.Data
     return out
 
 
-def shift(original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = 2000,
+def shift(original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = N_BOOT,
           rng: np.random.Generator | int | None = 0,
           weights: np.ndarray | None = None) -> dict[str, Any]:
     """Mean absolute and mean signed (perturbed - original) score shift per response and variant,
@@ -198,7 +199,7 @@ def pearson_from_sums(s: np.ndarray) -> np.ndarray:
     return cov / np.sqrt((qx - sx * sx / n) * (qy - sy * sy / n))
 
 
-def prompt_only(original: pd.DataFrame, prompt_only_scores: pd.DataFrame, *, n_boot: int = 2000,
+def prompt_only(original: pd.DataFrame, prompt_only_scores: pd.DataFrame, *, n_boot: int = N_BOOT,
                 rng: np.random.Generator | int | None = 0) -> dict[str, Any]:
     """Pearson correlation across prompts of the prompt-only score (a fixed generic reply under
     each prompt) with the prompt's mean original score: how much of the score the prompt alone

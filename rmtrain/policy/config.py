@@ -14,6 +14,7 @@ from rmcore.errors import ConfigError
 from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
 from rmcore.settings import bounded
+from rmeval.stats.settings import n_boot_field
 from rmtrain.config import WandbSettings, short_model_name
 
 ALGORITHMS = ("grpo", "rloo", "ppo")
@@ -207,7 +208,7 @@ class EvalSettings:
     judge_max_length: int = bounded(4096, ge=1)
     device: str = "auto"  # the policies' greedy answers and an hf: judge (rmcore.device)
     dtype: str = "auto"
-    n_boot: int = bounded(2000, ge=1)
+    n_boot: int = n_boot_field(help=None)
     seed: int = bounded(0, ge=0)
     # suitability.json (issue: rmeval suitability) and accuracy change per reward model, for the
     # Spearman table; keys are reward-model names as in ``reward_models``
