@@ -8,11 +8,11 @@ writes the ledger.
 `<run>/final_audit/audit.json`, which the driver reads back into the ledger, and the run's extra
 audits (``rmtrain.sweep.extra_audits``: other rating sets, the other selection rule's checkpoint)
 with their figures in `<run>/final_audit/extra_figures.json`. `... OUT --released` audits the
-sweep's released scorers instead (one job)."""
+sweep's released scorers instead (one job). The flags are the fields of :class:`SweepWorkerCommand`
+(``rmcore.settings``), as every command's are."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -20,11 +20,13 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmcore.io import atomic_write_json
 from rmcore.quiet import quiet_libraries
+from rmcore.settings import Parser, add_options, from_args, option
 from rmeval.scoring.run import Shard
 from rmtrain.config import Sweep, load_sweep
 from rmtrain.sweep.extra_audits import audit_released, run_extra_audits
@@ -131,15 +133,22 @@ def audit_one(out: str | os.PathLike, run_id: str) -> bool:
         return False
 
 
+@dataclass
+class SweepWorkerCommand:
+    """One job's command line (``rmtrain.sweep.executors.worker_command`` writes it)."""
+
+    sweep_dir: str = option(positional=True, help="the sweep's folder (its recipe copy, matrix and ledger)")
+    run_id: str | None = option(None, positional=True, nargs="?", help="the run to train, or to audit with --audit")
+    force: bool = option(False, help="retrain even if the run's train_summary.json exists")
+    audit: bool = option(False, help="the run's final audit (the run is trained)")
+    released: bool = option(False, help="instead of a run: audit the sweep's released scorers "
+                                        "(rmtrain.sweep.extra_audits)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweep_dir")
-    ap.add_argument("run_id", nargs="?")
-    ap.add_argument("--force", action="store_true")
-    ap.add_argument("--audit", action="store_true", help="the run's final audit (the run is trained)")
-    ap.add_argument("--released", action="store_true",
-                    help="instead of a run: audit the sweep's released scorers (rmtrain.sweep.extra_audits)")
-    args = ap.parse_args(argv)
+    ap = Parser(prog="python -m rmtrain.sweep.worker", description=__doc__.split("\n\n")[0])
+    add_options(ap, SweepWorkerCommand)
+    args = from_args(SweepWorkerCommand, ap.parse_args(argv))
     if (args.run_id is None) != args.released:
         ap.error("give a RUN_ID or --released")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
