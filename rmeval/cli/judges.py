@@ -1,4 +1,5 @@
-"""``rmeval judges elicit|analyze|reweight``: LLM-judge profiling (rmeval.judges.pipeline).
+"""``rmeval judges elicit|analyze|reweight``: LLM-judge profiling (rmeval.judges.pipeline, its
+settings rmeval.judges.settings).
 
     rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
                           [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
@@ -22,9 +23,7 @@ from rmcore.tracking import WandbFlags
 from rmeval.cli.flags import wandb_flags
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
-from rmeval.judges.pipeline import ElicitConfig, ReweightSettings, analyze_judgments, reweight_judgments
-from rmeval.judges.pipeline import run_elicit as elicit_judgments
-from rmeval.judges.reweight import gain_line
+from rmeval.judges.settings import ElicitConfig, ReweightSettings
 
 
 @dataclass
@@ -70,6 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_elicit(cfg: ElicitConfig) -> int:
+    # numpy, pandas: --help reads the settings alone
+    from rmeval.judges.pipeline import run_elicit as elicit_judgments
+
     cfg.placement.validate()  # malformed device flags fail here; the device itself is resolved where the judge runs
     s = elicit_judgments(cfg)
     skipped = sum(n for by_reason in s["rows_skipped"].values() for n in by_reason.values())
@@ -84,7 +86,8 @@ def run_analyze(s: AnalyzeCommand) -> int:
     import sys
     from pathlib import Path
 
-    # matplotlib: --help stays cheap
+    # numpy, pandas, matplotlib: --help reads the settings alone
+    from rmeval.judges.pipeline import analyze_judgments
     from rmeval.judges.plots import plots_not_drawn
 
     res = analyze_judgments(s.judgments, s.out, items=s.items, settings=s.analysis, **s.wandb.target())
@@ -107,6 +110,10 @@ def run_analyze(s: AnalyzeCommand) -> int:
 
 def run_reweight(s: ReweightCommand) -> int:
     from pathlib import Path
+
+    # numpy, pandas: --help reads the settings alone
+    from rmeval.judges.pipeline import reweight_judgments
+    from rmeval.judges.reweight import gain_line
 
     res = reweight_judgments(s.judgments, s.items, s.out, s.reweight, baselines=s.baselines, **s.wandb.target())
     for j, jr in res["judges"].items():

@@ -1,132 +1,47 @@
 """JudgeProfile end to end, one call per step: elicit a judge's attribute and overall verdicts on
 an items table (sharded, cached, resumable), analyze a judgments table (agreement, consistency,
 position bias, priority weights and the paper's controls), and reweight attributes toward reference labels (with the rubric
-and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these."""
+and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these; the
+steps' settings are ``rmeval.judges.settings``'. The judge itself (``rmeval.judges.elicit``: torch)
+and the data loaders load when an elicitation starts."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import check_ranges, comma_list, nested, option, output_folder
-from rmcore.tracking import DEFAULT_PROJECT, flatten
+from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.tracking import DEFAULT_PROJECT, Tracker, flatten
+from rmeval.tracking import evaluation_tracker
 
+from .analysis import AnalysisSettings, analysis_markdown, analyze
+from .baselines import BaselineSettings, run_baselines
 from .inventory import load_inventory
+from .plots import analysis_plots, plots_not_drawn, weight_profiles
+from .reweight import reweight, reweight_markdown
+from .settings import ElicitConfig, ExecutorSettings, ReweightSettings
 from .shards import make_executor, run_shards
+from .store import load_store
+from .tables import load_items
 
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in comma_list(text))
-    except ValueError:
-        raise ConfigError(f"expected comma-separated integers, got '{text}'") from None
-
-
-@dataclass
-class ExecutorSettings:
-    """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
-    submitit's defaults."""
-
-    slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),
-                                         metavar="PARTITION", help="SLURM partition of the shards' jobs")
-    timeout_min: int | None = option(None, ge=1, help="minutes a shard's job may run")
-    gpus_per_node: int | None = option(None, ge=0, help="GPUs of each shard's job")
-
-    def params(self) -> dict[str, Any]:
-        """The parameters given (a timeout or partition that is empty or 0 is not)."""
-        params: dict[str, Any] = {}
-        if self.timeout_min:
-            params["timeout_min"] = self.timeout_min
-        if self.slurm_partition:
-            params["slurm_partition"] = self.slurm_partition
-        if self.gpus_per_node is not None:
-            params["gpus_per_node"] = self.gpus_per_node
-        return params
-
-
-@dataclass
-class ElicitConfig:
-    """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
-    judge, the attributes asked, the shards and how the judge runs."""
-
-    out: str = option(required=True, parse=output_folder("--out"), help="output directory")
-    items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
-                                          "response_b[, label]")
-    data: list[str] = option(default_factory=list, action="append",
-                             help="preference-set SPEC, one source each (repeatable)")
-    max_items_per_source: int | None = option(None, ge=1, help="first N items of each --data source")
-    model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
-    endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
-    # the endpoint's settings and the local judge's: each has an effect with its judge only
-    endpoint_model: str | None = option(None, needs=("--endpoint", None), help="the served model's name (--endpoint)")
-    api_key_env: str = option("OPENAI_API_KEY", needs=("--endpoint", None),
-                              help="environment variable holding the endpoint's API key")
-    judge_name: str | None = option(None, help="name in the judgments table (default: model name)")
-    attributes: str | None = option(None, help="attribute YAML (replaces the shipped inventory)")
-    extend_attributes: bool = option(False, help="add --attributes to the shipped inventory")
-    attribute_names: list[str] = option(default_factory=list, parse=comma_list,
-                                        help="comma-separated subset; 'core' = the 20 core attributes")
-    overall: bool = option(True, flag="--no-overall", action="store_false", help="skip the overall verdict")
-    n_shards: int = option(1, ge=1, help="shards of the items (one job each with --executor)")
-    shard: int | None = option(None, ge=0, help="run only this shard (no merge)")
-    executor: str = option("none", choices=["none", "local", "slurm", "debug"],
-                           help="submitit executor for the shards (slurm: one job array)")
-    executor_params: ExecutorSettings = nested(ExecutorSettings)
-    batch_size: int = option(32, ge=1, needs=("--model", None), help="texts per forward (local)")
-    max_length: int = option(4096, ge=1, needs=("--model", None), help="tokens per prompt (local)")
-    # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
-    # CPU), kernel, remote code, device map: where a local --model judge runs
-    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
-    prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false", needs=("--model", None),
-                                help="one full forward per call (slower)")
-    margin: float = option(0.0, ge=0, lt=0.5, needs=("--model", None),
-                           help="unresolved when |p(A)-0.5| <= margin (local)")
-    concurrency: int = option(8, ge=1, needs=("--endpoint", None), help="parallel requests (endpoint)")
-    reasoning_tokens: int | None = option(None, ge=1, needs=("--endpoint", None),
-                                          help="a judge that reasons before it answers (DeepSeek-R1): its reply "
-                                               "budget in tokens (default: 4, a letter), the letter read after the "
-                                               "reasoning (endpoint)")
-    chunk_items: int = option(2, ge=1, help="items per committed chunk")
-    progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
-    seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
-    table: str | None = option(None, help="also write the merged judgments as a long table OUT/TABLE "
-                                          "(judgments.jsonl or .parquet) for inspection")
-
-    def judge_spec(self) -> dict[str, Any]:
-        if bool(self.model) == bool(self.endpoint):
-            raise ConfigError("give exactly one judge: --model PATH (local causal LM) or --endpoint URL")
-        if self.model:
-            return {"kind": "hf", "model": self.model, "name": self.judge_name, "batch_size": self.batch_size,
-                    "max_length": self.max_length, "dtype": self.placement.dtype, "device": self.placement.device,
-                    "prefix_reuse": self.prefix_reuse, "margin": self.margin,
-                    "attn_implementation": self.placement.attn_implementation,
-                    "trust_remote_code": self.placement.trust_remote_code, "device_map": self.placement.device_map}
-        if not self.endpoint_model:
-            raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
-        spec = {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
-                "api_key_env": self.api_key_env, "concurrency": self.concurrency}
-        return {**spec, "reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else spec
+__all__ = ["ElicitConfig", "ExecutorSettings", "ReweightSettings", "analyze_judgments", "prepare_items",
+           "reweight_judgments", "run_elicit"]
 
 
 def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
     """The items file: --items as given, or OUT/items.jsonl built from --data preference sets (each
     spec one source; the same seed gives the same file, so a restarted run sees the same items);
     and the rows each source's loader skipped (``on_bad=skip``), by reason."""
-    import pandas as pd
-
-    # scipy, pandas: --help stays cheap
+    # scipy, the data sets' loaders: only an elicitation from --data reads them
     from rmcore.data.registry import load_data, parse_data_spec
-    from rmcore.io import atomic_write_table
 
-    # torch, pandas: --help stays cheap
+    # torch: only an elicitation loads the judge
     from .elicit import items_from_rating_set
-    from .tables import load_items
 
     if cfg.items:
         load_items(cfg.items)  # fail early on a bad row
@@ -149,15 +64,12 @@ def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
 
 
 def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
-    # pandas: --help stays cheap
-    from rmcore.io import atomic_write_json
-
-    # torch: --help stays cheap
+    # torch: only an elicitation loads the judge
     from .elicit import ElicitJob, merge_shards, questions_for
 
     spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     if cfg.model:
-        # torch: --help stays cheap
+        # torch: only a local judge needs it
         from rmcore.modeling import check_model_name
 
         check_model_name(cfg.model, "--model")  # a local path, or a Hub id that exists
@@ -183,7 +95,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     return summary
 
 
-def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
+def _log(tracker: Tracker, prefix: str, doc: dict[str, Any], images: dict[str, Path]) -> None:
     scalars = {k: v for k, v in flatten(doc, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     tracker.log(scalars)
     for key, path in images.items():
@@ -192,9 +104,6 @@ def _log(tracker: Any, prefix: str, doc: dict[str, Any], images: dict[str, Path]
 
 def _log_run(name: str, out: Path, config: dict[str, Any], prefix: str, doc: dict[str, Any], images: dict[str, Path],
              wandb_project: str, wandb_mode: str | None) -> None:
-    # pandas: --help stays cheap
-    from rmeval.tracking import evaluation_tracker
-
     tracker = evaluation_tracker(name, out, config, project=wandb_project, mode=wandb_mode, job_type="judges")
     try:
         _log(tracker, prefix, {k: v for k, v in doc.items() if k != "meta"}, images)
@@ -218,20 +127,11 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def analyze_judgments(judgments: str | os.PathLike, out: str | os.PathLike, *, items: str | os.PathLike | None = None,
-                      settings: Any | None = None, wandb_project: str = DEFAULT_PROJECT,
+                      settings: AnalysisSettings | None = None, wandb_project: str = DEFAULT_PROJECT,
                       wandb_mode: str | None = None) -> dict[str, Any]:
-    """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run.
-    ``settings``: rmeval.judges.analysis.AnalysisSettings; ``items`` (optional): the items table,
-    whose reference labels add the difficulty strata and the label associations."""
-    # pandas: --help stays cheap
-    from rmcore.io import atomic_write_json, atomic_write_text
-
-    # pandas: --help stays cheap
-    from .analysis import AnalysisSettings, analysis_markdown, analyze
-    from .plots import analysis_plots, plots_not_drawn
-    from .store import load_store
-    from .tables import load_items
-
+    """OUT/analysis.json and .md, the weight profiles and agreement plots, and a W&B run, as
+    ``settings`` say (default its defaults); ``items`` (optional): the items table, whose reference
+    labels add the difficulty strata and the label associations."""
     settings = settings or AnalysisSettings()
     store = load_store(judgments)  # a store, or a long table converted
     item_table = load_items(items) if items is not None else None
@@ -264,38 +164,13 @@ def _source_means(res: dict[str, Any]) -> dict[str, dict[str, float]]:
     return {s: {a: float(np.mean([w[a] for w in ws])) for a in ws[0]} for s, ws in sorted(by_source.items())}
 
 
-@dataclass
-class ReweightSettings:
-    """How attribute weights are refitted to reference labels (``rmeval judges reweight``)."""
-
-    budgets: tuple[int, ...] = option((32, 64, 128, 256), parse=_ints, metavar="N,N,...",
-                                      ge=2, help="labels per source the weights are refitted on (comma-separated)")
-    n_repeats: int = option(10, ge=1, help="random label draws per budget")
-    top_k: tuple[int, ...] = option((6, 12), parse=_ints, metavar="K,K,...",
-                                    ge=1, help="attributes kept in the sparse refits (comma-separated)")
-    seed: int = option(0, ge=0, help="seed of the label draws (and the baselines)")
-
-    def validate(self) -> None:
-        check_ranges(self)  # built by code too: --budgets, --top-k, --n-repeats in their declared ranges
-
-
 def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, out: str | os.PathLike,
-                       settings: ReweightSettings | None = None, *, baselines: Any | None = None,
+                       settings: ReweightSettings | None = None, *, baselines: BaselineSettings | None = None,
                        jobs: int | None = None, wandb_project: str = DEFAULT_PROJECT,
                        wandb_mode: str | None = None) -> dict[str, Any]:
     """OUT/reweight.json and .md, the reweighted profiles' plot, and a W&B run, as ``settings`` say
-    (default its defaults); with ``baselines`` (rmeval.judges.baselines.BaselineSettings) the rubric
-    and LoRA baselines too. ``jobs``: worker processes for the fits (default: this process's CPUs;
-    the figures do not depend on it)."""
-    # pandas: --help stays cheap
-    from rmcore.io import atomic_write_json, atomic_write_text
-
-    # pandas: --help stays cheap
-    from .plots import weight_profiles
-    from .reweight import reweight, reweight_markdown
-    from .store import load_store
-    from .tables import load_items
-
+    (default its defaults); with ``baselines`` the rubric and LoRA baselines too. ``jobs``: worker
+    processes for the fits (default: this process's CPUs; the figures do not depend on it)."""
     settings = settings or ReweightSettings()
     settings.validate()
     item_table = load_items(items, need_labels=True)
@@ -304,9 +179,6 @@ def reweight_judgments(judgments: str | os.PathLike, items: str | os.PathLike, o
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if baselines is not None:
-        # pandas: --help stays cheap
-        from .baselines import run_baselines
-
         run_baselines(baselines, res, item_table, judgments, out / "baselines")
     res["meta"].update(judgments=str(judgments), items=str(items))
     atomic_write_json(out / "reweight.json", res)

@@ -19,13 +19,8 @@ import numpy as np
 from rmcore.device import Placement
 from rmcore.io import atomic_write_table
 from rmeval.judges.analysis import AnalysisSettings
-from rmeval.judges.pipeline import (
-    ElicitConfig,
-    ReweightSettings,
-    analyze_judgments,
-    reweight_judgments,
-    run_elicit,
-)
+from rmeval.judges.pipeline import analyze_judgments, reweight_judgments, run_elicit
+from rmeval.judges.settings import ElicitConfig, ReweightSettings
 from rmeval.judges.tables import load_judgments
 from rmeval.reproduce.settings import analysis_settings
 

@@ -1,0 +1,126 @@
+"""The settings of JudgeProfile's steps (``rmeval.judges.pipeline``), declared once: the flags of
+``rmeval judges elicit`` and ``rmeval judges reweight`` and the reproduction recipes' judge rows come
+from these fields. Nothing heavy here: ``--help`` loads no model library, numpy or pandas.
+
+:class:`ElicitConfig` is one elicitation (the items, the judge, the attributes asked, the shards and
+their jobs' :class:`ExecutorSettings`, where a local judge runs); :class:`ReweightSettings` how the
+attribute weights are refitted to reference labels. The analysis's settings are beside the analysis
+(``rmeval.judges.analysis.AnalysisSettings``), the baselines' beside them
+(``rmeval.judges.baselines.BaselineSettings``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rmcore.device import PLACEMENT_GROUP, Placement
+from rmcore.errors import ConfigError
+from rmcore.settings import check_ranges, comma_list, nested, option, output_folder
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in comma_list(text))
+    except ValueError:
+        raise ConfigError(f"expected comma-separated integers, got '{text}'") from None
+
+
+@dataclass
+class ExecutorSettings:
+    """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
+    submitit's defaults."""
+
+    slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),
+                                         metavar="PARTITION", help="SLURM partition of the shards' jobs")
+    timeout_min: int | None = option(None, ge=1, help="minutes a shard's job may run")
+    gpus_per_node: int | None = option(None, ge=0, help="GPUs of each shard's job")
+
+    def params(self) -> dict[str, Any]:
+        """The parameters given (a timeout or partition that is empty or 0 is not)."""
+        params: dict[str, Any] = {}
+        if self.timeout_min:
+            params["timeout_min"] = self.timeout_min
+        if self.slurm_partition:
+            params["slurm_partition"] = self.slurm_partition
+        if self.gpus_per_node is not None:
+            params["gpus_per_node"] = self.gpus_per_node
+        return params
+
+
+@dataclass
+class ElicitConfig:
+    """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
+    judge, the attributes asked, the shards and how the judge runs."""
+
+    out: str = option(required=True, parse=output_folder("--out"), help="output directory")
+    items: str | None = option(None, help="items table (jsonl/parquet): item_id, source, query, response_a, "
+                                          "response_b[, label]")
+    data: list[str] = option(default_factory=list, action="append",
+                             help="preference-set SPEC, one source each (repeatable)")
+    max_items_per_source: int | None = option(None, ge=1, help="first N items of each --data source")
+    model: str | None = option(None, help="local causal LM judge (path, Hub id, or a LoRA adapter dir)")
+    endpoint: str | None = option(None, help="OpenAI-compatible base URL (e.g. a vLLM server's /v1)")
+    # the endpoint's settings and the local judge's: each has an effect with its judge only
+    endpoint_model: str | None = option(None, needs=("--endpoint", None), help="the served model's name (--endpoint)")
+    api_key_env: str = option("OPENAI_API_KEY", needs=("--endpoint", None),
+                              help="environment variable holding the endpoint's API key")
+    judge_name: str | None = option(None, help="name in the judgments table (default: model name)")
+    attributes: str | None = option(None, help="attribute YAML (replaces the shipped inventory)")
+    extend_attributes: bool = option(False, help="add --attributes to the shipped inventory")
+    attribute_names: list[str] = option(default_factory=list, parse=comma_list,
+                                        help="comma-separated subset; 'core' = the 20 core attributes")
+    overall: bool = option(True, flag="--no-overall", action="store_false", help="skip the overall verdict")
+    n_shards: int = option(1, ge=1, help="shards of the items (one job each with --executor)")
+    shard: int | None = option(None, ge=0, help="run only this shard (no merge)")
+    executor: str = option("none", choices=["none", "local", "slurm", "debug"],
+                           help="submitit executor for the shards (slurm: one job array)")
+    executor_params: ExecutorSettings = nested(ExecutorSettings)
+    batch_size: int = option(32, ge=1, needs=("--model", None), help="texts per forward (local)")
+    max_length: int = option(4096, ge=1, needs=("--model", None), help="tokens per prompt (local)")
+    # device (auto: this process's GPU, else the CPU), dtype (auto: bfloat16 on a GPU, float32 on the
+    # CPU), kernel, remote code, device map: where a local --model judge runs
+    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
+    prefix_reuse: bool = option(True, flag="--no-prefix-reuse", action="store_false", needs=("--model", None),
+                                help="one full forward per call (slower)")
+    margin: float = option(0.0, ge=0, lt=0.5, needs=("--model", None),
+                           help="unresolved when |p(A)-0.5| <= margin (local)")
+    concurrency: int = option(8, ge=1, needs=("--endpoint", None), help="parallel requests (endpoint)")
+    reasoning_tokens: int | None = option(None, ge=1, needs=("--endpoint", None),
+                                          help="a judge that reasons before it answers (DeepSeek-R1): its reply "
+                                               "budget in tokens (default: 4, a letter), the letter read after the "
+                                               "reasoning (endpoint)")
+    chunk_items: int = option(2, ge=1, help="items per committed chunk")
+    progress: bool = option(True, flag="--no-progress", action="store_false", help="no progress bars")
+    seed: int = option(0, ge=0, help="A/B assignment of --data pairs")
+    table: str | None = option(None, help="also write the merged judgments as a long table OUT/TABLE "
+                                          "(judgments.jsonl or .parquet) for inspection")
+
+    def judge_spec(self) -> dict[str, Any]:
+        if bool(self.model) == bool(self.endpoint):
+            raise ConfigError("give exactly one judge: --model PATH (local causal LM) or --endpoint URL")
+        if self.model:
+            return {"kind": "hf", "model": self.model, "name": self.judge_name, "batch_size": self.batch_size,
+                    "max_length": self.max_length, "dtype": self.placement.dtype, "device": self.placement.device,
+                    "prefix_reuse": self.prefix_reuse, "margin": self.margin,
+                    "attn_implementation": self.placement.attn_implementation,
+                    "trust_remote_code": self.placement.trust_remote_code, "device_map": self.placement.device_map}
+        if not self.endpoint_model:
+            raise ConfigError("--endpoint needs --endpoint-model (the served model's name)")
+        spec = {"kind": "openai", "model": self.endpoint_model, "base_url": self.endpoint, "name": self.judge_name,
+                "api_key_env": self.api_key_env, "concurrency": self.concurrency}
+        return {**spec, "reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else spec
+
+
+@dataclass
+class ReweightSettings:
+    """How attribute weights are refitted to reference labels (``rmeval judges reweight``)."""
+
+    budgets: tuple[int, ...] = option((32, 64, 128, 256), parse=_ints, metavar="N,N,...",
+                                      ge=2, help="labels per source the weights are refitted on (comma-separated)")
+    n_repeats: int = option(10, ge=1, help="random label draws per budget")
+    top_k: tuple[int, ...] = option((6, 12), parse=_ints, metavar="K,K,...",
+                                    ge=1, help="attributes kept in the sparse refits (comma-separated)")
+    seed: int = option(0, ge=0, help="seed of the label draws (and the baselines)")
+
+    def validate(self) -> None:
+        check_ranges(self)  # built by code too: --budgets, --top-k, --n-repeats in their declared ranges
