@@ -2,14 +2,17 @@
 and ``reweight.json`` that the long-table implementation gave (``tests/rmeval/judges/legacy``, the
 code as it stood before), bit for bit: on a simulated panel with the awkward cases (cells read in
 one order only, items a judge never read, ties and unlabelled items), from the store and from the
-long table, in this process and over worker processes. ``scripts/bench_judges_scale.py`` and the
-benchmark page report the same comparison at 2,000 items x 4 judges x 87 attributes."""
+long table, in this process and over worker processes; and, ``-m heavy``, at the size of the
+benchmark page (2,000 items x 4 judges x 87 attributes, the commands' default settings, the items'
+reference labels), printing how many numbers each document holds and how long each side took
+(``pytest -m heavy -s tests/rmeval/judges/test_judges_store_equivalence.py -k benchmark``)."""
 
 from __future__ import annotations
 
 import json
 import math
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +21,8 @@ import pytest
 from rmcore.io import atomic_write_json
 from rmeval.judges.analysis import analyze
 from rmeval.judges.reweight import reweight
-from rmeval.judges.simulate import simulate_panel
-from rmeval.judges.store import table_to_store
+from rmeval.judges.simulate import simulate_benchmark, simulate_panel
+from rmeval.judges.store import store_to_table, table_to_store
 from rmeval.judges.tables import validate_judgments
 
 from .legacy.analysis import analyze as legacy_analyze
@@ -99,3 +102,30 @@ def test_the_difference_helper_sees_a_difference():
     assert _differences({"a": 1, "b": 2}, {"b": 2, "a": 1}) != []
     assert _differences({"a": 1}, {"a": 1.0}) != []
     assert _differences({"x": float("nan"), "y": None}, {"x": float("nan"), "y": None}) == []
+
+
+def _numbers(doc) -> int:
+    """How many numbers a JSON-like document holds."""
+    if isinstance(doc, dict):
+        return sum(_numbers(v) for v in doc.values())
+    if isinstance(doc, (list, tuple)):
+        return sum(_numbers(v) for v in doc)
+    return int(isinstance(doc, (int, float)) and not isinstance(doc, bool))
+
+
+@pytest.mark.heavy  # ~20 s on two cores: 1.41M judgments through both implementations
+def test_the_benchmark_panel_is_todays_number_for_number():
+    """The benchmark page's comparison: the store (with its worker processes) against the long-table
+    code it replaced, on the scale benchmark's simulated panel, the commands' default settings."""
+    items, store = simulate_benchmark(2000, 4, 87, seed=0)
+    table = store_to_table(store)
+    print(f"\n2000 items x 4 judges x 87 attributes: {len(table):,} judgments")
+    for name, new, old in (("analysis.json", lambda: analyze(store, items), lambda: legacy_analyze(table, items)),
+                           ("reweight.json", lambda: reweight(items, store), lambda: legacy_reweight(items, table))):
+        t0 = time.perf_counter()
+        a = _plain(new())
+        t1 = time.perf_counter()
+        b = _plain(old())
+        t2 = time.perf_counter()
+        print(f"{name}: {_numbers(b):,} numbers (store {t1 - t0:.1f} s, long table {t2 - t1:.1f} s)")
+        assert _differences(b, a) == [], name
