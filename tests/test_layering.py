@@ -228,3 +228,41 @@ def test_pip_install_editable_installs_every_package(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.split() == [str(ROOT / p / "__init__.py") for p in ("rmcore", "rmtrain", "rmeval")]
     assert (prefix / "bin" / "rmtrain").exists() and (prefix / "bin" / "rmeval").exists()
+
+
+# Statistics on a scores table load no model: what rmeval/stats may import from outside the project.
+STATS_LIBRARIES = {"numpy", "pandas", "scipy", "sklearn", "joblib", "threadpoolctl"}
+MODEL_LIBRARIES = ("torch", "transformers", "peft", "trl", "accelerate", "deepspeed", "datasets", "vllm")
+
+
+def _outside_imports(paths: list[Path]) -> dict[str, set[str]]:
+    """{top-level package: the files importing it} of every import (lazy ones too) in ``paths``
+    that is neither the standard library nor the project."""
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        for name in _imports(path, f"rmeval.stats.{path.stem}"):
+            top = name.split(".")[0]
+            if top and top not in sys.stdlib_module_names and top not in LAYERS:
+                out.setdefault(top, set()).add(path.name)
+    return out
+
+
+def test_the_statistics_import_numpy_scipy_and_scikit_learn_and_no_model_library():
+    """rmeval/stats (docs/architecture.md): numpy, pandas, scipy, scikit-learn and what comes with
+    them, at any depth of its own files; and importing every module of it (with the project modules
+    they import) loads none of the model libraries."""
+    files = sorted((ROOT / "rmeval" / "stats").glob("*.py"))
+    outside = _outside_imports(files)
+    assert set(outside) <= STATS_LIBRARIES, {k: v for k, v in outside.items() if k not in STATS_LIBRARIES}
+    code = ("import sys\n" + "".join(f"import rmeval.stats.{p.stem}\n" for p in files if p.stem != "__init__") +
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({MODEL_LIBRARIES!r})))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_statistics_check_sees_a_model_library(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("import numpy as np\ndef f():\n    import torch\n    from transformers import AutoModel\n")
+    assert _outside_imports([f]) == {"numpy": {"probe.py"}, "torch": {"probe.py"}, "transformers": {"probe.py"}}

@@ -1,4 +1,6 @@
-"""Statistics on scores tables: numpy/scipy only (no torch), every effect with a prompt bootstrap.
+"""Statistics on scores tables, every effect with a prompt bootstrap: numpy, pandas, scipy and
+scikit-learn (the probes' learners), never a model library (torch, transformers ...) nor the scoring
+code; ``tests/test_layering.py`` holds the package to that.
 
 The functions named here load with their module on first use (``rmeval.stats.share_pair``), so a
 light module of the package -- ``rmeval.stats.settings``, the statistics' settings that the audit's
