@@ -7,7 +7,9 @@
 port). ``wait`` polls the server's ``GET /health`` every second until it answers 200
 (``rmcore.jobs.wait_for_health``), then checks that ``GET /v1/models`` lists the served model, and
 exits 0; if the server's process ends first, or the time runs out, it prints one line and the
-last lines of the server's log, and exits 1 (the script's trap then stops the server)."""
+last lines of the server's log, and exits 1 (the script's trap then stops the server). Each step's
+flags are the fields of its settings (:class:`FreePortCommand`, :class:`WaitCommand`), as every
+command's are."""
 
 from __future__ import annotations
 
@@ -17,10 +19,15 @@ import os
 import socket
 import sys
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+from rmcore.commands import add_command, read_settings
 from rmcore.errors import ConfigError
 from rmcore.jobs import wait_for_health
+from rmcore.settings import Parser, option
+
+PROG = "rmeval.reproduce.serve"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -68,27 +75,48 @@ def _tail(log: str | None, n: int = 20) -> str:
     return f"; the last lines of {log}:\n" + "\n".join(lines) if lines else ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="rmeval.reproduce.serve")
-    sub = p.add_subparsers(dest="step", required=True)
-    sub.add_parser("free-port")
-    w = sub.add_parser("wait")
-    w.add_argument("base", help="the server's address, http://127.0.0.1:PORT")
-    w.add_argument("--model", required=True, help="the served model's name")
-    w.add_argument("--pid", type=int, required=True, help="the server's process")
-    w.add_argument("--timeout-min", type=float, required=True)
-    w.add_argument("--log", default=None, help="the server's log (its tail is printed on failure)")
-    a = p.parse_args(argv)
-    if a.step == "free-port":
-        print(free_port())
-        return 0
-    try:
-        wait(a.base, a.model, a.pid, a.timeout_min, a.log)
-    except ConfigError as e:
-        print(f"rmeval.reproduce.serve: {e}", file=sys.stderr)
-        return 1
+@dataclass
+class FreePortCommand:
+    """``free-port`` takes no flags."""
+
+
+@dataclass
+class WaitCommand:
+    """``wait``'s settings: the server and how long it may take to answer."""
+
+    base: str = option(positional=True, help="the server's address, http://127.0.0.1:PORT")
+    model: str = option(required=True, help="the served model's name")
+    pid: int = option(required=True, ge=1, help="the server's process")
+    timeout_min: float = option(required=True, gt=0, help="minutes the server may take to answer")
+    log: str | None = option(None, help="the server's log (its tail is printed on failure)")
+
+
+def _free_port(_: FreePortCommand) -> int:
+    print(free_port())
+    return 0
+
+
+def _wait(a: WaitCommand) -> int:
+    wait(a.base, a.model, a.pid, a.timeout_min, a.log)
     print(f"the judge server of {a.model} answers at {a.base}")
     return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG)
+    sub = p.add_subparsers(dest="step", required=True)
+    add_command(sub, "free-port", FreePortCommand, _free_port)
+    add_command(sub, "wait", WaitCommand, _wait)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(read_settings(args.settings, args))
+    except ConfigError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

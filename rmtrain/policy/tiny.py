@@ -9,15 +9,23 @@ vocabulary, and no LoRA update of the hidden states can make it prefer anything.
 
 from __future__ import annotations
 
-import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from rmcore.data.registry import load_rating_set
 from rmcore.quiet import quiet_libraries
+from rmcore.settings import Parser, add_options, from_args, option
 from rmcore.tiny import PAD, tiny_causal_lm
 
 DEFAULT_OUT = "outputs/demo/tiny_policy"
+
+
+@dataclass
+class TinyPolicyCommand:
+    """``python -m rmtrain.policy.tiny``'s settings."""
+
+    out: str = option(DEFAULT_OUT, positional=True, nargs="?", help=f"output directory (default {DEFAULT_OUT})")
 
 
 def build_tiny_policy(texts: list[str], out: str | os.PathLike, *, seed: int = 0, initializer_range: float = 0.5,
@@ -29,9 +37,9 @@ def build_tiny_policy(texts: list[str], out: str | os.PathLike, *, seed: int = 0
 
 def main(argv: list[str] | None = None) -> None:
     """The demo's policy, its tokenizer trained on the simulated set."""
-    ap = argparse.ArgumentParser(prog="python -m rmtrain.policy.tiny", description=main.__doc__)
-    ap.add_argument("out", nargs="?", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
-    args = ap.parse_args(argv)
+    ap = Parser(prog="python -m rmtrain.policy.tiny", description=main.__doc__)
+    add_options(ap, TinyPolicyCommand)
+    args = from_args(TinyPolicyCommand, ap.parse_args(argv))
     quiet_libraries()  # stdout: the model's path alone (DeepSpeed logs to stdout when transformers imports it)
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 400, "responses_per_prompt": 4, "seed": 0})
