@@ -24,12 +24,15 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   :class:`AppendEach` is the repeatable ``--set K=V --set K2=V2`` flag, which still reads the old
   form ``--set K=V K2=V2`` with such a line.
 - ``recipe_key=`` declares the flag an override of a recipe key (``"model.name_or_path"``, or a
-  tuple of keys it sets together): :func:`flag_overrides` maps the flags given onto those keys.
+  tuple of keys it sets together): :func:`flag_overrides` maps the flags given onto those keys; a
+  mapping flag's key with a ``*`` (``"data_sources.*.path"``) is set once per ``NAME=VALUE`` item.
 - The holder says how the held settings appear (``nested``): in an argument ``group`` of the help,
   with a flag ``prefix`` (``--probe-`` + the field's flag), ``only`` some of their fields as flags
   (dotted for deeper ones), some fields' ``options`` replaced (another flag name, help or nargs), and
   ``when``: the held settings are None unless one of those fields' flags is given (``--judge-items``
-  turns the judge profile on). ``keys`` limits an embedded block's recipe keys to some of its fields.
+  turns the judge profile on), and ``defaults``: some fields' defaults in this holder (the flag's
+  default, and the value read back when it is not given). ``keys`` limits an embedded block's recipe
+  keys to some of its fields.
 - A flag that is not given reads back as the field's default: ``parse`` sees only what was typed.
 - ``needs=(FLAG, values)`` declares a flag that does something only when another flag of the
   command has one of ``values`` (``--beta`` with ``--scorer dpo_implicit``; ``values`` None: when
@@ -46,12 +49,14 @@ values it takes on the field itself: ``ge``/``gt``/``le``/``lt`` bounds, ``also`
 outside them, ``max_steps: -1``) or ``finite=True`` alone (any finite number), given to
 :func:`option` for a flag or to :func:`bounded` for a field set by a recipe or by code (a ``Range``
 in the field's metadata, readable for any dataclass field). A number must be finite as well: NaN
-and inf are refused wherever a range is declared. :func:`check_ranges` walks a settings object
-(held settings, lists, mapping values; a None is allowed wherever the type allows it) and raises
-:class:`rmcore.errors.ConfigError` with one line naming the flag (``--n-boot``) or the recipe key
-(``F.training.learning_rate``), the value and the range; :func:`from_args` applies it to every
-command's settings and :func:`rmcore.config.build_config` to every recipe block, so a bad value
-stops a command before any model, data or output folder is touched.
+and inf are refused wherever a range is declared. A field taking one of a few values declares them
+the same way, ``choices=`` of either (argparse refuses another on the command line). :func:`check_ranges`
+walks a settings object (held settings, lists, mapping values; a None is allowed wherever the type
+allows it) and raises :class:`rmcore.errors.ConfigError` with one line naming the flag (``--n-boot``)
+or the recipe key (``F.training.learning_rate``), the value and the range or the choices;
+:func:`from_args` applies it to every command's settings, :func:`rmcore.config.build_config` to
+every recipe block and a ``validate()`` to settings built by code, so a bad value stops a command
+before any model, data or output folder is touched.
 
 :func:`flag_names` lists what a dataclass generates, which a test compares with each command's
 parser: every field has a flag, every flag a field."""
