@@ -14,22 +14,12 @@ from rmcore.data.registry import load_rating_set
 from rmeval.audit.callback import AuditCallback
 from rmeval.audit.pipeline import FinalAuditSettings, audit_checkpoint, audit_line
 from rmeval.scoring import ScorerSettings
+from rmeval.stats.audit import figure_values
 from rmtrain.config import TrainConfig
 from rmtrain.prepare import PreparedData, load_run_data, prompt_texts, split_prompts
 from rmtrain.train import train
 
 log = logging.getLogger(__name__)
-
-# The figures a sweep reports per run, and where each sits in an rmeval audit.
-AUDIT_FIGURES = {
-    "share_original": ("share", "original", "estimate"),
-    "share_generic": ("share", "generic", "estimate"),
-    "share_human": ("share", "human", "estimate"),
-    "transplant_random_margin_sd": ("transplant", "random", "margin_sd", "estimate"),
-    "transplant_random_accuracy": ("transplant", "random", "accuracy", "estimate"),
-    "sibling_coefficient": ("sibling_regression", "sibling", "estimate"),
-}
-
 
 def audit_callback(cfg: TrainConfig, data: PreparedData, tokenizer: Any) -> Any:
     """rmeval's AuditCallback on the run's held-out prompts (the recipe's `audit` section)."""
@@ -91,15 +81,12 @@ def final_audit(cfg: TrainConfig, settings: FinalAuditSettings, out: Path, *,
 
 
 def audit_record_figures(audit: dict[str, Any]) -> dict[str, Any]:
-    """The sweep's figures of one audit record (audit.json): AUDIT_FIGURES plus the prompt counts."""
+    """The sweep's figures of one run's final audit record (audit.json): ``audit_figures`` plus
+    the prompt counts."""
     return {**audit_figures(audit), **audit.get("meta", {}).get("prompts", {})}
 
 
 def audit_figures(audit: dict[str, Any]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for name, path in AUDIT_FIGURES.items():
-        cur: Any = audit
-        for k in path:
-            cur = cur.get(k) if isinstance(cur, dict) else None
-        out[name] = float(cur) if cur is not None else None
-    return out
+    """The figures a run's final audit gives its ledger row (``rmeval.stats.audit.sweep_figures``:
+    the run's and the data's; its pair accuracy is training's held-out one)."""
+    return figure_values(audit, "run", "reference")

@@ -13,7 +13,7 @@ import pytest
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 SECTIONS = ("A new arm", "A new scorer or reward-model loader", "A new condition", "A new data set",
-            "A new perturbation")
+            "A new perturbation", "A new audit statistic")
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -28,16 +28,19 @@ def _blocks() -> list[tuple[str, str]]:
 
 
 def _registries() -> list[Any]:
-    """Every mapping a registration writes to (the six registries, and the side tables of two)."""
+    """Every mapping a registration writes to (the registries, and the side tables of two)."""
     import rmcore.data.registry as data
+    import rmeval.audit.report as report
     import rmeval.conditions as conditions
     import rmeval.perturbations.controlled as controlled
     import rmeval.scoring.base as scoring
     import rmeval.scoring.loaders as loaders
+    import rmeval.stats.audit as audit
     import rmtrain.arms.base as arms
 
     return [arms.ARMS, scoring.SCORERS, loaders.LOADER_KINDS, data.LOADERS, conditions.CONDITIONS,
-            conditions.NEEDS, controlled.PROMPT_PERTURBATIONS, controlled.GROUPS]
+            conditions.NEEDS, controlled.PROMPT_PERTURBATIONS, controlled.GROUPS, audit.AUDIT_SECTIONS,
+            report.MARKDOWN]
 
 
 @contextmanager
@@ -77,5 +80,5 @@ def test_the_examples_register_and_leave_nothing_behind() -> None:
             _run(code, section)
         added = [sorted(set(reg) - set(old)) for reg, old in zip(_registries(), before)]
     assert added == [["example_gap_hinge"], ["example_word_count"], ["example_mine"], ["example_tiny"],
-                     ["example_shouted"], [], ["PL"], ["PL"]]
+                     ["example_shouted"], [], ["PL"], ["PL"], ["example_mean"], ["example_mean"]]
     assert [dict(reg) for reg in _registries()] == before

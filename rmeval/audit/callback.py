@@ -27,8 +27,8 @@ from transformers import TrainerCallback
 
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError
-from rmcore.tracking import flatten
 from rmeval.audit.pipeline import AuditSettings, TrainingAuditSettings, audit
+from rmeval.audit.report import wandb_scalars
 from rmeval.perturbations.suite import build_suite
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
@@ -101,7 +101,6 @@ class AuditCallback(TrainerCallback):
             return
         if wandb.run is None:
             return
-        figures = {k: v for k, v in flatten(audit, "audit").items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        figures: dict[str, Any] = wandb_scalars(audit, "audit")
         figures["train/global_step"] = step
         wandb.run.log(figures)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmcore.data.schema import skipped_note
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
 from rmcore.markdown import MISSING, estimate, interval, num, table
+from rmcore.registry import Registry
 from rmcore.tracking import Tracker, flatten
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
@@ -32,27 +35,36 @@ SHARE_READING = (
     "correlations and the sibling regression, and whether it helps by the selection test below.")
 
 
+@dataclass(frozen=True)
+class MarkdownPart:
+    """How audit.md shows one or more audit sections: ``render(audit)`` -> Markdown lines, called
+    when one of ``sections`` (the audit.json keys it reads) is in the audit."""
+
+    render: Callable[[dict[str, Any]], list[str]]
+    sections: tuple[str, ...]
+
+
+# audit.md's parts, in the page's order (not audit.json's: the prompt means are read beside the
+# shares, the transplants before the fixed reply); the sections are rmeval.stats.audit's, and
+# judge_diagnostics is the pipeline's (a generative judge's digit table)
+MARKDOWN: Registry[MarkdownPart] = Registry("audit Markdown part")
+
+
+def register_markdown(name: str, render: Callable[[dict[str, Any]], list[str]], *,
+                      sections: Sequence[str] | None = None, replace: bool = False) -> MarkdownPart:
+    """Show the audit section ``name`` (or ``sections``, the keys ``render`` reads; default
+    ``name``) in audit.md, after the parts registered before it."""
+    return MARKDOWN.register(name, MarkdownPart(render, tuple(sections or (name,))), replace=replace)
+
+
 def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
-    """The audit as Markdown: a title, the run's header, then one section per audit part present."""
+    """The audit as Markdown: a title, the run's header, then each registered part whose sections
+    are in the audit (``MARKDOWN``)."""
     lines = [f"# {title}", ""]
     lines += _header_markdown(audit)
-    lines += _share_markdown(audit.get("share", {}))
-    lines += _share_vs_human_markdown(audit.get("share_vs_human", {}))
-    lines += _share_difference_markdown(audit.get("share_difference"))
-    lines += _prompt_means_markdown(audit.get("prompt_means"))
-    lines += _prompt_only_markdown(audit)
-    lines += _transplant_markdown(audit)
-    lines += _fixed_reply_markdown(audit)
-    lines += _shifts_markdown(audit)
-    lines += _sibling_regression_markdown(audit)
-    lines += _selection_markdown(audit)
-    lines += _centering_markdown(audit)
-    lines += _splits_markdown(audit.get("prompt_splits", {}))
-    lines += _explained_markdown(audit.get("variance_explained", {}))
-    lines += _variants_markdown(audit.get("scoring_variants", {}), audit.get("meta", {}))
-    lines += _pairwise_markdown(audit)
-    if "judge_diagnostics" in audit:
-        lines += _judge_diagnostics_lines(audit["judge_diagnostics"])
+    for part in MARKDOWN.values():
+        if any(s in audit for s in part.sections):
+            lines += part.render(audit)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -79,8 +91,9 @@ def _header_markdown(audit: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _share_markdown(sh: dict[str, Any]) -> list[str]:
+def _share_markdown(audit: dict[str, Any]) -> list[str]:
     """The between-prompt share (ICC(1)) of each score, and the reliability-corrected human share."""
+    sh = audit["share"]
     if not sh:
         return []
     lines = ["## Between-prompt variance share (ICC(1))", "", SHARE_READING, ""]
@@ -95,8 +108,9 @@ def _share_markdown(sh: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _share_vs_human_markdown(vs: dict[str, Any]) -> list[str]:
+def _share_vs_human_markdown(audit: dict[str, Any]) -> list[str]:
     """Each model share beside the human share of the same responses, with the paired difference."""
+    vs = audit["share_vs_human"]
     if not vs:
         return []
     lines = ["## Model and human shares on the same responses", "",
@@ -110,8 +124,9 @@ def _share_vs_human_markdown(vs: dict[str, Any]) -> list[str]:
                          rows) + [""]
 
 
-def _share_difference_markdown(diff: dict[str, Any] | None) -> list[str]:
+def _share_difference_markdown(audit: dict[str, Any]) -> list[str]:
     """The share under the original prompt minus the share under each other condition (paired)."""
+    diff = audit["share_difference"]
     if not diff:
         return []
     lines = ["## Original minus other prompt conditions", "",
@@ -122,8 +137,9 @@ def _share_difference_markdown(diff: dict[str, Any] | None) -> list[str]:
     return lines + table(["difference", "estimate", "95% CI", "prompts"], rows) + [""]
 
 
-def _prompt_means_markdown(pm: dict[str, Any] | None) -> list[str]:
+def _prompt_means_markdown(audit: dict[str, Any]) -> list[str]:
     """Correlations across prompts of model and human prompt means, on shared and disjoint responses."""
+    pm = audit["prompt_means"]
     if not pm:
         return []
     lines = ["## Correlation of prompt means", "",
@@ -311,8 +327,9 @@ def _rmbench_markdown(rb: dict[str, Any]) -> list[str]:
                          [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
 
 
-def _judge_diagnostics_lines(d: dict[str, Any]) -> list[str]:
+def _judge_diagnostics_markdown(audit: dict[str, Any]) -> list[str]:
     """The generative judge's digit mass, top-digit distribution and shares (rmeval.stats.judge_diagnostics)."""
+    d = audit["judge_diagnostics"]
     thr = num(d.get("threshold", 0.9), 2)
     lines = ["## Generative judge diagnostics", "",
              f"Digit mass: the probability of the rating digits in the judge's whole next-token distribution "
@@ -341,7 +358,8 @@ SPLIT_LABELS = {"all": "all prompts", "single_turn": "single-turn prompts", "gen
                 "generic_single_turn": "generic prompt, single-turn prompts"}
 
 
-def _splits_markdown(sp: dict[str, Any]) -> list[str]:
+def _splits_markdown(audit: dict[str, Any]) -> list[str]:
+    sp = audit["prompt_splits"]
     if not sp:
         return []
     lines = ["## Prompt splits", "",
@@ -377,7 +395,8 @@ def _removal(r: dict[str, Any]) -> list[str]:
             estimate(r["between_removed"]), estimate(r["within_removed"])]
 
 
-def _explained_markdown(ve: dict[str, Any]) -> list[str]:
+def _explained_markdown(audit: dict[str, Any]) -> list[str]:
+    ve = audit["variance_explained"]
     if not ve:
         return []
     lines = ["## What explains the prompt-level variance", "",
@@ -427,7 +446,8 @@ def _explained_markdown(ve: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _variants_markdown(sv: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+def _variants_markdown(audit: dict[str, Any]) -> list[str]:
+    sv = audit["scoring_variants"]
     if not sv:
         return []
     lines = ["## The same texts scored another way", "",
@@ -446,6 +466,19 @@ def _variants_markdown(sv: dict[str, Any], meta: dict[str, Any]) -> list[str]:
                 rows.append([name, f"{kind}: {fig.replace('_sd', ' (SD)')}", estimate(t["reference"][fig]),
                              estimate(t["variant"][fig]), estimate(t["difference"][fig])])
     return lines + table(["variant", "figure", "reference", "variant", "variant − reference"], rows) + [""]
+
+
+for _name, _render, _sections in (
+        ("share", _share_markdown, None), ("share_vs_human", _share_vs_human_markdown, None),
+        ("share_difference", _share_difference_markdown, None), ("prompt_means", _prompt_means_markdown, None),
+        ("prompt_only", _prompt_only_markdown, None), ("transplant", _transplant_markdown, None),
+        ("fixed_reply", _fixed_reply_markdown, None), ("shifts", _shifts_markdown, ("paraphrase", "last_turn")),
+        ("sibling_regression", _sibling_regression_markdown, ("sibling_regression", "sibling_regression_by_condition")),
+        ("selection", _selection_markdown, None), ("centering", _centering_markdown, None),
+        ("prompt_splits", _splits_markdown, None), ("variance_explained", _explained_markdown, None),
+        ("scoring_variants", _variants_markdown, None), ("pairwise", _pairwise_markdown, None),
+        ("judge_diagnostics", _judge_diagnostics_markdown, None)):
+    register_markdown(_name, _render, sections=_sections)
 
 
 # The interval figures (shares, transplant, variance explained) draw one row per label, the labels
@@ -571,14 +604,18 @@ def _removed_rows(ve: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def wandb_scalars(audit: dict[str, Any], prefix: str = "audit") -> dict[str, float]:
+    """Every number of the audit under its flattened key (``audit/share/original/estimate``; an
+    interval's ends as ``.../ci95/lo`` and ``.../hi``): what W&B gets of every section."""
+    return {k: v for k, v in flatten(audit, prefix).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def log_audit(tracker: Tracker, audit: dict[str, Any], paths: dict[str, Path] | None = None,
               step: int | None = None, prefix: str = "audit") -> None:
-    """Flattened scalars, a table of shares, and the plots."""
+    """Flattened scalars (``wandb_scalars``), a table of shares, and the plots."""
     if not tracker.enabled:
         return
-    scalars = {k: v for k, v in flatten(audit, prefix).items() if isinstance(v, (int, float)) and
-               not isinstance(v, bool)}
-    tracker.log(scalars, step=step)
+    tracker.log(wandb_scalars(audit, prefix), step=step)
     sh = audit.get("share", {})
     rows = [[n, sh[n]["estimate"], sh[n]["ci95"][0], sh[n]["ci95"][1], sh[n].get("n_prompts")]
             for n in SHARE_NAMES if n in sh]

@@ -15,8 +15,9 @@
   one job of its own (``python -m rmtrain.sweep.worker OUT --released``, the runs' SLURM settings)
   with submitit; ``rmtrain.sweep.report`` draws them on the share-versus-margin plot.
 
-Figures per audit: those of ``rmtrain.runs.AUDIT_FIGURES`` and ``pair_accuracy``, the audit's
-pairwise accuracy on its prompts' preference pairs (the same prompts for both rules).
+Figures per audit: every one of ``rmeval.stats.audit.sweep_figures``, ``pair_accuracy`` (the
+audit's pairwise accuracy on its prompts' preference pairs, the same prompts for both rules)
+included.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmeval.audit.pipeline import audit_checkpoint
 from rmeval.scoring import ScorerSettings
+from rmeval.stats.audit import figure_interval, figure_values
 from rmtrain.config import Sweep, SweepSettings, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -48,15 +50,9 @@ def audit_dir(run_dir: str | Path, label: str | None = None) -> Path:
 
 
 def read_figures(audit_path: str | Path) -> dict[str, Any]:
-    """The sweep's figures of an audit directory's audit.json (``rmtrain.runs.audit_figures``),
-    with ``pair_accuracy`` (None when the audit had no preference pairs)."""
-    # transformers: this module loads without it
-    from rmtrain.runs import audit_figures
-
-    audit = json.loads((Path(audit_path) / "audit.json").read_text())
-    out: dict[str, Any] = dict(audit_figures(audit))
-    out["pair_accuracy"] = ((audit.get("pairwise") or {}).get("accuracy") or {}).get("estimate")
-    return out
+    """The sweep's figures of an audit directory's audit.json (``rmeval.stats.audit.figure_values``:
+    every role, ``pair_accuracy`` included; None where the audit has none)."""
+    return dict(figure_values(json.loads((Path(audit_path) / "audit.json").read_text())))
 
 
 def rule_checkpoints(run_dir: str | Path) -> dict[str, Path]:
@@ -170,9 +166,8 @@ def _audit_one(name: str, scorer: Any, entry: dict[str, Any], data: dict[str, An
             atomic_write_json(done, stamp)
         audit = json.loads((where / "audit.json").read_text())
         figs = read_figures(where)
-        figs["share_original_ci95"] = audit["share"]["original"]["ci95"]
-        rnd = (audit.get("transplant") or {}).get("random")
-        figs["transplant_random_margin_sd_ci95"] = rnd["margin_sd"]["ci95"] if rnd else None
+        for fig in ("share_original", "transplant_random_margin_sd"):  # the share-versus-margin plot's
+            figs[f"{fig}_ci95"] = figure_interval(audit, fig)
         figs["audit_dir"] = str(where)
         entry["audits"][lab] = figs
 

@@ -34,30 +34,48 @@ import pandas as pd
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, read_table
 from rmcore.markdown import interval, num, table
 from rmcore.tracking import Tracker
+from rmeval.stats.audit import ROLES, sweep_figures
 from rmeval.stats.permutation import exact_permutation_test
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.findings import findings_markdown
 from rmtrain.sweep.ledger import usable
 
-FIGURES = ("heldout_pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
-           "transplant_random_accuracy", "sibling_coefficient")
-SUMMARY_COLUMNS = ("arm", "model", "seed", "status", "status_reason", *FIGURES, "run_dir", "audit_dir")
-# the figures of an extra audit (another rating set, the other selection rule): columns <label>:<figure>
-AUDIT_FIGURES = ("pair_accuracy", "share_original", "share_generic", "transplant_random_margin_sd",
-                 "transplant_random_accuracy", "sibling_coefficient", "share_human")
-LABELS = {"heldout_pair_accuracy": "held-out pair accuracy", "share_original": "between-prompt share",
-          "share_generic": "share (generic prompt)", "transplant_random_margin_sd": "random-wrong-prompt margin (SD)",
-          "transplant_random_accuracy": "random-wrong-prompt match accuracy",
-          "sibling_coefficient": "sibling coefficient", "pair_accuracy": "pair accuracy (audit prompts)",
-          "share_human": "human share"}
+TRAINING_FIGURES = {"heldout_pair_accuracy": "held-out pair accuracy"}  # training's, first in summary.csv
+RUN_COLUMNS = ("arm", "model", "seed", "status", "status_reason")
+DIR_COLUMNS = ("run_dir", "audit_dir")
+
+
+# The figure columns are views of the audit's sections (rmeval.stats.audit.sweep_figures), read
+# when asked: a section registered after this module loaded has its columns too.
+def figure_columns() -> tuple[str, ...]:
+    """The figures of a run in summary.csv: training's held-out pair accuracy, then its final
+    audit's figures of role "run"."""
+    return (*TRAINING_FIGURES, *sweep_figures("run"))
+
+
+def summary_columns() -> tuple[str, ...]:
+    """summary.csv's columns before any labelled audit's (``summary_frame``)."""
+    return (*RUN_COLUMNS, *figure_columns(), *DIR_COLUMNS)
+
+
+def labelled_figures() -> tuple[str, ...]:
+    """The figures of an extra audit (another rating set, the other selection rule), its columns
+    ``<label>:<figure>``: by role (its pair accuracy, the run's figures, the data's reference)."""
+    return tuple(n for role in ROLES for n in sweep_figures(role))
+
+
+def figure_labels() -> dict[str, str]:
+    """Each figure's heading in report.md."""
+    return {**TRAINING_FIGURES, **{n: f.label for n, f in sweep_figures().items()}}
 
 
 def summary_frame(rows: list[dict[str, Any]], labels: Sequence[str] = ()) -> pd.DataFrame:
     """Ledger rows of the final (seed-stage) runs -> the summary table, in matrix order; with
-    ``labels`` (selection rules, extra rating sets) a ``<label>:<figure>`` column per AUDIT_FIGURES.
+    ``labels`` (selection rules, extra rating sets) a ``<label>:<figure>`` column per ``labelled_figures``.
     ``status``: the outcome of a finished run (ok, diverged, collapsed), else the ledger state;
     ``status_reason`` why it is not ok; figures only for ok runs (module doc)."""
-    extra = [f"{lab}:{k}" for lab in labels for k in AUDIT_FIGURES]
+    extra = [f"{lab}:{k}" for lab in labels for k in labelled_figures()]
+    figures = figure_columns()
     recs = []
     for r in rows:
         f = r.get("figures") or {}
@@ -65,16 +83,17 @@ def summary_frame(rows: list[dict[str, Any]], labels: Sequence[str] = ()) -> pd.
         status = r.get("status", "ok") if r.get("state") == "done" else r.get("state")
         recs.append({"arm": r["arm"], "model": r["model"], "seed": r["seed"], "status": status,
                      "status_reason": None if done else (r.get("status_reason") or r.get("error")),
-                     **{k: (f.get(k) if done else None) for k in FIGURES},
+                     **{k: (f.get(k) if done else None) for k in figures},
                      "run_dir": r.get("output_dir"), "audit_dir": r.get("audit_dir"),
                      **{k: (f.get(k) if done else None) for k in extra}})
-    return pd.DataFrame(recs, columns=[*SUMMARY_COLUMNS, *extra])
+    return pd.DataFrame(recs, columns=[*summary_columns(), *extra])
 
 
-def arm_table(df: pd.DataFrame, arms: list[str], figures: Sequence[str] = FIGURES,
+def arm_table(df: pd.DataFrame, arms: list[str], figures: Sequence[str] | None = None,
               count: str | None = None) -> pd.DataFrame:
     """Per (model, arm): seeds finished (a value in ``count``, default the first of ``figures``),
-    and each figure's mean, min and max over seeds."""
+    and each figure's mean, min and max over seeds (default figures: ``figure_columns``)."""
+    figures = figure_columns() if figures is None else figures
     recs = []
     for model in dict.fromkeys(df["model"]):
         for arm in arms:
@@ -90,9 +109,11 @@ def arm_table(df: pd.DataFrame, arms: list[str], figures: Sequence[str] = FIGURE
     return pd.DataFrame(recs)
 
 
-def arm_tests(df: pd.DataFrame, arms: list[str], figures: Sequence[str] = FIGURES) -> pd.DataFrame:
-    """For every model, figure and pair of arms (A before B in recipe order): the exact one-sided
-    p-values of A > B and of A < B on the seed values. Read the one your hypothesis names."""
+def arm_tests(df: pd.DataFrame, arms: list[str], figures: Sequence[str] | None = None) -> pd.DataFrame:
+    """For every model, figure (default: ``figure_columns``) and pair of arms (A before B in recipe
+    order): the exact one-sided p-values of A > B and of A < B on the seed values. Read the one your
+    hypothesis names."""
+    figures = figure_columns() if figures is None else figures
     recs = []
     for model in dict.fromkeys(df["model"]):
         m = df[df["model"] == model]
@@ -114,6 +135,7 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                   selected: dict[str, Any], human_share: dict[str, float], plots: dict[str, str],
                   extra_lines: Sequence[str] = ()) -> str:
     per_arm, tests = arm_table(df, arms), arm_tests(df, arms)
+    figures, labels = figure_columns(), figure_labels()
     n_done = sum(r["state"] == "done" for r in rows)
     n_lost = sum(r["state"] == "done" and not usable(r) for r in rows)
     lost = f" ({n_lost} of them diverged or collapsed, [listed below](#runs-that-diverged-or-collapsed))" if n_lost else ""
@@ -128,9 +150,9 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
         if model in human_share:
             lines += [f"Human reference between-prompt share (the audit prompts' ratings): "
                       f"{num(human_share[model])}.", ""]
-        lines += table(["arm", "seeds", *(LABELS[k] for k in FIGURES)],
+        lines += table(["arm", "seeds", *(labels[k] for k in figures)],
                        [[r["arm"], r["n_seeds"], *(f"{num(r[f'{k}_mean'])} [{num(r[f'{k}_min'])}, {num(r[f'{k}_max'])}]"
-                                                   for k in FIGURES)] for _, r in t.iterrows()])
+                                                   for k in figures)] for _, r in t.iterrows()])
         lines.append("")
         tm = tests[tests["model"] == model] if len(tests) else tests
         if len(tm):
@@ -141,7 +163,7 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                       f"seeds; the smallest possible p is 1/{int(n['n_splits'])} = {num(1 / n['n_splits'], 4)}). "
                       "Both directions are shown; read the one the hypothesis names before looking.", ""]
             lines += table(["figure", "A", "B", "mean A − mean B", "p (A > B)", "p (A < B)"],
-                           [[LABELS[r["figure"]], r["arm_a"], r["arm_b"], num(r["difference"]), num(r["p_a_greater"], 4),
+                           [[labels[r["figure"]], r["arm_a"], r["arm_b"], num(r["difference"]), num(r["p_a_greater"], 4),
                              num(r["p_a_less"], 4)] for _, r in tm.iterrows()])
             lines.append("")
         # which of the study's arm orderings this sweep shows (rmtrain.findings), stated as seen
@@ -228,11 +250,12 @@ def plot_arm_bars(df: pd.DataFrame, arms: list[str], path: Path) -> Path:
     per_arm = arm_table(df, arms)
     models = list(dict.fromkeys(df["model"]))
     colours = _arm_colours(arms)
-    fig, axes = plt.subplots(len(models), len(FIGURES), figsize=(3.2 * len(FIGURES), 3.2 * len(models)),
+    figures, labels = figure_columns(), figure_labels()
+    fig, axes = plt.subplots(len(models), len(figures), figsize=(3.2 * len(figures), 3.2 * len(models)),
                              squeeze=False)
     for i, model in enumerate(models):
         t = per_arm[per_arm["model"] == model].set_index("arm").reindex(arms)
-        for j, k in enumerate(FIGURES):
+        for j, k in enumerate(figures):
             ax = axes[i][j]
             mean, lo, hi = t[f"{k}_mean"].to_numpy(), t[f"{k}_min"].to_numpy(), t[f"{k}_max"].to_numpy()
             err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
@@ -240,7 +263,7 @@ def plot_arm_bars(df: pd.DataFrame, arms: list[str], path: Path) -> Path:
                    color=[colours[a] for a in arms])
             ax.set_xticks(range(len(arms)))
             ax.set_xticklabels(arms, rotation=60, ha="right", fontsize=7)
-            ax.set_title(f"{LABELS[k]}" + (f"\n{model}" if len(models) > 1 else ""), fontsize=8)
+            ax.set_title(f"{labels[k]}" + (f"\n{model}" if len(models) > 1 else ""), fontsize=8)
     fig.tight_layout()
     return atomic_save_figure(fig, path)
 
@@ -261,7 +284,7 @@ def _spread(r: Any, k: str) -> str:
 def _relabel(df: pd.DataFrame, prefix: str) -> pd.DataFrame:
     """The ``<prefix>`` columns of an extra audit under the plain figure names (in place of the
     main audit's)."""
-    ren = {f"{prefix}{k}": k for k in AUDIT_FIGURES if f"{prefix}{k}" in df.columns}
+    ren = {f"{prefix}{k}": k for k in labelled_figures() if f"{prefix}{k}" in df.columns}
     return df.drop(columns=[c for c in ren.values() if c in df.columns]).rename(columns=ren)
 
 
@@ -275,6 +298,7 @@ def rules_section(df: pd.DataFrame, arms: list[str], rules: list[str]) -> tuple[
              "checkpoint, audited on the same prompts; the learning rate was chosen once, by the recipe's rule. "
              "Pair accuracy here is the audit's, on the audit prompts' preference pairs.", ""]
     js: dict[str, Any] = {"rules": rules, "per_arm": [], "tests": []}
+    labels = figure_labels()
     for model in dict.fromkeys(df["model"]):
         rows, test_rows = [], []
         for rule in rules:
@@ -285,11 +309,11 @@ def rules_section(df: pd.DataFrame, arms: list[str], rules: list[str]) -> tuple[
                 js["per_arm"].append({"rule": rule, **r.to_dict()})
             tests = arm_tests(sub[sub["model"] == model], arms, ("share_original", "transplant_random_margin_sd"))
             for _, r in tests.iterrows():
-                test_rows.append([LABELS[r["figure"]], r["arm_a"], r["arm_b"], rule, num(r["difference"]),
+                test_rows.append([labels[r["figure"]], r["arm_a"], r["arm_b"], rule, num(r["difference"]),
                                   num(r["p_a_greater"], 4), num(r["p_a_less"], 4)])
                 js["tests"].append({"rule": rule, **r.to_dict()})
         lines += [f"### {model}", ""]
-        lines += table(["arm", "rule", "seeds", *(LABELS[k] for k in figs)], rows) + [""]
+        lines += table(["arm", "rule", "seeds", *(labels[k] for k in figs)], rows) + [""]
         if test_rows:
             lines += ["Exact permutation tests between arms on the seed values, under each rule:", ""]
             lines += table(["figure", "A", "B", "rule", "mean A − mean B", "p (A > B)", "p (A < B)"], test_rows) + [""]
@@ -302,7 +326,7 @@ def extra_data_section(df: pd.DataFrame, arms: list[str], label: str) -> tuple[l
             "transplant_random_accuracy", "sibling_coefficient")
     sub = _relabel(df, f"{label}:")
     t = arm_table(sub, arms, figs, count="share_original")
-    human = _human(sub)
+    human, labels = _human(sub), figure_labels()
     lines = [f"## Audit on {label}", "",
              f"Every run's final checkpoint audited on the rating set `{label}` (sweep.extra_audit_data), with the "
              "same settings as the main audit.", ""]
@@ -310,7 +334,7 @@ def extra_data_section(df: pd.DataFrame, arms: list[str], label: str) -> tuple[l
         lines += [f"### {model}: per-arm mean [seed range] on {label}", ""]
         if model in human:
             lines += [f"Human reference between-prompt share on {label}: {num(human[model])}.", ""]
-        lines += table(["arm", "seeds", *(LABELS[k] for k in figs)],
+        lines += table(["arm", "seeds", *(labels[k] for k in figs)],
                        [[r["arm"], r["n_seeds"], *(_spread(r, k) for k in figs)]
                         for _, r in t[t["model"] == model].iterrows()]) + [""]
     return lines, t.to_dict(orient="records")
@@ -408,7 +432,7 @@ def write_outputs(out: Path, final_rows: list[dict[str, Any]], all_rows: list[di
             human.setdefault(r["model"], float(v))
     released = released or {}
     plots: dict[str, str] = {}
-    if df[list(FIGURES)].notna().any().any():
+    if df[list(figure_columns())].notna().any().any():
         plots["share_vs_margin"] = str(plot_share_vs_margin(
             df, arms, human, out / "share_vs_margin.png",
             released={n: e["audits"][""] for n, e in released.items() if "" in e["audits"]}))

@@ -22,10 +22,11 @@ from rmtrain.arms import ARMS
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
 from rmtrain.sweep import Ledger, expand, run_sweep
-from rmtrain.sweep.report import FIGURES, arm_table
+from rmtrain.sweep.report import arm_table, figure_columns
 from tests.support import ROOT, planted_arms, set_texts, strict_json
 
 DATA = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}
+FIGURES = figure_columns()  # summary.csv's figure columns
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

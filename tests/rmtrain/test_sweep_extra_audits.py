@@ -20,9 +20,10 @@ from rmeval.stats.bootstrap import resample_weights
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.config import load_sweep
 from rmtrain.sweep.extra_audits import audit_dir, rule_checkpoints
-from rmtrain.sweep.report import SUMMARY_COLUMNS, write_outputs
+from rmtrain.sweep.report import summary_columns, write_outputs
 
 K, N = 30, 3  # prompts, responses per prompt
+SUMMARY_COLUMNS = summary_columns()
 
 
 def _planted(seed: int, sibling_weight: float, k: int = K, data: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

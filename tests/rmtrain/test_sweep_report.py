@@ -8,7 +8,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rmtrain.sweep.report import FIGURES, SUMMARY_COLUMNS, arm_table, arm_tests, summary_frame, write_outputs
+from rmtrain.sweep.report import (
+    arm_table,
+    arm_tests,
+    figure_columns,
+    summary_columns,
+    summary_frame,
+    write_outputs,
+)
+
+FIGURES, SUMMARY_COLUMNS = figure_columns(), summary_columns()  # views of the audit's sections
 
 SEEDS = [1, 2, 3, 4, 5]
 
