@@ -30,8 +30,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen3"), set_texts(DATA), "qwen3")
+def tiny_qwen3(built_once) -> Path:
+    """Built once for the run (tests/conftest.py); the slow diverging-arm test is its first user."""
+    return built_once("tiny_qwen3", lambda path: tiny_causal_lm(path, set_texts(DATA), "qwen3"))
 
 
 def audit_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
