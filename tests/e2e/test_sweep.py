@@ -31,8 +31,26 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_qwen3"), set_texts(DATA), "qwen3")
+def tiny_qwen3(built_once) -> Path:
+    """Built once for the run (tests/conftest.py); the slow diverging-arm test is its first user."""
+    return built_once("tiny_qwen3", lambda path: tiny_causal_lm(path, set_texts(DATA), "qwen3"))
+
+
+def audit_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local executor's final audits run in this process, one after the other: each is
+    ``rmtrain.sweep.worker.audit_one``, what its process (``python -m rmtrain.sweep.worker OUT RUN_ID
+    --audit``) runs, without a start-up of torch per audit. For the tests where the process is not
+    what is tested; test_sweep_with_a_diverging_arm_finishes_and_says_why runs it as a process and
+    checks that both give the same figures."""
+    from rmtrain.sweep import executors, worker
+
+    def audit(self: executors.LocalExecutor, run_ids: list[str], on_end=None) -> None:
+        for rid in run_ids:
+            worker.audit_one(self.out, rid)
+            if on_end:
+                on_end(rid)
+
+    monkeypatch.setattr(executors.LocalExecutor, "audit", audit)
 
 
 def recipe(tmp_path: Path, model: Path, *, arms: list[str], seeds: list[int], search: dict | None = None,
@@ -88,7 +106,8 @@ def test_run_directories_are_absolute_under_a_relative_output_root(tmp_path, mon
     assert len(dirs) == 2 and all(d.is_absolute() and d.is_relative_to(root) for d in dirs)
 
 
-def test_search_select_reuse_and_summary(tmp_path, tiny_qwen3):
+def test_search_select_reuse_and_summary(tmp_path, tiny_qwen3, monkeypatch):
+    audit_in_process(monkeypatch)
     path = recipe(tmp_path, tiny_qwen3, arms=["bradley_terry"], seeds=[1, 2],
                   search={"training.learning_rate": [1e-9, 3e-3]})
     res = run_sweep(load_sweep(path))
@@ -371,13 +390,16 @@ def _figures(csv: pd.DataFrame, arm: str) -> pd.DataFrame:
     return csv[csv["arm"] == arm][["seed", *FIGURES]].reset_index(drop=True)
 
 
-@pytest.mark.slow  # two sweeps, each with a final audit process (37 s beside other jobs on 2 cores)
+@pytest.mark.slow  # two sweeps, the first with a final audit process
 def test_sweep_with_a_diverging_arm_finishes_and_says_why(tmp_path, tiny_qwen3, monkeypatch, capsys):
     """One arm forced to diverge (targets of 1e30 at odd seeds: loss inf at step 1): the sweep
     finishes, audits the other arm, marks the diverged run in summary.csv and report.md with its
     reason, and exits 1 (a final run lost); the other arm's figures equal those of the same sweep
-    without the diverging arm."""
+    without the diverging arm. The first sweep's final audit is a process of its own, as a user's
+    is; the second sweep's runs in this process (``audit_in_process``), so the equal figures also
+    say that the other tests' in-process audits give what the process gives."""
     monkeypatch.setitem(ARMS, "diverging_at_odd_seeds", planted_arms()["diverging_at_odd_seeds"])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the audit process's threads: this process's one (one_torch_thread)
     path = recipe(tmp_path, tiny_qwen3, arms=["regression", "diverging_at_odd_seeds"], seeds=[1])
     assert rmtrain_main(["sweep", "--config", str(path)]) == 1
     err = capsys.readouterr().err
@@ -392,6 +414,8 @@ def test_sweep_with_a_diverging_arm_finishes_and_says_why(tmp_path, tiny_qwen3, 
     lost = csv[csv["arm"] == "diverging_at_odd_seeds"].iloc[0]
     assert (lost["status"], lost["status_reason"]) == ("diverged", reason) and lost[list(FIGURES)].isna().all()
     assert list(csv.loc[csv["arm"] == "regression", "status"]) == ["ok"]
+    # its final audit ran as a process of its own: the local executor's log of it
+    assert (out / "logs" / f"{Path(tiny_qwen3).name}__regression__seed1.audit.log").is_file()
     report = (out / "report.md").read_text()
     assert "1 of them diverged or collapsed" in report and "## Runs that diverged or collapsed" in report
     assert f"| {bad} | seed | diverged | {reason} |" in report
@@ -401,8 +425,10 @@ def test_sweep_with_a_diverging_arm_finishes_and_says_why(tmp_path, tiny_qwen3, 
     raw = yaml.safe_load(path.read_text())
     raw["sweep"].update(arms=["regression"], output_root=str(tmp_path / "alone"))
     path.write_text(yaml.safe_dump(raw))
+    audit_in_process(monkeypatch)
     assert rmtrain_main(["sweep", "--config", str(path)]) == 0
     alone = pd.read_csv(tmp_path / "alone" / "summary.csv")
+    assert not (tmp_path / "alone" / "logs").exists()  # audited in this process
     assert alone[list(FIGURES)].notna().all().all()
     pd.testing.assert_frame_equal(_figures(csv, "regression"), _figures(alone, "regression"), check_exact=True)
 

@@ -78,17 +78,22 @@ def planted_reward_model(policy: Path, out: Path, spread: float = 0.3) -> tuple[
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from rmtrain.policy.tiny import build_tiny_policy
+def models(built_once: Any) -> dict[str, Any]:
+    """The tiny policy and the two planted reward models, built once for the run (tests/conftest.py)."""
+    def build(root: Path) -> None:
+        from rmtrain.policy.tiny import build_tiny_policy
 
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("policy_models")
-    policy = build_tiny_policy(_texts(), root / "policy")
-    # trained against: exactly two score values; compared between scoring paths: one score per token
-    rm, good = planted_reward_model(policy, root / "rm", spread=0.0)
-    (rm / "train_summary.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 3}))
-    graded, _ = planted_reward_model(policy, root / "rm_graded")
-    return {"policy": policy, "rm": rm, "rm_graded": graded, "good": good, "root": root}
+        torch.set_num_threads(1)
+        policy = build_tiny_policy(_texts(), root / "policy")
+        # trained against: exactly two score values; compared between scoring paths: one score per token
+        rm, good = planted_reward_model(policy, root / "rm", spread=0.0)
+        (rm / "train_summary.json").write_text(json.dumps({"arm": "bradley_terry", "seed": 3}))
+        planted_reward_model(policy, root / "rm_graded")
+        np.save(root / "good.npy", good)
+
+    root = built_once("policy_models", build)
+    return {"policy": root / "policy", "rm": root / "rm", "rm_graded": root / "rm_graded",
+            "good": np.load(root / "good.npy"), "root": root}
 
 
 def make_cfg(models: dict[str, Any], out: Path, **over: Any) -> Any:
@@ -102,25 +107,29 @@ def make_cfg(models: dict[str, Any], out: Path, **over: Any) -> Any:
     return policy_config_from_dict(raw, overrides=over)
 
 
+RUN_STEPS = {("grpo", "clean"): 24, ("grpo", "perturbed"): 4, ("rloo", "perturbed"): 24, ("rloo", "clean"): 4}
+
+
 @pytest.fixture(scope="module")
-def runs(models: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """grpo and rloo, each in both environments: one long enough to learn, one short."""
-    from rmtrain.policy.train import train_policy
+def runs(models: dict[str, Any], built_once: Any) -> dict[str, Path]:
+    """grpo and rloo, each in both environments: one long enough to learn, one short. Built once
+    for the run (tests/conftest.py: ~13 s at one thread); its first user, test_mean_reward_rises
+    [grpo-clean], is marked slow so that one worker builds it at the start and the other finds it
+    built."""
+    def build(root: Path) -> None:
+        from rmtrain.policy.train import train_policy
 
-    torch.set_num_threads(1)  # module fixtures run before the function-scoped one_torch_thread
-    root = tmp_path_factory.mktemp("policy_runs")
-    plan = {("grpo", "clean"): 24, ("grpo", "perturbed"): 4, ("rloo", "perturbed"): 24, ("rloo", "clean"): 4}
-    out = {}
-    for (algo, env), steps in plan.items():
-        d = root / f"{algo}-{env}"
-        mode = "offline" if (algo, env) == ("rloo", "perturbed") else "disabled"
-        train_policy(make_cfg(models, d, **{"training.algorithm": algo, "training.max_steps": steps,
-                                            "environment": env, "wandb.mode": mode}))
-        out[(algo, env)] = d
-    return out
+        torch.set_num_threads(1)  # module fixtures run before the function-scoped one_torch_thread
+        for (algo, env), steps in RUN_STEPS.items():
+            mode = "offline" if (algo, env) == ("rloo", "perturbed") else "disabled"
+            train_policy(make_cfg(models, root / f"{algo}-{env}", **{
+                "training.algorithm": algo, "training.max_steps": steps, "environment": env, "wandb.mode": mode}))
+
+    root = built_once("policy_runs", build)
+    return {(algo, env): root / f"{algo}-{env}" for algo, env in RUN_STEPS}
 
 
-@pytest.mark.parametrize("algo,env", [("grpo", "clean"), ("rloo", "perturbed")])
+@pytest.mark.parametrize("algo,env", [pytest.param("grpo", "clean", marks=pytest.mark.slow), ("rloo", "perturbed")])
 def test_mean_reward_rises(runs: dict, algo: str, env: str) -> None:
     s = json.loads((runs[(algo, env)] / "policy_summary.json").read_text())
     assert s["algorithm"] == algo and s["environment"] == env and s["steps"] == 24
