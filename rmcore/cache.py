@@ -5,10 +5,10 @@ value (a scorer, a rewriter, a judge: every setting that changes the result) and
 input, so a changed setting is a different key rather than a stale hit. One SQLite file in WAL
 mode, safe for several readers and several writers on one machine (the processes of a sharded
 audit): each write takes the write lock up front (``BEGIN IMMEDIATE``), waits for it, and is retried
-when SQLite still reports the database busy; two writers of one key write the same value. ``fill`` computes the missing values chunk by chunk
-and commits every chunk before the next starts: a crash loses at most the chunk being computed,
-which is what makes a long run resumable. A value the computation marks as failed (None) is not
-stored, so a later run asks for it again.
+when SQLite still reports the database busy; two writers of one key write the same value. ``fill`` computes
+the missing values chunk by chunk and commits every chunk before the next starts: a crash loses at most the
+chunk being computed, which is what makes a long run resumable. A value the computation marks as failed (None)
+is not stored, so a later run asks for it again.
 
 Used by the score cache (``rmeval.scoring.cache``: table ``scores``), the rewrite cache
 (``rmeval.perturbations.rewriters``: table ``rewrites``) and judge elicitation

@@ -168,7 +168,8 @@ def check_model_name(name: str | os.PathLike, what: str = "--checkpoint", known:
 
     if isinstance(try_to_load_from_cache(text, "config.json"), str):
         return
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", ""):
+    if (os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "")
+            or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", "")):
         raise missing("not a local path, and not in the Hugging Face cache with the Hub offline")
     from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError

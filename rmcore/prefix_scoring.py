@@ -10,8 +10,8 @@ continuing from the prefix. Each score equals the unshared forward's up to float
 
 Used by rmeval's sequence-classifier, generative-judge and DPO scorers (``shared_prompt=True``, the
 default) and by the trainer's held-out evaluation of decoders trained with the shared prompt (so it
-lives below both, with the other foundations); texts without a partner, or whose shared part is shorter than ``MIN_PREFIX`` tokens, go
-through the scorer's ordinary batched path.
+lives below both, with the other foundations); texts without a partner, or whose shared part is shorter than
+``MIN_PREFIX`` tokens, go through the scorer's ordinary batched path.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ def save_gated_remote_code(path: str | os.PathLike, tokenizer: Any, *, num_objec
 
 
 def save_value_head(path: str | os.PathLike, tokenizer: Any, *, layout: str = "openrlhf", seed: int = 0,
-                    normalize: tuple[float, float] | None = None, max_position_embeddings: int = 128) -> tuple[Any, Any]:
+                    normalize: tuple[float, float] | None = None,
+                    max_position_embeddings: int = 128) -> tuple[Any, Any]:
     """A tiny Llama backbone and a one-row value head saved as ``layout`` lays them out (see
     ``VALUE_HEAD_LAYOUTS``); ``normalize`` = (mean, std) writes OpenRLHF's reward normalisation.
     Returns (backbone, head weight (1, hidden))."""

@@ -150,7 +150,8 @@ class RatingSet:
                     row[a] = r.ratings.get(a, float("nan"))
                 row["single_turn"] = p.single_turn
                 if tokenizer is not None:  # a count, not a model input: no "longer than the maximum" warning
-                    row["response_length"] = len(tokenizer(r.text, add_special_tokens=False, verbose=False)["input_ids"])
+                    row["response_length"] = len(tokenizer(r.text, add_special_tokens=False,
+                                                           verbose=False)["input_ids"])
                 rows.append(row)
         return pd.DataFrame(rows)
 

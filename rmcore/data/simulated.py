@@ -311,7 +311,8 @@ CONSTRAINT_TEXT: dict[str, tuple[str, ...]] = {
 }
 EXAMPLES = ("For example, a friend began to {tip} and it helped.", "For example, I learned to {tip}.",
             "For example, my neighbour made a point to {tip}.")
-BEGINNER_NOTES = ("New to this? Start small.", "New to this? Go step by step.", "New to this? Do not aim for perfection.")
+BEGINNER_NOTES = ("New to this? Start small.", "New to this? Go step by step.",
+                  "New to this? Do not aim for perfection.")
 CONTEXT = ("I have meant to do this for a while.", "My schedule is busy.", "A friend sent me here.",
            "Online guides confused me.", "My budget is small.", "It matters for a project.",
            "I want to get it right this time.", "My family keeps asking about it.")
