@@ -6,9 +6,9 @@ in memory. Values in messages are plain Python values (``0``, not ``np.int64(0)`
 
 Scores table (one row per scored text): prompt_id, response_id, condition, variant,
 donor_prompt_id, score (and, as ``rmeval.scoring.run`` writes it, prompt_truncated and
-response_truncated: the statistics do not read them). Ratings table: prompt_id, response_id, one column per rated attribute,
-single_turn, response_length (optional). Preferences table: prompt_id, chosen_id, rejected_id and
-optionally subset, section, chosen_style, rejected_style.
+response_truncated: the statistics do not read them). Ratings table: prompt_id, response_id, one column per
+rated attribute, single_turn, response_length (optional). Preferences table: prompt_id, chosen_id, rejected_id
+and optionally subset, section, chosen_style, rejected_style.
 """
 
 from __future__ import annotations

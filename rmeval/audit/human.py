@@ -197,7 +197,8 @@ class HumanSettings:
     reliabilities: dict[str, float] = option(default_factory=dict, flag="--human-reliability",
                                              deprecated=("--reliability",), nargs="+",
                                              parse=parse_reliabilities,
-                                             gt=0, le=1, help="borrowed rater reliabilities NAME=R for the reliability-corrected "
+                                             gt=0, le=1,
+                                             help="borrowed rater reliabilities NAME=R for the reliability-corrected "
                                                   "human share")
     max_prompts: int | None = option(None, ge=2, help="seeded sample of this many prompts")
     n_boot: int = n_boot_field()
@@ -265,7 +266,8 @@ def render_human_markdown(res: dict[str, Any], title: str = "Human ratings") -> 
                    [[a, num(lo["estimate"]), interval(lo), num(dh["estimate"]), interval(dh)]
                     for a, lo, dh in ((a, st["loo_correlation"], st["disjoint_half_correlation"])
                                       for a, st in res["attributes"].items())])
-    split_rows = [(a, n, r) for a, st in res["attributes"].items() for n, r in st.get("longer_minus_shorter", {}).items()]
+    split_rows = [(a, n, r) for a, st in res["attributes"].items()
+                  for n, r in st.get("longer_minus_shorter", {}).items()]
     if split_rows:
         lines += ["", "## Longer minus shorter prompts", "",
                   "Mean rating of responses to prompts above the median prompt length (words) minus the rest.", ""]
@@ -274,7 +276,8 @@ def render_human_markdown(res: dict[str, Any], title: str = "Human ratings") -> 
                         for a, n, r in split_rows])
     if "reliability" in res:
         lines += ["", f"## Rater reliability ({meta['main_attribute']})", ""]
-        lines += table(["measure", "value"], [[k, num(v)] for k, v in res["reliability"].items() if isinstance(v, float)])
+        lines += table(["measure", "value"],
+                       [[k, num(v)] for k, v in res["reliability"].items() if isinstance(v, float)])
     if "share_corrected" in res:
         lines += ["", f"## Reliability-corrected share ({meta['main_attribute']})", "",
                   "Observed share divided by the ratings' reliability under an independent additive-noise "

@@ -104,8 +104,8 @@ def pairwise_checkpoint(checkpoint: str | os.PathLike, rating_set: RatingSet, sc
                         wandb_project: str | None = None, wandb_mode: str | None = None,
                         wandb_group: str | None = None, shard: Shard | None = None) -> dict[str, Any] | None:
     """``pairwise`` of a saved checkpoint, with a W&B run of its own (``pairwise-<name>``, in its
-    training run's project and group unless ``wandb_project`` / ``wandb_group`` name others; the main process's alone when several
-    share the scoring)."""
+    training run's project and group unless ``wandb_project`` / ``wandb_group`` name others; the main
+    process's alone when several share the scoring)."""
     _preferences(rating_set, data)  # before any model is loaded
     model = load_scorer(replace(scorer, model=str(checkpoint)))
     label = display_name(name, checkpoint)
@@ -134,7 +134,8 @@ def pairwise_line(label: str, res: dict[str, Any], n_pairs: int, out: str | os.P
 def pairwise_markdown(name: str, res: dict[str, Any]) -> str:
     """The report: overall accuracy, RewardBench sections, per-group accuracy, RM-Bench's matrix."""
     lines = [f"# Pairwise accuracy: {name}", "", f"Accuracy: {estimate(res['accuracy'])} "
-             f"(ties count {'0.5' if res.get('ties', 'half') == 'half' else '0'}; {res.get('n_ties', 0)} tied pairs)", ""]
+             f"(ties count {'0.5' if res.get('ties', 'half') == 'half' else '0'}; "
+             f"{res.get('n_ties', 0)} tied pairs)", ""]
     if "rewardbench" in res:
         rb = res["rewardbench"]
         lines += ["## RewardBench sections (subsets weighted by RewardBench's example counts)", ""]

@@ -108,8 +108,9 @@ class AuditSettings:
                             help="no progress on stderr (a bar on a terminal, else a line every 30 s)")
 
     def resolved_conditions(self) -> list[str]:
-        return resolve_conditions(self.conditions, related_file=self.related_file,
-                                  paraphrase_file=self.paraphrase_file) if self.conditions is None else list(self.conditions)
+        return (resolve_conditions(self.conditions, related_file=self.related_file,
+                                   paraphrase_file=self.paraphrase_file)
+                if self.conditions is None else list(self.conditions))
 
     def condition_options(self) -> dict[str, Any]:
         """Options of the condition builders (rmeval.conditions); unset inputs left out."""
@@ -409,7 +410,8 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
         from rmeval.stats.judge_diagnostics import judge_diagnostics
 
         atomic_write_table(out / "judge_digits.parquet", scored.digits)
-        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.stats.n_boot, seed=settings.stats.seed)
+        result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.stats.n_boot,
+                                                        seed=settings.stats.seed)
     for cond, path in (("paraphrase", settings.paraphrase_file), ("related", settings.related_file)):
         section = result.get(cond) if cond == "paraphrase" else result.get("transplant", {}).get(cond)
         if path and section is not None:  # what the variants file held: subtype, paraphrases judged valid
@@ -532,15 +534,16 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                  out: str | os.PathLike, *, preferences: str | os.PathLike | None = None,
                  reference_scores: str | os.PathLike | None = None, features: str | os.PathLike | None = None,
                  compare: dict[str, str] | None = None, wandb_project: str | None = None,
-                 wandb_mode: str | None = None, wandb_group: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
+                 wandb_mode: str | None = None,
+                 wandb_group: str | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
     """The audit's statistics on tables already written (``rmeval stats``): scores and ratings
     tables, optionally released preferences and the scores of a reference pool (prompt_id, score)
     for pool centring (the preferences default to the table ``audit`` writes beside the scores),
     written to OUT and logged to a W&B run (``stats_run_name``; tagged, grouped and in the project of
     the scored run, whose provenance and scoring the record's meta keeps: ``tables_provenance``,
-    ``_scored_meta``; ``wandb_project`` and ``wandb_group`` name another project and group). Each file is validated on its
-    own, so an error names the file it is in. ``features``: the folder of the prompt and feature
-    tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
+    ``_scored_meta``; ``wandb_project`` and ``wandb_group`` name another project and group). Each file is
+    validated on its own, so an error names the file it is in. ``features``: the folder of the prompt and
+    feature tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
     # scipy: --help stays cheap
     from rmeval.stats.audit import compute_audit

@@ -104,7 +104,8 @@ def _share_markdown(audit: dict[str, Any]) -> list[str]:
         lines += ["Reliability-corrected human share (observed share / rater reliability, under an "
                   "independent additive-noise model): a sensitivity range, not a ceiling.", ""]
         lines += table(["reliability", "R", "corrected human share", "95% CI"],
-                        [[k, num(r["reliability"]), num(r["estimate"]), interval(r)] for k, r in sh["human_corrected"].items()]) + [""]
+                        [[k, num(r["reliability"]), num(r["estimate"]), interval(r)]
+                         for k, r in sh["human_corrected"].items()]) + [""]
     return lines
 
 
@@ -164,7 +165,8 @@ def _prompt_only_markdown(audit: dict[str, Any]) -> list[str]:
     lines = ["## Prompt-only score", "",
              "Correlation across prompts of the score of a fixed generic reply with the prompt's mean "
              "original score.", ""]
-    return lines + table(["estimate", "95% CI", "prompts"], [[num(r["estimate"]), interval(r), str(r["n_prompts"])]]) + [""]
+    return lines + table(["estimate", "95% CI", "prompts"],
+                         [[num(r["estimate"]), interval(r), str(r["n_prompts"])]]) + [""]
 
 
 def _transplant_markdown(audit: dict[str, Any]) -> list[str]:
@@ -290,13 +292,15 @@ def _centering_markdown(audit: dict[str, Any]) -> list[str]:
              f"selection target; against the centred rating centring helps by construction.", ""]
     raw = c["raw"]
     rows = [["raw", num(raw["top_mean"]["estimate"]), interval(raw["top_mean"]), "", "",
-             num(raw["spearman_raw_rating"]["estimate"]), "", "", num(raw["spearman_centered_rating"]["estimate"]), "", ""]]
+             num(raw["spearman_raw_rating"]["estimate"]), "", "",
+             num(raw["spearman_centered_rating"]["estimate"]), "", ""]]
     for n, v in c["variants"].items():
         rows.append([n, num(v["top_mean"]["estimate"]), interval(v["top_mean"]), num(v["top_mean_delta"]["estimate"]),
                      interval(v["top_mean_delta"]), num(v["spearman_raw_rating"]["estimate"]),
                      num(v["spearman_raw_rating_delta"]["estimate"]), interval(v["spearman_raw_rating_delta"]),
                      num(v["spearman_centered_rating"]["estimate"]),
-                     num(v["spearman_centered_rating_delta"]["estimate"]), interval(v["spearman_centered_rating_delta"])])
+                     num(v["spearman_centered_rating_delta"]["estimate"]),
+                     interval(v["spearman_centered_rating_delta"])])
     return lines + table(["centring", f"top {pct}% mean", "95% CI", "Δ", "95% CI", "ρ raw rating", "Δρ", "95% CI",
                           "ρ centred rating", "Δρ", "95% CI"], rows) + [""]
 
@@ -324,7 +328,8 @@ def _rmbench_markdown(rb: dict[str, Any]) -> list[str]:
     lines += table(["chosen \\ rejected", "0", "1", "2"],
                     [[str(i)] + [num(v) for v in row] for i, row in enumerate(rb["matrix"])]) + [""]
     return lines + table(["RM-Bench", "accuracy", "95% CI"],
-                         [[n, num(rb[n]["estimate"]), interval(rb[n])] for n in ("hard", "normal", "easy", "average")]) + [""]
+                         [[n, num(rb[n]["estimate"]), interval(rb[n])]
+                          for n in ("hard", "normal", "easy", "average")]) + [""]
 
 
 def _judge_diagnostics_markdown(audit: dict[str, Any]) -> list[str]:
@@ -376,7 +381,8 @@ def _splits_markdown(audit: dict[str, Any]) -> list[str]:
         for subset, c in res.items():
             if not isinstance(c, dict):
                 continue
-            rows.append([f"{split}: {a} − {b}", SPLIT_LABELS.get(subset, subset), f"{c['n_prompts_a']}/{c['n_prompts_b']}",
+            rows.append([f"{split}: {a} − {b}", SPLIT_LABELS.get(subset, subset),
+                         f"{c['n_prompts_a']}/{c['n_prompts_b']}",
                          estimate(c["score_difference"]),
                          estimate(c["human_difference"]) if "human_difference" in c else MISSING,
                          estimate(c["model_minus_human"]) if "model_minus_human" in c else MISSING,
@@ -442,7 +448,8 @@ def _explained_markdown(audit: dict[str, Any]) -> list[str]:
                  "sd_donor": "SD of donor-prompt effects", "generic_minus_donor": "generic minus mean donor prompt",
                  "match_over_response": "match / response SD", "donor_over_response": "donor SD / response SD"}
         lines += table(["term", "estimate", "95% CI"],
-                       [[label, num(cr[n]["estimate"]), interval(cr[n])] for n, label in names.items() if n in cr]) + [""]
+                       [[label, num(cr[n]["estimate"]), interval(cr[n])]
+                        for n, label in names.items() if n in cr]) + [""]
     return lines
 
 

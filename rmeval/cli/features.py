@@ -38,7 +38,8 @@ def run(s: FeaturesCommand) -> int:
     tables = write_features(rating_set, s.features, s.out, seed=s.seed)
     f, pf = tables["features"], tables["prompt_features"]
     print(f"{len(tables['prompts'])} prompts, {len(f)} responses: "
-          f"{sum(c.startswith('emb_') for c in f.columns)} embedding and {sum(c.startswith('txt_') for c in f.columns)} "
-          f"text features per response, {sum(c.startswith('pemb_') for c in pf.columns)} embedding and "
+          f"{sum(c.startswith('emb_') for c in f.columns)} embedding and "
+          f"{sum(c.startswith('txt_') for c in f.columns)} text features per response, "
+          f"{sum(c.startswith('pemb_') for c in pf.columns)} embedding and "
           f"{sum(c.startswith('hid_') for c in pf.columns)} hidden-state features per prompt -> {s.out}")
     return 0

@@ -1,7 +1,8 @@
 """``rmeval judges elicit|analyze|reweight``: LLM-judge profiling (rmeval.judges.pipeline, its
 settings rmeval.judges.settings).
 
-    rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...) (--model PATH | --endpoint URL --endpoint-model NAME)
+    rmeval judges elicit  --out OUT (--items FILE | --data SPEC ...)
+                          (--model PATH | --endpoint URL --endpoint-model NAME)
                           [--attribute-names core,...] [--attributes FILE [--extend-attributes]]
                           [--n-shards N [--shard I] [--executor none|local|slurm|debug]] [--table judgments.jsonl]
     rmeval judges analyze --judgments STORE|FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]

@@ -31,8 +31,9 @@ class ReproduceCommand:
     """``rmeval reproduce``'s settings; ``recipe`` is the positional argument."""
 
     recipe: str = option("", positional=True, help="a reproduction recipe (recipes/reproduce/*.yaml)")
-    out: str | None = option(None, parse=output_folder("--out"), help="output directory (default: the recipe's output_dir/<recipe name>, "
-                                        "with -stand-in for a stand-in run)")
+    out: str | None = option(None, parse=output_folder("--out"),
+                             help="output directory (default: the recipe's output_dir/<recipe name>, "
+                                  "with -stand-in for a stand-in run)")
     dry_run: bool = option(False, help="print each row's loader, head, GPU memory, texts and GPU hours; "
                                        "download and score nothing")
     stand_in: bool = option(False, help="every Hub id a tiny local model of the same kind, the data local "
@@ -59,7 +60,8 @@ class ReproduceCommand:
     array_parallelism: int | None = option(None, ge=1, recipe_key="slurm.array_parallelism",
                                            help="array tasks running at once (16)")
     gpu_memory_gb: float | None = option(None, gt=0, recipe_key="compute.gpu_memory_gb",
-                                         help="GPU memory in GB, which sets GPUs per task and tensor-parallel sizes (80)")
+                                         help="GPU memory in GB, which sets GPUs per task and tensor-parallel "
+                                              "sizes (80)")
     node_gpus: int | None = option(None, ge=1, recipe_key="compute.gpus_per_node",
                                    help="GPUs of one node: a server needing more spans nodes (8)")
     download_mb_s: float | None = option(None, gt=0, recipe_key="compute.download_mb_s",

@@ -154,7 +154,8 @@ def balanced_halves(sizes: np.ndarray) -> np.ndarray:
     return half
 
 
-def prompt_mixes(prompts: list[PromptRecord], *, n_clusters: int = 20, seed: int = 0) -> tuple[np.ndarray, pd.DataFrame]:
+def prompt_mixes(prompts: list[PromptRecord], *, n_clusters: int = 20,
+                 seed: int = 0) -> tuple[np.ndarray, pd.DataFrame]:
     """(4, N) masks of the four mixes (``MIX_NAMES``) and a per-prompt table (prompt_id, words,
     length mix, cluster, topic mix); see the module doc."""
     from sklearn.cluster import KMeans
@@ -210,8 +211,8 @@ def judge_against_humans(judge: Any, rs: RatingSet, n_pairs: int | None, *, seed
     return res
 
 
-def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = None, wandb_project: str = DEFAULT_PROJECT,
-                    wandb_mode: str | None = None) -> dict[str, Any]:
+def run_leaderboard(cfg: LeaderboardConfig, *, out: str | os.PathLike | None = None,
+                    wandb_project: str = DEFAULT_PROJECT, wandb_mode: str | None = None) -> dict[str, Any]:
     """The leaderboard experiment of ``cfg`` into ``out`` (default cfg.output_dir)."""
     t0 = time.perf_counter()
     cfg.validate()

@@ -94,7 +94,8 @@ def protocol_strata(panel: Panel, protocol: str) -> dict[str, Any]:
     for key in STRATA:
         vals = [p[key]["agreement"] for p in pairs if p[key]["agreement"] is not None]
         n = sum(p[key]["n"] for p in pairs)
-        out[key] = {"mean": mean_or_none(vals), "pooled": rate_or_none(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
+        out[key] = {"mean": mean_or_none(vals),
+                    "pooled": rate_or_none(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
                     "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                     "n_above_half": int(sum(v > 0.5 for v in vals)), "n_pairs": len(vals), "n": int(n)}
         if key != "overall":
@@ -172,14 +173,16 @@ def matched_items(panel: Panel, core_attributes: tuple[str, ...] | list[str]) ->
                 per[(j, k)] = r
         rows = list(per.values())
         summary: dict[str, Any] = {key: mean_or_none([r[key] for r in rows])
-                                   for key in ("overall", "attribute", "attribute_item_mean", "core", "gap", "core_gap")}
+                                   for key in ("overall", "attribute", "attribute_item_mean", "core", "gap",
+                                               "core_gap")}
         summary["n_pairs"] = len(rows)
         summary["n_pairs_positive_gap"] = int(sum(r["gap"] > 0 for r in rows))
         judges: dict[str, Any] = {}
         for j, name in enumerate(panel.judges):
             mine = [r for (a, b), r in per.items() if j in (a, b)]
             if mine:
-                judges[name] = {key: mean_or_none([r[key] for r in mine]) for key in ("overall", "attribute", "core", "gap")}
+                judges[name] = {key: mean_or_none([r[key] for r in mine])
+                                for key in ("overall", "attribute", "core", "gap")}
                 judges[name]["n_partners"] = len(mine)
         summary["n_judges_positive_gap"] = int(sum((v["gap"] or 0) > 0 for v in judges.values()))
         summary["n_judges"] = len(judges)
@@ -211,7 +214,8 @@ def no_conflict(panel: Panel, min_shared: int = 20) -> dict[str, Any]:
             if cases.any():
                 per_pair[t].append(float(np.mean(differ[cases])))
     rows = {str(t): {"n_cases": acc[t][0], "n_different_winner": acc[t][1],
-                     "different_winner_rate": rate_or_none(acc[t][1], acc[t][0]), "coverage": rate_or_none(acc[t][0], acc[t][2]),
+                     "different_winner_rate": rate_or_none(acc[t][1], acc[t][0]),
+                     "coverage": rate_or_none(acc[t][0], acc[t][2]),
                      "mean_over_pairs": mean_or_none(per_pair[t]), "n_pairs": len(per_pair[t])} for t in thresholds}
     return {"min_shared": int(min_shared), **rows[str(int(min_shared))], "thresholds": rows}
 
@@ -369,7 +373,8 @@ def _associations(attributes: list[str], n: np.ndarray, hits: np.ndarray, n_read
         out[name] = {"median_accuracy": med,
                      "strength": float(np.median(np.abs(accs - 0.5))) if len(accs) else None,
                      "sign": None if med is None else ("+" if med >= 0.5 else "-"),
-                     "coverage": mean_or_none(cov), "n_readers": int(entered.sum()), "n_comparisons": int(n[entered, a].sum())}
+                     "coverage": mean_or_none(cov), "n_readers": int(entered.sum()),
+                     "n_comparisons": int(n[entered, a].sum())}
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["strength"] if kv[1]["strength"] is not None else -1)))
 
 
@@ -443,7 +448,8 @@ def _matched_items_markdown(mi: dict[str, Any] | None) -> list[str]:
              + (f"the {len(mi['core_attributes'])} core attributes present" if mi["core_attributes"]
                 else "no core attribute in this panel") + "). Gap = attribute - verdict agreement.", ""]
     rows = [[p, _cell(m["overall"]), _cell(m["attribute"]), _cell(m["attribute_item_mean"]), _cell(m["core"]),
-             _cell(m["gap"]), f"{m['n_pairs_positive_gap']}/{m['n_pairs']}", f"{m['n_judges_positive_gap']}/{m['n_judges']}"]
+             _cell(m["gap"]), f"{m['n_pairs_positive_gap']}/{m['n_pairs']}",
+             f"{m['n_judges_positive_gap']}/{m['n_judges']}"]
             for p, m in mi.items() if p in PROTOCOLS]
     return lines + table(["protocol", "verdict", "attribute (pooled)", "attribute (item mean)", "core", "gap",
                           "pairs with gap > 0", "judges with gap > 0"], rows) + [""]
@@ -494,7 +500,8 @@ def _difficulty_markdown(ds: dict[str, Any] | None) -> list[str]:
     lines = ["## Difficulty strata (reference labels)", "",
              f"{ds['n_labelled_items']} items with an A/B label ({ds['n_ties_or_unlabelled']} ties or unlabelled "
              "left out); item observations summed over judge pairs with two definite stable verdicts.", ""]
-    return lines + table(["stratum", "item observations", "attribute agreement (pooled)", "mean over pairs", "coverage"],
+    return lines + table(["stratum", "item observations", "attribute agreement (pooled)", "mean over pairs",
+                          "coverage"],
                          [[n.replace("_", " "), ds[n]["n_items"], _cell(ds[n]["agreement_pooled"]),
                            _cell(ds[n]["agreement_mean_over_pairs"]), _cell(ds[n]["coverage"])]
                           for n in ("both_match", "both_depart", "judges_disagree")]) + [""]

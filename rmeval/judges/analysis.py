@@ -129,7 +129,8 @@ def agreement(panel: Panel) -> dict[str, Any]:
     ac = panel.attribute_counts()
     upper = np.triu_indices(len(panel.judges), 1)
     agree, n, cells = (x[:, upper[0], upper[1]].sum(axis=1) for x in (ac.agree(), ac.joint, ac.cells))
-    out["per_attribute"] = {name: {"agreement": rate_or_none(agree[a], n[a]), "n": int(n[a]), "coverage": rate_or_none(n[a], cells[a])}
+    out["per_attribute"] = {name: {"agreement": rate_or_none(agree[a], n[a]), "n": int(n[a]),
+                                   "coverage": rate_or_none(n[a], cells[a])}
                             for a, name in enumerate(panel.attributes)}
     out["pairs"] = pairs
     return out
@@ -143,7 +144,8 @@ def judge_consistency(panel: Panel, j: int) -> dict[str, Any]:
     return {
         "order_consistency": rate_or_none(cons.sum(), both.sum()),
         "stable_rate": rate_or_none(cons.sum(), present.sum()),
-        "overall_order_consistency": rate_or_none(panel.consistent[j, :, -1].sum(), panel.both_resolved[j, :, -1].sum()),
+        "overall_order_consistency": rate_or_none(panel.consistent[j, :, -1].sum(),
+                                                  panel.both_resolved[j, :, -1].sum()),
         "overall_stable_rate": rate_or_none(panel.consistent[j, :, -1].sum(), panel.present[j, :, -1].sum()),
         "position_bias": {"first_rate": rate_or_none(fr[0], fr[1]), "n_reads": int(fr[1]),
                           "overall_first_rate": rate_or_none(fro[0], fro[1]), "overall_n_reads": int(fro[1])},

@@ -1,8 +1,8 @@
 """JudgeProfile end to end, one call per step: elicit a judge's attribute and overall verdicts on
 an items table (sharded, cached, resumable), analyze a judgments table (agreement, consistency,
-position bias, priority weights and the paper's controls), and reweight attributes toward reference labels (with the rubric
-and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over these; the
-steps' settings are ``rmeval.judges.settings``'. The judge itself (``rmeval.judges.elicit``: torch)
+position bias, priority weights and the paper's controls), and reweight attributes toward reference labels
+(with the rubric and LoRA baselines under the same label budgets). ``rmeval judges`` is a thin layer over
+these; the steps' settings are ``rmeval.judges.settings``'. The judge itself (``rmeval.judges.elicit``: torch)
 and the data loaders load when an elicitation starts."""
 
 from __future__ import annotations

@@ -184,8 +184,10 @@ def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, fl
     ratios = [r["ratio"] for r in attrs.values() if r["ratio"] is not None]
     return {
         "repeats": int(repeats), "n_judges": len(names), "n_failed_fits": int(failed), "intercept": b_star,
-        "correlation": {"pearson": {"observed": obs_pr, "null_mean": mean_or_none(null_pr), "ratio": ratio(obs_pr, mean_or_none(null_pr))},
-                        "spearman": {"observed": obs_sr, "null_mean": mean_or_none(null_sr), "ratio": ratio(obs_sr, mean_or_none(null_sr))}},
+        "correlation": {"pearson": {"observed": obs_pr, "null_mean": mean_or_none(null_pr),
+                                    "ratio": ratio(obs_pr, mean_or_none(null_pr))},
+                        "spearman": {"observed": obs_sr, "null_mean": mean_or_none(null_sr),
+                                     "ratio": ratio(obs_sr, mean_or_none(null_sr))}},
         "n_attributes_exceeding": int(sum(r["exceeds_null_p95"] for r in attrs.values())),
         "n_attributes": len(attrs), "median_ratio": float(np.median(ratios)) if ratios else None,
         "attributes": attrs, "judges": judges,

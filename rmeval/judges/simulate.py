@@ -76,7 +76,8 @@ def simulate_panel(n_items: int, weights: dict[str, np.ndarray], **kwargs) -> tu
     items, store, true = simulate_store(n_items, weights, **kwargs)
     table = store_to_table(store)
     # store_to_table gives judge, item, order, attribute; a stable sort on (judge, order) keeps the rest
-    order = np.lexsort(((table["order"] == "BA").to_numpy(), pd.Categorical(table["judge"], categories=store.judges).codes))
+    order = np.lexsort(((table["order"] == "BA").to_numpy(),
+                        pd.Categorical(table["judge"], categories=store.judges).codes))
     return items, table.iloc[order].reset_index(drop=True), true
 
 

@@ -11,9 +11,9 @@ pipelines), and writes the table in the paper's layout with published, ours and 
 downloading anything (``plan``); ``--stand-in`` maps every Hub id to a tiny local model of the same
 kind and the data to local files (``standins``), so every recipe runs on a CPU.
 
-Modules: ``recipe`` (the recipe's dataclasses), ``settings`` (its analysis settings), ``plan``, ``context`` (one run: paths, data,
-models), ``analyses`` (rows and panels per kind of table), ``judges`` and ``policy`` (JudgeProfile's
-and the PPO table's steps), ``figures`` and ``table`` (cells and the paper-layout table),
+Modules: ``recipe`` (the recipe's dataclasses), ``settings`` (its analysis settings), ``plan``, ``context``
+(one run: paths, data, models), ``analyses`` (rows and panels per kind of table), ``judges`` and ``policy``
+(JudgeProfile's and the PPO table's steps), ``figures`` and ``table`` (cells and the paper-layout table),
 ``runner``, ``array`` and ``worker`` (execution), ``cluster`` (placement, time limits, SLURM
 settings, task scripts), ``serve`` (a task's own judge server: free port, health wait), ``hub``
 (gated models, unpinned and guessed Hub ids), ``sources`` (local data sources and what to fetch),

@@ -53,7 +53,8 @@ RowDocs = dict[str, dict[str, Any]]  # row -> data key -> document
 def run_human(ctx: Any, row: Any) -> dict[str, str]:
     s = analysis_settings(ctx.recipe, stand_in=ctx.stand_in)
     entry = ctx.entry(row.data)
-    hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.stats.n_boot, "seed": s.stats.seed,
+    hs = strict_settings(HumanSettings, {"max_prompts": entry.max_prompts, "n_boot": s.stats.n_boot,
+                                      "seed": s.stats.seed,
                                       "attribute": row.attribute or getattr(s, "attribute", None),
                                       "annotations": ctx.annotations(row), "raters_per_rating": row.raters_per_rating,
                                       "reliabilities": dict(row.reliabilities)}, f"{ctx.recipe.path}: human {row.name}")

@@ -21,9 +21,10 @@ u = ``gpu_memory_utilization``, k = ``kv_cache_share``, N = ``gpus_per_node``):
 Time limit of a task (``task_minutes``), in minutes: download D = W x 1000 / ``download_mb_s`` / 60
 (a checkpoint's files on the Hub are about its weights; none for the study's own checkpoints and
 for external endpoints), load L = W / ``load_gb_s`` / 60 (+ ``server_start_min`` for a vLLM server:
-its CUDA graphs and compilation), compute C = the FLOPs' seconds on one GPU (``rmeval.reproduce.costing``) / P / 60 with P
-the GPUs that compute in parallel (TP for a server, 1 under ``device_map: auto``): timeout = max(60,
-D + L + ``time_slack`` x C + 30) rounded up to half hours (tasks of similar size share an array).
+its CUDA graphs and compilation), compute C = the FLOPs' seconds on one GPU
+(``rmeval.reproduce.costing``) / P / 60 with P the GPUs that compute in parallel (TP for a server, 1 under
+``device_map: auto``): timeout = max(60, D + L + ``time_slack`` x C + 30) rounded up to half hours (tasks of
+similar size share an array).
 ``slurm.timeout_min`` (``--timeout-min``) replaces it for every
 task. The task's GPU hours are what it holds: GPUs x (D + L + C) / 60."""
 
@@ -41,8 +42,8 @@ from typing import Any
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
 
-VLLM_DTYPES = ("bfloat16", "float16", "float32")
-PROMPT_MARGIN = 512  # tokens a served judge's context holds beyond the model's max_length: its rating prompt  # --dtype values; float8 checkpoints carry their own config
+VLLM_DTYPES = ("bfloat16", "float16", "float32")  # --dtype values; float8 checkpoints carry their own config
+PROMPT_MARGIN = 512  # tokens a served judge's context holds beyond the model's max_length: its rating prompt
 
 
 @dataclass
@@ -221,7 +222,8 @@ def ray_server_lines(m: Any, tp: int, pp: int) -> list[str]:
     """The commands of a multi-node server for ``m`` (vLLM over a Ray cluster of ``pp`` nodes)."""
     var = re.findall(r"\$\{?(\w+)", m.endpoint or "")
     where = f"export {var[0]}=http://HEAD_IP:8000/v1" if var else f"--endpoint {m.name}=http://HEAD_IP:8000/v1"
-    return [f"# {pp} nodes with {tp} GPUs each (e.g. one SLURM job: salloc --nodes {pp} --gpus-per-node {tp}); the same",
+    return [f"# {pp} nodes with {tp} GPUs each (e.g. one SLURM job: salloc --nodes {pp} --gpus-per-node {tp}); "
+            "the same",
             "# vLLM and model cache on every node. On the head node:", "ray start --head --port 6379",
             "# on each of the other nodes:", "ray start --address HEAD_IP:6379 --block &",
             "# then, on the head node, once `ray status` lists every GPU:",

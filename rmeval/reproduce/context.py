@@ -86,7 +86,8 @@ class Context:
             if self.stand_in:
                 if key not in self.recipe.stand_in.data:
                     raise ConfigError(f"{self.recipe.path}: stand_in.data has no local data for {key!r}")
-                spec = stand_in_spec(key, substitute(self.recipe.stand_in.data[key], sources), self.out / "stand_in_data")
+                spec = stand_in_spec(key, substitute(self.recipe.stand_in.data[key], sources),
+                                     self.out / "stand_in_data")
             self._specs[key] = spec
         return self._specs[key]
 

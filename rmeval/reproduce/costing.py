@@ -23,8 +23,8 @@ Prompt and generated tokens per row, by analysis (A: attributes, k: perturbation
   items x 2 x (T_item + (A + 1) x T_q), T_q a question's tokens (its words in the inventory); reply
   tokens = items x 2 x (A + 1) x r (r = 4, a served judge's reply cap; 1, a local judge's first
   token; a judge that reasons first, ``reasoning:``, its ``mean_tokens`` per call, else its reply
-  budget ``max_tokens``: an upper bound). Without prefix reuse it would be items x 2 x (A + 1) x (T_item + T_q); T_item is counted on
-  disk, else 2T + the template (the query counted twice: an upper bound).
+  budget ``max_tokens``: an upper bound). Without prefix reuse it would be items x 2 x (A + 1) x (T_item +
+  T_q); T_item is counted on disk, else 2T + the template (the query counted twice: an upper bound).
 
 Beyond the rows (``extra_cost``; a JudgeProfile table's ``baselines``, ``baselines_cost``: per judge
 and source, 2 orders x the held-out quarter of the items x (T_item + T_q) x 2N for rubric prompting
@@ -352,8 +352,8 @@ def ppo_cost(ctx: Any, e: ExtraCost, sizes: dict[str, dict[str, Any]]) -> dict[s
         h = 2 * (s / 3600 + load) + ev
         hours += h
         lines.append(f"{m.name}: 2 environments x ({rollouts:g} rollouts x ({t_p} + {t_c}) tokens through the "
-                     f"{n_pol:g}B policy, its reference and critic and the {n_rm:g}B reward model, and {gpus} GPUs held "
-                     f"while they load) + the evaluation's {2 * n_eval} generations = {h:.1f} GPU h")
+                     f"{n_pol:g}B policy, its reference and critic and the {n_rm:g}B reward model, and {gpus} "
+                     f"GPUs held while they load) + the evaluation's {2 * n_eval} generations = {h:.1f} GPU h")
     return {"name": e.name, "kind": e.kind, "gpu_hours": round(hours, 1), "trainings": 2 * len(rms),
             "formula": lines, "source": e.source}
 
@@ -380,8 +380,9 @@ def baselines_cost(ctx: Any, sizes: dict[str, dict[str, Any]], s: Any, bs: Any) 
         hours += h_judge
         lines.append(f"{name} ({n:g}B), per source: 2 orders x the held-out quarter of its items x "
                      f"({'rubric + LoRA SFT' if len(bs.kinds) == 2 else bs.kinds[0]}) x (T_item + T_q) tokens x 2 x "
-                     f"{n:g}B, + {bs.lora_steps} LoRA steps x {bs.lora_batch_size} x (T_item + T_q) tokens x 6 x {n:g}B "
-                     f"at {c.gpu_tflops:g} TFLOP/s, + the judge loaded for each fine-tuning = {h_judge:.2f} GPU h")
+                     f"{n:g}B, + {bs.lora_steps} LoRA steps x {bs.lora_batch_size} x (T_item + T_q) tokens x 6 x "
+                     f"{n:g}B at {c.gpu_tflops:g} TFLOP/s, + the judge loaded for each fine-tuning = "
+                     f"{h_judge:.2f} GPU h")
     return {"name": "the rubric and LoRA SFT baselines (the panel step)", "kind": "baselines",
             "gpu_hours": round(hours, 2), "formula": lines,
             "source": "rmeval.judges.baselines on the reweighting's 75/25 split; one GPU of the machine running the "

@@ -17,8 +17,8 @@ download) and otherwise from the sizes the recipe transcribes from the paper (``
 per audit condition (``rmeval.conditions``, ``costing.condition_texts``): original and generic R
 texts, prompt_only P, transplants R x n_donors, related and paraphrase R x n variants, last_turn the
 responses of multi-turn prompts, fixed_reply_* P x donors or variants, plus a reference pool's
-responses, all again for each scoring variant (without a sequence marker); a pairwise run R; a suitability suite 2 + 2 x (perturbations) texts per item; a judge
-2 x (attributes + 1) questions per item."""
+responses, all again for each scoring variant (without a sequence marker); a pairwise run R; a suitability
+suite 2 + 2 x (perturbations) texts per item; a judge 2 x (attributes + 1) questions per item."""
 
 from __future__ import annotations
 
@@ -183,7 +183,8 @@ def model_plan(ctx: Any, m: Any, sizes: dict[str, dict[str, Any]]) -> dict[str, 
         full = sum(no_reuse_tokens(ctx, k, t, sizes[k], s) for k, t in texts.items() if t)
         notes.append(f"{prompt_tok / 1e6:.1f}M prompt tokens with the item's prefix reused ({full / 1e6:.0f}M without)")
     row = {"row": m.name, "model": m.hub_id + (f"@{m.revision}" if m.revision else ""), "kind": m.kind,
-           "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"), "head": _head(m, ctx.recipe.reproduce.analysis),
+           "loader": m.loader or ("from the checkpoint" if m.kind == "seq_classifier" else "-"),
+           "head": _head(m, ctx.recipe.reproduce.analysis),
            "head_name": m.head_name, "dtype": m.dtype, "params_b": round(params, 4), "active_params_b": active,
            "params_source": "safetensors on disk" if counted is not None else "recipe (params_b)",
            "weights_gb": round(weights, 2), "gpu_memory_gb": place.get("memory_gb", "-"), "gpus": gpus,
@@ -323,8 +324,9 @@ def plan_markdown(plan: dict[str, Any]) -> str:
         lines += ["Before the rows run (not done by this command):", "", *[f"- `{s}`" for s in plan["steps"]], ""]
     for sv in plan.get("servers", []):
         lines += [f"## Servers outside the job: {sv['model']} ({sv['row']})", "",
-                  f"{sv['nodes']} node(s) x {sv['tp']} GPUs (tensor parallel {sv['tp']}, pipeline parallel {sv['pp']}); "
-                  f"the recipe reads it at {sv['endpoint']}.", "", "```bash", *sv["lines"], "```", ""]
+                  f"{sv['nodes']} node(s) x {sv['tp']} GPUs (tensor parallel {sv['tp']}, "
+                  f"pipeline parallel {sv['pp']}); the recipe reads it at {sv['endpoint']}.", "",
+                  "```bash", *sv["lines"], "```", ""]
     lines += _policy_lines(plan.get("policy"))
     return "\n".join(lines)
 
@@ -352,11 +354,12 @@ def gpu_hour_lines(plan: dict[str, Any]) -> list[str]:
              f"Rows: {plan['rows_gpu_hours']} GPU h. Per row: GPUs x (download + load + compute) / 60, download = W x "
              f"1000 / {c['download_mb_s']:g} MB/s, load = W / {c['load_gb_s']:g} GB/s (+ {c['server_start_min']:g} min "
              f"for a vLLM server), compute = 2 x N_active x (prompt tokens / {c['gpu_tflops']:g} TFLOP/s + generated "
-             f"tokens / {c['decode_tflops']:g} TFLOP/s) over the GPUs computing in parallel (W: weights in GB, N_active: "
-             "parameters a token passes through; an external server: its compute only). Task time limit: download + load "
-             f"+ {c['time_slack']:g} x compute + 30 min, at least 60.", ""]
+             f"tokens / {c['decode_tflops']:g} TFLOP/s) over the GPUs computing in parallel (W: weights in GB, "
+             "N_active: parameters a token passes through; an external server: its compute only). Task time limit: "
+             f"download + load + {c['time_slack']:g} x compute + 30 min, at least 60.", ""]
     for x in plan.get("costs", []):
-        lines += [f"- {x['name']} ({x['kind']}): {x['gpu_hours']} GPU h" + (f" ({x['source']})" if x.get("source") else "")]
+        lines += [f"- {x['name']} ({x['kind']}): {x['gpu_hours']} GPU h"
+                  + (f" ({x['source']})" if x.get("source") else "")]
         lines += [f"  - {f}" for f in x["formula"]]
     if plan.get("costs"):
         lines.append("")
@@ -379,7 +382,8 @@ def hub_lines(plan: dict[str, Any]) -> list[str]:
         lines += ["Guessed Hub ids (the paper names the model, not its repository):", "",
                   *[f"- {x}" for x in pin["guessed"]], ""]
     if pin.get("unpinned"):
-        lines += ["Unpinned (no revision: the current one loads; the papers name none): " + ", ".join(pin["unpinned"]), ""]
+        lines += ["Unpinned (no revision: the current one loads; the papers name none): "
+                  + ", ".join(pin["unpinned"]), ""]
     return lines
 
 
@@ -394,7 +398,8 @@ def _policy_lines(lp: dict[str, Any] | None) -> list[str]:
             for p in lp["models"]]
     return ["## PPO launch plan", "",
             f"Policy recipe `{lp['policy_recipe']}` (from `{lp['base_recipe']}`); {lp['note']}.", "",
-            *table(["reward model", "Hub id", "served by rmeval serve-reward", "commands (or why not)", "win rate read from"],
+            *table(["reward model", "Hub id", "served by rmeval serve-reward", "commands (or why not)",
+                    "win rate read from"],
                    rows), "", f"Then `{lp['evaluate']}` (judge {lp['judge']}). The PPO trainings' GPU hours are "
             "under 'GPU hours' (the recipe's costs); the rows' are the suitability audit's.", ""]
 

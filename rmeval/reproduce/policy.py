@@ -18,9 +18,10 @@ snapshot, ``rmtrain policy`` in each environment (which writes OpenRLHF's ``trai
 sequence classifier: a reward model read through another loader or a head has no launch plan, and
 its win-rate cell says "not reproducible" and why (``serve_reason``); its risk is still shown. The
 Spearman correlations are over the reward models that have a win rate. In a stand-in run each
-reward model's two policies are two untrained tiny causal LMs (``tiny:SEED``, ``rmeval.experiments.responses``) answering the
-held-out prompts greedily, judged in both orders by the tiny judge through the same win-rate code
-(``rmeval.experiments.winrate``): the plumbing of the table, not a policy result."""
+reward model's two policies are two untrained tiny causal LMs (``tiny:SEED``,
+``rmeval.experiments.responses``) answering the held-out prompts greedily, judged in both orders by the tiny
+judge through the same win-rate code (``rmeval.experiments.winrate``): the plumbing of the table, not a policy
+result."""
 
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ def _stand_in_winrate(ctx: Any, name: str, key: str) -> dict[str, Any]:
     judge = HFPairwiseJudge(ctx.judge_stand_in(), max_length=512)
     texts = [conversation_text(p.messages) for p in prompts]
     first = judge.judge([(t, got["perturbed"][p.prompt_id], got["clean"][p.prompt_id]) for t, p in zip(texts, prompts)])
-    second = judge.judge([(t, got["clean"][p.prompt_id], got["perturbed"][p.prompt_id]) for t, p in zip(texts, prompts)])
+    second = judge.judge([(t, got["clean"][p.prompt_id], got["perturbed"][p.prompt_id])
+                          for t, p in zip(texts, prompts)])
     res = {**win_rate(first, second, n_boot=200, seed=0), "stand_in": "two untrained tiny policies, tiny judge"}
     atomic_write_json(path, res)
     return res

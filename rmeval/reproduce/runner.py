@@ -66,7 +66,8 @@ def run_row(ctx: Any, row: str) -> dict[str, Any]:
             raise ConfigError(f"{row}: not reproducible: {m.not_reproducible}")
         docs = ANALYSIS_STEPS[ctx.recipe.reproduce.analysis][0](ctx, m)
         how = ctx.stand_in_info(m)["what"] if ctx.stand_in else _how(m, ctx.endpoint(m))
-    record = {"row": row, "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
+    record = {"row": row,
+              "documents": {k: str(Path(v).resolve().relative_to(ctx.out.resolve())) for k, v in docs.items()},
               "seconds": round(time.perf_counter() - t0, 2), "stand_in": ctx.stand_in, "how": how,
               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_json(path, record)

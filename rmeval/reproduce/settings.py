@@ -118,4 +118,5 @@ def check_settings(recipe: Any) -> None:
                 raise ConfigError(f"{recipe.path}: data.{key}: an audit table names its conditions")
             check_condition_names(entry.conditions)
         if "conditions" in recipe.settings:
-            raise ConfigError(f"{recipe.path}: settings.conditions: name the conditions per data set (data.KEY.conditions)")
+            raise ConfigError(f"{recipe.path}: settings.conditions: name the conditions per data set "
+                              "(data.KEY.conditions)")

@@ -190,7 +190,8 @@ def _statement_lines(recipe: Any, statements: list[Statement]) -> list[str]:
 def markdown(recipe: Any, cells: dict[tuple[str, str], Cell], statements: list[Statement], *, stand_in: bool,
              rows_info: dict[str, dict[str, Any]]) -> str:
     r = recipe.reproduce
-    lines = [f"# {r.table}: {r.title}", "", f"*{STUDIES[r.study]}*; recipe `{recipe.path}` (analysis: {r.analysis}).", ""]
+    lines = [f"# {r.table}: {r.title}", "",
+             f"*{STUDIES[r.study]}*; recipe `{recipe.path}` (analysis: {r.analysis}).", ""]
     if stand_in:
         lines += [STAND_IN_BANNER, ""] + ([f"Stand-in: {recipe.stand_in.note.strip()}", ""]
                                           if recipe.stand_in.note else [])

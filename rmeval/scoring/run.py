@@ -288,7 +288,8 @@ def _score_unique(scorer: Scorer, conditions: list[str], uniq_items: list[Any], 
     # lines on any other stderr); scores do not depend on the batching.
     by_cond = {cond: [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]] for cond in conditions}
     total = sum(len(idx) for idx in by_cond.values())
-    with Progress(f"scoring {label}" if label else "scoring", total, unit="text", enabled=progress and total > 0) as bar:
+    with Progress(f"scoring {label}" if label else "scoring", total, unit="text",
+                  enabled=progress and total > 0) as bar:
         for cond, idx in by_cond.items():
             if idx:
                 bar.set_postfix(condition=cond)

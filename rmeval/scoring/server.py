@@ -180,7 +180,8 @@ def label_messages(label: Any, prompt: str) -> list[dict[str, str]]:
             return _check_messages(json.loads(label))
         except json.JSONDecodeError:
             raise ValueError("label is not a JSON list of messages") from None
-    raise ValueError(f"label must be a string (JSON list of messages) or a list of messages, got {type(label).__name__}")
+    raise ValueError("label must be a string (JSON list of messages) or a list of messages, "
+                     f"got {type(label).__name__}")
 
 
 def parse_request(payload: Any, end_markers: tuple[str, ...] = END_MARKERS) -> list[tuple[list[dict[str, str]], str]]:
@@ -204,7 +205,8 @@ def parse_request(payload: Any, end_markers: tuple[str, ...] = END_MARKERS) -> l
     for i, (q, p, lab) in enumerate(zip(queries, prompts, labels)):
         if not isinstance(q, str) or not isinstance(p, str):
             which = "query" if not isinstance(q, str) else "prompts"
-            raise RequestError(f"item {i}: '{which}' entries must be strings, got {_kind(q if which == 'query' else p)}")
+            raise RequestError(f"item {i}: '{which}' entries must be strings, "
+                               f"got {_kind(q if which == 'query' else p)}")
         try:
             items.append((label_messages(lab, p), split_query(q, p, end_markers)))
         except ValueError as e:

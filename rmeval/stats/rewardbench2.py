@@ -52,7 +52,8 @@ TIES_WEIGHTS = {"tied_accuracy": 0.30, "ref_accuracy": 0.30, "correctness_prefer
 
 
 def _joined(table: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    lookup = {(str(p), str(r)): float(v) for p, r, v in zip(scores["prompt_id"], scores["response_id"], scores["score"])}
+    lookup = {(str(p), str(r)): float(v)
+              for p, r, v in zip(scores["prompt_id"], scores["response_id"], scores["score"])}
     out = table.copy()
     vals = []
     for i, (p, r) in enumerate(zip(out["prompt_id"], out["response_id"])):

@@ -97,9 +97,9 @@ def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet
                       progress: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, Path] | None]:
     """Suitability of each (name, checkpoint) on ``rating_set``, into OUT (one checkpoint) or
     OUT/<name>/, each with its W&B run (in its training run's project and group unless
-    ``wandb_project`` / ``wandb_group`` name others: ``rmeval.tracking``); with several, their margins by the panel rule and a joint
-    report in OUT. Returns (results by name, the joint report's paths or None). ``progress``: the
-    scoring's count on stderr."""
+    ``wandb_project`` / ``wandb_group`` name others: ``rmeval.tracking``); with several, their margins by the
+    panel rule and a joint report in OUT. Returns (results by name, the joint report's paths or None).
+    ``progress``: the scoring's count on stderr."""
     out = Path(out)
     specs = settings.specs(rating_set)
     inference = settings.inference(seed)
@@ -111,7 +111,8 @@ def audit_checkpoints(checkpoints: list[tuple[str, Path]], rating_set: RatingSet
         model = load_scorer(replace(scorer, model=str(ckpt)))
         try:
             results[name] = _run_one(model, rating_set, settings, specs, dest, rewriters, seed=seed,
-                                     attribute=attribute, cache_path=Path(cache) if cache else dest / "score_cache.sqlite",
+                                     attribute=attribute,
+                                     cache_path=Path(cache) if cache else dest / "score_cache.sqlite",
                                      checkpoint=ckpt, data=data, progress=progress)
         finally:
             model.close()

@@ -146,8 +146,9 @@ def render_markdown(results: dict[str, dict[str, Any]], title: str = "Suitabilit
                   + ".", ""]
     if len(names) > 1:
         lines += ["## Cohen's d per model (stars: p-value; ✗ unsuitable, · rejected)", ""]
-        lines += table(["model", *specs, "risk"], [[lab[n], *(_d_cell(results[n]["perturbations"].get(s)) for s in specs),
-                                                   _num(results[n].get("suitability_risk"), 2)] for n in names])
+        lines += table(["model", *specs, "risk"],
+                       [[lab[n], *(_d_cell(results[n]["perturbations"].get(s)) for s in specs),
+                         _num(results[n].get("suitability_risk"), 2)] for n in names])
         lines.append("")
     for n in names:
         r = results[n]
