@@ -327,7 +327,8 @@ def train_dpo(base: str, train_rows: list[dict[str, Any]], held_rows: list[dict[
     accum = max(1, settings.pairs_per_step // (settings.per_device_batch_size * world))
     args = DPOConfig(
         output_dir=str(out / "trainer"), beta=settings.beta, num_train_epochs=settings.num_epochs,
-        per_device_train_batch_size=settings.per_device_batch_size, per_device_eval_batch_size=settings.per_device_batch_size,
+        per_device_train_batch_size=settings.per_device_batch_size,
+        per_device_eval_batch_size=settings.per_device_batch_size,
         gradient_accumulation_steps=accum, learning_rate=learning_rate, warmup_steps=settings.warmup_ratio,
         max_length=settings.max_length, activation_checkpointing=settings.gradient_checkpointing,
         bf16=dtype == torch.bfloat16, use_cpu=device.type == "cpu",
@@ -354,7 +355,8 @@ def train_dpo(base: str, train_rows: list[dict[str, Any]], held_rows: list[dict[
     os.replace(tmp, out / "model")
     shutil.rmtree(out / "trainer", ignore_errors=True)
     metrics = {"learning_rate": learning_rate, "heldout_accuracy": float(ev["eval_rewards/accuracies"]),
-               "heldout_loss": float(ev["eval_loss"]), "heldout_margin": float(ev.get("eval_rewards/margins", math.nan)),
+               "heldout_loss": float(ev["eval_loss"]),
+               "heldout_margin": float(ev.get("eval_rewards/margins", math.nan)),
                "train_loss": float(train.training_loss), "n_train_pairs": len(train_rows),
                "n_heldout_pairs": len(held_rows), "steps": int(train.global_step),
                "gradient_accumulation_steps": accum, "lora": None if lora is None else lora.__dict__,
@@ -555,8 +557,8 @@ def _run_variant(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict
 
 def _log(result: dict[str, Any], out: Path, cfg: FilteringConfig, project: str, mode: str | None) -> None:
     tracker = Tracker(project=project, name="filter-experiment", mode=mode, dir=out, job_type="filtering",
-                      config={"data": str(cfg.data), "base_model": cfg.base_model, "keep_fraction": cfg.filter.keep_fraction,
-                              "beta": cfg.dpo.beta})
+                      config={"data": str(cfg.data), "base_model": cfg.base_model,
+                              "keep_fraction": cfg.filter.keep_fraction, "beta": cfg.dpo.beta})
     try:
         flat = flatten({k: result[k] for k in ("filter", "variants")})
         tracker.log({f"filtering/{k}": v for k, v in flat.items() if isinstance(v, (int, float))})

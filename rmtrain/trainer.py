@@ -129,8 +129,8 @@ class MatchedRewardTrainer(Trainer):
             self._bad_loss = float(loss.detach())
         with torch.no_grad():
             d = r.detach().double().cpu()
-            self._sums += torch.tensor([n, float((r_c > r_r).sum() + 0.5 * (r_c == r_r).sum()), float(d.sum()), float((d**2).sum())],
-                                       dtype=torch.float64)
+            self._sums += torch.tensor([n, float((r_c > r_r).sum() + 0.5 * (r_c == r_r).sum()), float(d.sum()),
+                                        float((d**2).sum())], dtype=torch.float64)
         if model.training:
             self.pairs_seen += n
         return (loss, out) if return_outputs else loss

@@ -96,7 +96,8 @@ def _flag(args: list[str], name: str, *values: Any) -> None:
 def prompt_records(rows: list[dict[str, Any]], prompt_format: str) -> list[dict[str, Any]]:
     out = []
     for r in rows:
-        rec: dict[str, Any] = {"prompt_id": r["prompt_id"], "label": json.dumps(r["reward_messages"], ensure_ascii=False)}
+        rec: dict[str, Any] = {"prompt_id": r["prompt_id"],
+                               "label": json.dumps(r["reward_messages"], ensure_ascii=False)}
         if prompt_format == "chat":
             rec["messages"] = r["messages"]
         else:

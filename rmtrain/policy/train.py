@@ -66,7 +66,8 @@ def load_policy_tokenizer(cfg: PolicyConfig) -> Any:
 def check_prompt_format(cfg: PolicyConfig, tokenizer: Any) -> None:
     if cfg.policy.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"policy {cfg.policy.name_or_path} has no chat template: set policy.prompt_format: plain "
-                          "(prompts as 'User: ...\\n\\nAssistant:') or use a policy whose tokenizer has a chat template")
+                          "(prompts as 'User: ...\\n\\nAssistant:') or use a policy whose tokenizer has a chat "
+                          "template")
 
 
 def policy_prompt(messages: list[dict[str, str]], prompt_format: str) -> Any:

@@ -159,7 +159,8 @@ def _run(sweep: Sweep, matrix: Matrix, ex: Any, ledger: Ledger, out: Path, force
     def progress(rid: str) -> None:
         row = ledger.get(rid) or {}
         acc = (row.get("figures") or {}).get("heldout_pair_accuracy")
-        msg = f"held-out pair accuracy {acc:.3f}" if row.get("state") == "done" and acc is not None else row.get("error")
+        msg = (f"held-out pair accuracy {acc:.3f}" if row.get("state") == "done" and acc is not None
+               else row.get("error"))
         if row.get("state") == "done" and not usable(row):
             msg = f"{row.get('status')}: {row.get('status_reason')}"
         echo(f"[sweep] {rid}: {row.get('state')} ({msg})")
@@ -293,7 +294,8 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           released=released, n_boot=s.audit.audit.stats.n_boot, seed=s.audit.audit.stats.seed)
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
-    log_to_wandb(paths, project=wb.get("project", DEFAULT_PROJECT), group=group, mode=mode, out=out, entity=wb.get("entity"),
+    log_to_wandb(paths, project=wb.get("project", DEFAULT_PROJECT), group=group, mode=mode, out=out,
+                 entity=wb.get("entity"),
                  config={"arms": s.arms, "models": sweep.models, "seeds": s.seeds, "search": s.search})
     df = summary_frame(final)
     echo(df[["arm", "model", "seed", "heldout_pair_accuracy", "share_original", "transplant_random_margin_sd"]]

@@ -86,7 +86,8 @@ class Ledger:
     def start(self, run_id: str) -> dict[str, Any]:
         row = self.get(run_id) or {}
         job = os.environ.get("SLURM_ARRAY_JOB_ID")
-        job = f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else os.environ.get("SLURM_JOB_ID", row.get("job_id"))
+        job = (f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job
+               else os.environ.get("SLURM_JOB_ID", row.get("job_id")))
         return self.update(run_id, state="running", attempts=int(row.get("attempts", 0)) + 1, started_at=now(),
                            finished_at=None, error=None, host=socket.gethostname(), pid=os.getpid(), job_id=job)
 

@@ -138,7 +138,8 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
     figures, labels = figure_columns(), figure_labels()
     n_done = sum(r["state"] == "done" for r in rows)
     n_lost = sum(r["state"] == "done" and not usable(r) for r in rows)
-    lost = f" ({n_lost} of them diverged or collapsed, [listed below](#runs-that-diverged-or-collapsed))" if n_lost else ""
+    lost = (f" ({n_lost} of them diverged or collapsed, [listed below](#runs-that-diverged-or-collapsed))"
+            if n_lost else "")
     lines = [f"# {title}", "", f"{n_done} of {len(rows)} runs finished (search runs included){lost}; "
              f"{len(df)} final runs in summary.csv.", ""]
     if selected:
@@ -163,8 +164,8 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                       f"seeds; the smallest possible p is 1/{int(n['n_splits'])} = {num(1 / n['n_splits'], 4)}). "
                       "Both directions are shown; read the one the hypothesis names before looking.", ""]
             lines += table(["figure", "A", "B", "mean A − mean B", "p (A > B)", "p (A < B)"],
-                           [[labels[r["figure"]], r["arm_a"], r["arm_b"], num(r["difference"]), num(r["p_a_greater"], 4),
-                             num(r["p_a_less"], 4)] for _, r in tm.iterrows()])
+                           [[labels[r["figure"]], r["arm_a"], r["arm_b"], num(r["difference"]),
+                             num(r["p_a_greater"], 4), num(r["p_a_less"], 4)] for _, r in tm.iterrows()])
             lines.append("")
         # which of the study's arm orderings this sweep shows (rmtrain.findings), stated as seen
         lines += [findings_markdown(df[df["model"] == model], title=f"{model}: the study's findings on this sweep")]
@@ -177,7 +178,8 @@ def render_report(df: pd.DataFrame, arms: list[str], *, title: str, rows: list[d
                   "and saved no model; `collapsed` scores every held-out text (nearly) the same "
                   "(training.collapse_sd).", ""]
         lines += table(["run", "stage", "status", "reason"],
-                       [[r["run_id"], r.get("stage"), r.get("status"), str(r.get("status_reason") or "").replace("|", "/")]
+                       [[r["run_id"], r.get("stage"), r.get("status"),
+                         str(r.get("status_reason") or "").replace("|", "/")]
                         for r in lost])
         lines.append("")
     failed = [r for r in rows if r["state"] in ("failed", "blocked")]
@@ -217,7 +219,8 @@ def plot_share_vs_margin(df: pd.DataFrame, arms: list[str], human_share: dict[st
         m = df[df["model"] == model]
         for arm in arms:
             g = m[m["arm"] == arm]
-            ax.scatter(pd.to_numeric(g[f"{prefix}share_original"]), pd.to_numeric(g[f"{prefix}transplant_random_margin_sd"]),
+            ax.scatter(pd.to_numeric(g[f"{prefix}share_original"]),
+                       pd.to_numeric(g[f"{prefix}transplant_random_margin_sd"]),
                        color=colours[arm], label=arm, s=36, alpha=0.85)
         for i, (name, r) in enumerate((released or {}).items()):
             x, y = r.get("share_original"), r.get("transplant_random_margin_sd")
@@ -473,7 +476,8 @@ def log_to_wandb(paths: dict[str, Path], *, project: str, group: str, mode: str 
                       mode=mode, dir=out / "wandb_summary", entity=entity, config={"sweep": group, **(config or {})})
     try:
         df = pd.read_csv(paths["summary"])
-        rows = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in df.itertuples(index=False)]
+        rows = [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                for row in df.itertuples(index=False)]
         tracker.log_table("sweep/summary", list(df.columns), rows)
         for k in paths:
             if k.startswith("share_vs_margin") or k == "arm_bars":

@@ -84,7 +84,8 @@ def run_one(out: str | os.PathLike, run_id: str, *, force: bool = False) -> bool
         if main:
             # a diverged or collapsed run is done (a result, not retried) and not usable (ledger doc)
             ledger.update(run_id, state="done", status=summary.get("status", "ok"),
-                          status_reason=summary.get("status_reason"), figures=figures, audit_dir=None, finished_at=now(),
+                          status_reason=summary.get("status_reason"), figures=figures, audit_dir=None,
+                          finished_at=now(),
                           seconds=round(time.time() - t0, 1), fingerprint=fingerprint(cfg), output_dir=cfg.output_dir)
         return True
     except Exception as e:  # recorded; the other runs go on
