@@ -33,7 +33,8 @@ def synthetic(n_prompts: int = 519, k: int = 2, n_donors: int = 4, seed: int = 0
             q = rng.normal()
             rid = f"{p}_r{j}"
             rat.append({"prompt_id": p, "response_id": rid, "helpfulness": 2 + 0.6 * u[i] + q,
-                        "single_turn": not multi[i], "response_length": float(np.exp(5 + 0.3 * q + 0.2 * rng.normal()))})
+                        "single_turn": not multi[i],
+                        "response_length": float(np.exp(5 + 0.3 * q + 0.2 * rng.normal()))})
             s = u[i] + 0.8 * q + 0.3 * rng.normal()
             rows.append((p, rid, "original", 0, None, s))
             rows.append((p, rid, "generic", 0, None, u[i] + 0.3 * rng.normal()))

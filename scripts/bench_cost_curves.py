@@ -219,7 +219,8 @@ def size_of(section: str, size: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("section", choices=list(SECTIONS))
-    ap.add_argument("--sizes", required=True, help="comma-separated: audit N:all|N:original, probe N:LEARNER, suitability M, sweep S")
+    ap.add_argument("--sizes", required=True,
+                    help="comma-separated: audit N:all|N:original, probe N:LEARNER, suitability M, sweep S")
     ap.add_argument("--keep", default=None, help="keep the inputs and outputs under this directory")
     ap.add_argument("--json", default=None, help="write the figures here as well")
     ap.add_argument("--timeout", type=float, default=None, help="stop a size after this many seconds (then '>')")

@@ -178,7 +178,8 @@ def main() -> None:
             m = measure(cmd)
             rows.append({"items": n_i, "judges": n_j, "attributes": args.attributes, "judgments": n_judgments,
                          "step": step, **m, "load": os.getloadavg()[0]})
-            print(f"{n_i:>6} items x {n_j:>2} judges x {args.attributes} attributes ({n_judgments / 1e6:6.1f}M judgments) "
+            print(f"{n_i:>6} items x {n_j:>2} judges x {args.attributes} attributes "
+                  f"({n_judgments / 1e6:6.1f}M judgments) "
                   f"{step:<9} wall {m['wall']:7.1f} s  CPU {m['cpu']:7.1f} s  peak RSS {m['rss_gb']:5.2f} GB  "
                   f"(load {rows[-1]['load']:.2f})", flush=True)
         both = [r for r in rows[-2:]]

@@ -17,9 +17,9 @@ quieter minute than the server's phases. Where the median ceiling still comes ou
 concurrent rate it bounds, a WARNING line says the load changed and the figures do not compare.
 Concurrent serving cannot beat the batched figure, so on a machine where a batched forward is
 little cheaper per text than a single one (a small encoder on a 2-core CPU) the ratio stays near
-that of the two model-only figures plus the per-request HTTP time that concurrency hides; on a GPU a forward of 16 texts costs about
-what one costs. A decoder reward model also encodes a prompt once for all of its rollouts in a
-forward (``--model qwen3``: a Qwen3-architecture reward model built from a config with a score
+that of the two model-only figures plus the per-request HTTP time that concurrency hides; on a GPU a forward
+of 16 texts costs about what one costs. A decoder reward model also encodes a prompt once for all of its
+rollouts in a forward (``--model qwen3``: a Qwen3-architecture reward model built from a config with a score
 head drawn at random, for throughput only: its rewards mean nothing).
 
     python scripts/bench_reward_server.py [--checkpoint DIR | --model qwen3] [--clients 16] [--requests 256]
@@ -149,7 +149,8 @@ def summary(rounds: list[Round]) -> list[str]:
     batch = rounds[0].batch
     lines = [f"medians over {len(rounds)} rounds: sequential {seq:.1f}, concurrent {con:.1f} rewards/s: "
              f"ratio concurrent/sequential {ratio:.2f}x",
-             f"the model alone (no HTTP, this process): {one:.1f} rewards/s one text per forward, {bat:.1f} in forwards "
+             f"the model alone (no HTTP, this process): {one:.1f} rewards/s one text per forward, "
+             f"{bat:.1f} in forwards "
              f"of {batch} (the server's mean concurrent batch): concurrent serving reaches {con / bat:.0%} of that "
              f"ceiling, and no server can exceed {ceiling:.2f}x over the sequential figure on this machine"]
     below = sum(r.batched < r.con for r in rounds)

@@ -34,7 +34,8 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / 
 
 def load_items(path: Path) -> list:
     rows = json.loads(path.read_text(encoding="utf-8"))
-    return [([{"role": "user", "content": r["prompt"]}], t) for r in rows for t in list(r["chosen"]) + list(r["rejected"])]
+    return [([{"role": "user", "content": r["prompt"]}], t)
+            for r in rows for t in list(r["chosen"]) + list(r["rejected"])]
 
 
 @torch.inference_mode()
@@ -81,8 +82,8 @@ def audit_decoder(args: argparse.Namespace) -> None:
             times[shared] = time.perf_counter() - t0
     print(f"machine fp32 matmul (512x512): {gflops:.0f} GFLOP/s; {torch.get_num_threads()} threads")
     print(f"decoder audit: {len(items)} unique texts, {len(rs.prompts)} prompts, conditions {', '.join(conds)}")
-    print(f"unshared: {times[False]:.1f}s   shared prompts: {times[True]:.1f}s   speed-up {times[False] / times[True]:.2f}x "
-          "(target >= 1.5)")
+    print(f"unshared: {times[False]:.1f}s   shared prompts: {times[True]:.1f}s   "
+          f"speed-up {times[False] / times[True]:.2f}x (target >= 1.5)")
     print(f"max |score diff| shared vs unshared: {np.max(np.abs(scores[True] - scores[False])):.2e}")
 
 

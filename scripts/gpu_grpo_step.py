@@ -45,7 +45,8 @@ def build_models(root: Path) -> tuple[Path, Path, list[str]]:
              "num_key_value_heads": 2, "max_position_embeddings": 1024}
     policy = tiny_causal_lm(root / "policy", texts, "qwen2", vocab_size=400, pad_token=PAD, **shape)
     tok = AutoTokenizer.from_pretrained(policy)
-    rm = save_tiny(root / "reward_model", tiny_model(tok, "qwen2", head="classifier", num_labels=1, seed=1, **shape), tok)
+    rm = save_tiny(root / "reward_model",
+                   tiny_model(tok, "qwen2", head="classifier", num_labels=1, seed=1, **shape), tok)
     return policy, rm, texts
 
 

@@ -54,7 +54,8 @@ def main() -> None:
 
             from rmcore.data.registry import load_rating_set
 
-            ns.model = build_qwen3(Path(tmp) / "qwen3", rating_set_texts(load_rating_set(bench.build_config(ns, tmp).data)))
+            ns.model = build_qwen3(Path(tmp) / "qwen3",
+                                   rating_set_texts(load_rating_set(bench.build_config(ns, tmp).data)))
         ns.model = bench.MODELS.get(ns.model, ns.model)
         cfg = bench.build_config(ns, tmp)
         prep = bench.prepare(cfg)

@@ -107,7 +107,8 @@ def main() -> None:
     t0 = time.perf_counter()
     print(f"group-aware BH at q = {args.q}, eta = {args.eta}, {args.reps} replications per layout "
           f"(MC s.e. of an FDR near q: {np.sqrt(args.q * (1 - args.q) / args.reps):.4f})\n")
-    head = "| layout | " + " | ".join(f"FDR {m}" for m in MODES) + " | " + " | ".join(f"power {m}" for m in MODES) + " |"
+    head = ("| layout | " + " | ".join(f"FDR {m}" for m in MODES) + " | "
+            + " | ".join(f"power {m}" for m in MODES) + " |")
     print(head)
     print("|---|" + "---|" * (2 * len(MODES)))
     for name, sizes, signals, mu, untestable in LAYOUTS:

@@ -1,7 +1,7 @@
 """The package graph is a straight line, rmcore <- rmeval <- rmtrain, and no module imports
 itself back through others, nor any folder inside a package (``rmeval/scoring/``, ``rmtrain/arms/``;
-a loose module counts as its own folder) through a module outside it. Every import counts, lazy ones inside functions included, so the
-check reads the source (an AST walk) rather than sys.modules."""
+a loose module counts as its own folder) through a module outside it. Every import counts, lazy ones inside
+functions included, so the check reads the source (an AST walk) rather than sys.modules."""
 
 from __future__ import annotations
 
@@ -214,9 +214,9 @@ def test_pip_install_editable_installs_every_package(tmp_path):
 
     prefix = tmp_path / "prefix"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed",
-                          "--prefix", str(prefix), "-e", str(ROOT)], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=600)
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--ignore-installed", "--prefix", str(prefix), "-e", str(ROOT)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     site_dir = next(prefix.rglob("site-packages"))
     code = (f"import site; site.addsitedir({str(site_dir)!r}); "

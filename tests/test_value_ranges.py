@@ -320,8 +320,8 @@ def test_n_boot_minus_five_is_refused_before_scoring(tmp_path, capsys, command) 
     """The issue's command line: refused while the flags are read, so even a checkpoint that is
     not there is never looked at, and nothing is written."""
     out = tmp_path / "O"
-    rc = rmeval_main([command, "--checkpoint", str(tmp_path / "C"), "--data", "simulated:n_prompts=4", "--out", str(out),
-                      "--n-boot", "-5"])
+    rc = rmeval_main([command, "--checkpoint", str(tmp_path / "C"), "--data", "simulated:n_prompts=4",
+                      "--out", str(out), "--n-boot", "-5"])
     err = capsys.readouterr().err
     assert rc == 2 and err == "rmeval: error: --n-boot: -5 is out of range; allowed: an integer >= 1\n"
     assert not out.exists()

@@ -116,8 +116,8 @@ def test_two_process_audit_command_equals_one_process(tmp_path, minilm_ckpt):
     # texts long enough that no truncated transplant text equals its original (a tie scored a float
     # rounding apart would flip an accuracy)
     common = ["--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=12,responses_per_prompt=3,seed=2",
-              "--conditions", *CONDITIONS, "--max-length", "256", "--n-donors", "2", "--n-boot", "200", "--n-boot-regression", "200", "--wandb-mode", "disabled",
-              "--no-progress"]
+              "--conditions", *CONDITIONS, "--max-length", "256", "--n-donors", "2", "--n-boot", "200",
+              "--n-boot-regression", "200", "--wandb-mode", "disabled", "--no-progress"]
     assert main(["audit", *common, "--out", str(tmp_path / "one")]) == 0
     assert main(["audit", *common, "--out", str(tmp_path / "two"), "--num-processes", "2"]) == 0
     one, two = (_sorted(pd.read_parquet(tmp_path / d / "scores.parquet")) for d in ("one", "two"))

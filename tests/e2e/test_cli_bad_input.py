@@ -75,7 +75,8 @@ def _bad_inputs(tmp: Path, ckpt: Path) -> dict[str, tuple[list[str], str]]:
                                 "column 14)"),
         "rm_bench folder without files": (["pairwise", "--checkpoint", str(ckpt), "--data",
                                            f"rm_bench:{tmp / 'empty_dir'}", *out],
-                                          f"rm_bench: no files matching *.json found in the folder {tmp / 'empty_dir'}"),
+                                          "rm_bench: no files matching *.json found in the folder "
+                                          f"{tmp / 'empty_dir'}"),
     }
 
 
@@ -132,7 +133,8 @@ def _idle_cases(tmp: Path, ckpt: Path) -> dict[str, tuple[str, list[str], str]]:
     idle = _recipe(tmp, "idle", lambda r: r["audit"].update(n_boot=300))
     idle_suit = _recipe(tmp, "idle_suit", lambda r: r.update(audit={"enabled": True, "suitability": {"q": 0.1}}))
     no_seeds = _recipe(tmp, "no_seeds", lambda r: r["sweep"].update(seeds=[]))
-    limit = _recipe(tmp, "limit", lambda r: r.update(data={"name": "rm_bench", "path": str(tmp / "x.json"), "limit": 0}))
+    limit = _recipe(tmp, "limit",
+                    lambda r: r.update(data={"name": "rm_bench", "path": str(tmp / "x.json"), "limit": 0}))
     typo = _recipe(tmp, "typo", lambda r: r["training"].update(learning_rat=1e-4))
     arm = _recipe(tmp, "arm", lambda r: r.update(arm="bt_margin", arm_options={"foo": 1}))
     return {
@@ -140,8 +142,9 @@ def _idle_cases(tmp: Path, ckpt: Path) -> dict[str, tuple[str, list[str], str]]:
             "rmtrain", [*train, "--set", "audit.n_boot=100"],
             f"rmtrain: error: --set audit.n_boot=100: has no effect while {demo}.audit.enabled is false"),
         "audit key while audit is off, in the recipe": (
-            "rmtrain", ["check", idle], f"rmtrain: error: {idle}.audit.n_boot: has no effect while {idle}.audit.enabled "
-                                        "is false (set it true, or leave n_boot out)"),
+            "rmtrain", ["check", idle],
+            f"rmtrain: error: {idle}.audit.n_boot: has no effect while {idle}.audit.enabled "
+            "is false (set it true, or leave n_boot out)"),
         "suitability key while its step is off": (
             "rmtrain", ["check", idle_suit], f"{idle_suit}.audit.suitability.q: has no effect while "
                                              f"{idle_suit}.audit.suitability.enabled is false"),

@@ -103,7 +103,8 @@ def test_a_collapsed_run_is_audited_and_said_once(diverged: Path, tmp_path: Path
     # a constant model's undefined figures are null in the record, not scipy warnings on stderr
     assert not [w for w in warned if "constant" in str(w.message).lower()], [str(w.message) for w in warned]
     said = [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"]
-    assert said == [f"{diverged}: {SAID}", f"{run}: the run was marked collapsed ({reason}); scoring its model as it is"]
+    assert said == [f"{diverged}: {SAID}",
+                    f"{run}: the run was marked collapsed ({reason}); scoring its model as it is"]
     audit = json.loads((out / "audit.json").read_text())
     assert audit["truncation"]["total"]["n"] == 12
     assert set(audit["selection"]["spearman"].values()) == {None}

@@ -42,7 +42,8 @@ def test_analyze_with_items_writes_every_control(files, capsys):
     null = res["identical_preference_null"]
     assert f"on {null['n_attributes_exceeding']} of 8 attributes" in line and line.endswith("analysis.json")
     assert null["repeats"] == 5 and res["no_conflict"]["min_shared"] == 3
-    assert res["label_associations"]["min_n_pooled"] == 40 and set(res["label_associations"]["sources"]) == {"hh", "chat"}
+    assert (res["label_associations"]["min_n_pooled"] == 40
+            and set(res["label_associations"]["sources"]) == {"hh", "chat"})
     md = (out / "analysis.md").read_text()
     for heading in ("## Stable and single-read protocols", "## Three-category kappa", "## Matched items",
                     "## No-conflict subset", "## Agreement by fitted importance", "## Difficulty strata",
@@ -55,7 +56,8 @@ def test_analyze_with_items_writes_every_control(files, capsys):
         if "judges/no_conflict/different_winner_rate" in logged:
             break
         time.sleep(0.2)
-    assert logged["judges/no_conflict/different_winner_rate"] == pytest.approx(res["no_conflict"]["different_winner_rate"])
+    assert logged["judges/no_conflict/different_winner_rate"] == pytest.approx(
+        res["no_conflict"]["different_winner_rate"])
     assert logged["judges/identical_preference_null/median_ratio"] == pytest.approx(null["median_ratio"])
     # per-attribute detail of the controls stays in the file
     assert not any(k.startswith("judges/identical_preference_null/attributes/") for k in logged)

@@ -41,7 +41,8 @@ def test_audit_profiles_a_lora_judge_checkpoint(tmp_path):
     res = j[(j["attribute"] != "overall") & (j["direction"] != 0)]
     first = ((res["order"] == "AB") & (res["direction"] == 1)) | ((res["order"] == "BA") & (res["direction"] == -1))
     assert prof["first_position_rate"] == pytest.approx(float(first.mean()))
-    assert set(prof["reweight"]["s"]) == {"base_accuracy", "base_accuracy_stable", "reweighted_accuracy", "gain", "n_test"}
+    assert set(prof["reweight"]["s"]) == {"base_accuracy", "base_accuracy_stable", "reweighted_accuracy", "gain",
+                                          "n_test"}
     for _ in range(50):  # the offline run file is completed shortly after finish()
         logged = {k: v for h in read_run(out / "wandb")["history"] for k, v in h.items()}
         if "audit/judge_profile/first_position_rate" in logged:

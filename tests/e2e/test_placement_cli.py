@@ -92,7 +92,8 @@ def test_bfloat16_is_recorded_and_within_its_rounding_of_float32(tmp_path, minil
     assert _audit(minilm_ckpt, tmp_path / "fp32") == 0
     assert _audit(minilm_ckpt, tmp_path / "bf16", "--dtype", "bfloat16") == 0
     meta = {d: json.loads((tmp_path / d / "audit.json").read_text())["meta"]["placement"] for d in ("fp32", "bf16")}
-    assert meta["fp32"] == {"device": "cpu", "dtype": "float32", "attn_implementation": meta["fp32"]["attn_implementation"],
+    assert meta["fp32"] == {"device": "cpu", "dtype": "float32",
+                            "attn_implementation": meta["fp32"]["attn_implementation"],
                             "loader": "classifier", "reward_head": None}
     assert meta["bf16"]["dtype"] == "bfloat16" and meta["bf16"]["device"] == "cpu"
     a, b = (pd.read_parquet(tmp_path / d / "scores.parquet").sort_values(["prompt_id", "response_id"]) for d in

@@ -354,7 +354,8 @@ def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_c
     lines = log.getvalue().splitlines()
     assert any(ln.startswith("scoring bt_margin seed 1: 48 of 48 texts (100%), ") for ln in lines)
     assert any(ln.startswith("statistics bt_margin seed 1: done in ") for ln in lines)
-    assert first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (") and " texts had their prompt cut; " in first
+    assert (first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (")
+            and " texts had their prompt cut; " in first)
     assert not first.startswith("bt_margin seed 1: 48 scores of at most 24 tokens (0 of")  # 24 tokens cut some prompts
     meta = json.loads((out / "audit.json").read_text())["meta"]
     assert meta["seconds"] >= meta["seconds_scoring"] + meta["seconds_statistics"]
@@ -399,7 +400,8 @@ def test_stats_keeps_exact_ties_whatever_the_row_order(tmp_path):
             tmp_path / "scores.parquet")
         d[["prompt_id", "response_id", "helpfulness"]].to_parquet(tmp_path / "ratings.parquet")
         out = tmp_path / f"o{seed}"
-        assert main(["stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings", str(tmp_path / "ratings.parquet"),
+        assert main(["stats", "--scores", str(tmp_path / "scores.parquet"),
+                     "--ratings", str(tmp_path / "ratings.parquet"),
                      "--out", str(out), "--n-boot", "20", "--n-boot-regression", "20", "--wandb-mode", "disabled"]) == 0
         sel = json.loads((out / "audit.json").read_text())["selection"]
         assert sel["top30_centered"]["estimate"] == pytest.approx(2.3, abs=1e-15), seed

@@ -172,7 +172,8 @@ def shp_rows(n_posts: int = 120, seed: int = 5) -> list[dict]:
                          "history": f"Why is the sky blue? ({i})", "c_root_id_A": ca[0], "c_root_id_B": cb[0],
                          "created_at_utc_A": ca[3], "created_at_utc_B": cb[3], "score_A": ca[2], "score_B": cb[2],
                          "human_ref_A": ca[1], "human_ref_B": cb[1], "labels": int(ca[2] > cb[2]),
-                         "seconds_difference": abs(ca[3] - cb[3]), "score_ratio": max(ca[2], cb[2]) / min(ca[2], cb[2])})
+                         "seconds_difference": abs(ca[3] - cb[3]),
+                         "score_ratio": max(ca[2], cb[2]) / min(ca[2], cb[2])})
     return rows
 
 
@@ -242,4 +243,5 @@ def test_skipped_rows_are_counted_on_the_console_and_in_the_report(tmp_path: Pat
     assert sum(skipped.values()) == 2 and set(skipped) == {"bad_helpfulness", "bad_response"}
     line = capsys.readouterr().out
     assert "(skipped: bad helpfulness 1, bad response 1) -> " in line
-    assert "Skipped while reading the data: bad helpfulness 1, bad response 1." in (tmp_path / "out" / "human.md").read_text()
+    assert ("Skipped while reading the data: bad helpfulness 1, bad response 1."
+            in (tmp_path / "out" / "human.md").read_text())

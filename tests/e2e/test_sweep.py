@@ -96,7 +96,8 @@ def test_run_directories_are_absolute_under_a_relative_output_root(tmp_path, mon
     """Search and seed runs alike (summary.csv and the policy recipes' reward_models_from read them
     from any folder)."""
     monkeypatch.chdir(tmp_path)
-    path = recipe(tmp_path, tmp_path / "m", arms=["regression"], seeds=[1, 2], search={"training.learning_rate": [1e-4]})
+    path = recipe(tmp_path, tmp_path / "m", arms=["regression"], seeds=[1, 2],
+                  search={"training.learning_rate": [1e-4]})
     raw = yaml.safe_load(path.read_text())
     raw["sweep"]["output_root"] = "rel/out"
     path.write_text(yaml.safe_dump(raw))
@@ -130,7 +131,8 @@ def test_search_select_reuse_and_summary(tmp_path, tiny_qwen3, monkeypatch):
     assert list(csv["seed"]) == [1, 2] and csv[list(FIGURES)].notna().all().all()
     audit = json.loads((Path(seed2["audit_dir"]) / "audit.json").read_text())
     assert csv.loc[1, "share_original"] == pytest.approx(audit["share"]["original"]["estimate"])
-    assert csv.loc[1, "transplant_random_margin_sd"] == pytest.approx(audit["transplant"]["random"]["margin_sd"]["estimate"])
+    assert csv.loc[1, "transplant_random_margin_sd"] == pytest.approx(
+        audit["transplant"]["random"]["margin_sd"]["estimate"])
     # the audit read only held-out prompts, which no run trained on
     held = set(json.loads((Path(seed2["output_dir"]) / "train_summary.json").read_text())["data"] and
                pd.read_parquet(Path(seed2["output_dir"]) / "heldout_scores.parquet")["prompt_id"])

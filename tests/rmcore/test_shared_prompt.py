@@ -39,7 +39,8 @@ def pairs_batch(tok: Any, max_length: int) -> tuple[list[list[int]], list[list[i
 
 
 def both_ways(model: Any, tok: Any, chosen: list[list[int]], rejected: list[list[int]],
-              weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
+              weights: torch.Tensor
+              ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
     from rmcore.formatting import Encoded
 
     texts = [Encoded(x, None, False, False) for x in chosen + rejected]

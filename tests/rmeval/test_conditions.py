@@ -57,7 +57,8 @@ def test_original_generic_prompt_only():
     orig = build_condition("original", rs)
     assert len(orig) == 12 and all(i.messages == rs.by_id()[i.prompt_id].messages for i in orig)
     gen = build_condition("generic", rs)
-    assert {tuple(map(tuple, (m.items() for m in i.messages))) for i in gen} == {((("role", "user"), ("content", "Please respond.")),)}
+    assert {tuple(map(tuple, (m.items() for m in i.messages))) for i in gen} == {
+        ((("role", "user"), ("content", "Please respond.")),)}
     assert build_condition("generic", rs, instruction="Go.")[0].messages == u("Go.")
     po = build_condition("prompt_only", rs)
     assert len(po) == 6 and {i.response_id for i in po} == {"__generic_reply__"}

@@ -26,7 +26,8 @@ def table() -> PairTable:
 
 
 def test_six_arms_registered():
-    assert sorted(ARMS) == sorted(["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean", "binarized"])
+    assert sorted(ARMS) == sorted(["regression", "bradley_terry", "bt_margin", "gap_only", "shuffled_mean",
+                                   "binarized"])
 
 
 def test_unknown_arm_names_the_known_ones():
@@ -116,7 +117,8 @@ def test_rating_arms_refuse_unrated_pairs():
 
 def _pairs() -> PairTable:
     # gaps by rating: +2 (label agrees), -1 (label disagrees), 0 (ratings tie)
-    return PairTable(prompt_id=np.array(["a", "b", "c"], dtype=object), chosen_id=np.array(["1", "3", "5"], dtype=object),
+    return PairTable(prompt_id=np.array(["a", "b", "c"], dtype=object),
+                     chosen_id=np.array(["1", "3", "5"], dtype=object),
                      rejected_id=np.array(["2", "4", "6"], dtype=object), y_chosen=np.array([4.0, 1.0, 3.0]),
                      y_rejected=np.array([2.0, 2.0, 3.0]), prompt_mean=np.array([3.0, 1.5, 3.0]))
 

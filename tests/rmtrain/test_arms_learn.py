@@ -62,7 +62,8 @@ def planted_sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     for p in rs.prompts:
         answer = max(p.responses, key=lambda r: r.meta["answer_quality"]).text
         refusal = REFUSALS[rng.integers(len(REFUSALS))]
-        rows += [(p.prompt_id, p.messages[-1]["content"], answer, 4), (p.prompt_id, p.messages[-1]["content"], refusal, 0)]
+        rows += [(p.prompt_id, p.messages[-1]["content"], answer, 4),
+                 (p.prompt_id, p.messages[-1]["content"], refusal, 0)]
     root = tmp_path_factory.mktemp("planted_preferences")
     specs = {}
     for name, rate in (("planted", lambda h: h), ("flipped", lambda h: 4 - h)):

@@ -40,7 +40,8 @@ def test_toy_recipes_score_with_the_toy_reward_model(monkeypatch):
     assert cfg.training.use_cpu and cfg.max_train_pairs <= 320 and cfg.heldout_fraction > 0
     assert cfg.output_dir == "outputs/toy/reward_model"
     scored = [load_pool_config(ROOT / "recipes" / "pool_toy.yaml").reward_model_settings()["minilm"].model,
-              load_leaderboard_config(ROOT / "recipes" / "leaderboard_toy.yaml").reward_model_settings()["minilm"].model,
+              load_leaderboard_config(ROOT / "recipes" / "leaderboard_toy.yaml")
+              .reward_model_settings()["minilm"].model,
               load_filtering_config(ROOT / "recipes" / "filtering_toy.yaml").reward_model_settings().model]
     assert scored == [cfg.output_dir] * 3
     monkeypatch.chdir(ROOT)  # recipes name their outputs relative to the repository root
@@ -59,7 +60,8 @@ def test_pool_study_recipe():
 def test_leaderboard_study_recipe():
     cfg = load_leaderboard_config(ROOT / "recipes" / "leaderboard_helpsteer2_study.yaml")
     assert [p.model for p in cfg.policy_specs()] == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B",
-                                                     "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-3B-Instruct"]
+                                                     "meta-llama/Llama-3.2-1B-Instruct",
+                                                     "meta-llama/Llama-3.2-3B-Instruct"]
     assert cfg.anchor == "qwen3-1.7b" and cfg.single_turn_only and cfg.n_assignments == 20
     assert cfg.mixes.n_clusters == 20 and cfg.generation.temperature == 0 and cfg.generation.max_new_tokens == 2048
     assert cfg.data == {"name": "helpsteer2", "split": "validation"} and len(cfg.judge_settings()) == 2

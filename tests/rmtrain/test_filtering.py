@@ -57,7 +57,8 @@ def test_learning_rate_rule():
 
 def test_preference_rows_follow_the_tokenizer():
     rs = RatingSet([PromptRecord("a", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
-                                       {"role": "user", "content": "more"}], [Response("1", "good"), Response("2", "bad")])])
+                                       {"role": "user", "content": "more"}],
+                                 [Response("1", "good"), Response("2", "bad")])])
     pairs = pd.DataFrame({"prompt_id": ["a"], "chosen_id": ["1"], "rejected_id": ["2"]})
 
     class Chat:

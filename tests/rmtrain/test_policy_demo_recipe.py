@@ -91,7 +91,8 @@ def test_before_the_demo_each_missing_piece_is_one_line(reward_checkpoint: Path,
     assert main(argv) == 2  # the sweep is there, the tiny policy is not built yet
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Repo id" not in err
-    assert "outputs/demo/tiny_policy not found" in err and "python -m rmtrain.policy.tiny outputs/demo/tiny_policy" in err
+    assert ("outputs/demo/tiny_policy not found" in err
+            and "python -m rmtrain.policy.tiny outputs/demo/tiny_policy" in err)
     assert not (tmp_path / "outputs" / "demo" / "policy").exists()  # nothing written before the checks
 
 

@@ -125,7 +125,8 @@ def openrlhf_lora_config(src: Path, args: SimpleNamespace, role: str) -> Any:
     import peft
 
     if role == "actor":
-        build, caller = _call(src / "models" / "actor.py", "LoraConfig"), _call(src / "trainer/ray/ppo_actor.py", "Actor")
+        build, caller = (_call(src / "models" / "actor.py", "LoraConfig"),
+                         _call(src / "trainer/ray/ppo_actor.py", "Actor"))
     else:
         build = _call(src / "models" / "model.py", "LoraConfig")
         caller = _call(src / "trainer/ray/ppo_critic.py", "get_llm_for_sequence_regression")

@@ -42,7 +42,8 @@ def status(step: int, reward: float, kl: float) -> dict[str, Any]:
 
 
 def log_line(step: int, st: dict[str, Any], pid: int = 81234) -> str:
-    return f"\x1b[36m(PPOTrainer pid={pid})\x1b[0m INFO 12-01 10:{step:02d}:00 ppo_trainer.py:551] ✨ Global step {step}: {st}"
+    return (f"\x1b[36m(PPOTrainer pid={pid})\x1b[0m INFO 12-01 10:{step:02d}:00 ppo_trainer.py:551] "
+            f"✨ Global step {step}: {st}")
 
 
 def openrlhf_log(steps: range, *, resumed_from: int | None = None) -> str:

@@ -50,7 +50,8 @@ def _ols_sibling(score: np.ndarray, rating: np.ndarray, groups: np.ndarray, weig
 
 
 def test_pooled_coefficient_and_contrast_against_statsmodels():
-    runs = {"regression": [_planted(s, 0.0) for s in (1, 2, 3)], "bradley_terry": [_planted(s + 10, 0.5) for s in (1, 2)]}
+    runs = {"regression": [_planted(s, 0.0) for s in (1, 2, 3)],
+            "bradley_terry": [_planted(s + 10, 0.5) for s in (1, 2)]}
     res = pooled_sibling_contrast(runs, n_boot=40, seed=7)
     per_seed = {a: [_ols_sibling(*r) for r in rr] for a, rr in runs.items()}
     for arm, rr in runs.items():
@@ -141,7 +142,8 @@ def test_report_sections_from_planted_runs(tmp_path):
             figs = {"heldout_pair_accuracy": 0.6, "share_original": 0.3 + 0.01 * i, "share_human": 0.1}
             for j, rule in enumerate(("final", "best_pair_accuracy")):
                 figs.update({f"{rule}:share_original": (0.2 if arm == "regression" else 0.5) + 0.01 * i + 0.1 * j,
-                             f"{rule}:transplant_random_margin_sd": 1.0 + i + j, f"{rule}:pair_accuracy": 0.6 + 0.01 * j})
+                             f"{rule}:transplant_random_margin_sd": 1.0 + i + j,
+                             f"{rule}:pair_accuracy": 0.6 + 0.01 * j})
             figs.update({"second:share_original": 0.4 + 0.02 * i, "second:share_human": 0.26,
                          "second:transplant_random_margin_sd": 2.0 - 0.1 * i})
             for lab in (None, "second"):
@@ -176,8 +178,9 @@ def test_report_sections_from_planted_runs(tmp_path):
         got = rep["sibling_contrast"][lab]["m"]["contrasts"]["regression - bradley_terry"]
         ref = pooled_sibling_contrast({a: runs[(a, None if lab == "audit" else lab)] for a in arms}, n_boot=50, seed=1)
         assert got["estimate"] == pytest.approx(ref["contrasts"]["regression - bradley_terry"]["estimate"])
-        assert got["estimate"] == pytest.approx(np.mean([_ols_sibling(*r) for r in runs[("regression", None if lab == "audit" else lab)]])
-                                                - np.mean([_ols_sibling(*r) for r in runs[("bradley_terry", None if lab == "audit" else lab)]]))
+        assert got["estimate"] == pytest.approx(
+            np.mean([_ols_sibling(*r) for r in runs[("regression", None if lab == "audit" else lab)]])
+            - np.mean([_ols_sibling(*r) for r in runs[("bradley_terry", None if lab == "audit" else lab)]]))
     for name in ("share_vs_margin.png", "share_vs_margin.second.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -51,7 +51,8 @@ def test_summary_columns_and_headings_keep_their_order():
     assert figure_labels() == {
         "heldout_pair_accuracy": "held-out pair accuracy", "share_original": "between-prompt share",
         "share_generic": "share (generic prompt)", "transplant_random_margin_sd": "random-wrong-prompt margin (SD)",
-        "transplant_random_accuracy": "random-wrong-prompt match accuracy", "sibling_coefficient": "sibling coefficient",
+        "transplant_random_accuracy": "random-wrong-prompt match accuracy",
+        "sibling_coefficient": "sibling coefficient",
         "pair_accuracy": "pair accuracy (audit prompts)", "share_human": "human share"}
 
 

@@ -41,7 +41,8 @@ def test_summary_columns_exactly():
         "arm", "model", "seed", "status", "status_reason", "heldout_pair_accuracy", "share_original", "share_generic",
         "transplant_random_margin_sd", "transplant_random_accuracy", "sibling_coefficient", "run_dir", "audit_dir")
     assert len(df) == 11 and df.loc[df["arm"] == "gap_only", "share_original"].isna().all()
-    assert df.loc[df["arm"] == "gap_only", ["status", "status_reason"]].values.tolist() == [["failed", "RuntimeError: boom"]]
+    assert df.loc[df["arm"] == "gap_only", ["status", "status_reason"]].values.tolist() == [
+        ["failed", "RuntimeError: boom"]]
 
 
 def test_means_ranges_and_tests_by_hand():
@@ -49,7 +50,8 @@ def test_means_ranges_and_tests_by_hand():
     t = arm_table(df, ["regression", "bradley_terry", "gap_only"]).set_index("arm")
     # regression: 0.60, 0.61, ..., 0.64 -> mean 0.62, range [0.60, 0.64]
     assert t.loc["regression", "share_original_mean"] == pytest.approx(0.62)
-    assert (t.loc["regression", "share_original_min"], t.loc["regression", "share_original_max"]) == pytest.approx((0.60, 0.64))
+    assert (t.loc["regression", "share_original_min"],
+            t.loc["regression", "share_original_max"]) == pytest.approx((0.60, 0.64))
     assert t.loc["gap_only", "n_seeds"] == 0
     tests = arm_tests(df, ["regression", "bradley_terry", "gap_only"])
     r = tests[(tests["figure"] == "share_original")].iloc[0]
@@ -125,7 +127,8 @@ def test_an_arm_whose_every_search_run_diverged_is_blocked(tmp_path):
         bad = spec.arm == "regression" or spec.setting["training.learning_rate"] > 1
         Path(spec.output_dir).mkdir(parents=True)
         ledger.update(spec.run_id, state="done", output_dir=spec.output_dir,
-                      figures={"heldout_pair_accuracy": None if bad else 0.6, "selection_pair_accuracy": None if bad else 0.6},
+                      figures={"heldout_pair_accuracy": None if bad else 0.6,
+                               "selection_pair_accuracy": None if bad else 0.6},
                       **({"status": "diverged", "status_reason": "non-finite weights at step 1"} if bad else {}))
     selected = _select(sweep, m, ledger, tmp_path / "out")
     assert list(selected) == ["m/bradley_terry"] and selected["m/bradley_terry"]["excluded"] == {

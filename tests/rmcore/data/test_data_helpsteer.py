@@ -214,4 +214,5 @@ def test_round_trip_through_helpsteer_rows(tmp_path: Path):
     back = load_helpsteer2(write(tmp_path / "rt.jsonl", helpsteer_rows_from(rs)), "train")
     assert [p.messages for p in back.prompts] == [p.messages for p in rs.prompts]
     assert [[r.text for r in p.responses] for p in back.prompts] == [[r.text for r in p.responses] for p in rs.prompts]
-    assert [[r.ratings for r in p.responses] for p in back.prompts] == [[r.ratings for r in p.responses] for p in rs.prompts]
+    assert ([[r.ratings for r in p.responses] for p in back.prompts]
+            == [[r.ratings for r in p.responses] for p in rs.prompts])

@@ -185,7 +185,8 @@ def test_suitability_command_on_the_files(tmp_path):
     root = write_files(tmp_path / "ra", n=6, tasks=("chat", "math", "safety-refuse"))
     (root / "math_filtered_response_disturbance.json").unlink()  # math: the prompt codes only
     out = tmp_path / "suit"
-    assert main(["suitability", "--checkpoint", str(tiny_classifier(tmp_path / "rm")), "--data", f"reward_auditor:{root}",
+    assert main(["suitability", "--checkpoint", str(tiny_classifier(tmp_path / "rm")),
+                 "--data", f"reward_auditor:{root}",
                  "--out", str(out), "--max-length", "64", "--n-permutations", "500", "--wandb-mode", "disabled"]) == 0
     doc = json.loads((out / "suitability.json").read_text())
     assert list(doc["perturbations"]) == [f"{c}@auditor" for c in PROMPT_CODES + ["ST", "LE", "SP", "LC", "SLC"]]

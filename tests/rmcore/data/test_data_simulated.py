@@ -168,7 +168,8 @@ def test_match_effect_constraints(rs):
             assert m == rf.markers - {"brief"}, r.text
             swapped = PromptFeatures(f.topic, f.task, frozenset(read[d]["constraints"]))
             drop = answer_quality(f, rf) - answer_quality(swapped, rf)
-            brief_term = 0.5 * (("brief" in rf.markers) * (("brief" in f.constraints) - ("brief" in swapped.constraints)))
+            brief_term = 0.5 * (("brief" in rf.markers)
+                                * (("brief" in f.constraints) - ("brief" in swapped.constraints)))
             on_topic = rf.topic == f.topic
             assert drop == pytest.approx(on_topic * (0.5 * (len(m & own) - len(m & donor)) + brief_term))
             drops.append(drop)

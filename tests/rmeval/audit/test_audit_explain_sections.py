@@ -87,4 +87,5 @@ def test_scoring_variant_differences_are_variant_minus_reference():
     sv = compute_audit(scores, ratings, StatsSettings(n_boot=50, n_boot_regression=50), compare={"offset": variant})
     share = sv["scoring_variants"]["offset"]["share_original"]
     assert share["difference"]["estimate"] > 0.1
-    assert abs(share["difference"]["estimate"] - (share["variant"]["estimate"] - share["reference"]["estimate"])) < 1e-12
+    assert abs(share["difference"]["estimate"]
+               - (share["variant"]["estimate"] - share["reference"]["estimate"])) < 1e-12

@@ -108,7 +108,8 @@ def test_prompt_means_and_sibling_regression_by_condition(data, audit):
     wide = wide.merge(ratings, on=["prompt_id", "response_id"])
     pm = wide.groupby("prompt_id")[["original", "generic", "helpfulness"]].mean()
     got = audit["prompt_means"]
-    assert got["generic_vs_original"]["estimate"] == pytest.approx(pearsonr(pm["generic"], pm["original"])[0], abs=1e-10)
+    assert got["generic_vs_original"]["estimate"] == pytest.approx(pearsonr(pm["generic"], pm["original"])[0],
+                                                                   abs=1e-10)
     assert got["model_vs_human"]["estimate"] == pytest.approx(pearsonr(pm["original"], pm["helpfulness"])[0], abs=1e-10)
     # sibling regression under random wrong prompts: a response's mean donor score, z-scored, by OLS
     rnd = scores[scores["condition"] == "random"].groupby(["prompt_id", "response_id"], sort=False)["score"].mean()

@@ -79,7 +79,8 @@ def test_bad_settings_are_configuration_errors(kwargs, message):
 
 
 def test_bad_flag_is_one_line_on_the_command_line(tmp_path: Path, capsys):
-    assert main(["human", "--data", "simulated:n_prompts=20", "--human-reliability", "r=0", "--out", str(tmp_path / "o")]) == 2
+    assert main(["human", "--data", "simulated:n_prompts=20", "--human-reliability", "r=0",
+                 "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rmeval: error:") and "\n" not in err
     assert "--human-reliability: 0.0 (in {'r': 0.0}) is out of range" in err

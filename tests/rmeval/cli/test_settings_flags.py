@@ -118,7 +118,8 @@ def test_todays_defaults_spot_checked():
     e = _read("judges elicit")
     assert (e.max_length, e.batch_size, e.concurrency, e.chunk_items, e.api_key_env, e.executor, e.n_shards) == (
         4096, 32, 8, 2, "OPENAI_API_KEY", "none", 1)
-    assert (e.data, e.attribute_names, e.overall, e.prefix_reuse, e.executor_params.params()) == ([], [], True, True, {})
+    assert (e.data, e.attribute_names, e.overall, e.prefix_reuse, e.executor_params.params()) == (
+        [], [], True, True, {})
     an = _read("judges analyze").analysis
     assert (an.attributes, an.n_splits, an.null_repeats, an.min_shared, an.min_n_source, an.min_n_pooled) == (
         None, 20, 20, 20, 50, 200)

@@ -34,7 +34,8 @@ def test_read_pool_names_the_bad_row(tmp_path):
         read_pool(tmp_path / "missing.parquet")
     pd.DataFrame({"prompt_id": [1, 1, 2], "response": ["x", "y", "z"]}).to_csv(p, index=False)
     pool = read_pool(p)
-    assert pool["response_id"].tolist() == ["pool-0", "pool-1", "pool-2"] and pool["prompt_id"].tolist() == ["1", "1", "2"]
+    assert (pool["response_id"].tolist() == ["pool-0", "pool-1", "pool-2"]
+            and pool["prompt_id"].tolist() == ["1", "1", "2"])
 
 
 def test_pool_rating_set_keeps_covered_prompts():
@@ -50,8 +51,8 @@ def test_pool_rating_set_keeps_covered_prompts():
 def test_pool_command_then_audit_with_the_pool(tmp_path, capfd, minilm_ckpt):
     out = tmp_path / "pool"
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2", "--set", "sampling.max_new_tokens=6",
-                 "--set", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2",
+                 "--set", "sampling.max_new_tokens=6", "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     # stdout (the file descriptor: the tiny policies' tokenizer training writes there) holds the result alone
     notice, line = capfd.readouterr().out.splitlines()
@@ -73,8 +74,8 @@ def test_pool_command_then_audit_with_the_pool(tmp_path, capfd, minilm_ckpt):
     assert "TOY RUN" in (out / "pool.md").read_text()
     # a rerun generates and scores nothing new
     assert main(["pool", "--config", str(ROOT / "recipes" / "pool_toy.yaml"), "--out", str(out), "--data", DATA,
-                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2", "--set", "sampling.max_new_tokens=6",
-                 "--set", "progress=false",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "sampling.n=2",
+                 "--set", "sampling.max_new_tokens=6", "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     again = json.loads((out / "pool.json").read_text())
     assert all(g["n_generated"] == 0 for g in again["meta"]["generation"].values())
@@ -113,7 +114,8 @@ def test_pool_help_writes_nothing_and_bad_recipe_is_one_line(tmp_path, capsys, m
 def test_a_missing_reward_model_is_one_line_saying_what_trains_it(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "rm.yaml").write_text("arm: bradley_terry\nmodel: m\ndata: simulated\noutput_dir: outputs/rm\n")
+    (tmp_path / "recipes" / "rm.yaml").write_text("arm: bradley_terry\nmodel: m\ndata: simulated\n"
+                                                  "output_dir: outputs/rm\n")
     recipe = tmp_path / "pool.yaml"
     for model, says in (("outputs/rm", "reward model outputs/rm: not found; train it with "
                                        "`rmtrain train --config recipes/rm.yaml`"),

@@ -63,7 +63,8 @@ def test_base_accuracy_by_the_papers_rule_and_the_stable_one_beside_it(biased_pa
     # position bias and unparsed verdicts move the one-order base away from the stable figure
     assert any(abs(c["base_accuracy"] - c["base_accuracy_stable"]) > 0.03 for c in cells)
     sm = res["summary"]
-    assert sm["n_cells"] == 4 and sm["mean_base_accuracy"] == pytest.approx(np.mean([c["base_accuracy"] for c in cells]))
+    assert sm["n_cells"] == 4 and sm["mean_base_accuracy"] == pytest.approx(
+        np.mean([c["base_accuracy"] for c in cells]))
     assert sm["mean_gain"] == pytest.approx(np.mean([c["gain"] for c in cells]))
     assert sm["n_judges_improved"] == sum(res["judges"][j]["mean_gain"] > 0 for j in ("first", "second"))
 

@@ -121,7 +121,8 @@ def test_end_to_end_local_sharded_with_submitit(judge_path, items, tmp_path):
     stats = run_shards(jobs, make_executor("debug", str(tmp_path / "submitit")))
     assert sum(s["n_made"] for s in stats) == len(items) * 2 * len(questions)
     shards = sorted(p.name for p in (tmp_path / "out" / "shards").glob("tiny.shard-*"))
-    assert [n for n in shards if not n.endswith(".stats.json")] == [f"tiny.shard-0000{i}-of-00002.npz" for i in range(2)]
+    assert [n for n in shards if not n.endswith(".stats.json")] == [f"tiny.shard-0000{i}-of-00002.npz"
+                                                                    for i in range(2)]
     table = merge_shards(tmp_path / "out")
     assert is_store(table) and table == tmp_path / "out" / "judgments"  # the compact store, no long table
     j = load_judgments(table)
@@ -208,7 +209,8 @@ class _Endpoint(JsonHandler):
         if "harmfulness" in prompt:
             text = "**B**"
         self.send_json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]})
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}]})
 
     def log_message(self, *args):
         pass

@@ -208,7 +208,8 @@ def reasoning_recipe(tmp_path: Path, parser: str | None) -> Path:
 
     spec = stand_in_spec("rb", {"synthetic": "rewardbench", "n_prompts": 3, "seed": 2}, tmp_path / "data")
     raw = {
-        "reproduce": {"study": "judgeprofile", "table": "Reweighting", "title": "a reasoning judge", "analysis": "judges"},
+        "reproduce": {"study": "judgeprofile", "table": "Reweighting", "title": "a reasoning judge",
+                      "analysis": "judges"},
         "data": {"rb": {"spec": spec}},
         "models": [{"name": "r1", "hub_id": "example/reasoner-8B", "kind": "generative_judge", "params_b": 8.0,
                     "max_length": 1024, "serve": {}, "gated": False,
@@ -239,7 +240,8 @@ def test_a_reasoning_judge_is_served_with_its_parser_and_read_after_its_reasonin
     row = next(r for r in plan_recipe(recipe, tmp_path / "plan")["rows"] if r["row"] == "r1")
     cmd = row["server"]["command"]
     assert cmd[cmd.index("--max-model-len") + 1] == str(1024 + 512 + 300)  # the text, its prompt, the reasoning
-    assert ("--reasoning-parser" in cmd) == bool(parser) and (not parser or cmd[cmd.index("--reasoning-parser") + 1] == parser)
+    assert ("--reasoning-parser" in cmd) == bool(parser) and (
+        not parser or cmd[cmd.index("--reasoning-parser") + 1] == parser)
     # 3 items x 2 orders x (2 attributes + overall) calls, each generating the whole reply budget
     assert row["texts_total"] == 18 and row["generated_m"] == pytest.approx(18 * 300 / 1e6, abs=5e-4)
     port = str(free_port())
@@ -390,7 +392,8 @@ def test_unpinned_and_guessed_hub_ids_and_the_served_deepseek_judges(tmp_path, c
     assert "--max-model-len 12800 --reasoning-parser deepseek_r1" in text  # 8,192 + 512 + 4,096
     v4 = next(r for r in plan["rows"] if r["row"] == "deepseek-v4")
     assert v4["generated_m"] == pytest.approx(v4["texts_total"] * 4 / 1e6, abs=1e-3)  # 4 reply tokens per call
-    assert {r["head"] for r in plan["rows"] if r["kind"] == "generative_judge" and "NOT" not in r["note"]} == {"answer letters"}
+    assert {r["head"] for r in plan["rows"]
+            if r["kind"] == "generative_judge" and "NOT" not in r["note"]} == {"answer letters"}
 
 
 def test_a_generative_rm_of_a_suitability_table_is_read_at_its_verdict_letter(tmp_path, no_network):
@@ -407,7 +410,8 @@ def test_a_table_of_another_recipes_runs_says_so_in_its_dry_run(tmp_path, capsys
                  str(tmp_path / "t5")]) == 0
     text = capsys.readouterr().out
     assert "The rows of pairwise_misses_table9_eighteen_scorers.yaml (runs_of)" in text
-    assert "the rows, are the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, not in addition" in text
+    assert ("the rows, are the runs of pairwise_misses_table9_eighteen_scorers.yaml: counted there, "
+            "not in addition") in text
     assert "runs_of" not in base_text and "\n\n\n" not in text and "\n\n\n" not in base_text  # no blank-line runs
     hours = [json.loads((tmp_path / d / "plan.json").read_text())["gpu_hours"] for d in ("t9", "t5")]
     assert hours[0] == hours[1] > 0  # the same rows: the same hours, which a total counts once

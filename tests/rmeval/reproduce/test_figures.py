@@ -26,7 +26,8 @@ def _recipe(tmp_path, **extra):
             {"table": "T", "row": "m2", "column": "acc", "value": 0.5, "source": "s2"},
             {"table": "T", "rows": ["m.1", "m2"], "column": "acc", "range": [0.4, 0.95], "source": "s3"},
             {"table": "T", "rows": ["all"], "column": "acc", "aggregate": "median", "value": 0.6, "source": "s4"},
-            {"table": "T", "rows": ["m.1", "m2"], "column": "pts", "aggregate": "max_abs", "value": 1.0, "source": "s5"},
+            {"table": "T", "rows": ["m.1", "m2"], "column": "pts", "aggregate": "max_abs", "value": 1.0,
+             "source": "s5"},
         ],
         "model_cards": {"m.1": {"rb": 60.0}, "m2": {"rb": 70.0}},
         **extra,
@@ -54,7 +55,8 @@ def test_cells_differences_marks_and_statements(tmp_path):
     gaps = {row: cells[(row, "pts")].ours.estimate for row in ("m.1", "m2")}
     assert gaps == pytest.approx({"m.1": 62 - 60.0, "m2": 48 - 70.0})
     by = {s.figure.source: s for s in statements}
-    assert by["s3"].ours == pytest.approx([0.48, 0.62]) and by["s3"].differences == pytest.approx([0.4 - 0.48, 0.95 - 0.62])
+    assert (by["s3"].ours == pytest.approx([0.48, 0.62])
+            and by["s3"].differences == pytest.approx([0.4 - 0.48, 0.95 - 0.62]))
     assert by["s4"].missing == "waits for m3"  # all three models, one not scored
     assert by["s5"].ours == pytest.approx([22.0])
 
@@ -80,7 +82,8 @@ def _starred(tmp_path, **model):
         "models": [{"name": "a", "hub_id": "o/a", "params_b": 1}, {"name": "idrm", **model}],
         "columns": [{"name": "d_ST", "key": "by_code.ST.cohens_d", "mark_key": "by_code.ST.stars", "digits": 3}],
         "published": [{"table": "Table 1", "row": "a", "column": "d_ST", "value": 0.35, "mark": "***", "source": "s"},
-                      {"table": "Table 1", "row": "idrm", "column": "d_ST", "value": 0.336, "mark": "***", "source": "s"},
+                      {"table": "Table 1", "row": "idrm", "column": "d_ST", "value": 0.336, "mark": "***",
+                       "source": "s"},
                       {"table": "Table 1", "rows": ["all"], "column": "d_ST", "aggregate": "sum", "value": 0.686,
                        "source": "s"}],
     }

@@ -136,7 +136,8 @@ def test_tables_2_3_the_baselines_beside_the_reweighting_on_a_planted_panel(tmp_
     for name in named:
         b, rubric, base = docs[name]["baselines"], [], []
         for source in ("hh_rlhf", "rm_bench"):
-            shard = next((ctx.out / "panel" / "baselines" / name / "baselines" / source / "rubric" / "shards").glob("*.npz"))
+            shard = next((ctx.out / "panel" / "baselines" / name / "baselines" / source / "rubric"
+                          / "shards").glob("*.npz"))
             ab = load_judgments(shard).query("order == 'AB'").set_index("item_id")["direction"]
             rubric.append(float((ab == label[ab.index]).mean()))
             own = table[(table["judge"] == name) & (table["attribute"] == "overall") & (table["order"] == "AB")]

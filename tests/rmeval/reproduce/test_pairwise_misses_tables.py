@@ -71,7 +71,8 @@ def test_table_4_the_human_references_stand_in_run(tmp_path, capsys):
     votes["log_votes"] = np.log(votes["score"])
     assert float(figs[("human-shp", "vote_share")]["ours"]) == pytest.approx(icc1(votes, "log_votes", "post"))
     md = (out / "table.md").read_text()
-    assert "| Table 4, corrected_single, corrected_one_vs_rest, corrected_kept_three, corrected_one_vs_rest_three |" in md
+    assert ("| Table 4, corrected_single, corrected_one_vs_rest, corrected_kept_three, "
+            "corrected_one_vs_rest_three |") in md
 
 
 def test_table_7_the_ratings_agreement_stand_in_run(tmp_path, capsys):
@@ -136,7 +137,8 @@ def test_a_seed_the_sweep_trained_as_its_search_run_is_found_through_its_summary
     (root / "Qwen3-0.6B" / "regression" / "seed2").mkdir()
     pd.DataFrame([{"arm": "regression", "model": "Qwen/Qwen3-0.6B", "seed": 1, "run_dir": str(search)},
                   {"arm": "regression", "model": "Qwen/Qwen3-0.6B", "seed": 2,
-                   "run_dir": str(root / "Qwen3-0.6B" / "regression" / "seed2")}]).to_csv(root / "summary.csv", index=False)
+                   "run_dir": str(root / "Qwen3-0.6B" / "regression" / "seed2")}]).to_csv(root / "summary.csv",
+                                                                                         index=False)
     assert sweep_run_dir(root / "Qwen3-0.6B" / "regression" / "seed1") == search
     assert sweep_run_dir(root / "Qwen3-0.6B" / "regression" / "seed2") == root / "Qwen3-0.6B" / "regression" / "seed2"
     missing = root / "Qwen3-1.7B" / "regression" / "seed1"  # not in the summary: as given
@@ -171,7 +173,8 @@ def test_tables_5_12_13_14_27_read_the_eighteen_scorers_runs_on_one_out(tmp_path
 def test_table_28_the_paraphrase_shifts_stand_in_run(tmp_path, capsys, one_torch_thread):
     path = RECIPES / "pairwise_misses_table28_paraphrases.yaml"
     assert main(["reproduce", str(path), "--dry-run", "--out", str(tmp_path / "plan")]) == 0
-    assert "rmeval variants" in capsys.readouterr().out and "--task paraphrase" in (tmp_path / "plan" / "plan.md").read_text()
+    assert ("rmeval variants" in capsys.readouterr().out
+            and "--task paraphrase" in (tmp_path / "plan" / "plan.md").read_text())
     out = tmp_path / "t28"
     assert main(["reproduce", str(path), "--stand-in", "--out", str(out), "--wandb-mode", "disabled",
                  "--only", "tulu-3-8b-rm"]) == 0

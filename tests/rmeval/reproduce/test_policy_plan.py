@@ -41,16 +41,21 @@ def test_dry_run_writes_the_launch_plan_and_rmtrain_reads_its_policy_recipe(tmp_
         hub = load_reproduction(PPO).model(name).hub_id
         assert by[name]["commands"] == [
             f"hf download {hub} --local-dir {snap}",
-            f"rmtrain policy --config {out / 'policy' / 'policy_recipe.yaml'} --reward-model {name} --environment clean",
-            f"rmtrain policy --config {out / 'policy' / 'policy_recipe.yaml'} --reward-model {name} --environment perturbed"]
+            f"rmtrain policy --config {out / 'policy' / 'policy_recipe.yaml'} --reward-model {name} "
+            "--environment clean",
+            f"rmtrain policy --config {out / 'policy' / 'policy_recipe.yaml'} --reward-model {name} "
+            "--environment perturbed"]
         assert f"`hf download {hub}" in text
     assert "serves a one-label sequence classifier" in by["urm-llama-3.1-8b"]["not_reproducible"]
     assert by["llama3-8b-idrm"]["not_reproducible"].startswith("no public Hub id")
-    assert plan["evaluate"] == f"rmtrain policy-eval --config {out / 'policy' / 'policy_recipe.yaml'} --out outputs/policy_llama3_8b/eval"
+    assert plan["evaluate"] == (f"rmtrain policy-eval --config {out / 'policy' / 'policy_recipe.yaml'} "
+                                "--out outputs/policy_llama3_8b/eval")
     cfg = load_policy_config(out / "policy" / "policy_recipe.yaml")  # rmtrain's own strict reader
     assert cfg.reward_model_names() == SERVABLE
-    assert cfg.reward_model_path("skywork-llama-3.1-8b") == str(out / "policy" / "reward_models" / "skywork-llama-3.1-8b")
-    assert cfg.evaluation.suitability["skywork-v2-qwen3-8b"] == f"{out / 'panel' / 'chat' / 'suitability.json'}#skywork-v2-qwen3-8b"
+    assert cfg.reward_model_path("skywork-llama-3.1-8b") == str(out / "policy" / "reward_models"
+                                                                / "skywork-llama-3.1-8b")
+    assert (cfg.evaluation.suitability["skywork-v2-qwen3-8b"]
+            == f"{out / 'panel' / 'chat' / 'suitability.json'}#skywork-v2-qwen3-8b")
     assert cfg.training.algorithm == "ppo" and cfg.evaluation.judge == "openai:gpt-5"
     assert not (out / "rows").exists()  # nothing scored, nothing downloaded
 
@@ -63,7 +68,8 @@ def test_the_policy_recipe_reads_its_prompts_where_the_data_source_is(tmp_path, 
     text = capsys.readouterr().out
     cfg = load_policy_config(out / "policy" / "policy_recipe.yaml")
     assert cfg.data == {"name": "rm_bench", "path": f"{rmb}/chat_filtered.json"}  # not ../RM-Bench
-    assert f"policy.data: {rmb}/chat_filtered.json not found; fetch it: git clone https://github.com/THU-KEG/RM-Bench" in text
+    assert (f"policy.data: {rmb}/chat_filtered.json not found; fetch it: "
+            "git clone https://github.com/THU-KEG/RM-Bench") in text
     rmb.mkdir(parents=True)
     (rmb / "chat_filtered.json").write_text("[]")
     assert main(["reproduce", str(PPO), "--dry-run", "--out", str(out), "--data-source", f"rm_bench={rmb}"]) == 0

@@ -28,9 +28,10 @@ TABLES |= {
     ("reward-auditor", "Tables 3 and 4"), ("reward-auditor", "Table 2 and Figures 4-6"),
     ("pairwise-misses", "Table 4"), ("pairwise-misses", "Table 5"), ("pairwise-misses", "Table 7"),
     ("pairwise-misses", "Table 12"), ("pairwise-misses", "Table 13"), ("pairwise-misses", "Table 14"),
-    ("pairwise-misses", "Table 27"), ("pairwise-misses", "Table 28"), ("pairwise-misses", "Tables 25 and 26 (Figure 4)"),
-    ("judgeprofile", "Table 9"), ("judgeprofile", "Table 11"), ("judgeprofile", "Table 12"), ("judgeprofile", "Table 19"),
-    ("judgeprofile", "Table 20"),
+    ("pairwise-misses", "Table 27"), ("pairwise-misses", "Table 28"),
+    ("pairwise-misses", "Tables 25 and 26 (Figure 4)"),
+    ("judgeprofile", "Table 9"), ("judgeprofile", "Table 11"), ("judgeprofile", "Table 12"),
+    ("judgeprofile", "Table 19"), ("judgeprofile", "Table 20"),
 }
 # and the three left after the merge: the baselines, the leaderboard and the sequence markers
 TABLES |= {("judgeprofile", "Tables 2 and 3"), ("pairwise-misses", "Table 22"), ("pairwise-misses", "Table 29")}
@@ -143,9 +144,11 @@ def test_reward_auditor_table1_has_the_papers_26_rows_and_every_cell():
     cells = {(f.row, f.column): f for f in r.published if f.row}
     assert len(cells) == 260
     # spot checks read off the table by hand
-    assert (cells[("solar-10.7b-instruct-v1.0", "d_SP")].value, cells[("solar-10.7b-instruct-v1.0", "d_SP")].mark) == (0.906, "***")
+    assert (cells[("solar-10.7b-instruct-v1.0", "d_SP")].value,
+            cells[("solar-10.7b-instruct-v1.0", "d_SP")].mark) == (0.906, "***")
     assert (cells[("qwen3-8b", "d_CN")].value, cells[("qwen3-8b", "d_CN")].mark) == (-0.302, "")
-    assert (cells[("llama-3-offsetbias-rm-8b", "d_LC")].value, cells[("llama-3-offsetbias-rm-8b", "d_LC")].mark) == (0.741, "***")
+    assert (cells[("llama-3-offsetbias-rm-8b", "d_LC")].value,
+            cells[("llama-3-offsetbias-rm-8b", "d_LC")].mark) == (0.741, "***")
     assert (cells[("qwen3-8b", "d_IU")].value, cells[("qwen3-8b", "d_IU")].mark) == (0.151, "*")
     idrm = r.model("llama3-8b-idrm")
     assert idrm.not_reproducible and not idrm.hub_id

@@ -27,7 +27,8 @@ from tests.rmcore.data.test_data_reward_auditor import write_files
 from tests.support import ROOT, data_source_flags
 
 RECIPES = ROOT / "recipes" / "reproduce"
-TABLE1, RADAR = RECIPES / "reward_auditor_table1_rmbench_chat.yaml", RECIPES / "reward_auditor_figure2_subset_radar.yaml"
+TABLE1, RADAR = (RECIPES / "reward_auditor_table1_rmbench_chat.yaml",
+                 RECIPES / "reward_auditor_figure2_subset_radar.yaml")
 TABLES34, TABLE2 = RECIPES / "reward_auditor_tables3_4_accuracy.yaml", RECIPES / "reward_auditor_table2_normality.yaml"
 ROWS = ["skywork-llama-3.1-8b", "urm-llama-3-8b", "fsfairx-llama3-rm-v0.1"]  # three kinds of discriminative RM
 
@@ -110,12 +111,14 @@ def test_tables_3_and_4_stand_in_run(tmp_path, capsys, one_torch_thread, shared_
     assert "STAND-IN RUN" in printed and "| RM-Bench safety-accept |" in printed and "\n\n\n" not in printed
     assert "♡ URM-LLaMa-3-8B |" not in printed  # the models feed the panel rows only
     figs = _figures(out)
-    assert figs[("safety-accept", "rho_d_CN")]["published"] == "0.673" and figs[("code", "auroc_ST")]["published"] == "1.0"
+    assert (figs[("safety-accept", "rho_d_CN")]["published"] == "0.673"
+            and figs[("code", "auroc_ST")]["published"] == "1.0")
     assert {r["stand_in"] for r in figs.values()} == {"True"}
     with open(out / "table.csv", newline="") as f:
         assert all(r[0].endswith("[stand-in: ours means nothing]") for r in list(csv.reader(f))[1:])
     for key, code in (("chat", "ST"), ("safety-refuse", "EF"), ("math", "LE")):
-        recs = [next(v for s, v in _perturbations(out, row, key).items() if s.partition("@")[0] == code) for row in ROWS]
+        recs = [next(v for s, v in _perturbations(out, row, key).items() if s.partition("@")[0] == code)
+                for row in ROWS]
         d, acc = np.array([r["cohens_d"] for r in recs]), np.array([r["accuracy_change"] for r in recs])
         cell = figs[(key, f"rho_d_{code}")]
         if np.isfinite(d).all() and np.ptp(d) > 0 and np.ptp(acc) > 0:
@@ -145,7 +148,8 @@ def test_table_2_and_figures_4_to_6_stand_in_run(tmp_path, capsys, one_torch_thr
     rob = [_perturbations(out, row, "chat")["CN"]["robustness"] for row in ROWS]
     rho = stats.spearmanr([r["p_ttest"] for r in rob], [r["p_wilcoxon"] for r in rob]).statistic
     assert float(figs[("CN", "rho_t_wilcoxon")]["ours"]) == pytest.approx(rho)
-    assert figs[("CN", "rho_t_wilcoxon")]["published"] == "0.71" and figs[("SLC", "rho_perm_wilcoxon")]["published"] == "0.97"
+    assert (figs[("CN", "rho_t_wilcoxon")]["published"] == "0.71"
+            and figs[("SLC", "rho_perm_wilcoxon")]["published"] == "0.97")
     md = (out / "table.md").read_text()
     # no LC or SLC without a rewriter model: the cells and the ten-perturbation bounds say so
     assert "computed no 'method_agreement_by_code.SLC'" in md and "waits for LC, SLC" in md

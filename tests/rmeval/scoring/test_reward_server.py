@@ -209,7 +209,8 @@ def raw_exchange(port: int, head: bytes, body: bytes = b"", wait: float = 5.0) -
         return int(data.split(b" ", 2)[1]), time.monotonic() - t0
 
 
-def test_stalled_body_times_out_and_lengthless_post_is_refused(server: dict[str, Any], material: dict[str, Any]) -> None:
+def test_stalled_body_times_out_and_lengthless_post_is_refused(server: dict[str, Any],
+                                                               material: dict[str, Any]) -> None:
     port = server["port"]
     # Content-Length larger than what is sent: 408 after the 1 s request timeout, not a held thread
     code, seconds = raw_exchange(port, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", b'{"q')
@@ -364,7 +365,8 @@ def test_content_length_over_the_limit_is_answered_at_once(patient_server: int, 
                                                            material: dict[str, Any]) -> None:
     """A 10 GB Content-Length: the 413 comes from the header, not after reading (or waiting 30 s for)
     the body; a client that sends its whole (over-limit) body before reading still gets the 413."""
-    head = b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n"
+    head = (b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10000000000\r\n\r\n")
     code, headers, body, seconds = raw_answer(patient_server, head + b'{"query": [', wait=10.0)
     assert code == 413 and seconds < 5, seconds
     assert headers["content-type"] == "application/json" and "over the limit" in json.loads(body)["error"]

@@ -80,7 +80,8 @@ def _planted(k: int = 40, n: int = 3, seed: int = 1) -> pd.DataFrame:
             lp = logits - logsumexp(logits)
             for cond, mass in (("original", rng.uniform(0.6, 1.0)), ("random", rng.uniform(0.2, 1.0))):
                 rows.append({"prompt_id": f"p{p}", "response_id": f"p{p}:{r}", "condition": cond, "variant": 0,
-                             "donor_prompt_id": None, "digit_mass": mass, **{f"log_p_{d}": lp[d - 1] for d in range(1, 6)}})
+                             "donor_prompt_id": None, "digit_mass": mass,
+                             **{f"log_p_{d}": lp[d - 1] for d in range(1, 6)}})
     return pd.DataFrame(rows)
 
 

@@ -74,8 +74,8 @@ def test_response_probe_and_rating_residual_leave_the_prompt_offset():
     planted_share = icc1(orig["u"] + orig["e"], orig["prompt_id"])  # what remains once q is explained
     planted_r2 = np.var(orig["q"]) / np.var(orig["score"])
     rng = np.random.default_rng(1)
-    feats = orig[["prompt_id", "response_id"]].assign(txt_quality=orig["q"],
-                                                      **{f"txt_noise_{j}": rng.normal(size=len(orig)) for j in range(5)})
+    feats = orig[["prompt_id", "response_id"]].assign(
+        txt_quality=orig["q"], **{f"txt_noise_{j}": rng.normal(size=len(orig)) for j in range(5)})
     rp = response_probes(orig, feats, None, PromptSetResamples(0, 200), learners=("ridge",))
     assert abs(rp["ridge"]["r2"]["estimate"] - planted_r2) < 0.05
     assert abs(rp["ridge"]["share"]["estimate"] - planted_share) < 0.05

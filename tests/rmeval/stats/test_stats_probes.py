@@ -114,7 +114,8 @@ def test_kernel_ridge_search_is_gridsearchcv_over_scaled_kernel_ridge():
     pred = crossfit_predict("kernel_ridge", x, y, g)
     loop = np.empty(len(y))
     for tr, te in GroupKFold(5).split(x, y, g):
-        loop[te] = GridSearchCV(est, grid, cv=GroupKFold(3), scoring="r2").fit(x[tr], y[tr], groups=g[tr]).predict(x[te])
+        loop[te] = GridSearchCV(est, grid, cv=GroupKFold(3), scoring="r2").fit(x[tr], y[tr],
+                                                                               groups=g[tr]).predict(x[te])
     assert np.abs(pred - loop).max() < 1e-12
 
 
@@ -157,7 +158,8 @@ def test_kernel_ridge_above_the_threshold_is_scaled_nystroem_ridge(monkeypatch):
     ours = probes.NystroemRidgeSearch(grid, 3, m, seed).fit(x, y, g)
     ref = GridSearchCV(_nystroem_pipeline(1.0, 1.0, m, seed), ny_grid, cv=GroupKFold(3), scoring="r2").fit(
         x, y, groups=g)
-    assert ours.best_params_ == {"alpha": ref.best_params_["ridge__alpha"], "gamma": ref.best_params_["nystroem__gamma"]}
+    assert ours.best_params_ == {"alpha": ref.best_params_["ridge__alpha"],
+                                 "gamma": ref.best_params_["nystroem__gamma"]}
     x_new = x[:9] + 0.1
     assert np.abs(ours.predict(x_new) - ref.predict(x_new)).max() < 1e-10
     fixed = _nystroem_pipeline(ours.best_params_["alpha"], ours.best_params_["gamma"], m, seed).fit(x, y)

@@ -45,8 +45,10 @@ def small_set(n: int = 6) -> RatingSet:
     prompts, prefs = [], []
     for i in range(n):
         pid = f"p{i}"
-        prompts.append(PromptRecord(pid, [{"role": "user", "content": f"How do I bake bread, step {i}? Keep it short."}],
-                                    [Response(f"{pid}:a", f"Mix flour and water. It is very important to use good yeast {i}."),
+        prompts.append(PromptRecord(pid,
+                                    [{"role": "user", "content": f"How do I bake bread, step {i}? Keep it short."}],
+                                    [Response(f"{pid}:a",
+                                              f"Mix flour and water. It is very important to use good yeast {i}."),
                                      Response(f"{pid}:b", f"Just buy bread {i}.")]))
         prefs.append(Preference(pid, f"{pid}:a", f"{pid}:b"))
     return RatingSet(prompts, name="small", preferences=prefs)

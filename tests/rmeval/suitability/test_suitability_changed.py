@@ -50,7 +50,8 @@ def test_input_change_depends_on_the_tokenizer():
     cut = pair(long_prompt, chosen="A very long answer " + "indeed " * 40, rejected="no")
     tail = pair(long_prompt, chosen="A very long answer " + "indeed " * 39 + "truly", rejected="no")
     assert input_changed(short, [cut], [tail]).tolist() == [False]
-    assert input_keys(short, [(cut.message_list(), cut.chosen)]) == input_keys(short, [(tail.message_list(), tail.chosen)])
+    assert input_keys(short, [(cut.message_list(), cut.chosen)]) == input_keys(short,
+                                                                               [(tail.message_list(), tail.chosen)])
 
 
 def small_set(n: int = 8) -> RatingSet:
@@ -86,8 +87,8 @@ def test_invisible_perturbation_is_unchanged_and_not_tested(tmp_path):
 def test_input_keys_of_dpo_and_judge(tmp_path, kind):
     from rmcore.tiny import save_tiny
 
-    tok = train_tokenizer(TEXTS * 2 + ["A B 1 2 3 4 5 Verdict: Response Conversation"], word_level=True, pad_token="[PAD]",
-                          unk_token="[UNK]", eos_token="[EOS]")
+    tok = train_tokenizer(TEXTS * 2 + ["A B 1 2 3 4 5 Verdict: Response Conversation"], word_level=True,
+                          pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
     save_tiny(tmp_path / "lm", tiny_model(tok, "llama", max_position_embeddings=512), tok)
     if kind == "dpo":
         from rmeval.scoring.dpo import DPOImplicitScorer

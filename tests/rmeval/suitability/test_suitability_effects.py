@@ -89,7 +89,8 @@ def test_panel_rule_on_a_planted_panel():
              "m4": {"ST": {"cohens_d": 0.20, "p_value": float("nan")}, "EF": {"cohens_d": -0.2, "p_value": 0.9}}}
     assert panel_margins(panel) == {"ST": 0.50, "EF": 0.10}
     assert panel_margins(panel, alpha=0.055) == {"ST": 0.30, "EF": 0.10}
-    every_p_small = {"m1": {"SP": {"cohens_d": 0.9, "p_value": 0.001}}, "m2": {"SP": {"cohens_d": 0.7, "p_value": 0.01}}}
+    every_p_small = {"m1": {"SP": {"cohens_d": 0.9, "p_value": 0.001}},
+                     "m2": {"SP": {"cohens_d": 0.7, "p_value": 0.01}}}
     assert panel_margins(every_p_small) == {"SP": 0.0}
 
 
@@ -108,7 +109,8 @@ def test_panel_margins_risk_and_reading_back(tmp_path):
         free = [per[m][code]["cohens_d"] for m in per if per[m][code]["p_value"] >= 0.05]
         assert doc["settings"]["m"][code] == pytest.approx(max(free) if free else 0.0)
     for m in per:
-        flagged = [r["cohens_d"] for c, r in per[m].items() if r["rejected"] and r["cohens_d"] > doc["settings"]["m"][c]]
+        flagged = [r["cohens_d"] for c, r in per[m].items()
+                   if r["rejected"] and r["cohens_d"] > doc["settings"]["m"][c]]
         assert doc["models"][m]["suitability_risk"] == pytest.approx(sum(flagged))
         assert read_suitability(f"{out}#{m}")["suitability_risk"] == pytest.approx(doc["models"][m]["suitability_risk"])
     assert per["rm1"]["ST"]["unsuitable"] and doc["models"]["rm1"]["suitability_risk"] > 0

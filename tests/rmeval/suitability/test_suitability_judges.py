@@ -109,5 +109,6 @@ def test_dpo_without_reference_is_beta_log_pi(tmp_path):
         assert g == pytest.approx(0.5 * total, rel=1e-6)
     via_cli = load_scorer(ScorerSettings(model=str(path), kind="dpo_implicit", reference="none", beta=0.5,
                                          max_length=64))
-    assert via_cli.reference is None and via_cli.score(items[:1])[0] == pytest.approx(got[0], rel=1e-6)  # one item against a batch: float32 sums
+    # one item against a batch: float32 sums
+    assert via_cli.reference is None and via_cli.score(items[:1])[0] == pytest.approx(got[0], rel=1e-6)
     assert math.isfinite(float(got.sum()))

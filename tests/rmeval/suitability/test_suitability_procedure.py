@@ -238,7 +238,8 @@ def test_stats_command_released_writes_both_decisions(tmp_path, monkeypatch):
         dec = per[c]["decisions"]["released"]
         assert dec["rejected"] == per[c]["rejected"] == r["significant"], c
         assert dec["stars"] == per[c]["stars"] == mark_of(r["significance"]), c
-        assert dec["effect_size"] == pytest.approx(released_effect_by_hand(released_loss(x), released_loss(x - shift[c])))
+        assert dec["effect_size"] == pytest.approx(released_effect_by_hand(released_loss(x),
+                                                                           released_loss(x - shift[c])))
     # by hand: L = 10, k̂ = 3 (the tie at 0.015 counts); the paper's procedure (L = 9, controlled
     # null share (1 + 0)/(4·0.5) = 0.5, thresholds 0.05·k/4.5) rejects all four controlled tests
     assert doc["decisions"]["released"] == {"L": 10, "k": 3, "rejected": ["EF", "IU", "IW"]}

@@ -46,9 +46,9 @@ def test_tiny_policy_and_policy_training_print_their_result_alone(tmp_path: Path
                           capture_output=True, text=True, timeout=600)
     assert tiny.returncode == 0, tiny.stderr[-3000:]
     assert tiny.stdout == f"{tmp_path / 'tiny'}\n"  # the model's path alone
-    small = ["policy.name_or_path=" + str(tmp_path / "tiny"), "training.max_steps=1", "training.per_device_batch_size=4",
-             "training.num_generations=2", "training.max_completion_length=2", "data.n_prompts=30", "heldout_prompts=5",
-             "n_train_prompts=8"]
+    small = ["policy.name_or_path=" + str(tmp_path / "tiny"), "training.max_steps=1",
+             "training.per_device_batch_size=4", "training.num_generations=2", "training.max_completion_length=2",
+             "data.n_prompts=30", "heldout_prompts=5", "n_train_prompts=8"]
     cmd = [sys.executable, "-m", "rmtrain.cli", "policy", "--config", "recipes/policy_demo.yaml", "--reward-model",
            str(minilm_ckpt), "--environment", "clean", "--out", str(tmp_path / "policy"),
            *[a for kv in small for a in ("--set", kv)]]

@@ -93,7 +93,8 @@ def protocol_strata(panel: Panel, protocol: str) -> dict[str, Any]:
     for key in STRATA:
         vals = [p[key]["agreement"] for p in pairs if p[key]["agreement"] is not None]
         n = sum(p[key]["n"] for p in pairs)
-        out[key] = {"mean": _mean(vals), "pooled": _rate(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
+        out[key] = {"mean": _mean(vals),
+                    "pooled": _rate(sum((p[key]["agreement"] or 0) * p[key]["n"] for p in pairs), n),
                     "min": min(vals) if vals else None, "max": max(vals) if vals else None,
                     "n_above_half": int(sum(v > 0.5 for v in vals)), "n_pairs": len(vals), "n": int(n)}
         if key != "overall":
@@ -150,7 +151,8 @@ def matched_items(panel: Panel, core_attributes: tuple[str, ...] | list[str]) ->
                 per[(j, k)] = r
         rows = list(per.values())
         summary: dict[str, Any] = {key: _mean([r[key] for r in rows])
-                                   for key in ("overall", "attribute", "attribute_item_mean", "core", "gap", "core_gap")}
+                                   for key in ("overall", "attribute", "attribute_item_mean", "core", "gap",
+                                               "core_gap")}
         summary["n_pairs"] = len(rows)
         summary["n_pairs_positive_gap"] = int(sum(r["gap"] > 0 for r in rows))
         judges: dict[str, Any] = {}

@@ -157,8 +157,10 @@ def identical_preference_null(panel: Panel, fits: dict[str, tuple[np.ndarray, fl
     ratios = [r["ratio"] for r in attrs.values() if r["ratio"] is not None]
     return {
         "repeats": int(repeats), "n_judges": len(names), "n_failed_fits": int(failed), "intercept": b_star,
-        "correlation": {"pearson": {"observed": obs_pr, "null_mean": _mean(null_pr), "ratio": ratio(obs_pr, _mean(null_pr))},
-                        "spearman": {"observed": obs_sr, "null_mean": _mean(null_sr), "ratio": ratio(obs_sr, _mean(null_sr))}},
+        "correlation": {"pearson": {"observed": obs_pr, "null_mean": _mean(null_pr),
+                                    "ratio": ratio(obs_pr, _mean(null_pr))},
+                        "spearman": {"observed": obs_sr, "null_mean": _mean(null_sr),
+                                     "ratio": ratio(obs_sr, _mean(null_sr))}},
         "n_attributes_exceeding": int(sum(r["exceeds_null_p95"] for r in attrs.values())),
         "n_attributes": len(attrs), "median_ratio": float(np.median(ratios)) if ratios else None,
         "attributes": attrs, "judges": judges,

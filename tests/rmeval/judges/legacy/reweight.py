@@ -80,7 +80,8 @@ def source_split(items: pd.DataFrame, panel: Panel, seed: int = 0, test_fraction
         y = np.where(lab["label"].to_numpy() == "A", 1, -1)
         tr, te = split_indices(len(idx), test_fraction, seed + k)
         out[str(source)] = {"idx": idx, "y": y, "train": tr, "test": te,
-                            "n_ties": int((grp["label"] == "tie").sum()), "n_unlabelled": int(grp["label"].isna().sum())}
+                            "n_ties": int((grp["label"] == "tie").sum()),
+                            "n_unlabelled": int(grp["label"].isna().sum())}
     return out
 
 
