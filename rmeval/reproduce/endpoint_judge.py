@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.errors import ConfigError
 from rmeval.experiments.comparisons import LogprobEndpointBackend
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of
 from rmeval.scoring.judge import DIGITS, JUDGE_TEMPLATE, conversation_text
@@ -37,6 +38,11 @@ class EndpointJudgeScorer(Scorer):
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.base_url, "model": self.model_name}
+
+    def suitability_scorer(self, **_: Any) -> Scorer:
+        """None: the suitability audit asks a judge for its verdict on a pair, which an endpoint read
+        at one digit does not give."""
+        raise ConfigError(f"no suitability confidence for scorer kind '{self.kind}'")
 
     def text(self, item: ScoreItem) -> str:
         messages, response = item

@@ -143,6 +143,15 @@ class GenerativeJudgeScorer(Scorer):
     def describe(self) -> dict[str, Any]:
         return describe(self.model) if self.model is not None else {}
 
+    def suitability_scorer(self, *, judge_style: str = "verdict", judge_explain_tokens: int = 256,
+                           **_: Any) -> Scorer:
+        """Its pairwise-verdict form (``rmeval.scoring.pairwise_judge``): a judge's confidence in a
+        pair is that of its verdict in both orders, not a margin of two expected digits."""
+        # a module that imports this one
+        from rmeval.scoring.pairwise_judge import PairwiseJudgeScorer
+
+        return PairwiseJudgeScorer(self, style=judge_style, max_new_tokens=judge_explain_tokens)
+
     def _render(self, conv: str, responses: list[str]) -> str:
         return self.backend.user_turn(self.template.format(conversation=conv, response=responses[0]))
 
