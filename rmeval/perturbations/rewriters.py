@@ -33,6 +33,15 @@ import numpy as np
 
 from rmcore.cache import SqliteCache, content_key
 from rmcore.errors import ConfigError, DataError
+from rmeval.backends.spec import (
+    OPENAI_API_URL,
+    Backend,
+    check_backend,
+    make_backend,
+    offering,
+    parse_backend_spec,
+    provide,
+)
 from rmeval.perturbations.controlled import (
     DEFAULT_LANGUAGE,
     RESPONSE_PERTURBATIONS,
@@ -229,30 +238,37 @@ class CachedRewriter(Rewriter):
         self.cache.close()
 
 
+def _rule(spec: Any, *, seed: int = 0, **_: Any) -> RuleRewriter:
+    return RuleRewriter(seed=seed)
+
+
+def _file(spec: Any, **_: Any) -> FileRewriter:
+    return FileRewriter(spec.value)
+
+
+# the rewriter kinds of the backend registry (rmeval.backends.spec): `rule` is this module's own, a
+# `file` of rewrites is a rewriter too; every kind that answers instructions rewrites as an LMRewriter
+provide("rule", "rewriter", _rule, backend=Backend("rewrites by rule, no model (the codes with a rule)", value=None))
+provide("file", "rewriter", _file)
+
+
+def rewriter_kinds() -> list[str]:
+    """The backend kinds a rewriter spec may name: those with a rewriter of their own, then those
+    that answer instructions (a model rewriter)."""
+    own = offering("rewriter")
+    return own + [k for k in offering("generator") if k not in own]
+
+
 def make_rewriter(spec: str, *, seed: int = 0, language: str = DEFAULT_LANGUAGE, base_url: str | None = None,
                   max_new_tokens: int = 1024, cache_path: str | os.PathLike | None = None) -> Rewriter:
-    """``rule`` | ``file:PATH`` | ``hf:MODEL`` | ``openai:MODEL`` (with ``base_url``); model-backed
-    rewriters are cached in ``cache_path`` when given."""
-    # pandas: --help stays cheap
-    from rmeval.backends.generators import make_generator
-
-    kind, _, arg = spec.partition(":")
-    if kind == "rule":
-        return RuleRewriter(seed=seed)
-    if kind == "file":
-        if not arg:
-            raise ConfigError("rewriter file needs a path: file:PATH")
-        return FileRewriter(arg)
-    if kind in ("hf", "openai"):
-        if not arg:
-            raise ConfigError(f"rewriter {kind} needs a model: {kind}:MODEL")
-        kwargs: dict[str, Any] = {"model": arg, "seed": seed}
-        if kind == "hf":
-            kwargs.update(do_sample=False, max_new_tokens=max_new_tokens)
-        else:
-            kwargs.update(temperature=0.0, max_tokens=max_new_tokens)
-            if base_url:
-                kwargs["base_url"] = base_url
-        rw: Rewriter = LMRewriter(make_generator(kind, **kwargs), language=language, max_new_tokens=max_new_tokens)
-        return CachedRewriter(rw, cache_path) if cache_path is not None else rw
-    raise ConfigError(f"unknown rewriter '{spec}'; use rule, file:PATH, hf:MODEL or openai:MODEL")
+    """``rule`` | ``file:PATH`` | a model: ``hf:MODEL``, ``openai:MODEL`` (at ``base_url``, else
+    OpenAI's) or any backend kind that answers instructions (``rmeval.backends.spec``), asked greedily;
+    model-backed rewriters are cached in ``cache_path`` when given."""
+    s = parse_backend_spec(spec, what="--rewriter", spelled={"base_url": "--base-url"},
+                           defaults={"base_url": OPENAI_API_URL}, base_url=base_url)
+    backend = check_backend("rewriter", s, kinds=rewriter_kinds())
+    if "rewriter" in backend.makes:
+        return make_backend("rewriter", s, seed=seed)
+    generator = make_backend("generator", s, seed=seed, greedy=True, max_new_tokens=max_new_tokens)
+    rw: Rewriter = LMRewriter(generator, language=language, max_new_tokens=max_new_tokens)
+    return CachedRewriter(rw, cache_path) if cache_path is not None else rw
