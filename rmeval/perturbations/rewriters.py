@@ -33,15 +33,7 @@ import numpy as np
 
 from rmcore.cache import SqliteCache, content_key
 from rmcore.errors import ConfigError, DataError
-from rmeval.backends.spec import (
-    OPENAI_API_URL,
-    Backend,
-    check_backend,
-    make_backend,
-    offering,
-    parse_backend_spec,
-    provide,
-)
+from rmeval.backends.spec import OPENAI_API_URL, check_backend, make_backend, offering, parse_backend_spec
 from rmeval.perturbations.controlled import (
     DEFAULT_LANGUAGE,
     RESPONSE_PERTURBATIONS,
@@ -238,18 +230,14 @@ class CachedRewriter(Rewriter):
         self.cache.close()
 
 
-def _rule(spec: Any, *, seed: int = 0, **_: Any) -> RuleRewriter:
+# the rewriter factories of the backend kinds `rule` and `file` (rmeval.backends.spec names them);
+# every kind that answers instructions rewrites as an LMRewriter
+def make_rule_rewriter(spec: Any, *, seed: int = 0, **_: Any) -> RuleRewriter:
     return RuleRewriter(seed=seed)
 
 
-def _file(spec: Any, **_: Any) -> FileRewriter:
+def make_file_rewriter(spec: Any, **_: Any) -> FileRewriter:
     return FileRewriter(spec.value)
-
-
-# the rewriter kinds of the backend registry (rmeval.backends.spec): `rule` is this module's own, a
-# `file` of rewrites is a rewriter too; every kind that answers instructions rewrites as an LMRewriter
-provide("rule", "rewriter", _rule, backend=Backend("rewrites by rule, no model (the codes with a rule)", value=None))
-provide("file", "rewriter", _file)
 
 
 def rewriter_kinds() -> list[str]:

@@ -32,7 +32,8 @@ def test_the_grammar_kind_value_or_a_mapping():
 
 
 def test_the_kinds_by_capability_come_from_the_registry():
-    assert list(BACKENDS) == ["hf", "openai", "openai_logprobs", "vllm", "simulated", "file"]
+    assert list(BACKENDS) == ["hf", "openai", "openai_logprobs", "vllm", "simulated", "file", "rule"]
+    assert offering("rewriter") == ["file", "rule"]
     assert offering("judge") == ["hf", "openai", "openai_logprobs", "vllm"]
     assert offering("generator") == ["hf", "openai", "vllm"]
     assert offering("variants") == ["hf", "openai", "simulated", "file"]
