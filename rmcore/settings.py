@@ -9,7 +9,8 @@ transformers' ``HfArgumentParser``, without importing transformers: ``--help`` s
   the field's dotted path (``scorer.batch_size``), so nested settings never clash.
 - Its type comes from the annotation: ``bool`` is a switch (``store_true``), ``int``/``float``/``str``
   (or ``X | None``) are parsed by argparse, ``list[X]`` takes ``nargs="+"``; ``choices``, ``metavar``,
-  ``nargs`` and ``required`` pass through.
+  ``nargs`` and ``required`` pass through (``choices`` may be a function giving them, such as a
+  registry's ``names``: read when the parser is built, so a plugin's name is among them).
 - ``parse=`` turns the flag's raw value into the field's value inside :func:`from_args` (``NAME=R``
   lists into a mapping, comma lists into lists), raising :class:`rmcore.errors.ConfigError` for a bad
   value as the command's other checks do.
@@ -70,7 +71,7 @@ import numbers
 import os
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
@@ -167,7 +168,8 @@ class Option:
     flag: str | None = None
     aliases: tuple[str, ...] = ()
     metavar: str | None = None
-    choices: tuple[Any, ...] | None = None
+    # the values it takes, or a function giving them (a registry's names: read when a parser is built)
+    choices: tuple[Any, ...] | Callable[[], Iterable[Any]] | None = None
     nargs: str | int | None = None
     parse: Callable[[Any], Any] | None = None
     required: bool = False
@@ -192,7 +194,8 @@ def option(default: Any = MISSING, *, help: str, default_factory: Any = MISSING,
         values = needs[1]
         needs = (needs[0], None if values is None else (values,) if isinstance(values, str) else tuple(values))
     meta = {_KEY: Option(help=help, flag=flag, aliases=tuple(aliases), metavar=metavar,
-                         choices=tuple(choices) if choices is not None else None, nargs=nargs, parse=parse,
+                         choices=choices if callable(choices) or choices is None else tuple(choices), nargs=nargs,
+                         parse=parse,
                          required=required, action=action, positional=positional, recipe_keys=keys,
                          deprecated=tuple(deprecated), needs=needs)}
     return bounded(default, default_factory=default_factory, metadata=meta, choices=choices, **bounds)
@@ -461,7 +464,7 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
         else:
             kw.setdefault("metavar", opt.metavar or (f.name if opt.positional else f.name.upper()))
             if opt.choices is not None:
-                kw["choices"] = list(opt.choices)
+                kw["choices"] = list(opt.choices() if callable(opt.choices) else opt.choices)
                 if opt.metavar is None:
                     kw.pop("metavar")
             if opt.parse is None and t in (int, float, str):

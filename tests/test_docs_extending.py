@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
-SECTIONS = ("A new arm", "A new scorer or reward-model loader", "A new condition", "A new data set",
-            "A new perturbation", "A new audit statistic")
+SECTIONS = ("A new arm", "A new scorer or reward-model loader", "A new judge or text backend", "A new condition",
+            "A new data set", "A new perturbation", "A new audit statistic")
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -31,6 +31,7 @@ def _registries() -> list[Any]:
     """Every mapping a registration writes to (the registries, and the side tables of two)."""
     import rmcore.data.registry as data
     import rmeval.audit.report as report
+    import rmeval.backends.spec as backends
     import rmeval.conditions as conditions
     import rmeval.perturbations.controlled as controlled
     import rmeval.scoring.base as scoring
@@ -39,8 +40,8 @@ def _registries() -> list[Any]:
     import rmtrain.arms.base as arms
 
     return [arms.ARMS, scoring.SCORERS, loaders.LOADER_KINDS, data.LOADERS, conditions.CONDITIONS,
-            conditions.NEEDS, controlled.PROMPT_PERTURBATIONS, controlled.GROUPS, audit.AUDIT_SECTIONS,
-            report.MARKDOWN]
+            conditions.NEEDS, controlled.PROMPT_PERTURBATIONS, controlled.GROUPS,
+            backends.BACKENDS, controlled.RESPONSE_PERTURBATIONS, audit.AUDIT_SECTIONS, report.MARKDOWN]
 
 
 @contextmanager
@@ -80,5 +81,6 @@ def test_the_examples_register_and_leave_nothing_behind() -> None:
             _run(code, section)
         added = [sorted(set(reg) - set(old)) for reg, old in zip(_registries(), before)]
     assert added == [["example_gap_hinge"], ["example_word_count"], ["example_mine"], ["example_tiny"],
-                     ["example_shouted"], [], ["PL"], ["PL"], ["example_mean"], ["example_mean"]]
+                     ["example_shouted"], [], ["PL"], ["PL", "SH"],
+                     ["example_longer"], ["SH"], ["example_mean"], ["example_mean"]]
     assert [dict(reg) for reg in _registries()] == before

@@ -121,3 +121,49 @@ def test_a_registered_perturbation_is_a_controlled_code_everywhere() -> None:
         PROMPT_PERTURBATIONS.pop("QQ", None)
         GROUPS.pop("QQ", None)
     assert "QQ" not in PROMPT_PERTURBATIONS and "QQ" not in GROUPS
+
+
+def test_a_registered_response_perturbation_is_a_stylized_code_everywhere() -> None:
+    """Stylized codes have the registry controlled ones have: a registered code joins the suite (by
+    rule, by a model rewriter, from a file), the rewriters and the policy's perturbed environment."""
+    from rmcore.data.schema import PromptRecord
+    from rmeval.perturbations import RESPONSE_PERTURBATIONS, register_response_perturbation
+    from rmeval.perturbations.controlled import GROUPS
+    from rmeval.perturbations.rewriters import LMRewriter, RewriteRequest, RuleRewriter
+    from rmeval.perturbations.suite import Item, Pair, build_suite, parse_spec
+    from rmtrain.policy.config import EnvironmentSettings
+    from rmtrain.policy.environment import environment_rows
+
+    with pytest.raises(ConfigError, match="not a controlled code"):
+        register_response_perturbation("EF", "Emphasise it.")
+    try:
+        register_response_perturbation("UP", "Rewrite the text in capitals.", rule=lambda text, rng: text.upper(),
+                                       rollout="Answer in capitals.")
+        register_response_perturbation("WH", "Whisper the text.")
+        assert GROUPS["UP"] == GROUPS["WH"] == "stylized"
+        assert parse_spec("UP") == ("UP", "rule") and parse_spec("WH") == ("WH", "lm")  # the default source
+        with pytest.raises(ConfigError, match="only ST, SP, UP have a rule-based rewriter"):
+            parse_spec("WH@rule")
+        with pytest.raises(ConfigError, match="'UP' is already registered"):
+            register_response_perturbation("UP", "again")
+        assert "UP" in RuleRewriter().codes and "WH" not in RuleRewriter().codes
+        item = Item("i0", "p0", Pair.of([{"role": "user", "content": "Hi"}], "yes.", "no."), "a", "b")
+        [twins] = build_suite(["UP"], [item], seed=0)
+        assert twins.group == "stylized" and twins.twins[0].perturbed.chosen == "YES."
+
+        class Echo:  # a generator backend: completes an instruction with its first line
+            def complete(self, instructions, n, max_new_tokens=None):
+                return [[text.splitlines()[0]] for text in instructions]
+
+        assert LMRewriter(Echo()).rewrite("WH", [RewriteRequest("i0", "chosen", "yes.")]) == ["Whisper the text."]
+        prompts = [PromptRecord("p0", [{"role": "user", "content": "Why"}], [])]
+        settings = EnvironmentSettings(controlled=[], stylized=["UP"], controlled_fraction=0.0, stylized_fraction=1.0)
+        rows = environment_rows(prompts, "perturbed", settings)  # the policy's perturbed environment
+        assert rows[0]["style"] == "UP" and rows[0]["messages"][-1]["content"] == "Why\n\nAnswer in capitals."
+        with pytest.raises(ConfigError, match="environments.stylized: unknown code 'WH'"):  # it has no rollout
+            environment_rows(prompts, "perturbed", EnvironmentSettings(stylized=["WH"]))
+    finally:
+        for code in ("UP", "WH"):
+            RESPONSE_PERTURBATIONS.pop(code, None)
+            GROUPS.pop(code, None)
+    assert "UP" not in RESPONSE_PERTURBATIONS and "UP" not in GROUPS

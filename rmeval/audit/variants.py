@@ -35,7 +35,7 @@ import numpy as np
 from rmcore.data.schema import RatingSet
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, check_path
+from rmcore.io import atomic_write_json
 from rmcore.settings import bounded, check_ranges, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
@@ -45,9 +45,9 @@ from rmeval.backends.generators import (
     FileGenerator,
     Generator,
     instruction,
-    make_generator,
     write_variants,
 )
+from rmeval.backends.spec import OPENAI_API_URL, check_backend, check_local, make_backend, parse_backend_spec
 
 VALIDITY_TEMPLATE = (
     "You check rewritten requests. A rewriting is valid when it asks for exactly the same thing as the original: "
@@ -95,46 +95,24 @@ class VariantSettings:
 
 def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0,
                         placement: Placement | None = None) -> Generator:
-    """``simulated``, ``hf:MODEL`` (a local path, Hub id or ``pkg:`` model), ``openai:MODEL``
-    (with ``base_url``) or ``file:PATH`` (texts written before, all rows kept, to judge again)."""
-    kind, _, name = spec.partition(":")
-    if kind == "simulated":
-        return make_generator("simulated", seed=seed)
-    if kind not in ("hf", "openai", "file") or not name:
-        raise ConfigError(f"generator '{spec}': use simulated, hf:MODEL, openai:MODEL or file:PATH")
-    if kind == "file":
-        return FileGenerator(name, include_invalid=True)
-    if kind == "hf":
-        # torch: --help stays cheap
-        from rmcore.modeling import resolve_model_path
-
-        if not name.startswith("pkg:"):
-            check_path(name, "--generator hf:MODEL", kind="dir", hub_ok=True)
-        return make_generator("hf", model=resolve_model_path(name), seed=seed,
-                              **({"placement": placement} if placement is not None else {}))
-    return make_generator("openai", model=name, seed=seed, **({"base_url": base_url} if base_url else {}))
+    """A backend kind that writes prompt variants (``rmeval.backends.spec``, capability ``variants``):
+    ``simulated``, ``hf:MODEL`` (a local path, Hub id or ``pkg:`` model), ``openai:MODEL`` (at
+    ``base_url``, else OpenAI's) or ``file:PATH`` (texts written before, all rows kept, to judge again)."""
+    s = parse_backend_spec(spec, what="--generator", spelled={"base_url": "--base-url"},
+                           defaults={"base_url": OPENAI_API_URL}, base_url=base_url)
+    check_backend("variants", s)
+    check_local(s)
+    return make_backend("variants", s, seed=seed, placement=placement, include_invalid=True)
 
 
 def make_judge_backend(spec: str, *, base_url: str | None = None, placement: Placement | None = None) -> JudgeBackend:
-    """``hf:MODEL`` (a local causal LM read from its next-token logits) or ``openai:MODEL`` (an
-    OpenAI-compatible endpoint at ``base_url``, greedy)."""
-    kind, _, name = spec.partition(":")
-    if kind == "hf" and name:
-        # torch: --help stays cheap
-        from rmcore.modeling import resolve_model_path
-        from rmeval.backends.local import LocalBackend
-
-        if not name.startswith("pkg:"):
-            check_path(name, "--validity-judge hf:MODEL", kind="dir", hub_ok=True)
-        return LocalBackend(resolve_model_path(name), placement=placement)
-    if kind == "openai" and name:
-        # torch: --help stays cheap
-        from rmeval.backends.endpoint import EndpointBackend
-
-        if not base_url:
-            raise ConfigError("--validity-judge openai:MODEL needs --judge-base-url")
-        return EndpointBackend(name, base_url=base_url, max_tokens=8)
-    raise ConfigError(f"validity judge '{spec}': use hf:MODEL or openai:MODEL")
+    """A backend kind that judges (``rmeval.backends.spec``, capability ``judge``): ``hf:MODEL`` (a
+    local causal LM read from its next-token logits), ``openai:MODEL`` (an OpenAI-compatible
+    endpoint at ``base_url``, greedy), ``openai_logprobs:MODEL`` (its first token's log-probabilities)."""
+    s = parse_backend_spec(spec, what="--validity-judge", spelled={"base_url": "--judge-base-url"}, base_url=base_url)
+    check_backend("judge", s)
+    check_local(s)
+    return make_backend("judge", s, placement=placement, reply_tokens=8)
 
 
 class ValidityQuestion(Question):
@@ -237,11 +215,8 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
         backend = make_judge_backend(settings.validity_judge, base_url=settings.judge_base_url,
                                      placement=settings.placement)
         max_length = settings.judge_max_length or 4096  # an endpoint: not read
-        if getattr(backend, "model", None) is not None:  # a local model: never past its positions
-            # torch: --help stays cheap
-            from rmcore.modeling import resolve_max_length
-
-            max_length = resolve_max_length(settings.judge_max_length, backend.model, backend.tokenizer)
+        if backend.reads_tokens:  # a model of token ids: never past its positions
+            max_length = backend.fit_length(settings.judge_max_length)
         question = ValidityQuestion(max_length)
         try:
             verdicts = judge_validity(backend, [(originals[pid], texts[pid][v]) for pid, v in keys],

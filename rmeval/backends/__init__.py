@@ -1,7 +1,8 @@
 """LLM text backends: the pairwise-judge protocol (here), its local (``local``) and endpoint
 (``endpoint``) backends, and the policy generators (``generators``).
 
-One protocol for pairwise judges: the win rate of ``rmtrain policy-eval`` (``rmeval.experiments.winrate``),
+One protocol for pairwise judges (the kinds that offer one, and the spec that names them:
+``rmeval.backends.spec``): the win rate of ``rmtrain policy-eval`` (``rmeval.experiments.winrate``),
 judge elicitation (``rmeval.judges.elicit``) and a generative judge's suitability confidence
 (``rmeval.scoring.pairwise_judge``) all ask a judge which of two responses it names, and get the
 answer from the same backends.
@@ -33,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,12 +99,28 @@ class Question(ABC):
 
 
 class JudgeBackend(ABC):
-    """Where a judge runs; ``n_calls`` counts the items asked."""
+    """Where a judge runs; ``n_calls`` counts the items asked. ``reads_tokens``: a question encodes
+    token ids for it (``Question.encode``; a prompt's token budget then changes its answers);
+    ``graded``: its scores are log-probabilities (a margin on them changes a verdict), not only the
+    letter a reply names."""
 
     kind = "judge"
+    reads_tokens = False
+    graded = False
 
     def __init__(self) -> None:
         self.n_calls = 0
+
+    @property
+    def label(self) -> str:
+        """The judge's default name in a table (its model's)."""
+        return str(getattr(self, "model", self.kind)).replace("/", "_")
+
+    def identity(self, model_id: Callable[[str], str] = str) -> dict[str, Any]:
+        """What its answers depend on besides the question: the model and every setting (a cache's
+        key space; ``rmeval.judges.elicit``). ``model_id`` says how a model loaded from a path is
+        identified (``rmeval.scoring.base.model_identity``: by its files)."""
+        return {"model": str(getattr(self, "model", ""))}
 
     @abstractmethod
     def letter_scores(self, question: Question, items: Sequence[Any]) -> Any:

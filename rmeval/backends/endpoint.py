@@ -19,7 +19,7 @@ cut off is no answer (None). ``n_generated`` counts the tokens generated (the se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -57,6 +57,10 @@ class EndpointBackend(JudgeBackend):
         self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
         self.n_malformed = self.n_generated = 0
 
+    def identity(self, model_id: Callable[[str], str] = str) -> dict[str, Any]:
+        reasoning = {"reasoning": True} if self.reasoning else {}  # (the key only then: old caches stay valid)
+        return {"model": self.model, "base_url": self.base_url, "max_tokens": self.max_tokens, **reasoning}
+
     def reply(self, text: str) -> str | None:
         """The endpoint's answer to ``text`` as the user turn (None when the response has none; a
         reasoning judge's: the answer after its reasoning, ``reasoning_answer``)."""
@@ -83,3 +87,14 @@ class EndpointBackend(JudgeBackend):
         out = torch.tensor(rows, dtype=torch.float32).reshape(len(items), len(question.letters))
         self.n_malformed += int(out.isnan().all(dim=-1).sum())
         return out
+
+
+def make_endpoint_judge(spec: Any, *, reply_tokens: int = 4, timeout: float = 60.0, max_retries: int = 5,
+                        concurrency: int = 8, seed: int | None = None, reasoning: bool = False,
+                        **_: Any) -> EndpointBackend:
+    """The ``openai`` kind's judge (``rmeval.backends.spec``): ``spec.value`` the served model's name,
+    at ``base_url`` (the key from ``api_key_env``); ``reply_tokens`` the reply's budget."""
+    return EndpointBackend(spec.value, base_url=spec.need("base_url"),
+                           api_key_env=spec.setting("api_key_env", "OPENAI_API_KEY"), max_tokens=reply_tokens,
+                           timeout=timeout, max_retries=max_retries, concurrency=concurrency, seed=seed,
+                           reasoning=reasoning)

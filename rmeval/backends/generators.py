@@ -431,15 +431,57 @@ def write_variants(generated: dict[str, list[str]], path: str | os.PathLike, *, 
     return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
+# the generator classes of this file by their kind (the backend kinds of rmeval.backends.spec that
+# write prompt variants build them): make_generator's constructors by name
 GENERATORS: dict[str, Callable[..., Generator]] = {
-    "file": FileGenerator,
-    "hf": HFGenerator,
-    "openai": OpenAIGenerator,
-    "simulated": SimulatedGenerator,
-}
+    cls.kind: cls for cls in (FileGenerator, HFGenerator, OpenAIGenerator, SimulatedGenerator)}
 
 
 def make_generator(kind: str, **kwargs: Any) -> Generator:
     if kind not in GENERATORS:
         raise ConfigError(f"unknown generator '{kind}'; known: {', '.join(sorted(GENERATORS))}")
     return GENERATORS[kind](**kwargs)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options a site gave (None: not given, the class's default holds)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def make_hf_generator(spec: Any, *, seed: int = 0, placement: Placement | None = None,
+                      max_new_tokens: int | None = None, temperature: float | None = None, top_p: float | None = None,
+                      greedy: bool | None = None, batch_size: int | None = None,
+                      chat_template_kwargs: dict[str, Any] | None = None, tokenizer: Any | None = None,
+                      **_: Any) -> HFGenerator:
+    """The ``hf`` kind's generator (``rmeval.backends.spec``): ``spec.value`` a path, Hub id, ``pkg:``
+    model or an in-memory model (with ``tokenizer``); ``greedy`` None: sampled for several variants."""
+    from rmcore.modeling import resolve_model_path  # torch: --help stays cheap
+
+    model = resolve_model_path(spec.value) if isinstance(spec.value, str) else spec.value
+    return HFGenerator(model, seed=seed, **_given(
+        placement=placement, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+        do_sample=None if greedy is None else not greedy, batch_size=batch_size,
+        chat_template_kwargs=chat_template_kwargs, tokenizer=tokenizer))
+
+
+def make_openai_generator(spec: Any, *, seed: int | None = 0, max_new_tokens: int | None = None,
+                          temperature: float | None = None, top_p: float | None = None, greedy: bool | None = None,
+                          chat_template_kwargs: dict[str, Any] | None = None, timeout: float | None = None,
+                          **_: Any) -> OpenAIGenerator:
+    """The ``openai`` kind's generator: ``spec.value`` the served model's name, at ``base_url``."""
+    if temperature is None and greedy:
+        temperature = 0.0  # an endpoint is greedy at temperature 0
+    return OpenAIGenerator(spec.value, base_url=spec.need("base_url"), seed=seed, **_given(
+        api_key_env=spec.setting("api_key_env"), temperature=temperature, max_tokens=max_new_tokens, top_p=top_p,
+        chat_template_kwargs=chat_template_kwargs, timeout=timeout))
+
+
+def make_simulated_generator(spec: Any, *, seed: int = 0, **_: Any) -> SimulatedGenerator:
+    """The ``simulated`` kind: variants of the shipped simulated set's prompts."""
+    return SimulatedGenerator(seed=seed)
+
+
+def make_file_generator(spec: Any, *, include_invalid: bool = False, **_: Any) -> FileGenerator:
+    """The ``file`` kind's variants: a jsonl file written before (``include_invalid``: rows judged
+    invalid kept too, to judge the file again)."""
+    return FileGenerator(spec.value, include_invalid=include_invalid)

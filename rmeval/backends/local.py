@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,7 +24,7 @@ import torch
 from rmcore.batching import length_sorted_batches
 from rmcore.device import Placement, dtype_name, input_device, resolve_device
 from rmcore.errors import ConfigError
-from rmcore.modeling import load_causal_lm
+from rmcore.modeling import load_causal_lm, resolve_max_length, resolve_model_path
 from rmeval.backends import JudgeBackend, Question
 
 
@@ -99,28 +101,33 @@ def as_user_turn(tokenizer: Any, text: str) -> str:
     return text
 
 
-class LocalBackend(JudgeBackend):
-    """A local causal LM (a checkpoint path, a Hub id, a PEFT adapter directory, or an in-memory
-    model with its tokenizer) as a judge backend. ``batch_size`` sequences (at most ``max_tokens``
-    tokens) per forward."""
+class TokenizedJudge(JudgeBackend):
+    """A judge backend whose questions are token ids of its own tokenizer (``reads_tokens``) and whose
+    scores are log-scores of the letters' single-token spellings (``graded``): the prompt layout
+    every such backend shares (the ``hf`` kind's ``LocalBackend``, the ``vllm`` kind's
+    ``rmeval.backends.vllm.VLLMJudge``). A subclass sets ``tokenizer``, ``model_id``, ``dtype``,
+    ``_letter_ids = {}`` and ``_chat_parts = None``, and says how long a prompt may be (``fit_length``)."""
 
-    kind = "hf"
+    reads_tokens = graded = True
+    tokenizer: Any
+    model_id: str
+    dtype: str
+    _letter_ids: dict[tuple[str, ...], list[list[int]]]
+    _chat_parts: tuple[str, str] | None
 
-    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, batch_size: int = 8,
-                 max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
-                 prefix_reuse: bool = False, trust_remote_code: bool = False,
-                 placement: Placement | None = None) -> None:
-        super().__init__()
-        self.model, self.tokenizer, self.model_id = load_causal_judge(
-            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-            placement=placement)
-        self.device = input_device(self.model)
-        # the dtype the model runs in ("float32" for auto on the CPU): part of a judge's identity
-        self.dtype = dtype_name(next(self.model.parameters()).dtype)
-        self.batch_size, self.max_tokens, self.prefix_reuse = batch_size, max_tokens, prefix_reuse
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self._letter_ids: dict[tuple[str, ...], list[list[int]]] = {}
-        self._chat_parts: tuple[str, str] | None = None
+    @abstractmethod
+    def fit_length(self, requested: int | None) -> int:
+        """``requested`` tokens (None: the model's own limit), never past what the model can read."""
+
+    @property
+    def label(self) -> str:
+        return Path(self.model_id.rstrip("/")).name
+
+    def identity(self, model_id: Callable[[str], str] = str) -> dict[str, Any]:
+        """The model (``model_id`` of its path), the dtype it runs in and its chat template around a
+        user turn."""
+        head, tail = self.chat_parts()
+        return {"model": model_id(self.model_id), "dtype": self.dtype, "head": head, "tail": tail}
 
     def ids(self, text: str) -> list[int]:
         """Token ids of a whole prompt; BOS added only without a chat template (the template holds it)."""
@@ -156,6 +163,33 @@ class LocalBackend(JudgeBackend):
                                   + " and ".join(f"'{c}'" for c in key))
             self._letter_ids[key] = ids
         return self._letter_ids[key]
+
+
+class LocalBackend(TokenizedJudge):
+    """A local causal LM (a checkpoint path, a Hub id, a PEFT adapter directory, or an in-memory
+    model with its tokenizer) as a judge backend. ``batch_size`` sequences (at most ``max_tokens``
+    tokens) per forward."""
+
+    kind = "hf"
+
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, batch_size: int = 8,
+                 max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
+                 prefix_reuse: bool = False, trust_remote_code: bool = False,
+                 placement: Placement | None = None) -> None:
+        super().__init__()
+        self.model, self.tokenizer, self.model_id = load_causal_judge(
+            model, tokenizer=tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+            placement=placement)
+        self.device = input_device(self.model)
+        # the dtype the model runs in ("float32" for auto on the CPU): part of a judge's identity
+        self.dtype = dtype_name(next(self.model.parameters()).dtype)
+        self.batch_size, self.max_tokens, self.prefix_reuse = batch_size, max_tokens, prefix_reuse
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self._letter_ids: dict[tuple[str, ...], list[list[int]]] = {}
+        self._chat_parts: tuple[str, str] | None = None
+
+    def fit_length(self, requested: int | None) -> int:
+        return resolve_max_length(requested, self.model, self.tokenizer)
 
     def next_token_logits(self, seqs: list[list[int]]) -> torch.Tensor:
         return next_token_logits(self.model, seqs, batch_size=self.batch_size, pad_id=self.pad_id,
@@ -239,3 +273,17 @@ class LocalBackend(JudgeBackend):
 
     def close(self) -> None:
         self.model = None
+
+
+def make_local_judge(spec: Any, *, placement: Placement | None = None, batch_size: int = 8, prefix_reuse: bool = False,
+                     tokenizer: Any | None = None, **_: Any) -> LocalBackend:
+    """The ``hf`` kind's judge (``rmeval.backends.spec``): ``spec.value`` a path, Hub id, ``pkg:``
+    model (its package's path) or an in-memory model (with ``tokenizer``), placed as ``placement``
+    says (``auto``)."""
+    return LocalBackend(local_model(spec.value), tokenizer=tokenizer, batch_size=batch_size,
+                        prefix_reuse=prefix_reuse, placement=placement)
+
+
+def local_model(value: Any) -> Any:
+    """A local kind's value as loadable: a ``pkg:`` model its package's path; anything else as it is."""
+    return resolve_model_path(value) if isinstance(value, str) else value

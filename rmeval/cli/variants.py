@@ -11,6 +11,7 @@ from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
 from rmeval.audit.variants import VariantSettings, summary_line, write_prompt_variants
+from rmeval.backends.spec import is_local
 
 
 @dataclass
@@ -32,7 +33,7 @@ def run(s: VariantsCommand) -> int:
     settings = s.variants
     settings.placement.validate()  # a bad --device fails before the data is read
     settings.check()  # before the data are read
-    if "hf:" in f"{settings.generator} {settings.validity_judge or ''}":
+    if any(is_local(spec) for spec in (settings.generator, settings.validity_judge) if spec):
         settings.placement.resolve()  # an unavailable device is an error here, not after loading the model
     rs = load_data(s.data, s.max_prompts, settings.seed)
     print(summary_line(write_prompt_variants(rs, settings, s.out)))

@@ -9,7 +9,8 @@ single-token spelling of each letter, ``hf``), an OpenAI-compatible endpoint's f
 log-probabilities (``openai_logprobs``: the top log-probabilities of one generated token, each
 letter's spellings summed; neither letter among them is missing and counted -- a vLLM server of a
 judge too large for one device), or an endpoint's greedy reply (``openai``: 1 for A, 0 for B, 1/2
-for an explicit tie; a reply naming neither is missing and counted). Every pair is judged
+for an explicit tie; a reply naming neither is missing and counted) -- or any other kind of
+``rmeval.backends.spec`` that judges (the ``backend`` of a recipe's judge). Every pair is judged
 in both orders (x as A, then y as A); ``rmeval.stats.ranking.head_to_head`` turns the two into
 P(x better) and the judge's self-agreement across orders.
 
@@ -27,24 +28,23 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message
-from rmcore.device import dtype_name, resolve_device, resolve_dtype
+from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
 from rmcore.settings import bounded
-from rmeval.backends import JudgeBackend, Question, Tokens
-from rmeval.backends.generators import openai_client
+from rmeval.backends import Question, Tokens
+from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
 from rmeval.experiments.responses import resolve_model
 from rmeval.scoring.base import model_identity
 
 QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
 TEMPLATE = "[Conversation]\n{conversation}\n\n[Response A]\n{a}\n\n[Response B]\n{b}\n\n" + QUESTION
-JUDGE_BACKENDS = ("hf", "openai", "openai_logprobs")
 
 Item = tuple[list[Message], str, str]  # (conversation, response shown as A, response shown as B)
 
@@ -67,10 +67,9 @@ class HelpfulnessQuestion(Question):
 
     def encode(self, backend: Any, items: Sequence[Item]) -> list[Tokens]:
         # torch: this module loads without it
-        from rmcore.modeling import resolve_max_length
         from rmeval.scoring.judge import conversation_text, fit_judge_prompt
 
-        limit = resolve_max_length(self.max_length, backend.model, backend.tokenizer)
+        limit = backend.fit_length(self.max_length)
 
         def render(conv: str, responses: list[str]) -> str:
             return backend.user_turn(TEMPLATE.format(conversation=conv, a=responses[0], b=responses[1]))
@@ -81,53 +80,6 @@ class HelpfulnessQuestion(Question):
                                                  conversation_text(list(messages)), [a, b])
             self.n_truncated += int(p_cut or r_cut)
             out.append(Tokens(ids))
-        return out
-
-
-class LogprobEndpointBackend(JudgeBackend):
-    """A judge behind an OpenAI-compatible endpoint read from the log-probabilities of its first
-    reply token (``logprobs``, ``top_logprobs``; vLLM's server and OpenAI's API return them): each
-    letter's score is the log-sum-exp over the listed tokens that spell it (spaces and the BPE /
-    SentencePiece space markers stripped). A reply whose listed tokens spell neither letter is a
-    row of NaN (counted in ``n_malformed``)."""
-
-    kind = "openai_logprobs"
-
-    def __init__(self, model: str, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", top_logprobs: int = 20,
-                 timeout: float = 120.0, max_retries: int = 5, concurrency: int = 8) -> None:
-        super().__init__()
-        self.model, self.top_logprobs, self.concurrency = model, top_logprobs, concurrency
-        self.client = openai_client(base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries)
-        self.n_malformed = 0
-
-    def scores(self, text: str, letters: Sequence[str]) -> list[float]:
-        resp = self.client.chat.completions.create(model=self.model, temperature=0.0, max_tokens=1, logprobs=True,
-                                                   top_logprobs=self.top_logprobs,
-                                                   messages=[{"role": "user", "content": text}])
-        try:
-            top = resp.choices[0].logprobs.content[0].top_logprobs
-        except (AttributeError, IndexError, TypeError):
-            top = []
-        per: dict[str, list[float]] = {c: [] for c in letters}
-        for t in top:
-            spelled = t.token.replace("Ġ", "").replace("▁", "").strip()
-            if spelled in per:
-                per[spelled].append(float(t.logprob))
-        if not any(per.values()):
-            return [math.nan] * len(letters)
-        return [float(np.logaddexp.reduce(v)) if v else -math.inf for v in per.values()]
-
-    def letter_scores(self, question: Question, items: Sequence[Any]) -> Any:
-        from concurrent.futures import ThreadPoolExecutor
-
-        import torch
-
-        texts = [question.text(it) for it in items]
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            rows = list(pool.map(lambda x: self.scores(x, question.letters), texts))
-        self.n_calls += len(items)
-        out = torch.tensor(rows, dtype=torch.float32).reshape(len(items), len(question.letters))
-        self.n_malformed += int(out.isnan().all(dim=-1).sum())
         return out
 
 
@@ -148,14 +100,15 @@ class JudgeSpec:
     concurrency: int = bounded(8, ge=1)  # openai: requests at a time
     trust_remote_code: bool = False
 
+    def backend_spec(self) -> BackendSpec:
+        """The judge's backend as a spec (``rmeval.backends.spec``): ``backend``, ``model``, the endpoint."""
+        return parse_backend_spec({"kind": self.backend, "model": self.model, "base_url": self.base_url,
+                                   "api_key_env": self.api_key_env}, what=f"judge {self.model}")
+
     def validate(self) -> None:
-        if self.backend not in JUDGE_BACKENDS:
-            raise ConfigError(f"judge {self.model}: backend must be one of {', '.join(JUDGE_BACKENDS)}, "
-                              f"got '{self.backend}'")
-        if self.backend != "hf" and not self.base_url:
-            raise ConfigError(f"judge {self.model}: backend {self.backend} needs base_url")
-        if self.model.startswith("tiny:") and self.backend != "hf":
-            raise ConfigError(f"judge {self.model}: a toy judge (tiny:SEED) runs on backend hf")
+        check_backend("judge", self.backend_spec())  # a kind that judges, with its settings
+        if self.model.startswith("tiny:") and self.backend not in toy_kinds():
+            raise ConfigError(f"judge {self.model}: a toy judge (tiny:SEED) runs on backend {' or '.join(toy_kinds())}")
 
 
 class HelpfulnessJudge:
@@ -166,8 +119,8 @@ class HelpfulnessJudge:
                  build_dir: str | os.PathLike | None = None, chunk_size: int = 64) -> None:
         spec.validate()
         self.spec, self.chunk_size = spec, chunk_size
-        self.model = spec.model if spec.backend != "hf" else resolve_model(spec.model, texts=texts,
-                                                                             build_dir=build_dir)
+        local = spec.backend_spec().backend.local  # a local model: tiny:SEED built, pkg: resolved
+        self.model = resolve_model(spec.model, texts=texts, build_dir=build_dir) if local else spec.model
         self.question = HelpfulnessQuestion(spec.max_length)
         self.store = SqliteCache(cache, "judgments", ("p_a REAL",))
         self.backend: Any = None
@@ -185,25 +138,14 @@ class HelpfulnessJudge:
 
     def _load(self) -> Any:
         if self.backend is None:
-            if self.spec.backend == "openai_logprobs":
-                self.backend = LogprobEndpointBackend(self.model, base_url=str(self.spec.base_url),
-                                                      api_key_env=self.spec.api_key_env,
-                                                      concurrency=self.spec.concurrency)
-            elif self.spec.backend == "openai":
-                # torch: this module loads without it
-                from rmeval.backends.endpoint import EndpointBackend
-
-                self.backend = EndpointBackend(self.model, base_url=str(self.spec.base_url),
-                                               api_key_env=self.spec.api_key_env, concurrency=self.spec.concurrency,
-                                               seed=0)
-            else:
-                # torch: this module loads without it
-                from rmeval.backends.local import LocalBackend
-
+            placement = None
+            if self.spec.backend_spec().backend.local:
                 device = resolve_device(self.spec.device)
-                self.backend = LocalBackend(self.model, batch_size=self.spec.batch_size, device=str(device),
-                                            dtype=dtype_name(resolve_dtype(self.spec.dtype, device)),
-                                            trust_remote_code=self.spec.trust_remote_code)
+                placement = Placement(device=str(device), dtype=dtype_name(resolve_dtype(self.spec.dtype, device)),
+                                      trust_remote_code=self.spec.trust_remote_code)
+            spec = replace(self.spec.backend_spec(), value=self.model)
+            self.backend = make_backend("judge", spec, placement=placement, batch_size=self.spec.batch_size,
+                                        concurrency=self.spec.concurrency, seed=0)
         return self.backend
 
     def p_a(self, items: Sequence[Item]) -> np.ndarray:

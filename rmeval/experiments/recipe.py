@@ -18,7 +18,7 @@ from rmcore.config import build_config, config_from_dict, load_recipe, parse_ove
 from rmcore.errors import ConfigError
 from rmeval.experiments.comparisons import JudgeSpec
 from rmeval.experiments.responses import TINY, PolicySpec
-from rmeval.scoring import ScorerSettings
+from rmeval.scoring import SCORERS, ScorerSettings
 
 T = TypeVar("T")
 KINDS = ("pool", "leaderboard", "filtering")  # what a recipe's ``experiment`` may say
@@ -50,7 +50,7 @@ def reward_models(block: Any, where: str) -> dict[str, Any]:
         s = build_config(ScorerSettings, {"model": v} if isinstance(v, str) else v, f"{where}.{name}")
         if not s.model:
             raise ConfigError(f"{where}.{name}: no model")
-        if s.kind not in ("seq_classifier", "generative_judge", "dpo_implicit"):
+        if s.kind not in SCORERS:
             raise ConfigError(f"{where}.{name}: unknown scorer kind '{s.kind}'")
         out[str(name)] = s
     return out

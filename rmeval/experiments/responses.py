@@ -7,8 +7,9 @@ A policy is a model on a backend:
   cap keeps its end and is counted;
 - ``openai``: any OpenAI-compatible chat endpoint (OpenAI, a ``vllm serve`` or TGI server...) through
   ``rmeval.backends.generators.OpenAIGenerator``;
-- ``vllm``: vLLM in the process, where it is installed (``VLLMGenerator``), fed the same token ids
-  as the ``hf`` backend.
+- ``vllm``: vLLM in the process, where it is installed (``rmeval.backends.vllm``), fed the same token
+  ids as the ``hf`` backend;
+- any other kind of ``rmeval.backends.spec`` that answers conversations (``generator``).
 
 Every prompt's conversation (multi-turn kept) goes through the model's own chat template, with the
 policy's ``chat_template_kwargs`` (e.g. ``enable_thinking: false`` for Qwen3); a tokenizer without
@@ -36,23 +37,22 @@ import json
 import os
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rmcore.cache import SqliteCache, content_key
-from rmcore.data.schema import Message, PromptRecord
-from rmcore.device import dtype_name, resolve_device, resolve_dtype
+from rmcore.data.schema import PromptRecord
+from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
 from rmcore.progress import Progress
 from rmcore.settings import bounded
 from rmcore.tiny import PAD, tiny_causal_lm
-from rmeval.backends.generators import Completion, HFGenerator, OpenAIGenerator
+from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
 from rmeval.scoring.base import model_identity
 
-BACKENDS = ("hf", "openai", "vllm")
 RESPONSE_COLUMNS = ("text TEXT", "n_tokens INTEGER", "capped INTEGER")
 TINY = "tiny:"
 
@@ -74,15 +74,18 @@ class PolicySpec:
     gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)  # vllm
     max_model_len: int | None = bounded(None, ge=1)  # vllm
 
+    def backend_spec(self) -> BackendSpec:
+        """The policy's backend as a spec (``rmeval.backends.spec``): ``backend``, ``model``, the endpoint."""
+        return parse_backend_spec({"kind": self.backend, "model": self.model, "base_url": self.base_url,
+                                   "api_key_env": self.api_key_env}, what=f"policy {self.name}")
+
     def validate(self) -> None:
         if not self.name or not self.model:
             raise ConfigError("a policy needs a name and a model")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"policy {self.name}: backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
-        if self.backend == "openai" and not self.base_url:
-            raise ConfigError(f"policy {self.name}: backend openai needs base_url")
-        if self.model.startswith(TINY) and (self.backend != "hf" or not self.model[len(TINY):].isdigit()):
-            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) on backend hf")
+        check_backend("generator", self.backend_spec())  # a kind that answers conversations, with its settings
+        toys = toy_kinds()
+        if self.model.startswith(TINY) and (self.backend not in toys or not self.model[len(TINY):].isdigit()):
+            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) on backend {' or '.join(toys)}")
 
 
 @dataclass
@@ -147,76 +150,24 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     return str(path)
 
 
-class VLLMGenerator(HFGenerator):
-    """A model run by vLLM in this process: the same prompt layout and token ids as the ``hf``
-    backend (the tokenizer's chat template, applied here), vLLM's batched sampling with a seed per
-    request batch. Needs the ``vllm`` package (GPU machines)."""
-
-    kind = "vllm"
-
-    def __init__(self, model: str, *, max_new_tokens: int, temperature: float, top_p: float, seed: int = 0,
-                 dtype: str = "auto", chat_template_kwargs: dict[str, Any] | None = None,
-                 trust_remote_code: bool = False, tensor_parallel_size: int = 1,
-                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None) -> None:
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise ConfigError("backend vllm needs the 'vllm' package (pip install vllm, on a GPU machine); "
-                              "without it, serve the model with `vllm serve MODEL` and use backend openai") from None
-        self.llm = LLM(model=model, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
-                       tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
-                       **({"max_model_len": max_model_len} if max_model_len else {}))
-        self.tokenizer = self.llm.get_tokenizer()
-        self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.n_truncated = 0
-
-    def sample(self, inputs: list[str | list[Message]], n: int = 1, max_new_tokens: int | None = None,
-               seed: int | None = None) -> list[list[Completion]]:
-        from vllm import SamplingParams
-
-        tok = self.tokenizer
-        special = not getattr(tok, "chat_template", None)  # a chat template already holds BOS
-        prompts = [{"prompt_token_ids": tok(self.wrap(x), add_special_tokens=special)["input_ids"]} for x in inputs]
-        greedy = self.temperature == 0
-        params = SamplingParams(n=1 if greedy else n, temperature=self.temperature, top_p=1.0 if greedy else self.top_p,
-                                max_tokens=max_new_tokens or self.max_new_tokens,
-                                seed=self.seed if seed is None else seed)
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [[Completion(o.text.strip(), len(o.token_ids), o.finish_reason == "length") for o in r.outputs]
-                for r in outs]
-
-    def close(self) -> None:
-        self.llm = None
-
-
 def load_generator(policy: PolicySpec, sampling: SamplingSettings, *, texts: Sequence[str] | None = None,
                    build_dir: str | os.PathLike | None = None) -> Any:
-    """The generator backend of ``policy`` with ``sampling``'s settings, its model loaded."""
+    """The generator backend of ``policy`` with ``sampling``'s settings, its model loaded (a local
+    kind's where ``policy.device``/``dtype`` say)."""
     policy.validate()
-    temperature = sampling.temperature
-    if policy.backend == "openai":
-        return OpenAIGenerator(policy.model, base_url=str(policy.base_url), api_key_env=policy.api_key_env,
-                               temperature=temperature, max_tokens=sampling.max_new_tokens, seed=sampling.seed,
-                               top_p=None if sampling.greedy else sampling.top_p,
-                               chat_template_kwargs=policy.chat_template_kwargs, timeout=600.0)
-    model = resolve_model(policy.model, texts=texts, build_dir=build_dir)
-    if policy.backend == "vllm":
-        return VLLMGenerator(model, max_new_tokens=sampling.max_new_tokens, temperature=temperature,
-                             top_p=sampling.top_p, seed=sampling.seed, dtype=policy.dtype,
-                             chat_template_kwargs=policy.chat_template_kwargs,
-                             trust_remote_code=policy.trust_remote_code,
-                             tensor_parallel_size=policy.tensor_parallel_size,
-                             gpu_memory_utilization=policy.gpu_memory_utilization, max_model_len=policy.max_model_len)
-    # torch: this module loads without it
-    from rmeval.backends.local import load_causal_judge
-
-    device = resolve_device(policy.device)
-    lm, tok, _ = load_causal_judge(model, device=str(device), dtype=dtype_name(resolve_dtype(policy.dtype, device)),
-                                   trust_remote_code=policy.trust_remote_code)
-    return HFGenerator(lm, tokenizer=tok, max_new_tokens=sampling.max_new_tokens, temperature=temperature,
-                       top_p=sampling.top_p, do_sample=not sampling.greedy, seed=sampling.seed,
-                       batch_size=sampling.batch_size, chat_template_kwargs=policy.chat_template_kwargs)
+    spec, placement = policy.backend_spec(), None
+    if spec.backend.local:
+        spec = replace(spec, value=resolve_model(policy.model, texts=texts, build_dir=build_dir))
+        device = resolve_device(policy.device)
+        placement = Placement(device=str(device), dtype=dtype_name(resolve_dtype(policy.dtype, device)),
+                              trust_remote_code=policy.trust_remote_code)
+    return make_backend("generator", spec, seed=sampling.seed, max_new_tokens=sampling.max_new_tokens,
+                        temperature=sampling.temperature, top_p=None if sampling.greedy else sampling.top_p,
+                        greedy=sampling.greedy, batch_size=sampling.batch_size,
+                        chat_template_kwargs=policy.chat_template_kwargs, timeout=600.0, placement=placement,
+                        dtype=policy.dtype, trust_remote_code=policy.trust_remote_code,
+                        tensor_parallel_size=policy.tensor_parallel_size,
+                        gpu_memory_utilization=policy.gpu_memory_utilization, max_model_len=policy.max_model_len)
 
 
 def policy_fingerprint(policy: PolicySpec, model: str) -> str:
@@ -238,7 +189,8 @@ def generate_responses(prompts: Sequence[PromptRecord], policy: PolicySpec, samp
     sampling.validate()
     policy.validate()
     texts = list(texts) if texts is not None else corpus(prompts)
-    model = resolve_model(policy.model, texts=texts, build_dir=build_dir) if policy.backend != "openai" else policy.model
+    local = policy.backend_spec().backend.local  # a model of this process: tiny:SEED built, pkg: resolved
+    model = resolve_model(policy.model, texts=texts, build_dir=build_dir) if local else policy.model
     fp = policy_fingerprint(policy, model)
     n = sampling.n
     store = SqliteCache(cache, "responses", RESPONSE_COLUMNS)

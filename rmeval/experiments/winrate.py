@@ -8,10 +8,11 @@ orders prefer it, loses when both prefer the other, and ties otherwise (an equal
 that disagree, or an unreadable verdict, which is also counted). Win rate = (wins + ties / 2) / n,
 with a percentile bootstrap over prompts.
 
-Judges, on the backends of the pairwise-judge protocol (``rmeval.backends``): ``HFPairwiseJudge``,
-a local causal LM read from the next-token distribution over the verdict letters after
-``Final verdict: [[`` (so no sampled analysis is needed), and ``OpenAIPairwiseJudge``, any
-OpenAI-compatible endpoint (the model writes its analysis, the last ``[[X]]`` is the verdict).
+Judges, on the backends of the pairwise-judge protocol (``rmeval.backends``; ``make_judge`` takes any
+kind of ``rmeval.backends.spec`` that judges): ``HFPairwiseJudge``, a local causal LM read from the
+next-token distribution over the verdict letters after ``Final verdict: [[`` (so no sampled analysis
+is needed), and ``OpenAIPairwiseJudge``, any OpenAI-compatible endpoint (the model writes its
+analysis, the last ``[[X]]`` is the verdict).
 
 Across reward models: per model, the suitability risk is the sum of Cohen's d over the
 perturbations its suitability audit marks ``unsuitable`` (rejected at the FDR level and d above
@@ -35,6 +36,7 @@ from rmcore.io import atomic_save_figure, is_finite
 from rmcore.markdown import num
 from rmcore.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
+from rmeval.backends.spec import OPENAI_API_URL, make_backend, parse_backend_spec
 from rmeval.stats.bootstrap import mean_of_prompt_values
 from rmeval.stats.settings import N_BOOT
 
@@ -161,17 +163,20 @@ class OpenAIPairwiseJudge(PairwiseJudge):
                                          timeout=timeout, concurrency=1, seed=seed), VerdictQuestion())
 
 
-def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096) -> PairwiseJudge:
-    """``hf:PATH`` (local causal LM) or ``openai:MODEL`` (with ``base_url``)."""
-    kind, _, name = spec.partition(":")
-    if not name or kind not in ("hf", "openai"):
-        raise ConfigError(f"judge '{spec}': use hf:PATH (a local causal LM) or openai:MODEL (with a base URL)")
-    if kind == "hf":
-        # torch: this module loads without it
-        from rmcore.modeling import resolve_model_path
+def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096,
+               placement: Any | None = None, what: str = "judge") -> PairwiseJudge:
+    """A backend kind that judges (``rmeval.backends.spec``): ``hf:PATH`` (local causal LM, where
+    ``placement`` says: the CPU or GPU in float32 by default), ``openai:MODEL`` (at ``base_url``,
+    else OpenAI's), ``openai_logprobs:MODEL``."""
+    # torch: this module loads without it
+    from rmcore.device import Placement
 
-        return HFPairwiseJudge(resolve_model_path(name), max_length=max_length)
-    return OpenAIPairwiseJudge(name, **({"base_url": base_url} if base_url else {}))
+    s = parse_backend_spec(spec, what=what, spelled={"base_url": "evaluation.judge_base_url"},
+                           defaults={"base_url": OPENAI_API_URL}, base_url=base_url)
+    backend = make_backend("judge", s, placement=placement or Placement(dtype="float32"), batch_size=8,
+                           reply_tokens=1024, timeout=120.0, concurrency=1, seed=0)
+    limit = backend.fit_length(max_length) if backend.reads_tokens else None
+    return PairwiseJudge(backend, VerdictQuestion(limit))
 
 
 def prompt_outcomes(first: list[str | None], second: list[str | None]) -> np.ndarray:

@@ -26,7 +26,6 @@ import math
 import os
 import re
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from rmcore.progress import Progress
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.endpoint import EndpointBackend
 from rmeval.backends.local import LocalBackend
+from rmeval.backends.spec import make_backend, parse_backend_spec
 from rmeval.scoring.base import fingerprint_of, model_identity
 from rmeval.scoring.cache import ScoreCache, cache_key
 from rmeval.scoring.judge import conversation_text
@@ -141,29 +141,52 @@ class CallQuestion(Question):
         return [Tokens(*self.encode_one(backend, c), group=c.prefix) for c in calls]
 
 
-class PairJudge(ABC):
-    """An elicitation judge: ``answer(calls)`` -> per call +1 (first-shown), -1 (second), 0 (no
-    resolved direction), NaN (a reply naming neither; counted, kept as direction 0). The direction
-    is resolved when ``|p(A | A or B) - 0.5| > margin``, with p = σ(s_A − s_B) from the backend's
-    letter scores (an endpoint's named letter: p = 1 or 0; a tie: ½)."""
+class PairJudge:
+    """An elicitation judge on any judge backend: ``answer(calls)`` -> per call +1 (first-shown), -1
+    (second), 0 (no resolved direction), NaN (a reply naming neither; counted, kept as direction 0).
+    The direction is resolved when ``|p(A | A or B) - 0.5| > margin``, with p = σ(s_A − s_B) from the
+    backend's letter scores (an endpoint's named letter: p = 1 or 0; a tie: ½)."""
 
     kind = "pair_judge"
 
     def __init__(self, backend: JudgeBackend, question: CallQuestion, *, name: str, margin: float = 0.0) -> None:
         self.backend, self.question, self._name, self.margin = backend, question, name, margin
+        if hasattr(backend, "letter_ids"):  # a tokenizer without single tokens for A and B: said now
+            backend.letter_ids(question.letters)
 
     @property
     def name(self) -> str:
         return self._name
 
     @property
-    @abstractmethod
     def fingerprint(self) -> str:
-        """Stable id of the backend and every setting that changes an answer (the cache's key space)."""
+        """Stable id of the backend and every setting that changes an answer (the cache's key space):
+        the backend's identity, the prompt's token budget where the backend reads token ids, the
+        margin where its scores are graded (``JudgeBackend.reads_tokens``, ``graded``)."""
+        fields = self.backend.identity(model_identity)
+        if self.backend.reads_tokens:
+            fields["max_length"] = self.question.max_length
+        if self.backend.graded:
+            fields["margin"] = self.margin
+        return fingerprint_of(f"pair_judge_{self.backend.kind}", fields)
 
     @property
     def n_calls(self) -> int:
         return self.backend.n_calls
+
+    @property
+    def n_truncated(self) -> int | None:
+        """Calls cut to ``max_length`` (None: the backend reads whole texts)."""
+        return self.question.n_truncated if self.backend.reads_tokens else None
+
+    @property
+    def n_generated(self) -> int | None:
+        """Tokens the backend generated (an endpoint's ``usage``; None where it does not say)."""
+        return getattr(self.backend, "n_generated", None)
+
+    @property
+    def n_malformed(self) -> int | None:
+        return getattr(self.backend, "n_malformed", None)
 
     def p_first(self, calls: list[Call]) -> np.ndarray:
         """p("A" | "A" or "B") per call: the probability of naming the first-shown response."""
@@ -203,12 +226,6 @@ class LocalPairJudge(PairJudge):
         self.batch_size, self.max_length, self.dtype, self.prefix_reuse = batch_size, max_length, backend.dtype, prefix_reuse
 
     @property
-    def fingerprint(self) -> str:
-        head, tail = self.local.chat_parts()
-        return fingerprint_of("pair_judge_hf", {"model": model_identity(self.model_id), "max_length": self.max_length,
-                                                "dtype": self.dtype, "margin": self.margin, "head": head, "tail": tail})
-
-    @property
     def model(self) -> Any:
         return self.local.model
 
@@ -227,10 +244,6 @@ class LocalPairJudge(PairJudge):
     @property
     def pad_id(self) -> int:
         return self.local.pad_id
-
-    @property
-    def n_truncated(self) -> int:
-        return self.question.n_truncated
 
     def encode(self, call: Call) -> tuple[list[int], list[int]]:
         """(prefix ids, question ids) of a call."""
@@ -255,30 +268,26 @@ class EndpointPairJudge(PairJudge):
         self.endpoint: EndpointBackend = backend
         self.model, self.base_url, self.max_tokens = model, base_url, max_tokens
 
-    @property
-    def fingerprint(self) -> str:
-        reasoning = {"reasoning": True} if self.endpoint.reasoning else {}  # (the key only then: old caches stay valid)
-        return fingerprint_of("pair_judge_openai", {"model": self.model, "base_url": self.base_url,
-                                                    "max_tokens": self.max_tokens, **reasoning})
-
-    @property
-    def n_malformed(self) -> int:
-        return self.endpoint.n_malformed
-
-    @property
-    def n_generated(self) -> int:
-        return self.endpoint.n_generated
-
 
 def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
-    """``{"kind": "hf", "model": PATH, ...}`` or ``{"kind": "openai", "model": NAME, "base_url": URL, ...}``."""
-    spec = dict(spec)
-    kind = spec.pop("kind", "hf")
-    if kind == "hf":
-        return LocalPairJudge(spec.pop("model"), **spec)
-    if kind == "openai":
-        return EndpointPairJudge(spec.pop("model"), **spec)
-    raise ConfigError(f"unknown judge backend '{kind}' (hf or openai)")
+    """The judge of an elicitation job (``ElicitConfig.judge_spec``): ``{"kind": KIND, "model": ...}``
+    of any backend kind that judges (``rmeval.backends.spec``: ``hf`` a local causal LM, ``openai``
+    an OpenAI-compatible endpoint at ``base_url``, ``openai_logprobs``...), with the elicitation's
+    settings (name, max_length, margin; a local one's batch_size, placement and prefix_reuse; an
+    endpoint's api_key_env, concurrency and reasoning_tokens)."""
+    opts = dict(spec)
+    s = parse_backend_spec({"kind": opts.pop("kind", "hf"), "model": opts.pop("model", None),
+                            "base_url": opts.pop("base_url", None), "api_key_env": opts.pop("api_key_env", None)},
+                           what="judge", spelled={"base_url": "--endpoint"})
+    name, margin, max_length = opts.pop("name", None), opts.pop("margin", 0.0), opts.pop("max_length", 4096)
+    reasoning = opts.pop("reasoning_tokens", None)
+    placement = Placement(device=opts.pop("device", None) or "auto", dtype=opts.pop("dtype", None) or "auto",
+                          attn_implementation=opts.pop("attn_implementation", None),
+                          trust_remote_code=opts.pop("trust_remote_code", False), device_map=opts.pop("device_map", None))
+    backend = make_backend("judge", s, placement=placement, batch_size=opts.pop("batch_size", 32),
+                           prefix_reuse=opts.pop("prefix_reuse", True), reply_tokens=reasoning or 4,
+                           reasoning=reasoning is not None, concurrency=opts.pop("concurrency", 8), **opts)
+    return PairJudge(backend, CallQuestion(max_length), name=name or backend.label, margin=margin)
 
 
 def _slug(name: str) -> str:

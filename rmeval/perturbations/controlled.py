@@ -13,10 +13,15 @@ an int or a ``numpy.random.Generator`` (then it is advanced). ``item_seed`` deri
 so that one item's perturbation does not depend on which other items are in the set.
 
 ``CONTROLLED_CODES`` are the five built-in codes; ``PROMPT_PERTURBATIONS`` holds them and any
-added with ``register_perturbation`` (docs/extending.md).
+added with ``register_perturbation`` or by a plugin (entry points of ``matchrm.prompt_perturbations``;
+docs/extending.md).
 
-``STYLIZED_CODES`` name the response rewrites; ``STYLE_INSTRUCTIONS[code]`` is the instruction a
-rewriter (an LM, or a policy's instruction augmentation) is given for each.
+Stylized perturbations restyle the responses instead: ``RESPONSE_PERTURBATIONS`` holds the five
+built-in ones (``STYLIZED_CODES``) and any added with ``register_response_perturbation`` or by a
+plugin (``matchrm.response_perturbations``). Each says what a model rewriter is asked
+(``instruction``; ``STYLE_INSTRUCTIONS`` are the built-ins'), optionally how to rewrite by rule with
+no model (``rule``: ST and SP), and what a policy is asked for at rollout (``rollout``: rmtrain's
+instruction augmentation asks for a *response* with the feature).
 """
 
 from __future__ import annotations
@@ -32,9 +37,7 @@ import numpy as np
 
 from rmcore.errors import ConfigError
 from rmcore.registry import Registry, did_you_mean
-
-CONTROLLED_CODES = ("EF", "PH", "IU", "IW", "CN")
-STYLIZED_CODES = ("ST", "LE", "SP", "LC", "SLC")
+from rmeval.perturbations.stylized import structured_presentation, synonym_transform
 
 CONTROLLED_NAMES = {
     "EF": "emphasis formats",
@@ -42,30 +45,6 @@ CONTROLLED_NAMES = {
     "IU": "irrelevant username",
     "IW": "irrelevant web link",
     "CN": "character noise",
-}
-STYLIZED_NAMES = {
-    "ST": "synonym transformation",
-    "LE": "length extension",
-    "SP": "structured presentation",
-    "LC": "language conversion",
-    "SLC": "structured language conversion",
-}
-
-# What a rewriter is asked to do to a response; {language} is filled for LC and SLC.
-STYLE_INSTRUCTIONS = {
-    "ST": ("Rewrite the following text replacing key words with their synonyms. Keep its meaning, facts, "
-           "structure and length; change only word choice. Reply with the rewritten text only."),
-    "LE": ("Rewrite the following text as a longer, more detailed version: elaborate on each point and "
-           "add explanation, without adding new claims or changing its conclusions. Reply with the "
-           "rewritten text only."),
-    "SP": ("Rewrite the following text in a structured Markdown presentation (headings, bullet or "
-           "numbered lists, bold key terms). Keep its content and meaning. Reply with the rewritten "
-           "text only."),
-    "LC": ("Translate the following text into {language}. Keep its meaning and structure. Reply with "
-           "the translation only."),
-    "SLC": ("Translate the following text into {language} and present it as a detailed, structured "
-            "Markdown version (headings, lists, bold key terms), keeping its meaning. Reply with the "
-            "rewritten text only."),
 }
 DEFAULT_LANGUAGE = "Chinese"
 
@@ -196,17 +175,97 @@ class PromptPerturbation:
     options: frozenset[str] = frozenset()
 
 
+def _adopt_prompt(code: str, obj: Any) -> PromptPerturbation:
+    """A plugin's entry point: a ``PromptPerturbation``, or its ``apply`` (then it takes no options)."""
+    p = obj if isinstance(obj, PromptPerturbation) else PromptPerturbation(obj)
+    GROUPS[code] = "controlled"
+    return p
+
+
 # code -> perturbation, in suite order: perturb_prompt, the perturbation suite (CODE specs) and the
 # policy's perturbed environment all read it, so a registered code is usable everywhere at once.
-PROMPT_PERTURBATIONS: Registry[PromptPerturbation] = Registry("controlled perturbation", {
+_CONTROLLED = {
     "EF": PromptPerturbation(emphasis_format, frozenset({"style"})),
     "PH": PromptPerturbation(punctuation_habits, frozenset({"rate"})),
     "IU": PromptPerturbation(irrelevant_username),
     "IW": PromptPerturbation(irrelevant_weblink),
     "CN": PromptPerturbation(character_noise, frozenset({"rate"})),
-})
+}
+PROMPT_PERTURBATIONS: Registry[PromptPerturbation] = Registry("controlled perturbation", _CONTROLLED,
+                                                              group="matchrm.prompt_perturbations", adopt=_adopt_prompt)
+CONTROLLED_CODES = tuple(_CONTROLLED)  # the built-in five
+
+
+@dataclass(frozen=True)
+class ResponsePerturbation:
+    """A stylized perturbation: both responses of a pair restyled alike. ``instruction``: what a
+    model rewriter is asked before the text (``{language}`` is filled for a language code);
+    ``rule(text, rng, **options)``: a rewrite by rule, no model (``@rule``; ``rng`` a
+    ``numpy.random.Generator`` seeded per item and side), taking ``options``; ``rollout``: what a
+    policy is asked for at rollout in the perturbed environment (None: not offered there)."""
+
+    instruction: str
+    name: str = ""
+    rule: Callable[..., str] | None = None
+    options: frozenset[str] = frozenset()
+    rollout: str | None = None
+
+
+def _structured(text: str, rng: np.random.Generator) -> str:
+    return structured_presentation(text)  # deterministic: the rng is not read
+
+
+_STYLIZED = {
+    "ST": ResponsePerturbation(
+        "Rewrite the following text replacing key words with their synonyms. Keep its meaning, facts, structure "
+        "and length; change only word choice. Reply with the rewritten text only.", "synonym transformation",
+        synonym_transform, frozenset({"rate"}), "In your answer, prefer uncommon synonyms over the most common words."),
+    "LE": ResponsePerturbation(
+        "Rewrite the following text as a longer, more detailed version: elaborate on each point and add "
+        "explanation, without adding new claims or changing its conclusions. Reply with the rewritten text only.",
+        "length extension", rollout="Give a long, detailed answer that elaborates on every point."),
+    "SP": ResponsePerturbation(
+        "Rewrite the following text in a structured Markdown presentation (headings, bullet or numbered lists, "
+        "bold key terms). Keep its content and meaning. Reply with the rewritten text only.",
+        "structured presentation", _structured,
+        rollout="Present your answer in structured Markdown with headings, bullet lists and bold key terms."),
+    "LC": ResponsePerturbation(
+        "Translate the following text into {language}. Keep its meaning and structure. Reply with the translation "
+        "only.", "language conversion", rollout="Write your answer in {language}."),
+    "SLC": ResponsePerturbation(
+        "Translate the following text into {language} and present it as a detailed, structured Markdown version "
+        "(headings, lists, bold key terms), keeping its meaning. Reply with the rewritten text only.",
+        "structured language conversion",
+        rollout="Write your answer in {language}, as a detailed, structured Markdown document with headings and lists."),
+}
+
+
+def _adopt_response(code: str, obj: Any) -> ResponsePerturbation:
+    if not isinstance(obj, ResponsePerturbation):
+        raise ConfigError(f"plugin stylized perturbation '{code}': {obj!r} is not a ResponsePerturbation")
+    GROUPS[code] = "stylized"
+    return obj
+
+
+# code -> stylized perturbation, in suite order: the suite's CODE@SOURCE specs, the rewriters and the
+# policy's perturbed environment read it
+RESPONSE_PERTURBATIONS: Registry[ResponsePerturbation] = Registry(
+    "stylized perturbation", _STYLIZED, group="matchrm.response_perturbations", adopt=_adopt_response)
+STYLIZED_CODES = tuple(_STYLIZED)  # the built-in five
+RULE_CODES = tuple(c for c, p in _STYLIZED.items() if p.rule is not None)  # the built-ins with a rule: ST, SP
+STYLIZED_NAMES = {c: p.name for c, p in _STYLIZED.items()}
+# What a rewriter is asked to do to a response; {language} is filled for LC and SLC.
+STYLE_INSTRUCTIONS = {c: p.instruction for c, p in _STYLIZED.items()}
 # code -> family: "controlled" (the prompt) or "stylized" (the responses); the suitability report groups by it
 GROUPS = {**{c: "controlled" for c in CONTROLLED_CODES}, **{c: "stylized" for c in STYLIZED_CODES}}
+
+
+def _check_code(code: str, kind: str) -> None:
+    # "@" separates a spec's source, and the two families share one namespace of codes
+    if not re.fullmatch(r"[A-Za-z0-9_]+", code) or code in (RESPONSE_PERTURBATIONS if kind == "controlled"
+                                                           else PROMPT_PERTURBATIONS):
+        other = "stylized" if kind == "controlled" else "controlled"
+        raise ConfigError(f"perturbation code must be letters, digits or _ and not a {other} code, got {code!r}")
 
 
 def register_perturbation(code: str, apply: Callable[..., str], *, options: Iterable[str] = (),
@@ -214,11 +273,28 @@ def register_perturbation(code: str, apply: Callable[..., str], *, options: Iter
     """Add a controlled prompt perturbation: ``apply(text, rng, **options) -> str``, ``rng`` a
     ``numpy.random.Generator`` seeded per item; ``options`` the keyword options it accepts. It joins
     the "controlled" group; a code already registered is an error unless ``replace``."""
-    if not re.fullmatch(r"[A-Za-z0-9_]+", code) or code in STYLIZED_CODES:
-        # "@" separates a spec's source and stylized codes name response rewrites: neither may be shadowed
-        raise ConfigError(f"perturbation code must be letters, digits or _ and not a stylized code, got {code!r}")
+    _check_code(code, "controlled")
     PROMPT_PERTURBATIONS.register(code, PromptPerturbation(apply, frozenset(options)), replace=replace)
     GROUPS[code] = "controlled"
+
+
+def register_response_perturbation(code: str, instruction: str, *, rule: Callable[..., str] | None = None,
+                                   options: Iterable[str] = (), rollout: str | None = None, name: str = "",
+                                   replace: bool = False) -> ResponsePerturbation:
+    """Add a stylized (response) perturbation: what a model rewriter is asked (``instruction``),
+    optionally a ``rule(text, rng, **options) -> str`` that needs no model (``CODE@rule``, the
+    default source then) and a ``rollout`` instruction for the policy's perturbed environment. It
+    joins the "stylized" group; a code already registered is an error unless ``replace``."""
+    _check_code(code, "stylized")
+    p = ResponsePerturbation(instruction, name, rule, frozenset(options), rollout)
+    RESPONSE_PERTURBATIONS.register(code, p, replace=replace)
+    GROUPS[code] = "stylized"
+    return p
+
+
+def rule_codes() -> list[str]:
+    """The stylized codes with a rewrite by rule (``@rule``)."""
+    return [c for c, p in RESPONSE_PERTURBATIONS.items() if p.rule is not None]
 
 
 def perturb_prompt(code: str, text: str, seed: int | np.random.Generator, **options: Any) -> str:

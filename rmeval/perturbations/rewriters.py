@@ -1,13 +1,13 @@
 """Rewriters for the stylized perturbations, pluggable over the generator backends, and a cache.
 
-A rewriter turns response texts into their stylized version for a code in ``STYLIZED_CODES``:
+A rewriter turns response texts into their stylized version for a code of ``RESPONSE_PERTURBATIONS``:
 ``rewrite(code, requests) -> [text | None]`` where None means the rewrite failed (the backend raised,
 or returned an empty text); the suite counts those, it never drops them silently.
 
-- ``RuleRewriter``: ``ST`` and ``SP`` by rule (``rmeval.perturbations.stylized``), no model;
+- ``RuleRewriter``: the codes with a ``rule`` (``ST`` and ``SP``: ``rmeval.perturbations.stylized``), no model;
 - ``LMRewriter``: any generator backend with ``complete`` (``rmeval.backends.generators.HFGenerator``, a local
-  Hugging Face causal LM; ``OpenAIGenerator``, an OpenAI-compatible endpoint) prompted with
-  ``STYLE_INSTRUCTIONS[code]``;
+  Hugging Face causal LM; ``OpenAIGenerator``, an OpenAI-compatible endpoint) prompted with the
+  code's ``instruction``;
 - ``FileRewriter``: rewrites written beforehand, jsonl rows
   ``{"item_id", "perturbation", "side": "chosen"|"rejected", "text"}``.
 
@@ -29,10 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rmcore.cache import SqliteCache, content_key
 from rmcore.errors import ConfigError, DataError
-from rmeval.perturbations.controlled import DEFAULT_LANGUAGE, STYLE_INSTRUCTIONS, STYLIZED_CODES, item_seed
-from rmeval.perturbations.stylized import RULE_CODES, rule_rewrite
+from rmeval.backends.spec import OPENAI_API_URL, check_backend, make_backend, offering, parse_backend_spec
+from rmeval.perturbations.controlled import (
+    DEFAULT_LANGUAGE,
+    RESPONSE_PERTURBATIONS,
+    STYLE_INSTRUCTIONS,
+    item_seed,
+    rule_codes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +56,11 @@ class RewriteRequest:
 
 class Rewriter(ABC):
     kind = "rewriter"
-    codes: tuple[str, ...] = STYLIZED_CODES
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The stylized codes it rewrites: every one registered (``RESPONSE_PERTURBATIONS``)."""
+        return tuple(RESPONSE_PERTURBATIONS)
 
     @property
     @abstractmethod
@@ -68,10 +80,15 @@ class RuleRewriter(Rewriter):
     """Rule-based ``ST``/``SP``; ST's word choice is seeded per (item, side)."""
 
     kind = "rule"
-    codes = RULE_CODES
 
     def __init__(self, seed: int = 0, st_rate: float = 0.5) -> None:
+        """``st_rate``: the ``rate`` of a rule that takes one (ST's share of words replaced)."""
         self.seed, self.st_rate = seed, st_rate
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The codes with a rule (``ResponsePerturbation.rule``)."""
+        return tuple(rule_codes())
 
     @property
     def fingerprint(self) -> str:
@@ -79,9 +96,11 @@ class RuleRewriter(Rewriter):
 
     def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
         self.check(code)
-        opts = {"rate": self.st_rate} if code == "ST" else {}
-        return [rule_rewrite(code, r.text, item_seed(self.seed, f"{code}:{r.side}", r.item_id), **opts) or None
-                for r in requests]
+        p = RESPONSE_PERTURBATIONS.lookup(code)
+        assert p.rule is not None  # (check: a code with a rule)
+        opts = {"rate": self.st_rate} if "rate" in p.options else {}
+        return [p.rule(r.text, np.random.default_rng(item_seed(self.seed, f"{code}:{r.side}", r.item_id)), **opts)
+                or None for r in requests]
 
 
 class LMRewriter(Rewriter):
@@ -107,7 +126,13 @@ class LMRewriter(Rewriter):
                            "instructions": STYLE_INSTRUCTIONS}, sort_keys=True)
 
     def instruction(self, code: str, text: str) -> str:
-        return f"{STYLE_INSTRUCTIONS[code].format(language=self.language)}\n\nText:\n{text}"
+        template = RESPONSE_PERTURBATIONS.lookup(code).instruction
+        return f"{template.format(language=self.language)}\n\nText:\n{text}"
+
+    def cache_parts(self, code: str) -> tuple[str, ...]:
+        """What a cached rewrite of ``code`` is keyed by beyond the fingerprint: a registered code's
+        instruction (the fingerprint holds the built-in ones, ``STYLE_INSTRUCTIONS``)."""
+        return () if code in STYLE_INSTRUCTIONS else (RESPONSE_PERTURBATIONS.lookup(code).instruction,)
 
     def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
         self.check(code)
@@ -139,7 +164,7 @@ class FileRewriter(Rewriter):
         self.rows: dict[tuple[str, str, str], str] = {}
         for line_no, row in read_jsonl_rows(self.path, "rewrite file", ("item_id", "perturbation", "side", "text")):
             code = str(row["perturbation"]).split("@")[0]
-            if code not in STYLIZED_CODES:
+            if code not in RESPONSE_PERTURBATIONS:
                 raise DataError(f"unknown stylized perturbation '{row['perturbation']}'", file=str(self.path),
                                 row=line_no, field="perturbation")
             if row["side"] not in SIDES:
@@ -175,14 +200,19 @@ class CachedRewriter(Rewriter):
         self.inner = inner
         self.cache = cache if isinstance(cache, RewriteCache) else RewriteCache(cache)
         self.chunk_size, self.asked = chunk_size, 0
-        self.kind, self.codes = inner.kind, inner.codes
+        self.kind = inner.kind
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return self.inner.codes
 
     @property
     def fingerprint(self) -> str:
         return self.inner.fingerprint
 
     def key(self, code: str, text: str) -> str:
-        return content_key(self.fingerprint, code, getattr(self.inner, "language", ""), text)
+        extra = self.inner.cache_parts(code) if isinstance(self.inner, LMRewriter) else ()
+        return content_key(self.fingerprint, code, getattr(self.inner, "language", ""), text, *extra)
 
     def rewrite(self, code: str, requests: list[RewriteRequest]) -> list[str | None]:
         self.inner.check(code)
@@ -200,30 +230,33 @@ class CachedRewriter(Rewriter):
         self.cache.close()
 
 
+# the rewriter factories of the backend kinds `rule` and `file` (rmeval.backends.spec names them);
+# every kind that answers instructions rewrites as an LMRewriter
+def make_rule_rewriter(spec: Any, *, seed: int = 0, **_: Any) -> RuleRewriter:
+    return RuleRewriter(seed=seed)
+
+
+def make_file_rewriter(spec: Any, **_: Any) -> FileRewriter:
+    return FileRewriter(spec.value)
+
+
+def rewriter_kinds() -> list[str]:
+    """The backend kinds a rewriter spec may name: those with a rewriter of their own, then those
+    that answer instructions (a model rewriter)."""
+    own = offering("rewriter")
+    return own + [k for k in offering("generator") if k not in own]
+
+
 def make_rewriter(spec: str, *, seed: int = 0, language: str = DEFAULT_LANGUAGE, base_url: str | None = None,
                   max_new_tokens: int = 1024, cache_path: str | os.PathLike | None = None) -> Rewriter:
-    """``rule`` | ``file:PATH`` | ``hf:MODEL`` | ``openai:MODEL`` (with ``base_url``); model-backed
-    rewriters are cached in ``cache_path`` when given."""
-    # pandas: --help stays cheap
-    from rmeval.backends.generators import make_generator
-
-    kind, _, arg = spec.partition(":")
-    if kind == "rule":
-        return RuleRewriter(seed=seed)
-    if kind == "file":
-        if not arg:
-            raise ConfigError("rewriter file needs a path: file:PATH")
-        return FileRewriter(arg)
-    if kind in ("hf", "openai"):
-        if not arg:
-            raise ConfigError(f"rewriter {kind} needs a model: {kind}:MODEL")
-        kwargs: dict[str, Any] = {"model": arg, "seed": seed}
-        if kind == "hf":
-            kwargs.update(do_sample=False, max_new_tokens=max_new_tokens)
-        else:
-            kwargs.update(temperature=0.0, max_tokens=max_new_tokens)
-            if base_url:
-                kwargs["base_url"] = base_url
-        rw: Rewriter = LMRewriter(make_generator(kind, **kwargs), language=language, max_new_tokens=max_new_tokens)
-        return CachedRewriter(rw, cache_path) if cache_path is not None else rw
-    raise ConfigError(f"unknown rewriter '{spec}'; use rule, file:PATH, hf:MODEL or openai:MODEL")
+    """``rule`` | ``file:PATH`` | a model: ``hf:MODEL``, ``openai:MODEL`` (at ``base_url``, else
+    OpenAI's) or any backend kind that answers instructions (``rmeval.backends.spec``), asked greedily;
+    model-backed rewriters are cached in ``cache_path`` when given."""
+    s = parse_backend_spec(spec, what="--rewriter", spelled={"base_url": "--base-url"},
+                           defaults={"base_url": OPENAI_API_URL}, base_url=base_url)
+    backend = check_backend("rewriter", s, kinds=rewriter_kinds())
+    if "rewriter" in backend.makes:
+        return make_backend("rewriter", s, seed=seed)
+    generator = make_backend("generator", s, seed=seed, greedy=True, max_new_tokens=max_new_tokens)
+    rw: Rewriter = LMRewriter(generator, language=language, max_new_tokens=max_new_tokens)
+    return CachedRewriter(rw, cache_path) if cache_path is not None else rw

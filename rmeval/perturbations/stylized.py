@@ -1,4 +1,5 @@
-"""Rule-based stylized rewrites of a response that need no model: ``ST`` and ``SP``.
+"""Rule-based stylized rewrites of a response that need no model: ``ST`` and ``SP`` (the ``rule``
+of their ``ResponsePerturbation``, ``rmeval.perturbations.controlled``).
 
 - ``synonym_transform`` (ST): words found in the shipped synonym table (``data/synonyms.json``,
   same part of speech and inflection per entry) are replaced by a seeded choice among their
@@ -17,8 +18,6 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-
-RULE_CODES = ("ST", "SP")
 
 _PROTECTED = re.compile(r"```.*?```|`[^`\n]*`|https?://\S+", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -114,12 +113,3 @@ def structured_presentation(text: str, heading: str = "Answer", details_heading:
         out += [f"### {details_heading}", ""] + [x for blk in rest for x in (blk, "")]
     return "\n".join(out).rstrip() + "\n"
 
-
-def rule_rewrite(code: str, text: str, seed: int | np.random.Generator, **options) -> str:
-    """``ST`` or ``SP`` by rule; ``seed`` as in ``perturb_prompt``."""
-    if code == "ST":
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
-        return synonym_transform(text, rng, **options)
-    if code == "SP":
-        return structured_presentation(text, **options)
-    raise ValueError(f"no rule-based rewriter for '{code}'; rule-based codes: {RULE_CODES}")

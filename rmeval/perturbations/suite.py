@@ -1,9 +1,11 @@
 """The perturbation suite: preference items (prompt, chosen, rejected) and their perturbed twins.
 
 A perturbation is named by a spec ``CODE`` or ``CODE@SOURCE``; the spec is the key used in every
-output (files, JSON, plots). Controlled codes (``EF PH IU IW CN``) perturb the last user turn of the
-prompt, seeded per item (``item_seed``), and take no source. Stylized codes (``ST LE SP LC SLC``)
-rewrite both responses alike with a rewriter: ``@rule`` (ST and SP only; the default for them),
+output (files, JSON, plots). Controlled codes (``EF PH IU IW CN``, and any registered in
+``PROMPT_PERTURBATIONS``) perturb the last user turn of the prompt, seeded per item
+(``item_seed``), and take no source. Stylized codes (``ST LE SP LC SLC``, and any registered in
+``RESPONSE_PERTURBATIONS``) rewrite both responses alike with a rewriter: ``@rule`` (the codes with
+a rule: ST and SP built in; the default for them),
 ``@lm`` (the configured model rewriter; the default for LE, LC and SLC), ``@file``, or
 ``@rmbench``: RM-Bench's three style levels of the same content, level 0 → 1 for ``LE`` and
 1 → 2 for ``SP`` (the original pair is the lower level's chosen/rejected, the perturbed one the
@@ -34,17 +36,18 @@ from rmeval.perturbations.controlled import (
     CONTROLLED_CODES,
     GROUPS,
     PROMPT_PERTURBATIONS,
-    STYLIZED_CODES,
+    RESPONSE_PERTURBATIONS,
+    RULE_CODES,
     item_seed,
     perturb_prompt,
+    rule_codes,
 )
 from rmeval.perturbations.rewriters import Rewriter, RewriteRequest, RuleRewriter
-from rmeval.perturbations.stylized import RULE_CODES
 
 SOURCES = ("rule", "lm", "file", "rmbench", "auditor")
 RMBENCH_LEVELS = {"LE": (0, 1), "SP": (1, 2)}
 # the cheap subset: no model-backed rewriter needed (AuditCallback during training)
-CHEAP = (*CONTROLLED_CODES, "ST", "SP")
+CHEAP = (*CONTROLLED_CODES, *RULE_CODES)
 
 
 @dataclass(frozen=True)
@@ -97,18 +100,20 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     """'SP@rmbench' -> ('SP', 'rmbench'); the default source filled in for stylized codes."""
     code, _, source = spec.partition("@")
     if code in PROMPT_PERTURBATIONS:
+        PROMPT_PERTURBATIONS.lookup(code)  # a plugin's code is loaded (and joins its group) here
         if source and source != "auditor":
             raise ConfigError(f"perturbation '{spec}': controlled codes take no source but @auditor")
         return code, source or None
-    if code not in STYLIZED_CODES:
-        codes = (*PROMPT_PERTURBATIONS, *STYLIZED_CODES)
+    if code not in RESPONSE_PERTURBATIONS:
+        codes = (*PROMPT_PERTURBATIONS, *RESPONSE_PERTURBATIONS)
         raise ConfigError(f"unknown perturbation '{spec}'; codes: {', '.join(codes)} "
                           f"(stylized ones optionally @{'/@'.join(SOURCES)})" + did_you_mean(code, codes))
-    source = source or ("rule" if code in RULE_CODES else "lm")
+    has_rule = RESPONSE_PERTURBATIONS.lookup(code).rule is not None
+    source = source or ("rule" if has_rule else "lm")
     if source not in SOURCES:
         raise ConfigError(f"perturbation '{spec}': unknown source '{source}'; sources: {', '.join(SOURCES)}")
-    if source == "rule" and code not in RULE_CODES:
-        raise ConfigError(f"perturbation '{spec}': only {', '.join(RULE_CODES)} have a rule-based rewriter")
+    if source == "rule" and not has_rule:
+        raise ConfigError(f"perturbation '{spec}': only {', '.join(rule_codes())} have a rule-based rewriter")
     if source == "rmbench" and code not in RMBENCH_LEVELS:
         raise ConfigError(f"perturbation '{spec}': RM-Bench style levels give {', '.join(RMBENCH_LEVELS)} only")
     return code, source
@@ -117,7 +122,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def auditor_codes(rs: RatingSet) -> list[str]:
     """The codes whose Reward Auditor versions a set carries (``meta["perturbed"]``), in suite order."""
     held = {c for p in rs.prompts for c in (p.meta.get("perturbed") or {})}
-    return [c for c in (*CONTROLLED_CODES, *STYLIZED_CODES) if c in held]
+    return [c for c in (*PROMPT_PERTURBATIONS, *RESPONSE_PERTURBATIONS) if c in held]
 
 
 def _style(rs: RatingSet) -> dict[tuple[str, str, int], str]:

@@ -2,8 +2,8 @@
 scored as the local judge is (``rmeval.scoring.judge``): the same prompt (``JUDGE_TEMPLATE``, sent
 as the user turn; the server applies the chat template) and the expected digit ``sum_d d p(d)``,
 with p the renormalised probabilities of the digits 1..5 among the top log-probabilities of the
-first reply token (``LogprobEndpointBackend`` of ``rmeval.experiments.comparisons``: every listed
-token that spells a digit, spaces and BPE markers stripped, log-sum-exp'd). A reply whose listed
+first reply token (the ``openai_logprobs`` backend, ``rmeval.backends.logprobs``: every listed token
+that spells a digit, spaces and BPE markers stripped, log-sum-exp'd). A reply whose listed
 tokens spell no digit scores NaN (counted in ``n_malformed``; the audit's statistics drop it).
 The endpoint sees whole texts: nothing is truncated here (the server refuses what it cannot fit)."""
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from rmeval.experiments.comparisons import LogprobEndpointBackend
+from rmcore.errors import ConfigError
+from rmeval.backends.logprobs import LogprobEndpointBackend
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of
 from rmeval.scoring.judge import DIGITS, JUDGE_TEMPLATE, conversation_text
 
@@ -37,6 +38,11 @@ class EndpointJudgeScorer(Scorer):
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.base_url, "model": self.model_name}
+
+    def suitability_scorer(self, **_: Any) -> Scorer:
+        """None: the suitability audit asks a judge for its verdict on a pair, which an endpoint read
+        at one digit does not give."""
+        raise ConfigError(f"no suitability confidence for scorer kind '{self.kind}'")
 
     def text(self, item: ScoreItem) -> str:
         messages, response = item

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmeval.backends.spec import is_local
 from rmeval.reproduce.settings import LeaderboardTableSettings, analysis_settings
 
 
@@ -85,7 +86,7 @@ def experiment_models(s: LeaderboardTableSettings) -> list[str]:
     """The Hub ids the experiment loads (its policies, reward models and local judges)."""
     cfg = s.experiment()
     ids = [p["model"] for p in cfg.policies] + [str(v.model) for v in cfg.reward_model_settings().values()]
-    ids += [j.model for j in cfg.judge_settings().values() if j.backend == "hf"]
+    ids += [j.model for j in cfg.judge_settings().values() if is_local(j.backend)]
     return sorted({i for i in ids if "/" in i and not Path(i).exists()})
 
 

@@ -45,6 +45,7 @@ from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, 
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
 from rmeval.reproduce.sources import check_sources
+from rmeval.scoring.base import SCORERS
 
 STUDIES = {
     "pairwise-misses": "What Pairwise Evaluation Misses: Reward Scores across Prompts",
@@ -52,7 +53,6 @@ STUDIES = {
     "judgeprofile": "JudgeProfile: Understanding and Steering Subjectivity in LLM Judges",
 }
 ANALYSES = ("audit", "pairwise", "suitability", "policy", "judges", "leaderboard")
-KINDS = ("seq_classifier", "generative_judge", "dpo_implicit")
 AGGREGATES = ("range", "sum", "mean", "median", "min", "max", "max_abs", "median_abs")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "int8": 1}
 SERVED_ANALYSES = ("audit", "judges")  # the analyses that score a judge through an endpoint
@@ -463,8 +463,8 @@ def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
     from rmeval.scoring.loaders import KNOWN_MODELS, LOADER_KINDS
 
     at = f"{where}: model {m.name}"
-    if m.kind not in KINDS:
-        raise ConfigError(f"{at}: kind must be one of {', '.join(KINDS)}, got {m.kind!r}")
+    if m.kind not in SCORERS:  # a scorer's name (rmeval.scoring.SCORERS)
+        raise ConfigError(f"{at}: kind must be one of {', '.join(SCORERS.names())}, got {m.kind!r}")
     if m.loader is not None and m.loader not in LOADER_KINDS and m.loader not in KNOWN_MODELS:
         raise ConfigError(f"{at}: unknown loader {m.loader!r}; known: {', '.join(sorted([*LOADER_KINDS, *KNOWN_MODELS]))}")
     if m.kind != "seq_classifier" and (m.loader or m.head is not None):

@@ -35,12 +35,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rmcore.data.helpsteer import helpsteer_rows_from
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import ConfigError
+from rmcore.registry import Registry
 from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
 from rmcore.tiny_rewards import save_gated_remote_code, save_value_head
 from rmeval.backends.generators import write_variants
@@ -89,6 +91,59 @@ def _causal_lm(path: Path, tok: Any, seed: int) -> None:
     save_tiny(path, tiny_model(tok, "llama", seed=seed, max_position_embeddings=4 * STANDIN_MAX_LENGTH), tok)
 
 
+def _remote_code(path: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    n = max(3, int(model.head) + 1) if model.head is not None and str(model.head).isdigit() else 3
+    save_gated_remote_code(path, tok, num_objectives=n, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
+    return {"trust_remote_code": True, "what": f"tiny gated multi-objective remote-code model ({n} heads)"}
+
+
+def _lm_logit(path: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    _causal_lm(path, tok, seed)
+    return {"what": "tiny Llama causal LM read at one token's logit (lm_logit)"}
+
+
+def _value_head(path: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    layout = VALUE_HEAD_LAYOUT.get(str(model.loader), "openrlhf")
+    save_value_head(path, tok, layout=layout, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
+    return {"what": f"tiny Llama backbone + value head ({layout} layout)"}
+
+
+def _sequence_classifier(path: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    _classifier(path, tok, model.head, seed)
+    return {"what": "tiny Llama sequence classifier"}
+
+
+# reward-model loader kind (rmeval.scoring.loaders) -> the stand-in it reads; any other: a classifier
+LOADER_STAND_INS: Registry[Callable[..., dict[str, Any]]] = Registry("reward-model stand-in", {
+    "remote_code": _remote_code, "lm_logit": _lm_logit, "value_head": _value_head})
+
+
+def _reward_model(root: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    build = LOADER_STAND_INS.get(_loader_kind(model.loader), _sequence_classifier)
+    return build(root / "model", tok, model, seed)
+
+
+def _judge(root: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    _causal_lm(root / "model", tok, seed)
+    return {"what": "tiny Llama causal LM judge (expected digit / verdict letters)"}
+
+
+def _dpo(root: Path, tok: Any, model: Any, seed: int) -> dict[str, Any]:
+    _causal_lm(root / "model", tok, seed)
+    info = {"reference": "none"}
+    if str(model.reference).lower() != "none":
+        _causal_lm(root / "reference", tok, seed + 1)
+        info["reference"] = str(root / "reference")
+    info["what"] = "tiny Llama DPO policy" + (" and reference" if info["reference"] != "none" else "")
+    return info
+
+
+# scorer kind (rmeval.scoring.SCORERS) -> how its stand-in is built under OUT/stand_ins/<name>/
+STAND_INS: Registry[Callable[..., dict[str, Any]]] = Registry("stand-in", {
+    "seq_classifier": _reward_model, "generative_judge": _judge, "dpo_implicit": _dpo},
+    message="no stand-in for a {name}")
+
+
 def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
     """The tiny local model standing in for ``model`` (a ``ModelSpec``), built under
     ``root/<name>/`` unless it is there: {path, reference?, loader, head, trust_remote_code, what}."""
@@ -96,37 +151,11 @@ def stand_in_model(model: Any, root: str | os.PathLike) -> dict[str, Any]:
     done = root / "stand_in.json"
     if done.is_file():
         return json.loads(done.read_text())
+    build = STAND_INS.lookup(model.kind)
     seed, tok = stand_in_seed(model.name), _tokenizer()
-    path = root / "model"
-    info: dict[str, Any] = {"path": str(path), "loader": model.loader, "head": model.head, "trust_remote_code": False}
-    if model.kind == "seq_classifier":
-        kind = _loader_kind(model.loader)
-        if kind == "remote_code":
-            n = max(3, int(model.head) + 1) if model.head is not None and str(model.head).isdigit() else 3
-            save_gated_remote_code(path, tok, num_objectives=n, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
-            info.update(trust_remote_code=True, what=f"tiny gated multi-objective remote-code model ({n} heads)")
-        elif kind == "lm_logit":
-            _causal_lm(path, tok, seed)
-            info["what"] = "tiny Llama causal LM read at one token's logit (lm_logit)"
-        elif kind == "value_head":
-            layout = VALUE_HEAD_LAYOUT.get(str(model.loader), "openrlhf")
-            save_value_head(path, tok, layout=layout, seed=seed, max_position_embeddings=2 * STANDIN_MAX_LENGTH)
-            info["what"] = f"tiny Llama backbone + value head ({layout} layout)"
-        else:
-            _classifier(path, tok, model.head, seed)
-            info["what"] = "tiny Llama sequence classifier"
-    elif model.kind == "generative_judge":
-        _causal_lm(path, tok, seed)
-        info["what"] = "tiny Llama causal LM judge (expected digit / verdict letters)"
-    elif model.kind == "dpo_implicit":
-        _causal_lm(path, tok, seed)
-        info["reference"] = "none"
-        if str(model.reference).lower() != "none":
-            _causal_lm(root / "reference", tok, seed + 1)
-            info["reference"] = str(root / "reference")
-        info["what"] = "tiny Llama DPO policy" + (" and reference" if info["reference"] != "none" else "")
-    else:
-        raise ConfigError(f"no stand-in for a {model.kind}")
+    info: dict[str, Any] = {"path": str(root / "model"), "loader": model.loader, "head": model.head,
+                            "trust_remote_code": False}
+    info.update(build(root, tok, model, seed))
     done.write_text(json.dumps(info, indent=2))
     return info
 

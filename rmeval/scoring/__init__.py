@@ -1,7 +1,8 @@
 """Scorer backends (sequence classifier, generative judge, DPO implicit reward) and a score cache.
 
-``ScorerSettings`` says which backend scores a checkpoint and how it batches; ``load_scorer``
-builds it. Every backend gets every batching setting, so a flag means the same for each."""
+``ScorerSettings`` says which backend scores a checkpoint and how it batches (``--scorer`` offers
+the names of the ``SCORERS`` registry, a plugin's included); ``load_scorer`` builds it. Every
+backend gets every batching setting, so a flag means the same for each."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from dataclasses import dataclass
 
 from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.io import check_path
 from rmcore.settings import comma_list, nested, option
-from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer
+from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer, scorer_factory
 
 __all__ = ["SCORERS", "ScoreItem", "Scorer", "ScorerSettings", "load_scorer", "make_scorer", "register_scorer"]
 
@@ -26,7 +26,7 @@ class ScorerSettings:
     scores a checkpoint)."""
 
     model: str = ""  # checkpoint directory or Hub id (the DPO policy for dpo_implicit): the command's --checkpoint
-    kind: str = option("seq_classifier", flag="--scorer", choices=["seq_classifier", "generative_judge", "dpo_implicit"],
+    kind: str = option("seq_classifier", flag="--scorer", choices=SCORERS.names,
                        help="a sequence classifier's reward, a generative judge's verdict, or a DPO policy's implicit "
                             "reward")
     reference: str | None = option(None, help="DPO reference model (dpo_implicit)", needs=("--scorer", "dpo_implicit"))
@@ -54,14 +54,18 @@ class ScorerSettings:
 
 
 def load_scorer(settings: ScorerSettings) -> Scorer:
-    """The scorer ``settings`` describe, its model loaded and placed."""
+    """The scorer ``settings`` describe, its model loaded and placed: the registered scorer
+    ``settings.kind`` (``SCORERS``) built from them (``Scorer.from_settings``; a plain callable gets
+    the model and the batching settings), after refusing the settings it does not read."""
     settings.placement.validate()
     # rmcore.checkpoints: the training length by default; a requested one that differs is said once
     from rmcore.checkpoints import scoring_max_length
 
     common = {"max_length": scoring_max_length(settings.model, settings.max_length), "batch_size": settings.batch_size,
               "max_tokens": settings.max_tokens, "placement": settings.placement}
-    if settings.kind != "seq_classifier" and (settings.reward_head is not None or settings.loader):
+    factory = scorer_factory(settings.kind)
+    reads = getattr(factory, "reads", frozenset())
+    if (settings.reward_head is not None or settings.loader) and not {"reward_head", "loader"} <= reads:
         raise ConfigError(f"--reward-head and --loader choose a reward model's output; --scorer {settings.kind} "
                           "reads a causal LM")
     if settings.drop_special:
@@ -71,20 +75,8 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
         bad = sorted(set(settings.drop_special) - set(MARKERS))
         if bad:
             raise ConfigError(f"--drop-special-tokens: unknown marker(s) {bad}; known: {', '.join(MARKERS)}")
-        if settings.kind != "seq_classifier":
-            raise ConfigError(f"--drop-special-tokens applies to --scorer seq_classifier, not {settings.kind}")
-    if settings.kind == "seq_classifier":
-        return make_scorer(settings.kind, model=settings.model, reward_head=settings.reward_head,
-                           loader=settings.loader, drop_special=tuple(settings.drop_special), **common)
-    if settings.kind == "generative_judge":
-        return make_scorer(settings.kind, model=settings.model, **common)
-    if settings.kind == "dpo_implicit":
-        if not settings.reference:
-            raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model, or 'none' for "
-                              "pi_ref = 1)")
-
-        if settings.reference.lower() != "none":
-            check_path(settings.reference, "--reference", kind="dir", hub_ok=True)
-        return make_scorer("dpo_implicit", policy=settings.model, reference=settings.reference, beta=settings.beta,
-                           **common)
-    raise ConfigError(f"unknown --scorer {settings.kind}")
+        if "drop_special" not in reads:
+            readers = [k for k in SCORERS if "drop_special" in getattr(scorer_factory(k), "reads", ())]
+            raise ConfigError(f"--drop-special-tokens applies to --scorer {' or '.join(readers)}, not {settings.kind}")
+    build = getattr(factory, "from_settings", None)
+    return build(settings, **common) if build is not None else factory(model=settings.model, **common)

@@ -13,9 +13,9 @@ import importlib
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -59,6 +59,13 @@ class Scorer(ABC):
     (prompt_truncated, response_truncated) after each ``score`` call and keep ``truncation`` totals."""
 
     kind: str = "scorer"
+    # how the suitability audit (rmeval.suitability.scoring) reads its scores: False, one response's
+    # reward (the confidence in a pair is σ(r_chosen − r_rejected)); True, an item (messages,
+    # (first, second)) scored as the log-odds that the first is the better (both orders are asked)
+    scores_pairs: ClassVar[bool] = False
+    # the settings of rmeval.scoring.ScorerSettings beyond the model and the batching ones that it
+    # reads (``from_settings``); load_scorer refuses the others for it
+    reads: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.truncation: dict[str, int] = {"n_scored": 0, "prompt_truncated": 0, "response_truncated": 0}
@@ -89,6 +96,24 @@ class Scorer(ABC):
     def close(self) -> None:  # noqa: B027 -- optional hook, most scorers have nothing to free
         """Free the model; the scorer must not be used afterwards."""
 
+    @classmethod
+    def from_settings(cls, settings: Any, **common: Any) -> Scorer:
+        """The scorer ``settings`` (``rmeval.scoring.ScorerSettings``) describe: its ``model`` and
+        the batching settings every scorer gets (``common``: max_length, batch_size, max_tokens,
+        placement). A scorer that reads more of them (``reads``) builds itself from them."""
+        return cls(model=settings.model, **common)
+
+    def suitability_scorer(self, **options: Any) -> Scorer:
+        """The scorer the suitability confidence is computed with: this one, a reward (a judge
+        gives its pairwise-verdict form; ``options``: how a judge is asked, ignored by a reward)."""
+        return self
+
+    def input_keys(self, items: list[Any]) -> list[Hashable]:
+        """What this scorer reads of each item, as something comparable: its rendered text (a scorer
+        that tokenises gives its token ids, so a perturbation its tokenizer normalises away leaves
+        the input unchanged)."""
+        return [self.render(it) for it in items]
+
     def _record_flags(self, flags: np.ndarray) -> None:
         self.last_flags = flags
         self.truncation["n_scored"] += len(flags)
@@ -103,12 +128,12 @@ class Scorer(ABC):
 
 
 # name -> "module:Class" (imported lazily so the registry costs nothing until a backend is used) or a
-# callable returning a Scorer
+# callable returning a Scorer. `--scorer` offers these names; plugins: entry points of matchrm.scorers
 SCORERS: Registry[str | Callable[..., Scorer]] = Registry("scorer", {
     "seq_classifier": "rmeval.scoring.seq_classifier:SeqClassifierScorer",
     "generative_judge": "rmeval.scoring.judge:GenerativeJudgeScorer",
     "dpo_implicit": "rmeval.scoring.dpo:DPOImplicitScorer",
-}, sort_known=True)
+}, sort_known=True, group="matchrm.scorers")
 
 
 def register_scorer(kind: str, factory: str | Callable[..., Scorer], *, replace: bool = False) -> None:
@@ -117,10 +142,15 @@ def register_scorer(kind: str, factory: str | Callable[..., Scorer], *, replace:
     SCORERS.register(kind, factory, replace=replace)
 
 
-def make_scorer(kind: str, **kwargs: Any) -> Scorer:
-    """Build a scorer backend by name, e.g. ``make_scorer("seq_classifier", model="out/ckpt")``."""
+def scorer_factory(kind: str) -> Callable[..., Scorer]:
+    """The class (or callable) registered as scorer ``kind``, its module imported."""
     factory = SCORERS.lookup(kind)
     if isinstance(factory, str):
         mod, cls = factory.split(":")
         factory = getattr(importlib.import_module(mod), cls)
-    return factory(**kwargs)
+    return factory
+
+
+def make_scorer(kind: str, **kwargs: Any) -> Scorer:
+    """Build a scorer backend by name, e.g. ``make_scorer("seq_classifier", model="out/ckpt")``."""
+    return scorer_factory(kind)(**kwargs)

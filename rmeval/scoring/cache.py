@@ -57,6 +57,10 @@ class CachedScorer(Scorer):
         return self.inner.kind
 
     @property
+    def scores_pairs(self) -> bool:  # type: ignore[override]
+        return self.inner.scores_pairs
+
+    @property
     def name(self) -> str:
         return self.inner.name
 

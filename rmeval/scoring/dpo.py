@@ -15,6 +15,7 @@ Policy and reference must share a tokenizer (the policy's is used for both).
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,9 @@ from rmcore import prefix_scoring as prefix
 from rmcore.batching import length_sorted_batches
 from rmcore.data.schema import Message
 from rmcore.device import Placement, describe, dtype_name, input_device
+from rmcore.errors import ConfigError
 from rmcore.formatting import plain_prompt, split_chat
+from rmcore.io import check_path
 from rmcore.modeling import load_causal_lm, load_tokenizer, model_max_length, resolve_max_length
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
@@ -39,6 +42,7 @@ def _load_causal(model: str | os.PathLike | Any, placement: Placement) -> tuple[
 
 class DPOImplicitScorer(Scorer):
     kind = "dpo_implicit"
+    reads = frozenset({"reference", "beta"})
 
     def __init__(self, policy: str | os.PathLike | Any, reference: str | os.PathLike | Any | None, *, beta: float = 0.1,
                  tokenizer: Any | None = None, max_length: int | None = None, batch_size: int = 8,
@@ -89,6 +93,19 @@ class DPOImplicitScorer(Scorer):
 
     def describe(self) -> dict[str, Any]:
         return describe(self.policy) if self.policy is not None else {}
+
+    @classmethod
+    def from_settings(cls, settings: Any, **common: Any) -> DPOImplicitScorer:
+        if not settings.reference:
+            raise ConfigError("--scorer dpo_implicit needs --reference (the DPO reference model, or 'none' for "
+                              "pi_ref = 1)")
+        if settings.reference.lower() != NO_REFERENCE:
+            check_path(settings.reference, "--reference", kind="dir", hub_ok=True)
+        return cls(policy=settings.model, reference=settings.reference, beta=settings.beta, **common)
+
+    def input_keys(self, items: list[Any]) -> list[Hashable]:
+        """The prompt and response token ids it reads of each item."""
+        return [tuple(map(tuple, self.split(list(m), r)[:2])) for m, r in items]
 
     def split(self, messages: list[Message], response: str) -> tuple[list[int], list[int], bool, bool]:
         """(prompt ids, response ids, prompt truncated, response truncated)."""

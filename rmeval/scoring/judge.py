@@ -38,6 +38,7 @@ from rmcore.data.schema import Message
 from rmcore.device import Placement, describe
 from rmcore.formatting import ROLE_NAMES
 from rmcore.modeling import resolve_max_length
+from rmcore.registry import Deferred
 from rmeval.backends.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmeval.scoring.cache import cache_key
@@ -142,6 +143,14 @@ class GenerativeJudgeScorer(Scorer):
 
     def describe(self) -> dict[str, Any]:
         return describe(self.model) if self.model is not None else {}
+
+    def suitability_scorer(self, *, judge_style: str = "verdict", judge_explain_tokens: int = 256,
+                           **_: Any) -> Scorer:
+        """Its pairwise-verdict form (``rmeval.scoring.pairwise_judge``): a judge's confidence in a
+        pair is that of its verdict in both orders, not a margin of two expected digits."""
+        # named, not imported: rmeval.scoring.pairwise_judge builds on this module (no import circle)
+        pairwise = Deferred("rmeval.scoring.pairwise_judge:PairwiseJudgeScorer").load()
+        return pairwise(self, style=judge_style, max_new_tokens=judge_explain_tokens)
 
     def _render(self, conv: str, responses: list[str]) -> str:
         return self.backend.user_turn(self.template.format(conversation=conv, response=responses[0]))

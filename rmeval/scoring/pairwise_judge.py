@@ -27,7 +27,7 @@ counted like every other scorer's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,7 @@ class ExplainedVerdictPrompt(PairwisePrompt):
 
 class PairwiseJudgeScorer(Scorer):
     kind = "pairwise_judge"
+    scores_pairs = True
 
     def __init__(self, judge: GenerativeJudgeScorer, template: str | None = None, *, style: str = "verdict",
                  max_new_tokens: int = DEFAULT_EXPLAIN_TOKENS) -> None:
@@ -162,6 +163,10 @@ class PairwiseJudgeScorer(Scorer):
         messages, (a, b) = item
         return json.dumps([[{"role": m["role"], "content": m["content"]} for m in messages], a, b],
                           ensure_ascii=False, separators=(",", ":"))
+
+    def input_keys(self, items: list[Any]) -> list[Hashable]:
+        """The token ids of the pairwise prompt of each item."""
+        return [tuple(self.encode(list(m), a, b)[0]) for m, (a, b) in items]
 
     def encode(self, messages: list[Message], a: str, b: str) -> tuple[list[int], bool, bool]:
         """Token ids of the pairwise prompt (before any explanation); conversation cut from the left,

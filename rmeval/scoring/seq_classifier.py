@@ -16,6 +16,7 @@ the CPU in float32 where there is not); a checkpoint without a trained head is r
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from rmeval.scoring.loaders import load_reward
 
 class SeqClassifierScorer(Scorer):
     kind = "seq_classifier"
+    reads = frozenset({"reward_head", "loader", "drop_special"})
 
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
                  batch_size: int = 32, max_tokens: int | None = None, device: str | None = None,
@@ -100,6 +102,15 @@ class SeqClassifierScorer(Scorer):
         if self.drop_special:  # only then: scores of the full input keep their cache keys
             settings["drop_special"] = list(self.drop_special)
         return fingerprint_of(self.kind, settings)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **common: Any) -> SeqClassifierScorer:
+        return cls(model=settings.model, reward_head=settings.reward_head, loader=settings.loader,
+                   drop_special=tuple(settings.drop_special), **common)
+
+    def input_keys(self, items: list[Any]) -> list[Hashable]:
+        """The token ids (and token types) it reads of each item: chat template, truncation and all."""
+        return [(tuple(e.input_ids), tuple(e.token_type_ids or ())) for e in self.encode(items)]
 
     def encode(self, items: list[ScoreItem]) -> list[Encoded]:
         enc = [encode_example(self.tokenizer, list(m), r, self.max_length, cut_long=self.cut_long) for m, r in items]

@@ -301,6 +301,6 @@ def run_suitability(scorer: Scorer, rating_set: RatingSet, specs: list[str], *, 
     res["meta"] = {"data": rating_set.name, "n_items": len(items), "rows_skipped": dict(rating_set.skipped),
                    "items_skipped": skipped,
                    "scorer": cs.kind, "truncation": dict(cs.truncation)}
-    if cs.kind == "pairwise_judge":
+    if cs.scores_pairs:
         res["meta"]["judge_style"] = judge_style
     return res

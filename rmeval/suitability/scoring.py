@@ -1,20 +1,22 @@
 """Confidence of a reward model on (chosen, rejected) items, original and perturbed, and whether the
 model can see a perturbation at all.
 
-- sequence classifier and DPO implicit reward, with the margin x = r_chosen − r_rejected:
-  confidence σ(x) and log confidence log σ(x) (``scipy.special.log_expit``: exact where σ(x)
-  underflows);
-- generative judge, with the verdict log-odds s(a, b) = log p(A) − log p(B) of
-  ``rmeval.scoring.pairwise_judge``: the probability of the correct verdict averaged over both
-  presentation orders, M = ½·[σ(s(c, r)) + σ(−s(r, c))], and its log, computed as
+- a reward (sequence classifier, DPO implicit reward, any registered scorer of one response), with
+  the margin x = r_chosen − r_rejected: confidence σ(x) and log confidence log σ(x)
+  (``scipy.special.log_expit``: exact where σ(x) underflows);
+- a pairwise scorer (``Scorer.scores_pairs``: a generative judge's ``suitability_scorer``), with
+  the verdict log-odds s(a, b) = log p(A) − log p(B) of ``rmeval.scoring.pairwise_judge``: the
+  probability of the correct verdict averaged over both presentation orders,
+  M = ½·[σ(s(c, r)) + σ(−s(r, c))], and its log, computed as
   logaddexp(log σ(s(c, r)), log σ(−s(r, c))) − log 2.
 
-A twin is ``changed`` only when the scorer's own input changes: the token ids a sequence
-classifier reads (chat template, truncation and all), the prompt and response ids of a DPO model,
-the judge prompt's ids; a scorer of another kind is compared on its rendered text. A perturbation
-the tokenizer normalises away (spaces before punctuation under a BERT tokenizer) leaves the twin
-unchanged: it is not scored again (M′ = M exactly) and counts as ΔM = 0. Every text goes through
-the score cache, so an original pair shared by several perturbations (and by a rerun) is scored once.
+A twin is ``changed`` only when the scorer's own input changes (``Scorer.input_keys``): the token
+ids a sequence classifier reads (chat template, truncation and all), the prompt and response ids of
+a DPO model, the judge prompt's ids; a scorer of another kind is compared on its rendered text. A
+perturbation the tokenizer normalises away (spaces before punctuation under a BERT tokenizer)
+leaves the twin unchanged: it is not scored again (M′ = M exactly) and counts as ΔM = 0. Every text
+goes through the score cache, so an original pair shared by several perturbations (and by a rerun)
+is scored once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, log_expit
 
-from rmcore.errors import ConfigError
 from rmcore.progress import Progress
 from rmeval.perturbations.suite import Pair, PerturbedSet
 from rmeval.scoring.base import Scorer
@@ -39,18 +40,13 @@ from rmeval.suitability.tables import PAIR_COLUMNS
 
 def confidence_scorer(scorer: Scorer, cache_path: str | os.PathLike | None = None, *, judge_style: str = "verdict",
                       judge_explain_tokens: int = 256) -> tuple[Scorer, bool]:
-    """(the scorer M is computed with, whether it opened its own cache). A generative judge becomes
-    its pairwise-verdict scorer (``judge_style``: verdict | explain); the score cache of a
-    ``CachedScorer`` is reused, else one is opened at ``cache_path`` when given."""
+    """(the scorer M is computed with, whether it opened its own cache): the scorer's
+    ``suitability_scorer`` (a reward itself; a generative judge its pairwise-verdict scorer,
+    ``judge_style``: verdict | explain); the score cache of a ``CachedScorer`` is reused, else one
+    is opened at ``cache_path`` when given."""
     cached = scorer if isinstance(scorer, CachedScorer) else None
     inner = cached.inner if cached is not None else scorer
-    if inner.kind == "generative_judge":
-        # torch: this module loads without it
-        from rmeval.scoring.pairwise_judge import PairwiseJudgeScorer
-
-        inner = PairwiseJudgeScorer(inner, style=judge_style, max_new_tokens=judge_explain_tokens)
-    elif inner.kind not in ("seq_classifier", "dpo_implicit", "pairwise_judge"):
-        raise ConfigError(f"no suitability confidence for scorer kind '{inner.kind}'")
+    inner = inner.suitability_scorer(judge_style=judge_style, judge_explain_tokens=judge_explain_tokens)
     if cached is not None:
         return (cached if inner is cached.inner else CachedScorer(inner, cached.cache)), False
     if cache_path is not None:
@@ -63,7 +59,7 @@ def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
     items: list[Any] = []
     for p in pairs:
         msgs = p.message_list()
-        if scorer.kind == "pairwise_judge":
+        if scorer.scores_pairs:
             items += [(msgs, (p.chosen, p.rejected)), (msgs, (p.rejected, p.chosen))]
         else:
             items += [(msgs, p.chosen), (msgs, p.rejected)]
@@ -94,7 +90,7 @@ def pair_metrics(scorer: Scorer, pairs: list[Pair], progress: str | None = None)
     if not pairs:
         return np.zeros(0), np.zeros(0)
     s = _score_unique(scorer, _items(scorer, pairs), progress).reshape(-1, 2)
-    if scorer.kind == "pairwise_judge":
+    if scorer.scores_pairs:
         a, b = s[:, 0], -s[:, 1]  # log-odds of the right verdict in each order
         return 0.5 * (expit(a) + expit(b)), np.logaddexp(log_expit(a), log_expit(b)) - math.log(2.0)
     x = s[:, 0] - s[:, 1]
@@ -111,15 +107,8 @@ def _inner(scorer: Scorer) -> Any:
 
 
 def input_keys(scorer: Scorer, items: list[Any]) -> list[Hashable]:
-    """What the scorer reads of each item (module doc), as something comparable."""
-    inner = _inner(scorer)
-    if inner.kind == "seq_classifier" and hasattr(inner, "encode"):
-        return [(tuple(e.input_ids), tuple(e.token_type_ids or ())) for e in inner.encode(items)]
-    if inner.kind == "dpo_implicit" and hasattr(inner, "split"):
-        return [tuple(map(tuple, inner.split(list(m), r)[:2])) for m, r in items]
-    if inner.kind == "pairwise_judge" and hasattr(inner, "encode"):
-        return [tuple(inner.encode(list(m), a, b)[0]) for m, (a, b) in items]
-    return [inner.render(it) for it in items]
+    """What the scorer reads of each item (module doc), as something comparable (``Scorer.input_keys``)."""
+    return _inner(scorer).input_keys(items)
 
 
 def input_changed(scorer: Scorer, originals: list[Pair], perturbed: list[Pair]) -> np.ndarray:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import torch
 
 from rmcore.errors import ConfigError
 from rmcore.registry import Registry
+
+if TYPE_CHECKING:  # torch: the registry's names are read by --help, which must not import it
+    import torch
 
 
 @dataclass
@@ -71,8 +73,24 @@ class Arm(ABC):
 
 
 A = TypeVar("A", bound=type[Arm])
-# arm name -> class; a recipe's `arm:` is checked against it (rmtrain.config)
-ARMS: Registry[type[Arm]] = Registry("arm", message="unknown arm '{name}'; known arms: {known}", sort_known=True)
+
+
+def _adopt(name: str, cls: Any) -> type[Arm]:
+    """A plugin's entry point must name an ``Arm`` subclass of that name."""
+    if not (isinstance(cls, type) and issubclass(cls, Arm)) or getattr(cls, "name", None) != name:
+        raise ConfigError(f"plugin arm '{name}': {cls!r} is not an Arm subclass named '{name}'")
+    return cls
+
+
+# arm name -> class; a recipe's `arm:` is checked against it (rmtrain.config), `rmtrain train --arm`
+# lists it. The built-ins are deferred (their modules import torch; --help reads the names), and
+# plugins come from the entry points of group matchrm.arms (rmcore.registry).
+ARMS: Registry[type[Arm]] = Registry("arm", message="unknown arm '{name}'; known arms: {known}", sort_known=True,
+                                     group="matchrm.arms", adopt=_adopt)
+for _name, _ref in (("bradley_terry", "pairwise:BradleyTerry"), ("bt_margin", "pairwise:BTMargin"),
+                    ("gap_only", "pairwise:GapOnly"), ("regression", "pointwise:Regression"),
+                    ("shuffled_mean", "pointwise:ShuffledMean"), ("binarized", "pointwise:Binarized")):
+    ARMS.defer(_name, f"rmtrain.arms.{_ref}")
 
 
 def register_arm(cls: A, *, replace: bool = False) -> A:

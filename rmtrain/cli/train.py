@@ -11,13 +11,11 @@ from rmcore.commands import add_command, recipe_overrides
 from rmcore.io import to_json
 from rmcore.jobs import is_main_process
 from rmcore.settings import option, output_folder
+from rmtrain.arms import ARMS
 from rmtrain.cli.flags import RecipeCommand
 
 SUMMARY_KEYS = ("arm", "seed", "model", "n_train_pairs", "heldout_pair_accuracy", "heldout_rmse", "score_sd",
                 "status", "status_reason")
-# the arms of rmtrain.arms.ARMS that ship with rmtrain, named here because importing the registry
-# imports torch and --help must not (a test checks this list against the registry)
-BUILTIN_ARMS = ("bradley_terry", "bt_margin", "gap_only", "regression", "shuffled_mean", "binarized")
 
 
 @dataclass(kw_only=True)
@@ -25,7 +23,7 @@ class TrainCommand(RecipeCommand):
     """``rmtrain train``'s settings: the recipe's flags and the recipe keys a run is named by."""
 
     arm: str | None = option(None, recipe_key="arm",
-                             help=f"the arm to train: {', '.join(BUILTIN_ARMS)} or one registered in code, see "
+                             help=f"the arm to train: {', '.join(ARMS.names())} or one registered in code, see "
                                   "docs/extending.md (default: the recipe's arm)")
     seed: int | None = option(None, recipe_key="seed", ge=0, help="training seed (default: the recipe's seed)")
     model: str | None = option(None, recipe_key="model.name_or_path",

@@ -14,6 +14,7 @@ from rmcore.errors import ConfigError
 from rmcore.io import read_table
 from rmcore.modeling import LoraSettings
 from rmcore.settings import bounded
+from rmeval.perturbations import CONTROLLED_CODES, STYLIZED_CODES
 from rmeval.stats.settings import n_boot_field
 from rmtrain.config import WandbSettings, short_model_name
 
@@ -21,8 +22,9 @@ ALGORITHMS = ("grpo", "rloo", "ppo")
 ENVIRONMENTS = ("clean", "perturbed")
 PROMPT_FORMATS = ("chat", "plain")
 # the study's two families (Reward Auditor §4.2.1): controlled on the prompt, stylized on the response
-DEFAULT_CONTROLLED = ["EF", "PH", "IU", "IW", "CN"]
-DEFAULT_STYLIZED = ["ST", "LE", "SP", "LC", "SLC"]
+# (the built-in codes of their registries, rmeval.perturbations)
+DEFAULT_CONTROLLED = list(CONTROLLED_CODES)
+DEFAULT_STYLIZED = list(STYLIZED_CODES)
 
 
 @dataclass

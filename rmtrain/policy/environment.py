@@ -31,20 +31,16 @@ from rmcore.data.registry import load_rating_set
 from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_json, atomic_write_text, read_jsonl_rows
 from rmcore.registry import did_you_mean
-from rmeval.perturbations import PROMPT_PERTURBATIONS, STYLIZED_CODES, item_seed, perturb_prompt
+from rmeval.perturbations import PROMPT_PERTURBATIONS, RESPONSE_PERTURBATIONS, item_seed, perturb_prompt
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE
 from rmtrain.policy.config import ENVIRONMENTS, EnvironmentSettings, PolicyConfig
 
-# Instruction augmentation at rollout: what the policy is asked for, one feature per prompt. These
-# ask for a *response* with the feature; rmeval's STYLE_INSTRUCTIONS ask a rewriter to restyle a text.
-ROLLOUT_INSTRUCTIONS = {
-    "ST": "In your answer, prefer uncommon synonyms over the most common words.",
-    "LE": "Give a long, detailed answer that elaborates on every point.",
-    "SP": "Present your answer in structured Markdown with headings, bullet lists and bold key terms.",
-    "LC": "Write your answer in {language}.",
-    "SLC": "Write your answer in {language}, as a detailed, structured Markdown document with headings and lists.",
-}
-assert set(ROLLOUT_INSTRUCTIONS) == set(STYLIZED_CODES)
+
+def rollout_instruction(code: str) -> str:
+    """Instruction augmentation at rollout: what the policy is asked for, one stylized feature per
+    prompt (the code's ``rollout``, ``rmeval.perturbations.RESPONSE_PERTURBATIONS``). It asks for a
+    *response* with the feature; the code's ``instruction`` asks a rewriter to restyle a text."""
+    return str(RESPONSE_PERTURBATIONS.lookup(code).rollout).format(language=DEFAULT_LANGUAGE)
 
 
 def split_prompts(cfg: PolicyConfig) -> tuple[list[Any], list[Any]]:
@@ -92,9 +88,10 @@ def environment_rows(prompts: list[Any], environment: str, settings: Environment
         if code not in PROMPT_PERTURBATIONS:  # the built-in five and any registered code
             raise ConfigError(f"environments.controlled: unknown code '{code}'; known: "
                               f"{', '.join(PROMPT_PERTURBATIONS)}" + did_you_mean(code, PROMPT_PERTURBATIONS))
+    offered = [c for c, p in RESPONSE_PERTURBATIONS.items() if p.rollout is not None]
     for code in settings.stylized:
-        if code not in STYLIZED_CODES:
-            raise ConfigError(f"environments.stylized: unknown code '{code}'; known: {', '.join(STYLIZED_CODES)}")
+        if code not in offered:  # the built-in five and any registered code with a rollout instruction
+            raise ConfigError(f"environments.stylized: unknown code '{code}'; known: {', '.join(offered)}")
     ids = [p.prompt_id for p in prompts]
     if environment == "clean":
         pert: list[str | None] = [None] * len(ids)
@@ -111,7 +108,7 @@ def environment_rows(prompts: list[Any], environment: str, settings: Environment
             messages = _with_last_user(messages, text)
         reward_messages = messages
         if sc is not None:
-            instruction = ROLLOUT_INSTRUCTIONS[sc].format(language=DEFAULT_LANGUAGE)
+            instruction = rollout_instruction(sc)
             last = next(m["content"] for m in reversed(messages) if m["role"] == "user")
             messages = _with_last_user(messages, f"{last}\n\n{instruction}")
         rows.append({"prompt_id": p.prompt_id, "messages": messages, "reward_messages": reward_messages,

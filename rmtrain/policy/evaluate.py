@@ -18,12 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmcore.device import dtype_name, resolve_device, resolve_dtype
+from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json, atomic_write_text
 from rmcore.modeling import load_tokenizer, resolve_model_path
+from rmeval.backends.spec import is_local, parse_backend_spec
 from rmeval.experiments.winrate import (
-    HFPairwiseJudge,
     PairwiseJudge,
     make_judge,
     read_suitability,
@@ -170,14 +170,16 @@ def evaluate_all(cfg: PolicyConfig, out: str | os.PathLike, judge: PairwiseJudge
 
 
 def judge_from_config(cfg: PolicyConfig) -> PairwiseJudge:
+    """``evaluation.judge``: any backend kind that judges (``rmeval.backends.spec``); a local one runs
+    where the evaluation runs (``evaluation.device``/``dtype``)."""
     ev = cfg.evaluation
     if not ev.judge:
         raise ConfigError("no judge: set evaluation.judge (hf:PATH or openai:MODEL) or pass --judge")
-    kind, _, name = ev.judge.partition(":")
-    if kind == "hf" and name:  # a local judge goes where the evaluation runs
-
-        check_policy_model(name, "evaluation.judge")
+    spec = parse_backend_spec(ev.judge, what="evaluation.judge")
+    placement = None
+    if is_local(spec) and spec.value:
+        check_policy_model(spec.value, "evaluation.judge")
         device = resolve_device(ev.device)
-        return HFPairwiseJudge(resolve_model_path(name), max_length=ev.judge_max_length, device=str(device),
-                               dtype=dtype_name(resolve_dtype(ev.dtype, device)))
-    return make_judge(ev.judge, base_url=ev.judge_base_url, max_length=ev.judge_max_length)
+        placement = Placement(device=str(device), dtype=dtype_name(resolve_dtype(ev.dtype, device)))
+    return make_judge(ev.judge, base_url=ev.judge_base_url, max_length=ev.judge_max_length, placement=placement,
+                      what="evaluation.judge")

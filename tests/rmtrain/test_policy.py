@@ -188,8 +188,8 @@ def test_wandb_logs_reward_kl_length_environment_and_tags(runs: dict) -> None:
 
 
 def test_perturbed_environment_files(models: dict, tmp_path: Path) -> None:
-    from rmeval.perturbations import STYLIZED_CODES, item_seed, perturb_prompt
-    from rmtrain.policy.environment import ROLLOUT_INSTRUCTIONS, build_environment, read_rows
+    from rmeval.perturbations import RESPONSE_PERTURBATIONS, STYLIZED_CODES, item_seed, perturb_prompt
+    from rmtrain.policy.environment import build_environment, read_rows
 
     raw = {"policy": str(models["policy"]), "data": {**DATA, "n_prompts": 63}, "heldout_prompts": 3,
            "environments": {"controlled_fraction": 0.4, "stylized_fraction": 0.6, "seed": 5}}
@@ -215,7 +215,7 @@ def test_perturbed_environment_files(models: dict, tmp_path: Path) -> None:
         else:
             assert seen_by_rm == orig
         if r["style"]:  # the policy sees the style instruction, the reward model does not
-            instr = ROLLOUT_INSTRUCTIONS[r["style"]].format(language="Chinese")
+            instr = RESPONSE_PERTURBATIONS[r["style"]].rollout.format(language="Chinese")
             assert r["messages"][-1]["content"] == f"{seen_by_rm}\n\n{instr}"
         else:
             assert r["messages"] == r["reward_messages"]

@@ -15,13 +15,13 @@ import pytest
 from scipy.stats import kendalltau
 
 from rmcore.data.schema import PromptRecord, Response
+from rmeval.backends.logprobs import LogprobEndpointBackend
 from rmeval.cli import main
 from rmeval.experiments.comparisons import (
     QUESTION,
     HelpfulnessJudge,
     HelpfulnessQuestion,
     JudgeSpec,
-    LogprobEndpointBackend,
 )
 from rmeval.experiments.leaderboard import MIX_NAMES, balanced_halves, prompt_mixes
 from tests.support import ROOT, JsonHandler
