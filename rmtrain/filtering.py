@@ -114,7 +114,7 @@ class DPOSettings:
 
 
 @dataclass
-class VariantSettings:
+class FilterVariantSettings:
     """One way of training the policies: a full fine-tune (``lora`` null) or a LoRA, judged by one
     of the recipe's judges; ``learning_rates`` replaces the DPO grid for this variant."""
 
@@ -192,10 +192,10 @@ class FilteringConfig:
     def judge_settings(self) -> dict[str, Any]:
         return judge_specs(self.judges, "judges")
 
-    def variant_settings(self) -> list[VariantSettings]:
+    def variant_settings(self) -> list[FilterVariantSettings]:
         if not isinstance(self.variants, list) or not self.variants:
             raise ConfigError("variants must be a non-empty list of {name, judge, lora, learning_rates}")
-        out = [build_config(VariantSettings, v, f"variants[{i}]") for i, v in enumerate(self.variants)]
+        out = [build_config(FilterVariantSettings, v, f"variants[{i}]") for i, v in enumerate(self.variants)]
         names = [v.name for v in out]
         if len(set(names)) != len(names) or any(n in ("scores", "models") for n in names):
             raise ConfigError(f"variants: names must be unique (and not 'scores' or 'models'), got {names}")
@@ -482,7 +482,7 @@ def _evaluation_prompts(cfg: FilteringConfig, rs: Any, held_ids: list[str]) -> l
     return rs.subset(held_ids).sample(cfg.evaluation.n_prompts, cfg.seed).prompts
 
 
-def _train_arms(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
+def _train_arms(cfg: FilteringConfig, v: FilterVariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
                 held_rows: list[dict[str, Any]],
                 vdir: Path) -> tuple[float, dict[float, dict[str, Any]], dict[str, dict[str, Any]]]:
     """DPO of one variant: the learning-rate grid on the random arm, then the raw and centred arms at the
@@ -504,7 +504,7 @@ def _train_arms(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict[
     return lr, search, arms
 
 
-def _judge_comparisons(cfg: FilteringConfig, v: VariantSettings, eval_prompts: list[Any],
+def _judge_comparisons(cfg: FilteringConfig, v: FilterVariantSettings, eval_prompts: list[Any],
                        responses: dict[str, pd.DataFrame], vdir: Path, out: Path, *, texts: Any,
                        build: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The variant's judge on each pair of policies in both orders: head-to-head win rates, the raw minus
@@ -531,7 +531,7 @@ def _judge_comparisons(cfg: FilteringConfig, v: VariantSettings, eval_prompts: l
     return comps, judge_meta
 
 
-def _run_variant(cfg: FilteringConfig, v: VariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
+def _run_variant(cfg: FilteringConfig, v: FilterVariantSettings, base: str, rows: dict[str, list[dict[str, Any]]],
                  held_rows: list[dict[str, Any]], eval_prompts: list[Any], greedy: Any, out: Path, *, texts: Any,
                  build: Path) -> dict[str, Any]:
     """One variant: its DPO arms, their greedy responses to the evaluation prompts and the judge's comparisons."""

@@ -14,7 +14,7 @@ from rmcore.data.registry import load_rating_set
 from rmeval.audit.callback import AuditCallback
 from rmeval.audit.pipeline import FinalAuditSettings, audit_checkpoint, audit_line
 from rmeval.scoring import ScorerSettings
-from rmeval.stats.audit import figure_values
+from rmeval.stats.audit_sections import figure_values
 from rmtrain.config import TrainConfig
 from rmtrain.prepare import PreparedData, load_run_data, prompt_texts, split_prompts
 from rmtrain.train import train
@@ -53,7 +53,7 @@ def audit_rating_set(cfg: TrainConfig, settings: FinalAuditSettings) -> tuple[An
         keep = [pid for pid, t in prompt_texts(cand).items() if t not in seen]
         counts = {"n_candidate_prompts": len(cand), "n_dropped_seen_in_training": len(cand) - len(keep)}
         rs = cand.subset(keep)
-    rs = rs.sample(settings.max_prompts, settings.audit.stats.seed)  # the same seeded sample for every run of the sweep
+    rs = rs.sample(settings.max_prompts, settings.base.stats.seed)  # the same seeded sample for every run of the sweep
     counts["n_audit_prompts"] = len(rs)
     return rs, counts
 
@@ -87,6 +87,6 @@ def audit_record_figures(audit: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit_figures(audit: dict[str, Any]) -> dict[str, float | None]:
-    """The figures a run's final audit gives its ledger row (``rmeval.stats.audit.sweep_figures``:
+    """The figures a run's final audit gives its ledger row (``rmeval.stats.audit_sections.sweep_figures``:
     the run's and the data's; its pair accuracy is training's held-out one)."""
     return figure_values(audit, "run", "reference")

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.tables import PROMPT_ONLY_SENTINEL, TRANSPLANT_KINDS
 
 TARGET_S = 5.0

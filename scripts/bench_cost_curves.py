@@ -3,7 +3,7 @@
 and the growth exponent b of wall time ~ size^b from the sizes given; simulated inputs, nothing
 scored):
 
-- ``audit``: the audit's statistics (``rmeval.stats.audit.compute_audit``, default resamples,
+- ``audit``: the audit's statistics (``rmeval.stats.audit_sections.compute_audit``, default resamples,
   every section including ``variance_explained`` with its four response probes and the prompt
   probe) on a synthetic audit of N prompts x 2 responses: the scores of ``bench_audit_stats``
   (every condition, or the original condition only) with the helpfulness ratings (human share),
@@ -87,7 +87,7 @@ def audit_tables(n_prompts: int, conditions: str, d: Path, seed: int = 0) -> Non
 
 
 def run_audit(d: Path) -> None:
-    from rmeval.stats.audit import compute_audit
+    from rmeval.stats.audit_sections import compute_audit
     from rmeval.stats.settings import StatsSettings
 
     t = {n: pd.read_parquet(d / f"{n}.parquet") for n in ("scores", "ratings", "features", "prompt_features",

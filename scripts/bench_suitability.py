@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from rmeval.stats.suitability import suitability_inference
-from rmeval.stats.suitability_robustness import robustness
+from rmeval.stats.confidence_drop import suitability_inference
+from rmeval.stats.confidence_drop_robustness import robustness
 
 
 def naive(deltas: np.ndarray, B: int, seed: int) -> np.ndarray:

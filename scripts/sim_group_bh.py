@@ -1,5 +1,5 @@
 """False discovery rate and power of the group-aware Benjamini–Hochberg of the suitability audit
-(``rmeval.stats.suitability``: reject p_i <= q k / (L q_g(i))) in its modes, by simulation.
+(``rmeval.stats.confidence_drop``: reject p_i <= q k / (L q_g(i))) in its modes, by simulation.
 
 Each replication draws one-sided z-test p-values, p = 1 − Φ(Z), independent, Z ~ N(0, 1) for a
 true null and N(μ, 1) for a signal, in two groups (controlled, stylized) of the sizes a layout
@@ -33,7 +33,7 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from rmeval.stats.suitability import storey_null_share, weighted_step_up
+from rmeval.stats.confidence_drop import storey_null_share, weighted_step_up
 
 # (name, (n_controlled, n_stylized) tested, (signals controlled, signals stylized), mu, untestable)
 LAYOUTS = [

@@ -36,7 +36,7 @@ def _registries() -> list[Any]:
     import rmeval.perturbations.controlled as controlled
     import rmeval.scoring.base as scoring
     import rmeval.scoring.loaders as loaders
-    import rmeval.stats.audit as audit
+    import rmeval.stats.audit_sections as audit
     import rmtrain.arms.base as arms
 
     return [arms.ARMS, scoring.SCORERS, loaders.LOADER_KINDS, data.LOADERS, conditions.CONDITIONS,

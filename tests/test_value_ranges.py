@@ -136,23 +136,23 @@ def test_a_value_out_of_range_is_refused_before_work_starts(tmp_path, capsys, pr
 # -- every numeric field declares its range ---------------------------------------------------------
 
 def _recipe_classes() -> list[type]:
-    from rmcore.data.simulated import SimulationConfig
+    from rmcore.data.simulated import SimulationSettings
     from rmeval.experiments.comparisons import JudgeSpec
     from rmeval.experiments.leaderboard import LeaderboardConfig
     from rmeval.experiments.pool import PoolConfig
     from rmeval.experiments.responses import PolicySpec, SamplingSettings
-    from rmeval.reproduce.recipe import Column, DataEntry, Figure, ModelSpec, Recipe
+    from rmeval.reproduce.recipe import Column, DataEntry, Figure, ModelSpec, ReproductionConfig
     from rmeval.reproduce.settings import JudgeTableSettings
     from rmtrain.arms import ARMS
     from rmtrain.config import SweepSettings, TrainConfig
     from rmtrain.filtering import FilteringConfig
-    from rmtrain.filtering import VariantSettings as FilterVariant
+    from rmtrain.filtering import FilterVariantSettings as FilterVariant
     from rmtrain.policy.config import PolicyConfig
 
     arms = [ARMS.lookup(name).config_class for name in ARMS.names()]
     return [TrainConfig, SweepSettings, PolicyConfig, FilteringConfig, FilterVariant, PoolConfig, LeaderboardConfig,
-            PolicySpec, SamplingSettings, JudgeSpec, Recipe, ModelSpec, DataEntry, Column, Figure, JudgeTableSettings,
-            SimulationConfig, *arms]
+            PolicySpec, SamplingSettings, JudgeSpec, ReproductionConfig, ModelSpec, DataEntry, Column, Figure,
+            JudgeTableSettings, SimulationSettings, *arms]
 
 
 def _reachable() -> list[type]:
@@ -195,7 +195,7 @@ def _numbers(v: Any) -> list[float]:
 def test_every_numeric_field_declares_a_range_that_holds_its_default() -> None:
     names = {c.__name__ for c in REACHABLE}
     assert {"TrainingSettings", "SlurmSettings", "RLSettings", "RayLayout", "StatsSettings", "ServerSettings",
-            "ScorerSettings", "LoraSettings", "DPOSettings", "BaselineSettings", "ElicitConfig", "ShuffledMeanConfig",
+            "ScorerSettings", "LoraSettings", "DPOSettings", "BaselineSettings", "ElicitSettings", "ShuffledMeanConfig",
             "Compute", "DataSize"} <= names
     missing, bad_default, checked = [], [], 0
     for cls in REACHABLE:

@@ -48,7 +48,7 @@ from rmcore.data.rewardbench import (
 )
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.shp import SHP_HUB_ID, load_shp
-from rmcore.data.simulated import CONFIG_FIELDS, SimulationConfig, simulate_rating_set
+from rmcore.data.simulated import CONFIG_FIELDS, SimulationSettings, simulate_rating_set
 from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.registry import Registry, did_you_mean
 from rmcore.settings import Range
@@ -121,7 +121,7 @@ def _simulated(spec: dict[str, Any]) -> RatingSet:
     from rmcore.config import build_config
 
     # the knobs read as a recipe block: typed, and each in its range (simulated.n_prompts: -5 is ...)
-    cfg = build_config(SimulationConfig, _take(spec, CONFIG_FIELDS), "simulated")
+    cfg = build_config(SimulationSettings, _take(spec, CONFIG_FIELDS), "simulated")
     try:
         return simulate_rating_set(cfg)
     except ValueError as e:  # knobs in range that together leave no within-prompt variance

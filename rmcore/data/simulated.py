@@ -96,7 +96,7 @@ W_CONSTRAINT = 0.5
 
 
 @dataclass
-class SimulationConfig:
+class SimulationSettings:
     n_prompts: int = bounded(600, ge=2)
     responses_per_prompt: int = bounded(4, ge=2)
     human_share: float = bounded(0.3, ge=0, le=1)  # target ICC(1) of helpfulness by prompt
@@ -554,9 +554,9 @@ def _rating_preferences(pid: str, responses: list[Response], label_agreement: fl
     return prefs
 
 
-def simulate_rating_set(config: SimulationConfig | None = None, **knobs: Any) -> RatingSet:
+def simulate_rating_set(config: SimulationSettings | None = None, **knobs: Any) -> RatingSet:
     """Draw the simulated rating set (see module doc). Knobs override fields of `config`."""
-    cfg = SimulationConfig(**{**(asdict(config) if config else {}), **knobs})
+    cfg = SimulationSettings(**{**(asdict(config) if config else {}), **knobs})
     cfg.validate()
     rng = np.random.default_rng(cfg.seed)
     sd_u, sd_q = cfg.variance_budget()
@@ -628,7 +628,7 @@ def icc1_by_prompt(rs: RatingSet, attribute: str = "helpfulness") -> float:
     return icc1(tab[attribute].to_numpy(float), tab["prompt_id"].to_numpy())
 
 
-CONFIG_FIELDS = tuple(f.name for f in fields(SimulationConfig))
+CONFIG_FIELDS = tuple(f.name for f in fields(SimulationSettings))
 _TOPIC_INDEX = {subject: t for t, (subject, _, _, _) in enumerate(TOPICS)}
 
 

@@ -1,5 +1,5 @@
 """The audit of one reward model, end to end: score its rating set under prompt conditions, write
-the scores, ratings and preferences tables, run the statistics on them (``rmeval.stats.audit``),
+the scores, ratings and preferences tables, run the statistics on them (``rmeval.stats.audit_sections``),
 the suitability step and the judge profile when asked, write the report and log it to W&B.
 
 One pipeline, ``audit``, serves every caller: ``rmeval audit`` (a checkpoint on disk, through
@@ -184,7 +184,7 @@ class TrainingSuitabilitySettings:
     enabled: bool = switch(False)  # off: another key of the block is refused (it would do nothing)
     # the step's settings; a recipe gives these of their keys here (data: a data spec, None: the
     # audit's held-out prompts; weighting None: fixed with null_share, else storey)
-    suitability: SuitabilityAuditSettings = nested(
+    base: SuitabilityAuditSettings = nested(
         _training_suitability, embed=True, keys=("perturbations", "max_items", "n_permutations", "q", "eta", "margin",
                                                  "data", "metric", "weighting", "null_share",
                                                  "procedure"))
@@ -192,7 +192,7 @@ class TrainingSuitabilitySettings:
     def audit_settings(self) -> SuitabilityAuditSettings | None:
         if not self.enabled:
             return None
-        return replace(self.suitability, perturbations=list(self.suitability.perturbations or CHEAP))
+        return replace(self.base, perturbations=list(self.base.perturbations or CHEAP))
 
 
 def _training_audit() -> AuditSettings:
@@ -205,14 +205,14 @@ class TrainingAuditSettings:
 
     enabled: bool = switch(False)  # off: another key of the block is refused (it would do nothing)
     # the audit at each save: a recipe gives its conditions and n_boot here (the cheap ones, 200 resamples)
-    audit: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
+    base: AuditSettings = nested(_training_audit, embed=True, keys=("conditions", "n_boot"))
     max_prompts: int = bounded(64, ge=1)
     suitability: TrainingSuitabilitySettings = field(default_factory=TrainingSuitabilitySettings)
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression is the slowest figure to settle: at least 200 resamples however few the rest
-        stats = replace(self.audit.stats, n_boot_regression=max(self.audit.stats.n_boot, 200))
-        return replace(self.audit, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
+        stats = replace(self.base.stats, n_boot_regression=max(self.base.stats.n_boot, 200))
+        return replace(self.base, attribute=attribute, stats=stats, suitability=self.suitability.audit_settings())
 
     def check_memory(self, rating_set: RatingSet) -> None:
         """The audit of ``rating_set`` fits in memory (``check_audit_memory``), said before training."""
@@ -232,7 +232,7 @@ class FinalAuditSettings:
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
     # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
     # resamples, seed 0: also the seed of the prompt sample; features: the probes' models)
-    audit: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
+    base: AuditSettings = nested(_final_audit, embed=True, keys=("conditions", "n_boot", "paraphrase_file",
                                                                   "related_file", "seed", "features"))
     max_prompts: int | None = bounded(200, ge=1)  # seeded sample, the same for every run
     batch_size: int = bounded(32, ge=1)
@@ -256,8 +256,8 @@ class FinalAuditSettings:
 
     def audit_settings(self, attribute: str | None = None) -> AuditSettings:
         # the regression resamples as often as the rest (n_boot_regression is no key of sweep.audit)
-        stats = replace(self.audit.stats, n_boot_regression=self.audit.stats.n_boot)
-        return replace(self.audit, attribute=attribute, stats=stats)
+        stats = replace(self.base.stats, n_boot_regression=self.base.stats.n_boot)
+        return replace(self.base, attribute=attribute, stats=stats)
 
     def check_memory(self, rating_set: RatingSet) -> None:
         """The audit of ``rating_set`` fits in memory (``check_audit_memory``), said before scoring."""
@@ -368,9 +368,9 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
 def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings, out: Path, *,
                  cache: bool, label: str = "") -> dict[str, Any]:
     """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
-    (``rmeval.stats.audit``), with the truncation counts and the reference pool's."""
+    (``rmeval.stats.audit_sections``), with the truncation counts and the reference pool's."""
     # scipy: --help stays cheap
-    from rmeval.stats.audit import compute_audit
+    from rmeval.stats.audit_sections import compute_audit
 
     scores, ratings, pool_scores = scored.scores, scored.ratings, scored.pool_scores
     if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
@@ -546,7 +546,7 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     feature tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
     # scipy: --help stays cheap
-    from rmeval.stats.audit import compute_audit
+    from rmeval.stats.audit_sections import compute_audit
 
     started = time.perf_counter()
     attribute = settings.attribute

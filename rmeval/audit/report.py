@@ -45,7 +45,7 @@ class MarkdownPart:
 
 
 # audit.md's parts, in the page's order (not audit.json's: the prompt means are read beside the
-# shares, the transplants before the fixed reply); the sections are rmeval.stats.audit's, and
+# shares, the transplants before the fixed reply); the sections are rmeval.stats.audit_sections's, and
 # judge_diagnostics is the pipeline's (a generative judge's digit table)
 MARKDOWN: Registry[MarkdownPart] = Registry("audit Markdown part")
 

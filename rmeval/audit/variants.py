@@ -59,7 +59,7 @@ VALIDITY_QUESTION = ("Question: does the rewritten request keep the meaning of t
 
 
 @dataclass
-class VariantSettings:
+class PromptVariantSettings:
     """What ``write_prompt_variants`` generates and how it checks it."""
 
     task: str = option(required=True, choices=TASKS, help="paraphrases of each prompt, or related tasks")
@@ -199,7 +199,8 @@ def variant_counts(path: str | os.PathLike, rating_set: RatingSet) -> dict[str, 
     return out
 
 
-def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out: str | os.PathLike) -> dict[str, Any]:
+def write_prompt_variants(rating_set: RatingSet, settings: PromptVariantSettings,
+                          out: str | os.PathLike) -> dict[str, Any]:
     """Generate ``settings.task`` variants of every prompt, judge paraphrases when a validity judge
     is set, write the variants file to ``out`` and its summary beside it (``<out>.summary.json``:
     the settings, the instruction and ``variant_counts``). Returns the summary."""

@@ -8,7 +8,7 @@ settings rmeval.judges.settings).
     rmeval judges analyze --judgments STORE|FILE --out OUT [--items FILE] [--null-repeats 20] [--donor JUDGE]
     rmeval judges reweight --judgments STORE|FILE --items FILE --out OUT [--baseline-model PATH --baseline-judge NAME]
 
-Each subcommand's flags are the fields of its settings: ``ElicitConfig``, ``AnalyzeCommand``
+Each subcommand's flags are the fields of its settings: ``ElicitSettings``, ``AnalyzeCommand``
 (``AnalysisSettings``), ``ReweightCommand`` (``ReweightSettings``, ``BaselineSettings``).
 """
 
@@ -24,7 +24,7 @@ from rmcore.tracking import WandbFlags
 from rmeval.cli.flags import wandb_flags
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings
-from rmeval.judges.settings import ElicitConfig, ReweightSettings
+from rmeval.judges.settings import ElicitSettings, ReweightSettings
 
 
 @dataclass
@@ -61,7 +61,7 @@ class ReweightCommand:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     j = sub.add_parser("judges", help="profile LLM judges: elicit attribute judgments, analyze, reweight")
     js = j.add_subparsers(dest="judges_command", required=True)
-    add_command(js, "elicit", ElicitConfig, run_elicit,
+    add_command(js, "elicit", ElicitSettings, run_elicit,
                 help="attribute and overall judgments in both presentation orders")
     add_command(js, "analyze", AnalyzeCommand, run_analyze,
                 help="agreement, consistency, position bias, priority weights and the JudgeProfile controls")
@@ -69,7 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 help="refit attribute weights to reference labels per source")
 
 
-def run_elicit(cfg: ElicitConfig) -> int:
+def run_elicit(cfg: ElicitSettings) -> int:
     # numpy, pandas: --help reads the settings alone
     from rmeval.judges.pipeline import run_elicit as elicit_judgments
 

@@ -10,19 +10,19 @@ from dataclasses import dataclass
 from rmcore.commands import add_command
 from rmcore.data.registry import load_data
 from rmcore.settings import nested, option
-from rmeval.audit.variants import VariantSettings, summary_line, write_prompt_variants
+from rmeval.audit.variants import PromptVariantSettings, summary_line, write_prompt_variants
 from rmeval.backends.spec import is_local
 
 
 @dataclass
 class VariantsCommand:
     """``rmeval variants``' settings: the rating set, the output file, and what is generated and how
-    it is checked (``VariantSettings``, with where an hf: generator or validity judge runs)."""
+    it is checked (``PromptVariantSettings``, with where an hf: generator or validity judge runs)."""
 
     data: str = option("", required=True, help="data SPEC")
     out: str = option("", required=True, help="output jsonl (the summary goes to OUT.summary.json)")
     max_prompts: int | None = option(None, ge=1, help="seeded sample of this many prompts")
-    variants: VariantSettings = nested(VariantSettings)
+    variants: PromptVariantSettings = nested(PromptVariantSettings)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

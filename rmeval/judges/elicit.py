@@ -270,7 +270,7 @@ class EndpointPairJudge(PairJudge):
 
 
 def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
-    """The judge of an elicitation job (``ElicitConfig.judge_spec``): ``{"kind": KIND, "model": ...}``
+    """The judge of an elicitation job (``ElicitSettings.judge_spec``): ``{"kind": KIND, "model": ...}``
     of any backend kind that judges (``rmeval.backends.spec``: ``hf`` a local causal LM, ``openai``
     an OpenAI-compatible endpoint at ``base_url``, ``openai_logprobs``...), with the elicitation's
     settings (name, max_length, margin; a local one's batch_size, placement and prefix_reuse; an

@@ -24,16 +24,16 @@ from .baselines import BaselineSettings, run_baselines
 from .inventory import load_inventory
 from .plots import analysis_plots, plots_not_drawn, weight_profiles
 from .reweight import reweight, reweight_markdown
-from .settings import ElicitConfig, ExecutorSettings, ReweightSettings
+from .settings import ElicitSettings, ExecutorSettings, ReweightSettings
 from .shards import make_executor, run_shards
 from .store import load_store
 from .tables import load_items
 
-__all__ = ["ElicitConfig", "ExecutorSettings", "ReweightSettings", "analyze_judgments", "prepare_items",
+__all__ = ["ElicitSettings", "ExecutorSettings", "ReweightSettings", "analyze_judgments", "prepare_items",
            "reweight_judgments", "run_elicit"]
 
 
-def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
+def prepare_items(cfg: ElicitSettings) -> tuple[Path, dict[str, dict[str, int]]]:
     """The items file: --items as given, or OUT/items.jsonl built from --data preference sets (each
     spec one source; the same seed gives the same file, so a restarted run sees the same items);
     and the rows each source's loader skipped (``on_bad=skip``), by reason."""
@@ -63,7 +63,7 @@ def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
     return atomic_write_table(Path(cfg.out) / "items.jsonl", pd.concat(frames, ignore_index=True)), skipped
 
 
-def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
+def run_elicit(cfg: ElicitSettings) -> dict[str, Any]:
     # torch: only an elicitation loads the judge
     from .elicit import ElicitJob, merge_shards, questions_for
 

@@ -2,7 +2,7 @@
 ``rmeval judges elicit`` and ``rmeval judges reweight`` and the reproduction recipes' judge rows come
 from these fields. Nothing heavy here: ``--help`` loads no model library, numpy or pandas.
 
-:class:`ElicitConfig` is one elicitation (the items, the judge, the attributes asked, the shards and
+:class:`ElicitSettings` is one elicitation (the items, the judge, the attributes asked, the shards and
 their jobs' :class:`ExecutorSettings`, where a local judge runs); :class:`ReweightSettings` how the
 attribute weights are refitted to reference labels. The analysis's settings are beside the analysis
 (``rmeval.judges.analysis.AnalysisSettings``), the baselines' beside them
@@ -48,7 +48,7 @@ class ExecutorSettings:
 
 
 @dataclass
-class ElicitConfig:
+class ElicitSettings:
     """One elicitation (``rmeval judges elicit``, whose flags are these fields): the items, the
     judge, the attributes asked, the shards and how the judge runs."""
 

@@ -41,7 +41,7 @@ from rmeval.reproduce.leaderboard import leaderboard_panel
 from rmeval.reproduce.policy import policy_table
 from rmeval.reproduce.settings import analysis_settings, strict_settings
 from rmeval.scoring import load_scorer
-from rmeval.stats.suitability_structure import subset_summary
+from rmeval.stats.confidence_drop_structure import subset_summary
 from rmeval.suitability import finalize, write_suitability
 from rmeval.suitability import run_suitability as run_suite
 

@@ -21,7 +21,7 @@ from rmcore.data.registry import load_data
 from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmcore.tracking import DEFAULT_PROJECT
-from rmeval.audit.variants import VariantSettings, write_prompt_variants
+from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
 from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
 from rmeval.reproduce.cluster import resolve_endpoint
 from rmeval.reproduce.recipe import DataEntry, ModelSpec
@@ -130,7 +130,7 @@ class Context:
         if v.generator == "stand-in":
             return template_variants(self.rating_set(key), task, v.n, path, v.subtype)
 
-        write_prompt_variants(self.rating_set(key), VariantSettings(task=task, generator=v.generator, n=v.n,
+        write_prompt_variants(self.rating_set(key), PromptVariantSettings(task=task, generator=v.generator, n=v.n,
                                                                    subtype=v.subtype, seed=self.recipe.seed), path)
         return path
 

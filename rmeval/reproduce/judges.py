@@ -20,7 +20,7 @@ from rmcore.device import Placement
 from rmcore.io import atomic_write_table
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.pipeline import analyze_judgments, reweight_judgments, run_elicit
-from rmeval.judges.settings import ElicitConfig, ReweightSettings
+from rmeval.judges.settings import ElicitSettings, ReweightSettings
 from rmeval.judges.tables import load_judgments
 from rmeval.reproduce.settings import analysis_settings
 
@@ -60,7 +60,7 @@ def elicit_judge(ctx: Any, m: Any) -> dict[str, str]:
     out = ctx.row_dir(m.name)
     model = ctx.model_path(m)
     endpoint = ctx.endpoint(m)
-    cfg = ElicitConfig(out=str(out), items=str(items), model=None if endpoint else str(model),
+    cfg = ElicitSettings(out=str(out), items=str(items), model=None if endpoint else str(model),
                        endpoint=endpoint, endpoint_model=m.hub_id if endpoint else None, judge_name=m.name,
                        attributes=s.attributes_file, attribute_names=list(s.attributes), batch_size=m.batch_size,
                        max_length=ctx.max_length(m) or 4096, placement=Placement(**ctx.placement(m)),

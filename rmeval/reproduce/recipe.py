@@ -260,7 +260,7 @@ class StandIn:
 
 
 @dataclass
-class Recipe:
+class ReproductionConfig:
     reproduce: Study
     data: dict[str, Any]
     columns: list[Any]
@@ -346,8 +346,8 @@ def shared_runs(raw: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
     return {**{k: base[k] for k in SHARED_RUNS if k in base}, **raw, **merged, "runs_of": str(other)}
 
 
-def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
-    """A ``Recipe`` from the YAML mapping of ``path`` (with ``runs_of``: the other recipe's runs),
+def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> ReproductionConfig:
+    """A ``ReproductionConfig`` from the YAML mapping of ``path`` (with ``runs_of``: the other recipe's runs),
     strictly; then ``validate_recipe``."""
     where = str(path)
     raw = shared_runs(dict(raw), path)
@@ -364,13 +364,13 @@ def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> Recipe:
         raise ConfigError(f"{where}: data_sources must map names to {{path, fetch}}")
     parsed["data_sources"] = {str(k): build_config(DataSource, {"path": v} if isinstance(v, str) else v,
                                                    f"{where}.data_sources.{k}") for k, v in sources.items()}
-    recipe = build_config(Recipe, {**raw, "data": entries, **parsed}, where)
+    recipe = build_config(ReproductionConfig, {**raw, "data": entries, **parsed}, where)
     recipe.path = where
     validate_recipe(recipe)
     return recipe
 
 
-def load_reproduction(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Recipe:
+def load_reproduction(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> ReproductionConfig:
     """The recipe at ``path``, with dotted ``overrides`` of its keys (``slurm.account``,
     ``data_sources.rm_bench.path``: what the command's flags set) applied first."""
     from rmcore.config import set_dotted
@@ -389,7 +389,7 @@ def _unique(names: list[str], what: str, where: str) -> None:
         raise ConfigError(f"{where}: {what} names must be unique; repeated: {dup}")
 
 
-def validate_recipe(r: Recipe) -> None:
+def validate_recipe(r: ReproductionConfig) -> None:
     """Every cross-reference and value checked: one-line ConfigErrors naming the file."""
     where = r.path
     if r.reproduce.study not in STUDIES:
@@ -440,7 +440,7 @@ def validate_recipe(r: Recipe) -> None:
     check_settings(r)
 
 
-def _validate_baselines(r: Recipe, where: str) -> None:
+def _validate_baselines(r: ReproductionConfig, where: str) -> None:
     """The baselines name local judges of a JudgeProfile table, with settings ``BaselineSettings`` reads."""
     from rmeval.judges.baselines import BaselineSettings
     from rmeval.reproduce.settings import strict_settings
@@ -458,7 +458,7 @@ def _validate_baselines(r: Recipe, where: str) -> None:
         strict_settings(BaselineSettings, {**values, "model": "-", "judge": "-"}, f"{where}: baselines.{part}")
 
 
-def _validate_model(m: ModelSpec, r: Recipe, where: str) -> None:
+def _validate_model(m: ModelSpec, r: ReproductionConfig, where: str) -> None:
     # torch: this module loads without it
     from rmeval.scoring.loaders import KNOWN_MODELS, LOADER_KINDS
 

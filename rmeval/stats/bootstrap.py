@@ -53,7 +53,7 @@ def resample_weights(k: int, n_boot: int, rng: np.random.Generator) -> np.ndarra
 
 # Bytes the audit's statistics hold at their peak per resample and response: about eight float64
 # (resamples, responses) arrays (the centring variants'; measured 64 bytes with tracemalloc,
-# rmeval.stats.audit.compute_audit on 200 prompts x 4 responses at n_boot 20000).
+# rmeval.stats.audit_sections.compute_audit on 200 prompts x 4 responses at n_boot 20000).
 AUDIT_BYTES = 64
 
 

@@ -1,7 +1,7 @@
 """What an audit section is: one top-level key of ``audit.json``, declared once.
 
 ``AuditSection(name, compute, needs, streams, figures)``; the built-in sections and their registry
-(``AUDIT_SECTIONS``, ``register_section``) are in ``rmeval.stats.audit``, the Markdown of each in
+(``AUDIT_SECTIONS``, ``register_section``) are in ``rmeval.stats.audit_sections``, the Markdown of each in
 ``rmeval.audit.report`` (``register_markdown``), so that these statistics hold no text layout.
 
 - ``compute(inputs)`` gets the audit's inputs (``AuditInputs``: the scores by condition, the

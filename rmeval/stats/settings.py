@@ -1,4 +1,4 @@
-"""The settings of an audit's statistics (``rmeval.stats.audit.compute_audit``), declared once: the
+"""The settings of an audit's statistics (``rmeval.stats.audit_sections.compute_audit``), declared once: the
 flags of ``rmeval audit`` and ``rmeval stats`` and the keys of the recipes' audit blocks come from
 these fields (``rmeval.audit.pipeline.AuditSettings`` holds them). No numpy here: a recipe loads
 them without loading the statistics."""

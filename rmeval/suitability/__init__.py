@@ -1,5 +1,5 @@
 """Suitability audit (Reward Auditor): confidence of a reward model on original vs perturbed pairs,
-the inference of ``rmeval.stats.suitability`` per perturbation, and the risk report; one module per
+the inference of ``rmeval.stats.confidence_drop`` per perturbation, and the risk report; one module per
 job: ``scoring`` (confidences, and whether the scorer sees a perturbation), ``tables`` (the pairs
 table), ``run`` (inference and orchestration), ``report`` (Markdown, figures, W&B).
 

@@ -1,5 +1,5 @@
 """One suitability audit end to end: build the perturbation suite, score it, and run the inference
-of ``rmeval.stats.suitability`` per perturbation (paired confidence drop ΔM = M − M′ over every item,
+of ``rmeval.stats.confidence_drop`` per perturbation (paired confidence drop ΔM = M − M′ over every item,
 sign-flip permutation test, group-aware Benjamini–Hochberg); ``finalize`` sets the margins, the
 unsuitable flags and the suitability risk once every model of a panel is in, and the panel-level
 analyses (per-subset radar summary, group-risk correlation, agreement of the B.1 tests).
@@ -26,7 +26,7 @@ from rmcore.errors import ConfigError, DataError
 from rmcore.io import atomic_write_table, is_finite
 from rmeval.perturbations.suite import GROUPS, Item, build_suite, preference_items
 from rmeval.scoring.base import Scorer
-from rmeval.stats.suitability import (
+from rmeval.stats.confidence_drop import (
     DEFAULT_ALPHA,
     DEFAULT_B,
     DEFAULT_ETA,
@@ -37,8 +37,8 @@ from rmeval.stats.suitability import (
     panel_margins,
     suitability_inference,
 )
-from rmeval.stats.suitability_robustness import method_agreement, robustness
-from rmeval.stats.suitability_structure import (
+from rmeval.stats.confidence_drop_robustness import method_agreement, robustness
+from rmeval.stats.confidence_drop_structure import (
     accuracy_agreement,
     difference_structure,
     group_risk_correlation,

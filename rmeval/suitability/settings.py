@@ -93,7 +93,7 @@ class SuitabilityAuditSettings:
     robustness: bool = option(True, flag="--no-robustness", action="store_false",
                               help="skip the B.1 tests (normality, median, trimmed mean, Wilcoxon) and the B.3 "
                                    "structure")
-    # both procedures' decisions are kept in suitability.json; this one is shown (rmeval.stats.suitability)
+    # both procedures' decisions are kept in suitability.json; this one is shown (rmeval.stats.confidence_drop)
     procedure: str = option("paper", choices=["paper", "released"],
                             help="whose decisions the report shows: paper (the group-aware BH of the paper's text; "
                                  "default) or released (Reward Auditor's released script: plain BH over every "

@@ -87,10 +87,10 @@ def _check_audit(sweep: Sweep) -> None:
             a.placement()  # malformed device keys fail before anything trains
         except ConfigError as e:
             raise ConfigError(f"{sweep.where}: sweep.audit: {e}") from None
-    for c in a.audit.conditions if a.enabled else []:
+    for c in a.base.conditions if a.enabled else []:
         if c not in CONDITIONS:
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions: {CONDITIONS.unknown(c)}")
-        if c in NEEDS and not getattr(a.audit, NEEDS[c], None):
+        if c in NEEDS and not getattr(a.base, NEEDS[c], None):
             raise ConfigError(f"{sweep.where}: sweep.audit.conditions has '{c}' but no sweep.audit.{c}_file")
 
 
@@ -291,7 +291,7 @@ def finish(sweep: Sweep, matrix: Matrix, ledger: Ledger, out: Path, selected: di
                           selected={k: v["setting"] for k, v in selected.items()},
                           extra_data=list(s.extra_audit_data),
                           rules=list(dict.fromkeys(s.selection_rules)) if len(set(s.selection_rules)) > 1 else [],
-                          released=released, n_boot=s.audit.audit.stats.n_boot, seed=s.audit.audit.stats.seed)
+                          released=released, n_boot=s.audit.base.stats.n_boot, seed=s.audit.base.stats.seed)
     wb = sweep.base.get("wandb") or {}
     mode = sweep.overrides.get("wandb.mode", wb.get("mode"))
     log_to_wandb(paths, project=wb.get("project", DEFAULT_PROJECT), group=group, mode=mode, out=out,

@@ -15,7 +15,7 @@
   one job of its own (``python -m rmtrain.sweep.worker OUT --released``, the runs' SLURM settings)
   with submitit; ``rmtrain.sweep.report`` draws them on the share-versus-margin plot.
 
-Figures per audit: every one of ``rmeval.stats.audit.sweep_figures``, ``pair_accuracy`` (the
+Figures per audit: every one of ``rmeval.stats.audit_sections.sweep_figures``, ``pair_accuracy`` (the
 audit's pairwise accuracy on its prompts' preference pairs, the same prompts for both rules)
 included.
 """
@@ -35,7 +35,7 @@ from rmcore.errors import ConfigError
 from rmcore.io import atomic_write_json
 from rmeval.audit.pipeline import audit_checkpoint
 from rmeval.scoring import ScorerSettings
-from rmeval.stats.audit import figure_interval, figure_values
+from rmeval.stats.audit_sections import figure_interval, figure_values
 from rmtrain.config import Sweep, SweepSettings, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def audit_dir(run_dir: str | Path, label: str | None = None) -> Path:
 
 
 def read_figures(audit_path: str | Path) -> dict[str, Any]:
-    """The sweep's figures of an audit directory's audit.json (``rmeval.stats.audit.figure_values``:
+    """The sweep's figures of an audit directory's audit.json (``rmeval.stats.audit_sections.figure_values``:
     every role, ``pair_accuracy`` included; None where the audit has none)."""
     return dict(figure_values(json.loads((Path(audit_path) / "audit.json").read_text())))
 

@@ -34,7 +34,7 @@ import pandas as pd
 from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, read_table
 from rmcore.markdown import interval, num, table
 from rmcore.tracking import Tracker
-from rmeval.stats.audit import ROLES, sweep_figures
+from rmeval.stats.audit_sections import ROLES, sweep_figures
 from rmeval.stats.permutation import exact_permutation_test
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.findings import findings_markdown
@@ -45,7 +45,7 @@ RUN_COLUMNS = ("arm", "model", "seed", "status", "status_reason")
 DIR_COLUMNS = ("run_dir", "audit_dir")
 
 
-# The figure columns are views of the audit's sections (rmeval.stats.audit.sweep_figures), read
+# The figure columns are views of the audit's sections (rmeval.stats.audit_sections.sweep_figures), read
 # when asked: a section registered after this module loaded has its columns too.
 def figure_columns() -> tuple[str, ...]:
     """The figures of a run in summary.csv: training's held-out pair accuracy, then its final

@@ -35,7 +35,7 @@ def test_demo_sweep_shape(name):
     assert set(s.arms) == ARMS and len(s.seeds) == 2
     rates = s.search["training.learning_rate"]
     assert len(rates) >= 2 and set(s.search) == {"training.learning_rate"}  # one grid, shared by every arm
-    assert s.audit.enabled and {"original", "generic", "random"} <= set(s.audit.audit.conditions)
+    assert s.audit.enabled and {"original", "generic", "random"} <= set(s.audit.base.conditions)
     cfg = sw.run_config(sw.models[0], "regression", s.seeds[0])
     assert cfg.selection_fraction > 0  # the search selects on its own prompts, not the reported ones
     assert cfg.data["name"] == "simulated" and cfg.data["human_share"] == DEMOS[name]

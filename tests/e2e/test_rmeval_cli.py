@@ -21,7 +21,7 @@ from sklearn.metrics import roc_auc_score
 from rmcore.checkpoints import find_checkpoints
 from rmcore.data.registry import load_rating_set, parse_data_spec
 from rmeval.cli import main
-from rmeval.stats.audit import streams
+from rmeval.stats.audit_sections import streams
 from tests.support import hand_icc
 
 SPEC = "simulated:n_prompts=30,responses_per_prompt=3,seed=1"

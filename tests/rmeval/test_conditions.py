@@ -189,7 +189,7 @@ def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     from rmcore.settings import from_args
     from rmeval.cli import build_parser
     from rmeval.cli.audit import AuditCommand
-    from rmeval.stats.audit import compute_audit
+    from rmeval.stats.audit_sections import compute_audit
     from rmeval.stats.settings import StatsSettings
 
     def shouting(rs, **_):

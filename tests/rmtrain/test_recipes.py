@@ -49,7 +49,7 @@ def test_recipe_suitability_codes_are_known(path):
     raw = yaml.safe_load(path.read_text())
     if "arm" in raw or "sweep" in raw:
         suit = load_train_config(path).audit.suitability
-        build_suite(list(suit.suitability.perturbations), [])  # raises on an unknown code or source
+        build_suite(list(suit.base.perturbations), [])  # raises on an unknown code or source
 
 
 def test_published_setup():

@@ -1,4 +1,4 @@
-"""The sweep's figures are one view of the audit sections' declarations (rmeval.stats.audit
+"""The sweep's figures are one view of the audit sections' declarations (rmeval.stats.audit_sections
 .sweep_figures): the ledger's figures of a final and of an extra audit, summary.csv's columns and
 their order, report.md's headings, pinned to what they were when two lists spelled them; and a
 registered section's figure reaches them all."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from rmeval.stats.audit import (
+from rmeval.stats.audit_sections import (
     AUDIT_SECTIONS,
     AuditSection,
     Figure,

@@ -15,7 +15,7 @@ from rmcore.data.schema import DEFAULT_ATTRIBUTES
 from rmcore.data.simulated import (
     TOPICS,
     PromptFeatures,
-    SimulationConfig,
+    SimulationSettings,
     answer_quality,
     icc1_by_prompt,
     prompt_features,
@@ -229,7 +229,7 @@ def test_label_agreement(rs):
 
 def test_seeded_and_knobs():
     a = simulate_rating_set(n_prompts=50, seed=7)
-    b = simulate_rating_set(SimulationConfig(n_prompts=50, seed=7))
+    b = simulate_rating_set(SimulationSettings(n_prompts=50, seed=7))
     c = simulate_rating_set(n_prompts=50, seed=8)
     assert a.ratings_table().equals(b.ratings_table())
     assert [r.text for p in a.prompts for r in p.responses] == [r.text for p in b.prompts for r in p.responses]

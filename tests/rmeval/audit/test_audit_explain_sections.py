@@ -16,7 +16,7 @@ from rmcore.data.simulated import simulate_rating_set
 from rmeval.audit.features import prompt_table
 from rmeval.audit.report import write_report
 from rmeval.conditions import CONDITIONS
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.settings import StatsSettings
 
 

@@ -13,7 +13,7 @@ import statsmodels.api as sm
 from scipy.stats import pearsonr, rankdata
 
 from rmeval.audit.report import render_markdown, write_report
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.settings import StatsSettings
 from tests.support import hand_icc
 

@@ -5,7 +5,7 @@ built-ins; and W&B's scalars are every number of every section."""
 from __future__ import annotations
 
 from rmeval.audit.report import MARKDOWN, register_markdown, render_markdown, wandb_scalars
-from rmeval.stats.audit import AUDIT_SECTIONS
+from rmeval.stats.audit_sections import AUDIT_SECTIONS
 
 PIPELINE_PARTS = {"judge_diagnostics"}  # written by the pipeline beside the statistics (a judge's digits)
 

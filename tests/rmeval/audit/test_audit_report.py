@@ -9,7 +9,7 @@ import pytest
 
 from rmcore.tracking import Tracker
 from rmeval.audit.report import log_audit, write_report
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.settings import StatsSettings
 
 KINDS = ("random", "overlap", "embedding", "length", "related")

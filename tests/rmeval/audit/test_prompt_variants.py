@@ -181,10 +181,11 @@ def test_long_requests_are_cut_to_the_generator_positions_and_counted(tmp_path):
 def test_the_simulated_generator_refuses_other_prompts(tmp_path):
     from rmcore.data.schema import RatingSet
     from rmcore.errors import ConfigError
-    from rmeval.audit.variants import VariantSettings, write_prompt_variants
+    from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
 
     with pytest.raises(ConfigError, match="simulated set only; prompt 'long'"):
-        write_prompt_variants(RatingSet([_long_prompt(5)]), VariantSettings(task="paraphrase"), tmp_path / "v.jsonl")
+        write_prompt_variants(RatingSet([_long_prompt(5)]), PromptVariantSettings(task="paraphrase"),
+                              tmp_path / "v.jsonl")
     assert not (tmp_path / "v.jsonl").exists()
 
 
@@ -192,14 +193,14 @@ def test_a_long_original_is_cut_to_the_judge_positions_and_counted(tmp_path):
     from dataclasses import replace
 
     from rmcore.data.schema import RatingSet
-    from rmeval.audit.variants import VariantSettings, write_prompt_variants
+    from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
 
     judge = tiny_causal_lm(tmp_path / "vj", [VALIDITY_TEMPLATE, VALIDITY_QUESTION, "Yes No"] * 5, vocab_size=300)
     long, short = _long_prompt(400), replace(_long_prompt(3), prompt_id="short")  # 256 positions
     src = tmp_path / "written.jsonl"
     src.write_text("".join(json.dumps({"prompt_id": p.prompt_id, "variant": 0, "text": "in other words"}) + "\n"
                            for p in (long, short)))
-    summary = write_prompt_variants(RatingSet([long, short]), VariantSettings(
+    summary = write_prompt_variants(RatingSet([long, short]), PromptVariantSettings(
         task="paraphrase", generator=f"file:{src}", validity_judge=f"hf:{judge}"), tmp_path / "judged.jsonl")
     assert summary["n_judge_prompts_cut"] == 1 and summary["validity"]["n_judged"] == 2
     rows = [json.loads(line) for line in (tmp_path / "judged.jsonl").read_text().splitlines()]

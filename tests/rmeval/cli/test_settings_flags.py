@@ -23,7 +23,7 @@ NOT_FLAGS = {
     ("StatsSettings", "top_fraction"), ("StatsSettings", "probe_learners"),  # set by code
     ("StatsSettings", "probe_jobs"),
     ("SuitabilityAuditSettings", "max_prompts"),  # the command's --max-prompts
-    ("VariantSettings", "judge_max_length"), ("AnalysisSettings", "controls"),
+    ("PromptVariantSettings", "judge_max_length"), ("AnalysisSettings", "controls"),
     ("AnalysisSettings", "jobs"), ("AnalysisSettings", "progress"),  # set by code, as StatsSettings.probe_jobs
     ("BaselineSettings", "seed"),  # the reweighting's --seed
 }
@@ -82,9 +82,9 @@ def test_no_optional_flag_gives_the_dataclass_defaults(command):
     if command == "reproduce":
         kwargs["recipe"] = "r.yaml"
     if command == "variants":
-        from rmeval.audit.variants import VariantSettings
+        from rmeval.audit.variants import PromptVariantSettings
 
-        kwargs["variants"] = VariantSettings(task="paraphrase")
+        kwargs["variants"] = PromptVariantSettings(task="paraphrase")
     assert s == cls(**kwargs)
 
 

@@ -22,7 +22,7 @@ from rmcore.errors import ConfigError
 from rmeval.cli import main
 from rmeval.reproduce.plan import plan_recipe
 from rmeval.reproduce.recipe import build_recipe, load_reproduction
-from rmeval.stats.suitability_structure import accuracy_agreement, auroc
+from rmeval.stats.confidence_drop_structure import accuracy_agreement, auroc
 from tests.rmcore.data.test_data_reward_auditor import write_files
 from tests.support import ROOT, data_source_flags
 

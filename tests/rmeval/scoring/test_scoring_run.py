@@ -11,7 +11,7 @@ from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import DataError
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.run import score_conditions
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.settings import StatsSettings
 from rmeval.tables import norm_id
 from tests.support import save_tiny_classifier

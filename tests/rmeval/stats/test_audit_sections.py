@@ -1,4 +1,4 @@
-"""The audit's sections (rmeval.stats.audit.AUDIT_SECTIONS): audit.json's keys in their order, the
+"""The audit's sections (rmeval.stats.audit_sections.AUDIT_SECTIONS): audit.json's keys in their order, the
 random streams' indices pinned to those every earlier audit drew from, the checks a new section
 passes, and what ``needs``, a None result and ``AuditInputs.rng`` mean."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from rmcore.errors import ConfigError
-from rmeval.stats.audit import (
+from rmeval.stats.audit_sections import (
     AUDIT_SECTIONS,
     AuditSection,
     Figure,

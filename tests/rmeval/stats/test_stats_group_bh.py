@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rmeval.stats.suitability import group_bh, storey_null_share, weighted_step_up
+from rmeval.stats.confidence_drop import group_bh, storey_null_share, weighted_step_up
 
 
 def rule_by_hand(p: list[float], qg: list[float], q: float) -> list[bool]:

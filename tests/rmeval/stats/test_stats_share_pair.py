@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmeval.stats.audit import compute_audit
+from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.bootstrap import PromptSetResamples
 from rmeval.stats.settings import StatsSettings
 from rmeval.stats.share import share_pair

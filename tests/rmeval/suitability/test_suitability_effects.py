@@ -15,7 +15,7 @@ from scipy.special import expit
 from rmcore.errors import ConfigError, DataError
 from rmeval.cli import main
 from rmeval.experiments.winrate import read_panel_suitability, read_suitability
-from rmeval.stats.suitability import panel_margins
+from rmeval.stats.confidence_drop import panel_margins
 from rmeval.suitability import SuitabilitySettings, finalize, infer, validate_pairs
 
 

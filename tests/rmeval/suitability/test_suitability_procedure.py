@@ -25,8 +25,8 @@ import pytest
 from scipy.special import expit
 
 from rmeval.cli import main
-from rmeval.stats import suitability as st
-from rmeval.stats.suitability import released_bh, released_effect, suitability_inference
+from rmeval.stats import confidence_drop as st
+from rmeval.stats.confidence_drop import released_bh, released_effect, suitability_inference
 
 PROMPT_CODES = ["EF", "PH", "IU", "IW", "CN"]
 RESPONSE_CODES = ["ST", "LE", "SP", "LC", "SLC"]

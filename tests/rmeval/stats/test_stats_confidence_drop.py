@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rmeval.stats.suitability import (
+from rmeval.stats.confidence_drop import (
     mark_unsuitable,
     paired_effect,
     sign_flip_pvalues,

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from rmeval.stats.suitability import sign_bits, sign_flip_pvalues
-from rmeval.stats.suitability_robustness import method_agreement, normality, robustness
+from rmeval.stats.confidence_drop import sign_bits, sign_flip_pvalues
+from rmeval.stats.confidence_drop_robustness import method_agreement, normality, robustness
 
 
 def exact_sign_flip_p(x: np.ndarray, statistic) -> float:

@@ -13,7 +13,7 @@ from scipy import stats
 from scipy.special import expit
 
 from rmeval.cli import main
-from rmeval.stats.suitability_structure import difference_structure, group_risk_correlation, subset_summary
+from rmeval.stats.confidence_drop_structure import difference_structure, group_risk_correlation, subset_summary
 
 SUBSETS = ("chat", "math", "code", "safety-refuse", "safety-response")
 

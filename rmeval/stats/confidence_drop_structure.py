@@ -35,7 +35,7 @@ from scipy.cluster.hierarchy import leaves_list, linkage
 from scipy.spatial.distance import squareform
 
 from rmcore.io import is_finite
-from rmeval.stats.suitability import DEFAULT_ALPHA
+from rmeval.stats.confidence_drop import DEFAULT_ALPHA
 
 
 def difference_structure(deltas: pd.DataFrame, method: str = "average") -> dict[str, Any]:

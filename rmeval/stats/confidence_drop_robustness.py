@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from rmeval.stats.suitability import DEFAULT_B, at_least, sign_bits, stars
+from rmeval.stats.confidence_drop import DEFAULT_B, at_least, sign_bits, stars
 
 TRIM = 0.2
 METHODS = ("p_permutation_t", "p_permutation_median", "p_permutation_trimmed_mean", "p_ttest", "p_wilcoxon")
