@@ -132,8 +132,8 @@ def bounded(default: Any = MISSING, *, default_factory: Any = MISSING, metadata:
     a range (``ge``, ``gt``, ``le``, ``lt``, ``also``: see :class:`Range`, or ``finite=True`` alone)
     or ``choices``, as :func:`option` declares them for a flag; ``metadata`` adds to the field's."""
     meta = {**(metadata or {}), **_range_meta(bounds)}
-    if choices is not None:
-        meta[_CHOICES] = tuple(choices)
+    if choices is not None:  # a function giving them (a registry's names) is read when they are checked
+        meta[_CHOICES] = choices if callable(choices) else tuple(choices)
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -157,7 +157,8 @@ def field_range(f: Field) -> Range | None:
 
 def field_choices(f: Field) -> tuple[Any, ...] | None:
     """The values field ``f`` is one of (``choices`` of :func:`option` or :func:`bounded`); None: any."""
-    return f.metadata.get(_CHOICES)
+    choices = f.metadata.get(_CHOICES)
+    return tuple(choices()) if callable(choices) else choices
 
 
 @dataclasses.dataclass(frozen=True)
