@@ -67,7 +67,8 @@ def test_the_six_are_registries() -> None:
     assert [r.kind for r in regs] == ["arm", "scorer", "reward-model loader", "rating set", "condition",
                                       "controlled perturbation"]
     assert ARMS.names() == ["bradley_terry", "bt_margin", "gap_only", "regression", "shuffled_mean", "binarized"]
-    assert LOADER_KINDS.names() == ["value_head", "remote_code", "classifier", "lm_logit"]  # the automatic choice's order
+    # the automatic choice's order
+    assert LOADER_KINDS.names() == ["value_head", "remote_code", "classifier", "lm_logit"]
     assert PROMPT_PERTURBATIONS.names() == ["EF", "PH", "IU", "IW", "CN"]
 
 

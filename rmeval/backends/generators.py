@@ -311,7 +311,8 @@ def openai_client(base_url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout
     try:
         import openai
     except ImportError:
-        raise ConfigError("the OpenAI-compatible backend needs the 'openai' package: pip install 'matchrm[openai]'") from None
+        raise ConfigError("the OpenAI-compatible backend needs the 'openai' package: "
+                          "pip install 'matchrm[openai]'") from None
     return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=os.environ.get(api_key_env) or "EMPTY",
                          timeout=timeout, max_retries=max_retries)
 

@@ -85,7 +85,8 @@ class PolicySpec:
         check_backend("generator", self.backend_spec())  # a kind that answers conversations, with its settings
         toys = toy_kinds()
         if self.model.startswith(TINY) and (self.backend not in toys or not self.model[len(TINY):].isdigit()):
-            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) on backend {' or '.join(toys)}")
+            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) "
+                              f"on backend {' or '.join(toys)}")
 
 
 @dataclass
@@ -106,7 +107,8 @@ class SamplingSettings:
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ConfigError("sampling: temperature must be >= 0 and top_p in (0, 1]")
         if self.temperature == 0 and self.n != 1:
-            raise ConfigError(f"sampling: greedy decoding (temperature 0) gives one response per prompt, not n={self.n}")
+            raise ConfigError(f"sampling: greedy decoding (temperature 0) gives one response per prompt, "
+                              f"not n={self.n}")
 
     @property
     def greedy(self) -> bool:

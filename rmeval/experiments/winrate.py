@@ -193,7 +193,8 @@ def prompt_outcomes(first: list[str | None], second: list[str | None]) -> np.nda
     return out
 
 
-def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+def win_rate(first: list[str | None], second: list[str | None], *, n_boot: int = N_BOOT,
+             seed: int = 0) -> dict[str, Any]:
     o = prompt_outcomes(first, second)
     res = mean_of_prompt_values(o, n_boot=n_boot, rng=seed)
     unreadable = sum(v is None for v in list(first) + list(second))

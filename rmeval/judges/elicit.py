@@ -223,7 +223,8 @@ class LocalPairJudge(PairJudge):
         self.local: LocalBackend = backend
         self.letter_ids = backend.letter_ids(self.question.letters)
         # the dtype the judge runs in ("float32" for auto on the CPU), part of its fingerprint
-        self.batch_size, self.max_length, self.dtype, self.prefix_reuse = batch_size, max_length, backend.dtype, prefix_reuse
+        self.batch_size, self.max_length, self.dtype, self.prefix_reuse = (batch_size, max_length, backend.dtype,
+                                                                           prefix_reuse)
 
     @property
     def model(self) -> Any:
@@ -283,7 +284,8 @@ def make_pair_judge(spec: dict[str, Any]) -> PairJudge:
     reasoning = opts.pop("reasoning_tokens", None)
     placement = Placement(device=opts.pop("device", None) or "auto", dtype=opts.pop("dtype", None) or "auto",
                           attn_implementation=opts.pop("attn_implementation", None),
-                          trust_remote_code=opts.pop("trust_remote_code", False), device_map=opts.pop("device_map", None))
+                          trust_remote_code=opts.pop("trust_remote_code", False),
+                          device_map=opts.pop("device_map", None))
     backend = make_backend("judge", s, placement=placement, batch_size=opts.pop("batch_size", 32),
                            prefix_reuse=opts.pop("prefix_reuse", True), reply_tokens=reasoning or 4,
                            reasoning=reasoning is not None, concurrency=opts.pop("concurrency", 8), **opts)

@@ -236,7 +236,8 @@ _STYLIZED = {
         "Translate the following text into {language} and present it as a detailed, structured Markdown version "
         "(headings, lists, bold key terms), keeping its meaning. Reply with the rewritten text only.",
         "structured language conversion",
-        rollout="Write your answer in {language}, as a detailed, structured Markdown document with headings and lists."),
+        rollout="Write your answer in {language}, as a detailed, structured Markdown document "
+                "with headings and lists."),
 }
 
 

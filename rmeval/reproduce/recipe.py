@@ -130,7 +130,8 @@ class ModelSpec:
     head: str | None = None  # --reward-head: an index or a label; None: the model's one output
     head_name: str | None = None  # what the head is (e.g. helpfulness)
     reference: str | None = None  # the DPO reference model ("none": pi_ref = 1)
-    params_b: float = bounded(0.0, ge=0)  # billions of parameters (the dry run's size when no config is on disk; 0: unknown)
+    # billions of parameters (the dry run's size when no config is on disk; 0: unknown)
+    params_b: float = bounded(0.0, ge=0)
     active_params_b: float | None = bounded(None, gt=0)  # a mixture of experts: the parameters a token passes through
     dtype: str = "bfloat16"
     max_length: int | None = bounded(4096, ge=1)
@@ -142,7 +143,8 @@ class ModelSpec:
     serve: ServeSpec | None = None  # a generative judge its task serves with vLLM (rmeval.reproduce.cluster)
     endpoint: str | None = None  # an OpenAI-compatible base_url (a server of its own; ${VARIABLE} from the environment)
     reasoning: Reasoning | None = None  # a judge that reasons before it answers, served (rmeval.reproduce.cluster)
-    gated: bool | None = None  # its licence must be accepted on the Hub (None: the Hub, else rmeval.reproduce.hub's list)
+    # its licence must be accepted on the Hub (None: the Hub, else rmeval.reproduce.hub's list)
+    gated: bool | None = None
     guessed: str = ""  # why its Hub id is our reading (empty: the paper or its code names the repository)
     data: list[str] | None = None  # the data sets it is scored on; None: every one
     local: bool = False  # the study's own checkpoint: a path that a recipe trains, not a Hub id
@@ -233,7 +235,8 @@ class PolicyBlock:
     winrates: str
     judge: str = ""
     n_prompts: int = bounded(100, ge=1)
-    data: Any = None  # the policies' prompts: a data SPEC naming this recipe's data sources ({rm_bench}); None: the policy recipe's
+    # the policies' prompts: a data SPEC naming this recipe's data sources ({rm_bench}); None: the policy recipe's
+    data: Any = None
 
 
 @dataclass
@@ -278,7 +281,8 @@ class ReproductionConfig:
     data_sources: dict[str, Any] = field(default_factory=dict)  # NAME -> DataSource (rmeval.reproduce.sources)
     costs: list[Any] = field(default_factory=list)  # ExtraCost: GPU work beyond the rows
     not_reproducible: list[str] = field(default_factory=list)
-    model_cards: dict[str, dict[str, float]] = field(default_factory=dict)  # row -> {name: a score the model's card publishes}
+    # row -> {name: a score the model's card publishes}
+    model_cards: dict[str, dict[str, float]] = field(default_factory=dict)
     seed: int = bounded(0, ge=0)  # data samples, suitability permutations, judge items
     output_dir: str = "outputs/reproduce"
     runs_of: str | None = None  # another recipe whose data, models and settings this table reads (shared_runs)
@@ -447,7 +451,8 @@ def _validate_baselines(r: ReproductionConfig, where: str) -> None:
 
     b = r.baselines
     if r.reproduce.analysis != "judges":
-        raise ConfigError(f"{where}: baselines are a JudgeProfile (judges) table's, not a {r.reproduce.analysis} table's")
+        raise ConfigError(f"{where}: baselines are a JudgeProfile (judges) table's, "
+                          f"not a {r.reproduce.analysis} table's")
     for name in b.judges:
         m = next((x for x in r.models if x.name == name), None)
         if m is None or m.not_reproducible or m.serve or m.endpoint:
@@ -466,7 +471,8 @@ def _validate_model(m: ModelSpec, r: ReproductionConfig, where: str) -> None:
     if m.kind not in SCORERS:  # a scorer's name (rmeval.scoring.SCORERS)
         raise ConfigError(f"{at}: kind must be one of {', '.join(SCORERS.names())}, got {m.kind!r}")
     if m.loader is not None and m.loader not in LOADER_KINDS and m.loader not in KNOWN_MODELS:
-        raise ConfigError(f"{at}: unknown loader {m.loader!r}; known: {', '.join(sorted([*LOADER_KINDS, *KNOWN_MODELS]))}")
+        raise ConfigError(f"{at}: unknown loader {m.loader!r}; "
+                          f"known: {', '.join(sorted([*LOADER_KINDS, *KNOWN_MODELS]))}")
     if m.kind != "seq_classifier" and (m.loader or m.head is not None):
         raise ConfigError(f"{at}: loader and head read a reward model's output; a {m.kind} has neither")
     if m.kind == "dpo_implicit" and not m.reference:

@@ -24,10 +24,10 @@ simulator (``rmcore.data.simulated``) and read back by the real loader: ``helpst
 (a post's four comments as SHP's pairs of comments, with votes and posting times), and
 ``rm_bench`` (a folder of RM-Bench files: the first rows of each file of the folder ``dir`` names,
 e.g. ``dir: "{rm_bench}"``, the recipe's data source; simulated rows in its schema for a subset not
-there, and for every subset without ``dir``); HelpSteer2 with ``preferences: true`` also writes its preference
-file, and with ``annotations: true`` its per-annotator file (three raters per response, beside the
-ratings file: ``*.disagreements.jsonl``). A data set whose stand-in is null is left out of a stand-in run (its cells stay missing).
-Stand-in figures mean nothing; the table says so.
+there, and for every subset without ``dir``); HelpSteer2 with ``preferences: true`` also writes its
+preference file, and with ``annotations: true`` its per-annotator file (three raters per response,
+beside the ratings file: ``*.disagreements.jsonl``). A data set whose stand-in is null is left out of
+a stand-in run (its cells stay missing). Stand-in figures mean nothing; the table says so.
 """
 
 from __future__ import annotations
@@ -197,8 +197,9 @@ def _helpsteer(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[
         prefs = []
         for a, b in zip(rows[::2], rows[1::2]):
             diff = int(b["helpfulness"]) - int(a["helpfulness"])  # > 0: response_2 better
-            prefs.append({"split": split, "prompt": a["prompt"], "response_1": a["response"], "response_2": b["response"],
-                          "preference_strength": max(-3, min(3, diff)) or 1, "preference_statement": ""})
+            prefs.append({"split": split, "prompt": a["prompt"], "response_1": a["response"],
+                          "response_2": b["response"], "preference_strength": max(-3, min(3, diff)) or 1,
+                          "preference_statement": ""})
         pref = root / f"{key}.preference.jsonl"
         pref.write_text("".join(json.dumps(r) + "\n" for r in prefs))
         spec["preference_path"] = str(pref)
@@ -235,7 +236,8 @@ def _shp(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[str, A
     each comment posted an hour after the previous one, the label the higher score (A on ties)."""
     rows = []
     for i, p in enumerate(_simulated(opts, 4).prompts):
-        made = [(f"c{i}-{k}", r.text, 1 + 3 * int(round(float(r.ratings.get("helpfulness", 0)))), 1.7e9 + 3600.0 * (4 * i + k))
+        made = [(f"c{i}-{k}", r.text, 1 + 3 * int(round(float(r.ratings.get("helpfulness", 0)))),
+                 1.7e9 + 3600.0 * (4 * i + k))
                 for k, r in enumerate(p.responses)]
         for a, b in zip(made, made[1:]):
             rows.append({"post_id": f"post{i}", "domain": "askscience_train", "upvote_ratio": 0.9,
@@ -293,8 +295,8 @@ def _rm_bench(schema: str, key: str, opts: dict[str, Any], root: Path) -> dict[s
         if local is not None and local.is_file():
             rows = json.loads(local.read_text())[:n]
         else:
-            sim = _ordered(_simulated({"n_prompts": n, "seed": k, **{x: opts[x] for x in ("human_share",) if x in opts}},
-                                      2))
+            sim = _ordered(_simulated({"n_prompts": n, "seed": k,
+                                       **{x: opts[x] for x in ("human_share",) if x in opts}}, 2))
             rows = [{"id": f"{subset}-{i}", "subset": subset, "prompt": p.messages[-1]["content"],
                      "chosen": _styles(rs[0].text), "rejected": _styles(rs[-1].text)} for i, (p, rs) in enumerate(sim)]
         (out / f"{subset}_filtered.json").write_text(json.dumps(rows))

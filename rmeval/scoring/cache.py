@@ -80,7 +80,8 @@ class CachedScorer(Scorer):
 
         def compute(chunk: list[ScoreItem]) -> list[tuple[Any, ...]]:
             scores = self.inner.score(chunk)
-            flags = self.inner.last_flags if len(self.inner.last_flags) == len(chunk) else np.zeros((len(chunk), 2), bool)
+            flags = (self.inner.last_flags if len(self.inner.last_flags) == len(chunk)
+                     else np.zeros((len(chunk), 2), bool))
             return [ScoreCache.row(fp, float(s), bool(f[0]), bool(f[1])) for s, f in zip(scores, flags)]
 
         rows, fresh = self.cache.fill(keys, items, compute, chunk_size=self.chunk_size)

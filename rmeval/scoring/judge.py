@@ -112,9 +112,10 @@ def fit_judge_prompt(tokenizer: Any, max_length: int, ids_of: Callable[[str], li
 class GenerativeJudgeScorer(Scorer):
     kind = "generative_judge"
 
-    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int | None = None,
-                 batch_size: int = 8, max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
-                 template: str = JUDGE_TEMPLATE, trust_remote_code: bool = False, shared_prompt: bool = True,
+    def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None,
+                 max_length: int | None = None, batch_size: int = 8, max_tokens: int | None = None,
+                 device: str | None = None, dtype: str | None = None, template: str = JUDGE_TEMPLATE,
+                 trust_remote_code: bool = False, shared_prompt: bool = True,
                  placement: Placement | None = None) -> None:
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
         (rmcore.prefix_scoring); same scores. ``placement`` (else ``device``/``dtype``, ``auto``

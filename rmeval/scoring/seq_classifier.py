@@ -97,7 +97,8 @@ class SeqClassifierScorer(Scorer):
         # padding side and batching do not change scores, so they are not part of the identity;
         # an in-memory model (e.g. mid-training) is only identical to itself within this process
         ident = model_identity(self.model_id) if self._owned else f"in-memory:{id(self.model)}"
-        how = {"loader": self.loader, "reward_head": self.head} if (self.loader, self.head) != ("classifier", None) else {}
+        how = ({"loader": self.loader, "reward_head": self.head}
+               if (self.loader, self.head) != ("classifier", None) else {})
         settings = {"model": ident, "max_length": self.max_length, "layout": self.layout, "dtype": self.dtype, **how}
         if self.drop_special:  # only then: scores of the full input keep their cache keys
             settings["drop_special"] = list(self.drop_special)
@@ -128,9 +129,9 @@ class SeqClassifierScorer(Scorer):
         as it arrives and scores many requests in one forward)."""
         flags = np.array([[e.prompt_truncated, e.response_truncated] for e in enc], dtype=bool).reshape(-1, 2)
         if self.shared_prompt and self.prefix_head is not None and supports_prefix_scoring(self.model):
-            scores = classifier_scores(self.model, enc, [conversation_key(m) for m in conversations], pad_id=self.pad_id,
-                                       batch_size=self.batch_size, max_tokens=self.max_tokens, device=self.device,
-                                       padding_side=self.padding_side, head=self.prefix_head)
+            scores = classifier_scores(self.model, enc, [conversation_key(m) for m in conversations],
+                                       pad_id=self.pad_id, batch_size=self.batch_size, max_tokens=self.max_tokens,
+                                       device=self.device, padding_side=self.padding_side, head=self.prefix_head)
         else:
             scores = score_encoded(self.model, enc, pad_id=self.pad_id, batch_size=self.batch_size,
                                    max_tokens=self.max_tokens, device=self.device, padding_side=self.padding_side,

@@ -1,5 +1,6 @@
 """PolicyConfig: one policy run against a reward model (``rmtrain policy``) and its evaluation
-(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.config``'s strict key checking (a typo is an error naming the key and the file)."""
+(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.config``'s strict key checking
+(a typo is an error naming the key and the file)."""
 
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ class RayLayout:
         if self.colocate not in COLOCATE:
             raise ConfigError(f"{where}.colocate must be one of {', '.join(COLOCATE)}, got '{self.colocate}'")
         for role in ("actor", "ref", "critic"):
-            if getattr(self, f"{role}_nodes") > self.nodes or getattr(self, f"{role}_gpus_per_node") > self.gpus_per_node:
+            if (getattr(self, f"{role}_nodes") > self.nodes
+                    or getattr(self, f"{role}_gpus_per_node") > self.gpus_per_node):
                 raise ConfigError(f"{where}: {role} asks for {getattr(self, f'{role}_nodes')} node(s) x "
                                   f"{getattr(self, f'{role}_gpus_per_node')} GPUs, the layout has {self.nodes} x "
                                   f"{self.gpus_per_node}")
@@ -258,7 +260,8 @@ class PolicyConfig:
         if self.training.algorithm not in ALGORITHMS:
             raise ConfigError(f"training.algorithm must be one of {ALGORITHMS}, got '{self.training.algorithm}'")
         if self.policy.prompt_format not in PROMPT_FORMATS:
-            raise ConfigError(f"policy.prompt_format must be one of {PROMPT_FORMATS}, got '{self.policy.prompt_format}'")
+            raise ConfigError(f"policy.prompt_format must be one of {PROMPT_FORMATS}, "
+                              f"got '{self.policy.prompt_format}'")
         for name in ("controlled_fraction", "stylized_fraction"):
             v = getattr(self.environments, name)
             if not 0 <= v <= 1:

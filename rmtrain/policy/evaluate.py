@@ -97,8 +97,8 @@ def generate_responses(cfg: PolicyConfig, policy_dir: str | os.PathLike, rows: l
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
             mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
             with torch.inference_mode():
-                gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False, pad_token_id=pad,
-                                     max_new_tokens=cfg.evaluation.max_new_tokens,
+                gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                     pad_token_id=pad, max_new_tokens=cfg.evaluation.max_new_tokens,
                                      repetition_penalty=cfg.training.repetition_penalty)
             for r, g in zip(chunk, gen[:, width:].cpu()):
                 done[r["prompt_id"]] = tok.decode(g, skip_special_tokens=True).strip()

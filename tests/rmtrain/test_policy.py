@@ -211,7 +211,8 @@ def test_perturbed_environment_files(models: dict, tmp_path: Path) -> None:
         orig = by_id[r["prompt_id"]]["messages"][-1]["content"]
         seen_by_rm = r["reward_messages"][-1]["content"]
         if r["perturbation"]:
-            assert seen_by_rm == perturb_prompt(r["perturbation"], orig, item_seed(5, r["perturbation"], r["prompt_id"]))
+            assert seen_by_rm == perturb_prompt(r["perturbation"], orig,
+                                                item_seed(5, r["perturbation"], r["prompt_id"]))
         else:
             assert seen_by_rm == orig
         if r["style"]:  # the policy sees the style instruction, the reward model does not
@@ -323,8 +324,8 @@ PLANTED = {
     "A": ["The tide rises.", "Rome.", "Use a list.", "It depends.",
           "Boil the water first, then add the pasta and stir it often.", "Yes, it is."],
     "B": ["The moon pulls the sea, so the tide rises twice a day.", "Start at the Forum, then walk to Trajan's market.",
-          "Use a list when order matters and a set when it does not.", "It depends on the soil and on how much sun it gets.",
-          "Boil it.", "No, it was."],
+          "Use a list when order matters and a set when it does not.",
+          "It depends on the soil and on how much sun it gets.", "Boil it.", "No, it was."],
 }
 
 

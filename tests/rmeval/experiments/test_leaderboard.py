@@ -97,9 +97,11 @@ def test_endpoint_judge_reads_first_token_logprobs(tmp_path):
     server = HTTPServer(("127.0.0.1", 0), _Logprobs)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        spec = JudgeSpec(model="judge-70b", backend="openai_logprobs", base_url=f"http://127.0.0.1:{server.server_port}/v1")
+        spec = JudgeSpec(model="judge-70b", backend="openai_logprobs",
+                         base_url=f"http://127.0.0.1:{server.server_port}/v1")
         judge = HelpfulnessJudge(spec, cache=tmp_path / "j.sqlite")
-        p = judge.p_a([([{"role": "user", "content": "q"}], "x", "y"), ([{"role": "user", "content": "none"}], "x", "y")])
+        p = judge.p_a([([{"role": "user", "content": "q"}], "x", "y"),
+                       ([{"role": "user", "content": "none"}], "x", "y")])
     finally:
         server.shutdown()
     assert p[0] == pytest.approx(0.7 / 0.9) and np.isnan(p[1])  # "A" and " A" summed; neither letter: missing
@@ -109,9 +111,9 @@ def test_endpoint_judge_reads_first_token_logprobs(tmp_path):
 def test_leaderboard_command_toy(tmp_path, capfd, minilm_ckpt):
     out = tmp_path / "lb"
     assert main(["leaderboard", "--config", str(ROOT / "recipes" / "leaderboard_toy.yaml"), "--out", str(out),
-                 "--data", "simulated:n_prompts=12,responses_per_prompt=2,seed=1", "--set", f"reward_models.minilm={minilm_ckpt}",
-                 "--set", "generation.max_new_tokens=4", "--set", "n_boot=50", "--set", "n_assignments=6",
-                 "--set", "progress=false",
+                 "--data", "simulated:n_prompts=12,responses_per_prompt=2,seed=1",
+                 "--set", f"reward_models.minilm={minilm_ckpt}", "--set", "generation.max_new_tokens=4",
+                 "--set", "n_boot=50", "--set", "n_assignments=6", "--set", "progress=false",
                  "--wandb-mode", "disabled"]) == 0
     # stdout (the file descriptor: the tiny models' tokenizer training writes there) holds the result alone
     notice, pair, line = capfd.readouterr().out.splitlines()
