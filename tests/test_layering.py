@@ -159,7 +159,7 @@ def test_the_checks_see_a_lazy_import_and_a_circle(tmp_path):
 
 
 def test_importing_the_foundations_and_the_training_library_loads_no_layer_above():
-    mods = ["rmcore.data.registry", "rmcore.modeling", "rmcore.prefix_scoring", "rmcore.checkpoints",
+    mods = ["rmcore.data.loading", "rmcore.models.modeling", "rmcore.models.prefix_scoring", "rmcore.runtime.checkpoints",
             "rmeval.audit.pipeline", "rmeval.scoring"]
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rmtrain'))")
@@ -198,10 +198,10 @@ def test_no_module_imports_a_private_name_of_another():
 def test_the_private_name_check_sees_one(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("from .panel import Panel, _mean\nfrom rmtrain.config import __doc__\n"
-                 "def f():\n    from rmcore.io import _private\n")
+                 "def f():\n    from rmcore.io.files import _private\n")
     assert _private_imports(f, "rmeval.judges.probe") == [
         "rmeval.judges.probe:1 imports _mean from rmeval.judges.panel",
-        "rmeval.judges.probe:4 imports _private from rmcore.io"]
+        "rmeval.judges.probe:4 imports _private from rmcore.io.files"]
 
 
 @pytest.mark.heavy

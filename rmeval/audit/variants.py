@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from rmcore.data.schema import RatingSet
-from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, check_path
-from rmcore.settings import bounded, check_ranges, nested, option
+from rmcore.io.files import atomic_write_json, check_path
+from rmcore.models.device import PLACEMENT_GROUP, Placement
+from rmcore.settings.fields import bounded, check_ranges, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
@@ -106,7 +106,7 @@ def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0
         return FileGenerator(name, include_invalid=True)
     if kind == "hf":
         # torch: --help stays cheap
-        from rmcore.modeling import resolve_model_path
+        from rmcore.models.modeling import resolve_model_path
 
         if not name.startswith("pkg:"):
             check_path(name, "--generator hf:MODEL", kind="dir", hub_ok=True)
@@ -121,7 +121,7 @@ def make_judge_backend(spec: str, *, base_url: str | None = None, placement: Pla
     kind, _, name = spec.partition(":")
     if kind == "hf" and name:
         # torch: --help stays cheap
-        from rmcore.modeling import resolve_model_path
+        from rmcore.models.modeling import resolve_model_path
         from rmeval.backends.local import LocalBackend
 
         if not name.startswith("pkg:"):
@@ -239,7 +239,7 @@ def write_prompt_variants(rating_set: RatingSet, settings: VariantSettings, out:
         max_length = settings.judge_max_length or 4096  # an endpoint: not read
         if getattr(backend, "model", None) is not None:  # a local model: never past its positions
             # torch: --help stays cheap
-            from rmcore.modeling import resolve_max_length
+            from rmcore.models.modeling import resolve_max_length
 
             max_length = resolve_max_length(settings.judge_max_length, backend.model, backend.tokenizer)
         question = ValidityQuestion(max_length)

@@ -16,7 +16,7 @@ P(x better) and the judge's self-agreement across orders.
 A local judge reads the prompt as one user turn of its chat template; a prompt longer than
 ``max_length`` loses the start of its conversation first, then the ends of both responses by the
 same number of tokens (``rmeval.scoring.judge.fit_judge_prompt``), and is counted. Judgments are
-cached in SQLite (``rmcore.cache``) under (judge fingerprint, the item as text), committed chunk by
+cached in SQLite (``rmcore.io.cache``) under (judge fingerprint, the item as text), committed chunk by
 chunk, so an interrupted run resumes and a rerun asks the judge nothing; the judge is loaded only
 when something is missing.
 """
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message
-from rmcore.device import dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.io.cache import SqliteCache, content_key
+from rmcore.models.device import dtype_name, resolve_device, resolve_dtype
+from rmcore.settings.fields import bounded
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import openai_client
 from rmeval.experiments.responses import resolve_model
@@ -67,7 +67,7 @@ class HelpfulnessQuestion(Question):
 
     def encode(self, backend: Any, items: Sequence[Item]) -> list[Tokens]:
         # torch: this module loads without it
-        from rmcore.modeling import resolve_max_length
+        from rmcore.models.modeling import resolve_max_length
         from rmeval.scoring.judge import conversation_text, fit_judge_prompt
 
         limit = resolve_max_length(self.max_length, backend.model, backend.tokenizer)

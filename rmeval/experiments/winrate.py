@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError, DataError, invalid_json
-from rmcore.io import atomic_save_figure, is_finite
-from rmcore.markdown import num
-from rmcore.markdown import table as md_table
+from rmcore.io.files import atomic_save_figure, is_finite
+from rmcore.io.markdown import num
+from rmcore.io.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
 from rmeval.stats.bootstrap import mean_of_prompt_values
 from rmeval.stats.settings import N_BOOT
@@ -139,7 +139,7 @@ class HFPairwiseJudge(PairwiseJudge):
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
                  batch_size: int = 8, device: str | None = None, dtype: str = "float32") -> None:
         # torch: this module loads without it
-        from rmcore.modeling import resolve_max_length
+        from rmcore.models.modeling import resolve_max_length
         from rmeval.backends.local import LocalBackend
 
         backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype)
@@ -168,7 +168,7 @@ def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096
         raise ConfigError(f"judge '{spec}': use hf:PATH (a local causal LM) or openai:MODEL (with a base URL)")
     if kind == "hf":
         # torch: this module loads without it
-        from rmcore.modeling import resolve_model_path
+        from rmcore.models.modeling import resolve_model_path
 
         return HFPairwiseJudge(resolve_model_path(name), max_length=max_length)
     return OpenAIPairwiseJudge(name, **({"base_url": base_url} if base_url else {}))

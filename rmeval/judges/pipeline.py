@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.tracking import DEFAULT_PROJECT, Tracker, flatten
+from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
 from rmeval.tracking import evaluation_tracker
 
 from .analysis import AnalysisSettings, analysis_markdown, analyze
@@ -38,7 +38,7 @@ def prepare_items(cfg: ElicitConfig) -> tuple[Path, dict[str, dict[str, int]]]:
     spec one source; the same seed gives the same file, so a restarted run sees the same items);
     and the rows each source's loader skipped (``on_bad=skip``), by reason."""
     # scipy, the data sets' loaders: only an elicitation from --data reads them
-    from rmcore.data.registry import load_data, parse_data_spec
+    from rmcore.data.loading import load_data, parse_data_spec
 
     # torch: only an elicitation loads the judge
     from .elicit import items_from_rating_set
@@ -70,7 +70,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     if cfg.model:
         # torch: only a local judge needs it
-        from rmcore.modeling import check_model_name
+        from rmcore.models.modeling import check_model_name
 
         check_model_name(cfg.model, "--model")  # a local path, or a Hub id that exists
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)

@@ -1,5 +1,5 @@
 """Run shard callables locally or as a SLURM job array through a submitit executor
-(``make_executor``: the one factory in ``rmcore.jobs``, shared with ``rmtrain sweep``).
+(``make_executor``: the one factory in ``rmcore.runtime.jobs``, shared with ``rmtrain sweep``).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmcore.jobs import make_executor
+from rmcore.runtime.jobs import make_executor
 
 __all__ = ["make_executor", "run_shards"]
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry, did_you_mean
+from rmcore.settings.registry import Registry, did_you_mean
 
 CONTROLLED_CODES = ("EF", "PH", "IU", "IW", "CN")
 STYLIZED_CODES = ("ST", "LE", "SP", "LC", "SLC")

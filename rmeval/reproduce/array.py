@@ -2,7 +2,7 @@
 (``OUT/tasks/<row>.sh``, ``rmeval.reproduce.cluster.task_script``) that runs ``python -m
 rmeval.reproduce.worker`` for its row, and for a judge the task serves, starts ``vllm serve`` first
 and stops it at the end. Tasks go through the one executor factory of the project
-(``rmcore.jobs.make_executor``, which rmtrain's sweeps and the judges' sharded elicitation use too)
+(``rmcore.runtime.jobs.make_executor``, which rmtrain's sweeps and the judges' sharded elicitation use too)
 with the recipe's ``slurm`` settings (account, QoS, partition, extra ``#SBATCH`` options, setup
 lines) and each task's GPUs, memory and time limit from the dry run (``rmeval.reproduce.plan``);
 rows that ask for the same resources share one array. A row already done is not submitted; a task
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_text
-from rmcore.jobs import make_executor
+from rmcore.io.files import atomic_write_text
+from rmcore.runtime.jobs import make_executor
 from rmeval.reproduce.cluster import executor_params, sbatch_text, task_script, worker_command
 
 log = logging.getLogger(__name__)

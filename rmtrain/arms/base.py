@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 
 @dataclass
@@ -84,9 +84,9 @@ def register_arm(cls: A, *, replace: bool = False) -> A:
 
 def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
     """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields): read
-    as a recipe block is (``rmcore.config.build_config``: an unknown option is one line naming the
+    as a recipe block is (``rmcore.settings.recipes.build_config``: an unknown option is one line naming the
     arm and the options it takes, values coerced to their types and checked against their ranges)."""
-    from rmcore.config import build_config
+    from rmcore.settings.recipes import build_config
 
     cls = ARMS.lookup(name)
     try:

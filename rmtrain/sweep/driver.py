@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT
+from rmcore.settings.recipes import recipe_dict
 from rmeval.conditions import CONDITIONS, NEEDS
 from rmtrain.config import Sweep
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor

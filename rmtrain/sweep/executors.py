@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.jobs import launch_command, make_executor
+from rmcore.runtime.jobs import launch_command, make_executor
 from rmtrain.config import SlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 from rmtrain.sweep.worker import run_one

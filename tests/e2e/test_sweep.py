@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from rmcore.data.registry import load_rating_set
-from rmcore.tiny import tiny_causal_lm
+from rmcore.data.loading import load_rating_set
+from rmcore.models.tiny import tiny_causal_lm
 from rmtrain.arms import ARMS
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep

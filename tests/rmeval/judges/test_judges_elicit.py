@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
-from rmcore.jobs import make_executor
+from rmcore.runtime.jobs import make_executor
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
