@@ -55,8 +55,9 @@ from rmcore.data.loading import load_data
 from rmcore.data.pairs import build_pairs, split_by_prompt
 from rmcore.data.schema import pick_attribute
 from rmcore.errors import ConfigError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import estimate, interval, num, table
+from rmcore.io.tables import atomic_write_table
 from rmcore.models.device import resolve_device, resolve_dtype
 from rmcore.models.formatting import plain_prompt
 from rmcore.models.modeling import LoraSettings

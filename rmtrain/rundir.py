@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.tables import atomic_write_table
 from rmcore.models.modeling import unwrap_for_saving
 from rmcore.runtime.checkpoints import (
     CONFIG_FILE,

@@ -38,7 +38,8 @@ import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError, DataError
-from rmcore.io.files import atomic_write_json, atomic_write_table, check_path, read_table
+from rmcore.io.files import atomic_write_json, check_path
+from rmcore.io.tables import atomic_write_table, read_table
 from rmcore.models.device import resolve_device, resolve_dtype
 from rmcore.settings.fields import comma_list, option
 from rmeval.conditions import default_embedder, embed_texts, first_turn_key, prompt_text

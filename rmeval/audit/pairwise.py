@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from rmcore.data.rewardbench import rewardbench2_table
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import estimate, num, table
+from rmcore.io.tables import atomic_write_table
 from rmcore.runtime.checkpoints import display_name
 from rmcore.runtime.wandb_log import flatten
 from rmcore.settings.fields import option

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from rmcore.console.progress import Progress
 from rmcore.data.schema import RatingSet, pick_attribute, skipped_note, table_attributes
 from rmcore.errors import ConfigError, DataError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text, read_table
+from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import num, table
+from rmcore.io.tables import atomic_write_table, read_table
 from rmcore.models.device import Placement
 from rmcore.runtime.checkpoints import (
     CONFIG_FILE,

@@ -38,7 +38,8 @@ from typing import Any
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError, DataError
-from rmcore.io.files import atomic_write_text, read_jsonl_rows
+from rmcore.io.files import atomic_write_text
+from rmcore.io.tables import read_jsonl_rows
 from rmcore.models.device import Placement, input_device
 
 TASKS = ("paraphrase", "related")

@@ -34,8 +34,9 @@ import pandas as pd
 from rmcore.data.loading import load_data
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text, read_table
+from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import num, table
+from rmcore.io.tables import atomic_write_table, read_table
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, flatten
 from rmcore.settings.fields import bounded
 from rmeval.experiments.recipe import (

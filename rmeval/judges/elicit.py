@@ -38,7 +38,8 @@ import torch
 
 from rmcore.console.progress import Progress
 from rmcore.errors import ConfigError
-from rmcore.io.files import atomic_write_json, atomic_write_table
+from rmcore.io.files import atomic_write_json
+from rmcore.io.tables import atomic_write_table
 from rmcore.models.device import Placement
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.endpoint import EndpointBackend

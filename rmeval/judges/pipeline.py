@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.io.files import atomic_write_json, atomic_write_table, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.tables import atomic_write_table
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
 from rmeval.tracking import evaluation_tracker
 

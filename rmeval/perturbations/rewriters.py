@@ -133,7 +133,7 @@ class FileRewriter(Rewriter):
 
     def __init__(self, path: str | os.PathLike) -> None:
         # pandas: --help stays cheap
-        from rmcore.io.files import read_jsonl_rows
+        from rmcore.io.tables import read_jsonl_rows
 
         self.path = Path(path)
         self.rows: dict[tuple[str, str, str], str] = {}

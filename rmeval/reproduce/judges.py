@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.io.files import atomic_write_table
+from rmcore.io.tables import atomic_write_table
 from rmcore.models.device import Placement
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.pipeline import analyze_judgments, reweight_judgments, run_elicit

@@ -41,7 +41,8 @@ import pandas as pd
 from rmcore.console.progress import Progress
 from rmcore.data.schema import RatingSet
 from rmcore.io.cache import content_key
-from rmcore.io.files import atomic_write_table, atomic_write_text, read_table
+from rmcore.io.files import atomic_write_text
+from rmcore.io.tables import atomic_write_table, read_table
 from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.io.files import read_table
+from rmcore.io.tables import read_table
 from rmcore.models.device import DTYPES, check_device_name
 from rmcore.models.modeling import LoraSettings
 from rmcore.settings.fields import bounded

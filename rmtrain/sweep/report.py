@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text, read_table
+from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text
 from rmcore.io.markdown import interval, num, table
+from rmcore.io.tables import read_table
 from rmcore.runtime.wandb_log import Tracker
 from rmeval.stats.audit import ROLES, sweep_figures
 from rmeval.stats.permutation import exact_permutation_test

@@ -15,7 +15,7 @@ import statsmodels.api as sm
 import yaml
 
 from rmcore.errors import ConfigError
-from rmcore.io.files import atomic_write_table
+from rmcore.io.tables import atomic_write_table
 from rmeval.stats.bootstrap import resample_weights
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.config import load_sweep

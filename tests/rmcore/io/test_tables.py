@@ -1,11 +1,11 @@
-"""rmcore.io.files: one table reader for every loader."""
+"""rmcore.io.tables: one table reader for every loader."""
 
 from __future__ import annotations
 
 
 def test_one_table_reader():
     import rmcore.data.generic as generic
-    import rmcore.io.files as rio
+    import rmcore.io.tables as rio
 
     assert generic.read_records is rio.read_records
     assert not hasattr(generic, "_open_text")
@@ -16,7 +16,7 @@ def test_a_truncated_json_file_is_named_with_line_and_column(tmp_path):
     import pytest
 
     from rmcore.errors import DataError
-    from rmcore.io.files import read_records
+    from rmcore.io.tables import read_records
 
     f = tmp_path / "cut.json"
     f.write_text('[{"a": 1},\n {"b": "trunc')  # the string opens at line 2, column 8

@@ -13,7 +13,7 @@ import torch
 from scipy.special import logsumexp, softmax
 from scipy.stats import rankdata
 
-from rmcore.io.files import read_table
+from rmcore.io.tables import read_table
 from rmcore.models.tiny import tiny_causal_lm
 from rmeval.cli import main
 from rmeval.scoring.judge import JUDGE_TEMPLATE, GenerativeJudgeScorer
