@@ -1,6 +1,7 @@
 """A run's directory as the trainer keeps it: whether it may be resumed or reused, and atomic saving.
 
-OUT/ holds (file names in ``rmcore.runtime.checkpoints``) `matchrm_config.json` (the run's config, written before training),
+OUT/ holds (file names in ``rmcore.runtime.checkpoints``) `matchrm_config.json` (the run's config,
+written before training),
 `matchrm_wandb_run.json` (the id of its W&B run, which a resumed run goes on in), `checkpoint-*`
 (resumable Trainer state), and when the run finished: a plain transformers checkpoint,
 `train_summary.json` and `heldout_scores.parquet`."""

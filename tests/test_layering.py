@@ -159,8 +159,8 @@ def test_the_checks_see_a_lazy_import_and_a_circle(tmp_path):
 
 
 def test_importing_the_foundations_and_the_training_library_loads_no_layer_above():
-    mods = ["rmcore.data.loading", "rmcore.models.modeling", "rmcore.models.prefix_scoring", "rmcore.runtime.checkpoints",
-            "rmeval.audit.pipeline", "rmeval.scoring"]
+    mods = ["rmcore.data.loading", "rmcore.models.modeling", "rmcore.models.prefix_scoring",
+            "rmcore.runtime.checkpoints", "rmeval.audit.pipeline", "rmeval.scoring"]
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rmtrain'))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

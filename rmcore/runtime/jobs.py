@@ -18,7 +18,7 @@ from typing import Any
 from rmcore.errors import ConfigError
 
 
-def make_executor(kind: str, folder: str | os.PathLike, *, cluster: str | None = None, **params: Any) -> Any:
+def submitit_executor(kind: str, folder: str | os.PathLike, *, cluster: str | None = None, **params: Any) -> Any:
     """A submitit executor writing its logs and pickles under ``folder``: ``slurm`` (AutoExecutor on
     ``cluster``: None picks SLURM where there is one and local processes elsewhere; "slurm" or
     "local" force it), ``local`` (LocalExecutor) or ``debug`` (DebugExecutor, in this process).

@@ -26,7 +26,7 @@ from .inventory import load_inventory
 from .plots import analysis_plots, plots_not_drawn, weight_profiles
 from .reweight import reweight, reweight_markdown
 from .settings import ElicitConfig, ExecutorSettings, ReweightSettings
-from .shards import make_executor, run_shards
+from .shards import run_shards, submitit_executor
 from .store import load_store
 from .tables import load_items
 
@@ -82,7 +82,7 @@ def run_elicit(cfg: ElicitConfig) -> dict[str, Any]:
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
     executor = None
     if cfg.executor != "none":
-        executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
+        executor = submitit_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
     stats = run_shards(jobs, executor)
     summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path),
                                "rows_skipped": skipped}

@@ -27,7 +27,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 @dataclass
 class ExecutorSettings:
-    """The submitit parameters of the shards' jobs (``rmcore.runtime.jobs.make_executor``); unset ones are
+    """The submitit parameters of the shards' jobs (``rmcore.runtime.jobs.submitit_executor``); unset ones are
     submitit's defaults."""
 
     slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),

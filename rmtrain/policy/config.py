@@ -1,5 +1,6 @@
 """PolicyConfig: one policy run against a reward model (``rmtrain policy``) and its evaluation
-(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.settings.recipes``'s strict key checking (a typo is an error naming the key and the file)."""
+(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.settings.recipes``'s strict key
+checking (a typo is an error naming the key and the file)."""
 
 from __future__ import annotations
 

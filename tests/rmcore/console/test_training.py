@@ -46,7 +46,8 @@ def test_fresh_head_report_silenced_other_problems_reported(tiny_lm, tmp_path, c
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rmcore.console.training"):
         load_reward_model(str(broken))
-    warned = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "rmcore.console.training")
+    warned = " ".join(r.getMessage() for r in caplog.records
+                      if r.levelno >= logging.WARNING and r.name == "rmcore.console.training")
     assert key in warned and "score.weight" not in warned
 
 
