@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,61 @@ def test_the_folder_check_sees_a_module_that_imports_its_folder_back():
         return _folder(m, is_dir=lambda parts: parts[1] == "scoring")
     assert _cycles(graph) == []
     assert _cycles(_folder_graph(graph, folder)) == [["rmeval.scoring", "rmeval.scoring_run"]]
+
+
+# Each package's rooms (its folders; a loose module is a room of its own) in layer order: a room
+# imports only the rooms before it. docs/architecture.md's tables list them in this order.
+ROOMS = {
+    "rmcore": ("errors", "lazy", "io", "console", "settings", "data", "models", "runtime"),
+    "rmeval": ("backends", "conditions", "tables", "tracking", "stats", "perturbations", "scoring", "judges",
+               "suitability", "experiments", "audit", "reproduce", "cli"),
+}
+
+
+def _back_arrows(folders: dict[str, set[str]], package: str, order: tuple[str, ...]) -> tuple[int, list[str]]:
+    """(the arrows between ``package``'s rooms, those among them that point at a later room)."""
+    rank = {f"{package}.{room}": i for i, room in enumerate(order)}
+    arrows = [(a, b) for a, deps in folders.items() if a in rank for b in sorted(deps) if b in rank]
+    return len(arrows), [f"{a} imports {b}, a room after it" for a, b in arrows if rank[b] > rank[a]]
+
+
+def test_each_room_imports_only_the_rooms_before_it():
+    """rmcore and rmeval by capability: every folder of the package is named in ROOMS, and none
+    imports (lazily or not) a folder listed after it."""
+    folders = _folder_graph(_graph())
+    for package, order in ROOMS.items():
+        rooms = {f.split(".")[1] for f in folders if f.startswith(package + ".")}
+        assert rooms == set(order), (package, sorted(rooms ^ set(order)))
+        arrows, back = _back_arrows(folders, package, order)
+        print(f"{package}: {len(order)} rooms, {arrows} arrows, {len(back)} back arrows")
+        assert not back, "\n".join(back)
+
+
+def test_the_room_check_sees_a_back_arrow():
+    folders = {"pkg.low": {"pkg.base"}, "pkg.mid": {"pkg.low", "pkg.top"}, "pkg.top": {"pkg.mid"}}
+    assert _back_arrows(folders, "pkg", ("base", "low", "mid", "top")) == (
+        4, ["pkg.mid imports pkg.top, a room after it"])
+
+
+def _documented_rooms(package: str) -> list[str]:
+    """The first column of docs/architecture.md's table under "`<package>` by capability", in
+    order: ``io/`` -> io, ``errors.py`` -> errors (a cell may name several)."""
+    lines = (ROOT / "docs" / "architecture.md").read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"`{package}` by capability")), None)
+    assert start is not None, f"docs/architecture.md has no table of {package}'s folders"
+    table = []
+    for line in lines[start + 1:]:
+        if table and not line.startswith("|"):
+            break
+        if line.startswith("|"):
+            table.append(line)
+    cells = [row.split("|")[1] for row in table[2:]]  # past the header and its rule
+    return [name.removesuffix("/").removesuffix(".py") for cell in cells for name in re.findall(r"`([^`]+)`", cell)]
+
+
+def test_the_architecture_doc_lists_every_room_in_layer_order():
+    for package, order in ROOMS.items():
+        assert _documented_rooms(package) == list(order), package
 
 
 def test_rmeval_keeps_at_most_four_modules_loose_at_its_top():
