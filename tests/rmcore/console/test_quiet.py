@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rmcore.console.quiet import after_import
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = """
 import json, logging, sys

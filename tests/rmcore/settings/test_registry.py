@@ -72,7 +72,7 @@ def test_it_is_a_mutable_mapping_for_code_written_against_dicts(monkeypatch):
 
 
 def test_importing_it_loads_nothing_heavy():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     code = ("import sys, rmcore.settings.registry; "
             "print(sorted(m for m in ('torch', 'numpy', 'pandas') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120,
