@@ -46,6 +46,7 @@ from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
 from rmeval.perturbations.suite import CHEAP
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
+from rmeval.stats.bootstrap import AUDIT_BYTES, check_memory
 from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.settings import SuitabilityAuditSettings
 from rmeval.tables import load_preferences, load_ratings, load_scores
@@ -163,9 +164,6 @@ def check_audit_memory(stats: StatsSettings, n_prompts: int, n_responses: int,
     """A one-line ConfigError, before any scoring, when the audit's resamples of ``n_prompts``
     prompts and ``n_responses`` responses would not fit in this machine's memory (``names``: the
     settings of ``n_boot`` and ``n_boot_regression``, as flags or recipe keys)."""
-    # numpy: --help stays cheap
-    from rmeval.stats.bootstrap import AUDIT_BYTES, check_memory
-
     main, regression = AUDIT_BYTES * stats.n_boot * n_responses, 8 * stats.n_boot_regression * n_prompts
     name, value = (names[0], stats.n_boot) if main >= regression else (names[1], stats.n_boot_regression)
     check_memory(main + regression, f"{name} {value} over {n_prompts} prompts ({n_responses} responses)")
