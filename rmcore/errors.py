@@ -39,7 +39,7 @@ class ConfigError(ValueError):
     """Bad configuration (unknown arm, attribute, option...). ``key``: the dotted recipe key (or the
     flag) the message is about, where one is, and ``reason``: the message without it, so a command
     can name the ``--set KEY=VALUE`` that set the key instead of the recipe file
-    (``rmcore.config.blame_override``)."""
+    (``rmcore.settings.recipes.blame_override``)."""
 
     def __init__(self, message: str, *, key: str | None = None, reason: str | None = None) -> None:
         super().__init__(message)

@@ -40,7 +40,7 @@ import numpy as np
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 from rmeval.backends.generators import FileGenerator
 
 DEFAULT_INSTRUCTION = "Please respond."
@@ -193,7 +193,7 @@ def embed_texts(texts: list[str], model: str | os.PathLike | None = None, *, bat
     from transformers import AutoModel, AutoTokenizer
 
     # torch: this module loads without it
-    from rmcore.modeling import loadable_model_path
+    from rmcore.models.modeling import loadable_model_path
 
     name = loadable_model_path(model or default_embedder(), "embedder")  # Hub id, path or pkg:<module>
     tok = AutoTokenizer.from_pretrained(name)

@@ -1,6 +1,6 @@
 """Scores, ratings and preferences tables: validation with errors that name the row and field.
 
-Row numbers count from 1 as the loaders do (``rmcore.io.read_table``): the line number for jsonl
+Row numbers count from 1 as the loaders do (``rmcore.io.tables.read_table``): the line number for jsonl
 and csv (csv counts the header as line 1), the record number for parquet and for a table passed
 in memory. Values in messages are plain Python values (``0``, not ``np.int64(0)``).
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
-from rmcore.io import read_table
+from rmcore.io.tables import read_table
 from rmeval.conditions import CONDITIONS, FIXED_REPLY
 
 TRANSPLANT_KINDS = ("random", "overlap", "embedding", "length", "related")

@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from rmcore.checkpoints import provenance
-from rmcore.tracking import DEFAULT_PROJECT, Tracker
+from rmcore.runtime.checkpoints import provenance
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker
 
 
 def evaluation_tracker(name: str, out: str | os.PathLike, config: Mapping[str, Any], *,

@@ -1,4 +1,4 @@
-"""Config dataclasses for training runs and sweeps, read from recipe YAML by ``rmcore.config``
+"""Config dataclasses for training runs and sweeps, read from recipe YAML by ``rmcore.settings.recipes``
 (strict keys: a typo in a recipe is an error naming the key and the file). The ``audit`` and
 ``sweep.audit`` blocks are rmeval's (``rmeval.audit.pipeline``), beside the audit that reads them."""
 
@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import (  # noqa: F401
+from rmcore.data.generic import check_on_bad
+from rmcore.data.loading import check_spec
+from rmcore.errors import ConfigError
+from rmcore.models.modeling import ModelSettings
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, WANDB_MODES
+from rmcore.settings.fields import bounded, check_ranges
+from rmcore.settings.recipes import (  # noqa: F401
     build_config,
     config_from_dict,
     copy_tree,
@@ -21,12 +27,6 @@ from rmcore.config import (  # noqa: F401
     recipe_dict,
     set_dotted,
 )
-from rmcore.data.generic import check_on_bad
-from rmcore.data.registry import check_spec
-from rmcore.errors import ConfigError
-from rmcore.modeling import ModelSettings
-from rmcore.settings import bounded, check_ranges
-from rmcore.tracking import DEFAULT_PROJECT, WANDB_MODES
 from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
     FinalAuditSettings,
     TrainingAuditSettings,
@@ -42,7 +42,7 @@ HF_ARGUMENTS = "matchrm.training_arguments"
 def hf(default: Any, *keywords: str, **bounds: Any) -> Any:
     """A setting that transformers' ``TrainingArguments`` takes as it is, as ``keywords`` (one or
     more); :func:`hf_arguments` collects them, so no field is mapped by hand. A numeric one declares
-    its range in ``bounds`` (``gt=0``; ``rmcore.settings.bounded``)."""
+    its range in ``bounds`` (``gt=0``; ``rmcore.settings.fields.bounded``)."""
     return bounded(default, metadata={HF_ARGUMENTS: keywords}, **bounds)
 
 
@@ -81,11 +81,11 @@ class TrainingSettings:
     dataloader_num_workers: int = hf(0, "dataloader_num_workers", ge=0)
     eval_batch_size: int = bounded(64, ge=1)
     use_cpu: bool = False
-    # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.shared_prompt).
+    # Decoder reward models: one forward of [prompt][chosen][rejected] per pair (rmcore.models.shared_prompt).
     # auto: where the model takes a custom attention mask; true: required; false: never.
     shared_prompt: str = bounded("auto", choices=SHARED_PROMPT)  # YAML true/false accepted too
     # Encoder classifiers (BERT family): token-wise sublayers on real tokens only, the last layer for
-    # the pooled token only (rmcore.packed_encoder); exact, so on by default; other models unaffected.
+    # the pooled token only (rmcore.models.packed_encoder); exact, so on by default; other models unaffected.
     packed_encoder: bool = True
     # A non-finite loss or weight stops training at once (status diverged, no model saved); a held-out
     # score SD <= collapse_sd x the scores' root-mean-square is status collapsed (0: never). Either

@@ -51,18 +51,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.config import build_config, load_recipe
+from rmcore.data.loading import load_data
 from rmcore.data.pairs import build_pairs, split_by_prompt
-from rmcore.data.registry import load_data
 from rmcore.data.schema import pick_attribute
-from rmcore.device import resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.formatting import plain_prompt
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.markdown import estimate, interval, num, table
-from rmcore.modeling import LoraSettings
-from rmcore.settings import bounded
-from rmcore.tracking import DEFAULT_PROJECT, Tracker, flatten
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.markdown import estimate, interval, num, table
+from rmcore.io.tables import atomic_write_table
+from rmcore.models.device import resolve_device, resolve_dtype
+from rmcore.models.formatting import plain_prompt
+from rmcore.models.modeling import LoraSettings
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
+from rmcore.settings.fields import bounded
+from rmcore.settings.recipes import build_config, load_recipe
 from rmeval.experiments.comparisons import HelpfulnessJudge
 from rmeval.experiments.leaderboard import load_leaderboard_config
 from rmeval.experiments.pool import candidates_table, load_pool_config, load_reward_scorer, score_pool
@@ -108,7 +109,7 @@ class DPOSettings:
     max_length: int = bounded(2048, ge=1)  # tokens of prompt and response (trl truncates beyond)
     warmup_ratio: float = bounded(0.1, ge=0, lt=1)  # of the training steps
     gradient_checkpointing: bool = False
-    device: str = "auto"  # rmcore.device's rule
+    device: str = "auto"  # rmcore.models.device's rule
     dtype: str = "auto"  # bfloat16 on a recent GPU, float32 on the CPU
     seed: int = bounded(0, ge=0)
 
@@ -286,7 +287,7 @@ def dpo_rows(pairs: pd.DataFrame, rs: Any, tokenizer: Any,
              chat_template_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """trl's preference format: conversational when the tokenizer has a chat template (with the
     template options on every row, where trl reads them), else the plain layout
-    (``rmcore.formatting.plain_prompt``) with the responses as continuations."""
+    (``rmcore.models.formatting.plain_prompt``) with the responses as continuations."""
     by_id = rs.by_id()
     text = {(p.prompt_id, r.response_id): r.text for p in rs.prompts for r in p.responses}
     chat = bool(getattr(tokenizer, "chat_template", None))
@@ -317,7 +318,7 @@ def train_dpo(base: str, train_rows: list[dict[str, Any]], held_rows: list[dict[
     from trl import DPOConfig, DPOTrainer
 
     # transformers: this module loads without it
-    from rmcore.console import use_progress_bar
+    from rmcore.console.training import use_progress_bar
 
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)

@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.markdown import MISSING, num, table
+from rmcore.io.markdown import MISSING, num, table
 from rmeval.stats.permutation import MAX_SPLITS, exact_permutation_test
 
 ALPHA = 0.05

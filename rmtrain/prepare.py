@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.data.loading import load_rating_set
 from rmcore.data.pairs import build_pairs, split_by_prompt
-from rmcore.data.registry import load_rating_set
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError
-from rmcore.formatting import Encoded, encode_example
+from rmcore.models.formatting import Encoded, encode_example
 from rmtrain.arms import PairTable
 from rmtrain.config import TrainConfig
 from rmtrain.trainer import HeldoutSet

@@ -1,6 +1,7 @@
 """A run's directory as the trainer keeps it: whether it may be resumed or reused, and atomic saving.
 
-OUT/ holds (file names in ``rmcore.checkpoints``) `matchrm_config.json` (the run's config, written before training),
+OUT/ holds (file names in ``rmcore.runtime.checkpoints``) `matchrm_config.json` (the run's config,
+written before training),
 `matchrm_wandb_run.json` (the id of its W&B run, which a resumed run goes on in), `checkpoint-*`
 (resumable Trainer state), and when the run finished: a plain transformers checkpoint,
 `train_summary.json` and `heldout_scores.parquet`."""
@@ -17,7 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.checkpoints import (
+from rmcore.errors import ConfigError
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.tables import atomic_write_table
+from rmcore.models.modeling import unwrap_for_saving
+from rmcore.runtime.checkpoints import (
     CONFIG_FILE,
     HELDOUT_SCORES_FILE,
     PROGRESS_FILE,
@@ -25,9 +30,6 @@ from rmcore.checkpoints import (
     TRAINER_STATE,
     WANDB_RUN_FILE,
 )
-from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.modeling import unwrap_for_saving
 from rmtrain.config import TrainConfig
 
 log = logging.getLogger(__name__)

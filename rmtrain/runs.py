@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmeval.audit.callback import AuditCallback
 from rmeval.audit.pipeline import FinalAuditSettings, audit_checkpoint, audit_line
 from rmeval.scoring import ScorerSettings

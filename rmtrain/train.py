@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rmcore.console import use_progress_bar
+from rmcore.console.training import use_progress_bar
 from rmcore.errors import ConfigError
-from rmcore.modeling import load_reward_model, resolve_max_length
-from rmcore.shared_prompt import unsupported_reason
-from rmcore.tracking import Tracker
+from rmcore.models.modeling import load_reward_model, resolve_max_length
+from rmcore.models.shared_prompt import unsupported_reason
+from rmcore.runtime.wandb_log import Tracker
 from rmtrain.arms import make_arm
 from rmtrain.config import TrainConfig, hf_arguments
 from rmtrain.prepare import (  # noqa: F401  (re-exported: the names callers know)

@@ -21,22 +21,22 @@ import numpy as np
 import torch
 
 # (transformers prints "[INFO] Running in WANDB offline mode" when it imports its W&B integration:
-# the commands send it to stderr, rmcore.quiet.quiet_libraries)
+# the commands send it to stderr, rmcore.console.quiet.quiet_libraries)
 from transformers import Trainer, TrainerCallback
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from rmcore.batching import bucket_spans, length_buckets
-from rmcore.formatting import Encoded, pad_batch
-from rmcore.modeling import score_encoded
-from rmcore.packed_encoder import packed_encoder_forward
-from rmcore.prefix_scoring import classifier_scores, supports_prefix_scoring
-from rmcore.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
+from rmcore.models.batching import bucket_spans, length_buckets
+from rmcore.models.formatting import Encoded, pad_batch
+from rmcore.models.modeling import score_encoded
+from rmcore.models.packed_encoder import packed_encoder_forward
+from rmcore.models.prefix_scoring import classifier_scores, supports_prefix_scoring
+from rmcore.models.shared_prompt import gather_rewards, pack_pairs, shared_prompt_forward
 from rmtrain.arms import Arm
 
 
 class PairCollator:
     """Pads chosen and rejected texts of a batch together (dynamic padding to the longest), or with
-    ``shared_prompt`` packs each pair as ``[prompt][chosen][rejected]`` (rmcore.shared_prompt)."""
+    ``shared_prompt`` packs each pair as ``[prompt][chosen][rejected]`` (rmcore.models.shared_prompt)."""
 
     def __init__(self, pad_id: int, shared_prompt: bool = False) -> None:
         self.pad_id = pad_id
@@ -88,7 +88,7 @@ class MatchedRewardTrainer(Trainer):
     def __init__(self, *args: Any, arm: Arm, heldout: HeldoutSet | None = None, pad_id: int,
                  eval_batch_size: int = 64, packed_encoder: bool = True, **kwargs: Any) -> None:
         """``packed_encoder``: encoder classifiers run token-wise sublayers on real tokens only and the
-        last layer for the pooled token only (rmcore.packed_encoder; same scores and gradients)."""
+        last layer for the pooled token only (rmcore.models.packed_encoder; same scores and gradients)."""
         super().__init__(*args, **kwargs)
         self.packed_encoder = packed_encoder
         self.arm = arm
@@ -230,7 +230,7 @@ class MatchedRewardTrainer(Trainer):
 
     def score_set(self, texts: HeldoutSet) -> np.ndarray:
         if getattr(self.data_collator, "shared_prompt", False) and supports_prefix_scoring(self.model):
-            # a prompt's responses share its prefix, run once (same scores, rmcore.prefix_scoring)
+            # a prompt's responses share its prefix, run once (same scores, rmcore.models.prefix_scoring)
             return classifier_scores(self.model, texts.encoded, [key[0] for key in texts.keys], pad_id=self.pad_id,
                                      batch_size=self.eval_bs)
         return score_encoded(self.model, texts.encoded, pad_id=self.pad_id, batch_size=self.eval_bs)

@@ -1,6 +1,6 @@
 """Judge elicitation throughput: prefix KV-cache reuse across attributes vs one full forward per call.
 
-Same tiny causal LM (rmcore.tiny: built from a config, byte-level BPE tokenizer trained on the items), same
+Same tiny causal LM (rmcore.models.tiny: built from a config, byte-level BPE tokenizer trained on the items), same
 items (RM-Bench chat pairs), same questions (the 20 core attributes + the overall verdict, both
 orders), same token ids. ``LocalPairJudge(prefix_reuse=True)`` runs each item's prefix once and
 only the short attribute questions per call; ``prefix_reuse=False`` runs every call in full
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rmcore.data.preference_sets import load_rm_bench
-from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -35,7 +35,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / 
 
 
 def tiny_judge(path: Path, texts: list[str], hidden: int, layers: int) -> Path:
-    """A random tiny Llama (rmcore.tiny) with a BPE tokenizer trained on ``texts`` (pad and EOS tokens)."""
+    """A random tiny Llama (rmcore.models.tiny) with a BPE tokenizer trained on ``texts`` (pad and EOS tokens)."""
     tok = train_tokenizer(texts, 2000, pad_token="[PAD]", eos_token="[EOS]")
     model = tiny_model(tok, "llama", hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096)

@@ -63,8 +63,8 @@ def demo_checkpoint() -> str:
 def make_requests(spec: str, n: int, rollouts_per_prompt: int = 1) -> tuple[list[dict[str, Any]], list[Any]]:
     """``n`` one-item requests, ``rollouts_per_prompt`` consecutive ones per prompt (its responses in
     turn), and their (conversation, response) items."""
-    from rmcore.data.registry import load_data
-    from rmcore.formatting import plain_prompt
+    from rmcore.data.loading import load_data
+    from rmcore.models.formatting import plain_prompt
 
     rs = load_data(spec)
     k = rollouts_per_prompt
@@ -89,7 +89,7 @@ def qwen3_checkpoint(spec: str) -> str:
     data's texts and a score head drawn at random: for throughput only."""
     from bench_util import build_qwen3, rating_set_texts, reward_checkpoint
 
-    from rmcore.data.registry import load_data
+    from rmcore.data.loading import load_data
 
     out = Path(tempfile.mkdtemp(prefix="bench_reward_server_"))
     base = build_qwen3(out / "base", rating_set_texts(load_data(spec)))
@@ -102,7 +102,7 @@ class ModelAlone:
     ceiling of concurrent serving on this machine)."""
 
     def __init__(self, args: argparse.Namespace, items: list[Any]) -> None:
-        from rmcore.device import Placement
+        from rmcore.models.device import Placement
         from rmeval.scoring.server import load_reward_scorer
 
         self.scorer = load_reward_scorer(args.checkpoint, Placement(device=args.device, dtype=args.dtype),
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--checkpoint and --model are alternatives")
     if args.rounds < 1 or args.requests < 1 or args.clients < 1:
         ap.error("--rounds, --requests and --clients must be at least 1")
-    from rmcore.quiet import quiet_libraries
+    from rmcore.console.quiet import quiet_libraries
 
     quiet_libraries()
     if args.data == DEFAULT_DATA and args.rollouts_per_prompt > 4:  # distinct responses for every rollout

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rmcore.formatting import encode_example, pad_batch
+from rmcore.models.formatting import encode_example, pad_batch
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rm-bench" / "chat_filtered.json"
@@ -56,7 +56,7 @@ def audit_decoder(args: argparse.Namespace) -> None:
 
     from bench_util import build_qwen3, matmul_gflops, rating_set_texts
 
-    from rmcore.data.registry import load_rating_set
+    from rmcore.data.loading import load_rating_set
     from rmeval.backends.generators import SimulatedGenerator
     from rmeval.conditions import CONDITIONS
     from rmeval.scoring.base import render_item
@@ -94,8 +94,8 @@ def audit_scoring(model: str, dtype: str, *, device: str = "auto", n_prompts: in
     The model is loaded and warmed up outside the timed region."""
     import tempfile
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.device import Placement
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.device import Placement
     from rmeval.scoring.run import score_conditions
 
     rs = load_rating_set({"name": "simulated", "n_prompts": n_prompts, "responses_per_prompt": 4, "seed": 0})

@@ -15,7 +15,7 @@ Run: .venv/bin/python scripts/bench_train_speed.py [--model minilm|qwen3|PATH] [
      [--max-pairs N] [--steps 0]
 ``--model qwen3``: a small Qwen3-architecture decoder (hidden 256, 4 layers, BPE vocab 4000 trained on
 the data) built from a config; ours then trains with the shared-prompt forward. MiniLM (BERT):
-ours trains with the packed encoder forward (rmcore.packed_encoder).
+ours trains with the packed encoder forward (rmcore.models.packed_encoder).
 
 Beyond RewardConfig: eager attention is 2-3% faster than sdpa in a plain MiniLM forward+backward
 on this CPU, and the packed forward calls the model's own attention kernel, so either trainer
@@ -100,7 +100,7 @@ def build_config(a: argparse.Namespace, out: str) -> Any:
 
 def prepare(cfg: Any) -> dict[str, Any]:
     """Everything outside the timed region: data, arm targets, tokenization (shared by both)."""
-    from rmcore.modeling import load_tokenizer
+    from rmcore.models.modeling import load_tokenizer
     from rmtrain.arms import make_arm
     from rmtrain.train import ResponseEncoder, build_train_dataset, pair_table, prepare_data
 
@@ -114,7 +114,7 @@ def prepare(cfg: Any) -> dict[str, Any]:
 
 
 def make_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> Any:
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
     from rmtrain.train import _training_arguments, use_shared_prompt
     from rmtrain.trainer import MatchedRewardTrainer, PairCollator
 
@@ -134,7 +134,7 @@ def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict
     trainer = make_ours(cfg, prep, no_bucketing)
     res = _timed(trainer, cfg)
     res["shared_prompt"] = trainer.data_collator.shared_prompt
-    from rmcore.packed_encoder import encoder_layers_if_supported
+    from rmcore.models.packed_encoder import encoder_layers_if_supported
 
     res["packed_encoder"] = trainer.packed_encoder and encoder_layers_if_supported(trainer.model)[0] is not None
     return res
@@ -143,7 +143,7 @@ def run_ours(cfg: Any, prep: dict[str, Any], no_bucketing: bool = False) -> dict
 def run_trl(cfg: Any, prep: dict[str, Any], best: bool = False) -> dict[str, Any]:
     from trl import RewardConfig, RewardTrainer
 
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     t = cfg.training
     # Same model object type and pad token as ours (the dedicated pad, never EOS).
@@ -226,7 +226,7 @@ def main() -> None:
         if a.model == "qwen3":
             from bench_util import build_qwen3, rating_set_texts
 
-            from rmcore.data.registry import load_rating_set
+            from rmcore.data.loading import load_rating_set
 
             a.model = build_qwen3(Path(tmp) / "qwen3", rating_set_texts(load_rating_set(build_config(a, tmp).data)))
         a.model = MODELS.get(a.model, a.model)
@@ -260,7 +260,7 @@ def main() -> None:
     differences = [
         "ours: " + ("packed encoder forward: token-wise sublayers on real tokens only, attention per length "
                     "group, last layer for the pooled token only, each distinct text of a step once "
-                    "(rmcore.packed_encoder; same scores and gradients)" if packed_on else
+                    "(rmcore.models.packed_encoder; same scores and gradients)" if packed_on else
                     "one padded forward per step (--no-bucketing)" if a.no_bucketing else
                     "forward on length buckets within each step (same scores/loss, fewer padded tokens)"),
         "shared prompt: " + ("ours one forward of [prompt][chosen][rejected] per pair (decoder)"

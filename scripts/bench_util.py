@@ -1,5 +1,5 @@
 """Shared pieces of the benchmark scripts: this machine's fp32 matmul rate, and a small
-Qwen3-architecture reward model built from a config by rmcore.tiny (no download) for decoder
+Qwen3-architecture reward model built from a config by rmcore.models.tiny (no download) for decoder
 benchmarks."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rmcore.tiny import tiny_causal_lm
+from rmcore.models.tiny import tiny_causal_lm
 
 
 def matmul_gflops(n: int = 512, seconds: float = 1.0) -> float:
@@ -29,7 +29,7 @@ def matmul_gflops(n: int = 512, seconds: float = 1.0) -> float:
 def build_qwen3(out: Path, texts: list[str], *, hidden: int = 256, layers: int = 4, heads: int = 4,
                 intermediate: int = 768, vocab: int = 4000, seed: int = 0) -> str:
     """The benchmarks' decoder: a randomly initialised Qwen3 causal LM of this shape and a byte-level
-    BPE tokenizer trained on ``texts`` (rmcore.tiny: chat template, EOS, no pad, so rmtrain adds
+    BPE tokenizer trained on ``texts`` (rmcore.models.tiny: chat template, EOS, no pad, so rmtrain adds
     its dedicated pad token), saved under ``out``."""
     return str(tiny_causal_lm(out, texts, "qwen3", vocab_size=vocab, seed=seed, hidden_size=hidden,
                               intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
@@ -54,7 +54,7 @@ def reward_checkpoint(model: str, out: Path, seed: int = 0) -> str:
     a checkpoint without a trained head)."""
     import torch
 
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     torch.manual_seed(seed)
     rm, tok = load_reward_model(model, for_training=True)

@@ -1,7 +1,7 @@
 """The GPU check behind scripts/gpu_check.sh: one table of what matchrm does on this machine's GPU.
 
 On a randomly initialised Qwen3-0.6B-shaped reward model (the config written out here, a byte-level
-BPE tokenizer trained here with rmcore.tiny: nothing from the Hub) in bfloat16:
+BPE tokenizer trained here with rmcore.models.tiny: nothing from the Hub) in bfloat16:
 
 1. training pairs/s and tokens/s of rmtrain (bradley_terry, shared prompt on and off) against trl's
    RewardTrainer at its best settings (length-grouped batches), one epoch of the same pairs each
@@ -50,8 +50,8 @@ def build_model(out: Path, n_prompts: int, vocab: int, cuda: bool) -> tuple[str,
     from bench_util import rating_set_texts
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, train_tokenizer
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import CHAT_TEMPLATE, EOS, PAD, train_tokenizer
 
     rs = load_rating_set({"name": "simulated", "n_prompts": n_prompts, "responses_per_prompt": 4, "seed": 0})
     tok = train_tokenizer(rating_set_texts(rs), vocab, chat_template=CHAT_TEMPLATE, eos_token=EOS, pad_token=PAD)
@@ -114,7 +114,7 @@ def _free_port() -> int:
 
 def reward_server(model: str, a: argparse.Namespace, log: Path) -> dict[str, Any]:
     """`rmeval serve-reward` started as a user starts it, then timed over HTTP (/get_reward)."""
-    from rmcore.data.registry import load_rating_set
+    from rmcore.data.loading import load_rating_set
 
     port = _free_port()
     cmd = [sys.executable, "-m", "rmeval.cli", "serve-reward", "--checkpoint", model, "--port", str(port)]

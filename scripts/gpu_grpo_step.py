@@ -2,7 +2,7 @@
 policy part of the GPU check (scripts/gpu_check.sh).
 
 A tiny randomly initialised Qwen2 policy (head dimension 64, which vLLM's attention kernels take)
-and a tiny one-label reward model are built here (rmcore.tiny; nothing is downloaded), and
+and a tiny one-label reward model are built here (rmcore.models.tiny; nothing is downloaded), and
 ``rmtrain.policy.train.train_policy`` runs two GRPO steps with LoRA on the simulated prompts: the
 policy on the GPU in bfloat16, the reward model on the same GPU (``training.reward_device: auto``),
 rollouts by vLLM in colocate mode when it is installed (else transformers' generate, and the
@@ -36,8 +36,8 @@ def vllm_version() -> str | None:
 def build_models(root: Path) -> tuple[Path, Path, list[str]]:
     from transformers import AutoTokenizer
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import PAD, save_tiny, tiny_causal_lm, tiny_model
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import PAD, save_tiny, tiny_causal_lm, tiny_model
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed": 0})
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

@@ -52,7 +52,7 @@ def main() -> None:
         if ns.model == "qwen3":
             from bench_util import build_qwen3, rating_set_texts
 
-            from rmcore.data.registry import load_rating_set
+            from rmcore.data.loading import load_rating_set
 
             ns.model = build_qwen3(Path(tmp) / "qwen3",
                                    rating_set_texts(load_rating_set(bench.build_config(ns, tmp).data)))

@@ -96,7 +96,7 @@ def minilm_ckpt(built_once: Callable) -> Path:
     as a reward-model checkpoint: any fixed reward model will do, so the head is drawn from seed 0
     (without touching the tests' random state)."""
     def build(out: Path) -> None:
-        from rmcore.modeling import load_reward_model
+        from rmcore.models.modeling import load_reward_model
 
         with torch.random.fork_rng():
             torch.manual_seed(0)

@@ -7,7 +7,7 @@ needs built (a model on disk, a checkpoint, the real data's path) is a fixture i
   the cut value (the reference for every top-fraction selection).
 - ``planted_ties``: a scores-and-ratings table whose centred scores and ratings tie exactly, with
   its hand-derived figures.
-- Tiny models built locally (``rmcore.tiny``): a word-level Llama classifier or LM on a fixed corpus
+- Tiny models built locally (``rmcore.models.tiny``): a word-level Llama classifier or LM on a fixed corpus
   (``save_tiny_classifier``, ``save_tiny_lm``), the tokenizer of the small simulated set
   (``tiny_set_tokenizer``), a tiny Qwen3 on it (``save_tiny_qwen3``), a tiny Llama judge
   (``save_tiny_judge``) and its planted judge items.
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository root
 def subcommands(p: argparse.ArgumentParser, path: tuple[str, ...] = (),
                 has: str = "settings") -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """(words, parser) of every command under ``p`` whose parser sets ``has``: "settings" for the
-    commands declared by a settings dataclass (``rmcore.settings``), "func" for every command."""
+    commands declared by a settings dataclass (``rmcore.settings.fields``), "func" for every command."""
     for a in p._actions:
         if isinstance(a, argparse._SubParsersAction):
             for name, sp in a.choices.items():
@@ -156,13 +156,13 @@ def data_source_flags(recipe_path: Path, shared_data: Path) -> list[str]:
 
 def tiny_tokenizer(*, bpe: bool = False) -> Any:
     """Word-level on the corpus, or byte-level BPE (digits after a space become "Ġ3"-style tokens)."""
-    from rmcore.tiny import train_tokenizer
+    from rmcore.models.tiny import train_tokenizer
 
     return train_tokenizer(CORPUS * 3, 400 if bpe else None, word_level=not bpe, **SPECIAL_TOKENS)
 
 
 def save_tiny_classifier(path, seed: int = 0):
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.models.tiny import save_tiny, tiny_model
 
     tok = tiny_tokenizer()
     model = tiny_model(tok, "llama", head="classifier", seed=seed, num_labels=1, **LLAMA)
@@ -171,7 +171,7 @@ def save_tiny_classifier(path, seed: int = 0):
 
 
 def save_tiny_lm(path, seed: int = 0, bpe: bool = False):
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.models.tiny import save_tiny, tiny_model
 
     tok = tiny_tokenizer(bpe=bpe)
     model = tiny_model(tok, "llama", seed=seed, **LLAMA)
@@ -186,7 +186,7 @@ TINY_SET = {"name": "simulated", "n_prompts": 24, "responses_per_prompt": 3, "se
 
 def set_texts(spec: dict[str, Any]) -> list[str]:
     """Every message and every response of a rating set: what its tiny tokenizers are trained on."""
-    from rmcore.data.registry import load_rating_set
+    from rmcore.data.loading import load_rating_set
 
     rs = load_rating_set(spec)
     return [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]
@@ -195,7 +195,7 @@ def set_texts(spec: dict[str, Any]) -> list[str]:
 def tiny_set_tokenizer() -> Any:
     """The tiny models' tokenizer trained on the simulated set: EOS only (no pad, no unk), the
     minimal chat template."""
-    from rmcore.tiny import CHAT_TEMPLATE, train_tokenizer
+    from rmcore.models.tiny import CHAT_TEMPLATE, train_tokenizer
 
     tok = train_tokenizer(set_texts(TINY_SET), 400, chat_template=CHAT_TEMPLATE)
     assert tok.pad_token is None and tok.unk_token is None  # forces a dedicated pad token
@@ -205,7 +205,7 @@ def tiny_set_tokenizer() -> Any:
 def save_tiny_qwen3(path: Path) -> Path:
     """A tiny Qwen3 causal LM (a reward model once loaded by ``load_reward_model``) with the simulated
     set's tokenizer: the shared-prompt forward's test model."""
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.models.tiny import save_tiny, tiny_model
 
     tok = tiny_set_tokenizer()
     model = tiny_model(tok, "qwen3", num_attention_heads=4, head_dim=8, max_position_embeddings=512,
@@ -264,8 +264,8 @@ GOOD, BAD = "Sure, here is a careful and correct answer.", "No."
 
 
 def save_tiny_judge(path: Path, texts: list[str], *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """A tiny Llama judge (rmcore.tiny), BPE tokenizer trained on ``texts`` with a pad and an EOS token."""
-    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+    """A tiny Llama judge (rmcore.models.tiny), BPE tokenizer trained on ``texts`` with a pad and an EOS token."""
+    from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 
     tok = train_tokenizer(texts, 600, pad_token="[PAD]", eos_token="[EOS]")
     model = tiny_model(tok, "llama", seed=seed, hidden_size=hidden, intermediate_size=2 * hidden,
@@ -320,8 +320,8 @@ def plain_scores(out: Path, keys: list[tuple[str, str]], max_length: int = MINIL
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.formatting import encode_example
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.formatting import encode_example
 
     model = AutoModelForSequenceClassification.from_pretrained(out).eval()
     tok = AutoTokenizer.from_pretrained(out)

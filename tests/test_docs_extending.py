@@ -29,7 +29,7 @@ def _blocks() -> list[tuple[str, str]]:
 
 def _registries() -> list[Any]:
     """Every mapping a registration writes to (the registries, and the side tables of two)."""
-    import rmcore.data.registry as data
+    import rmcore.data.loading as data
     import rmeval.audit.report as report
     import rmeval.backends.spec as backends
     import rmeval.conditions as conditions

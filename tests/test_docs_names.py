@@ -61,7 +61,7 @@ def test_the_perturbation_codes_of_suitability_md_and_policy_md_are_the_registri
 
 
 def test_the_backend_kinds_and_the_registries_of_extending_md():
-    from rmcore.registry import Registry
+    from rmcore.settings.registry import Registry
     from rmeval.backends.spec import BACKENDS
 
     page = _text("docs/extending.md")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,61 @@ def test_the_folder_check_sees_a_module_that_imports_its_folder_back():
     assert _cycles(_folder_graph(graph, folder)) == [["rmeval.scoring", "rmeval.scoring_run"]]
 
 
+# Each package's rooms (its folders; a loose module is a room of its own) in layer order: a room
+# imports only the rooms before it. docs/architecture.md's tables list them in this order.
+ROOMS = {
+    "rmcore": ("errors", "lazy", "io", "console", "settings", "data", "models", "runtime"),
+    "rmeval": ("backends", "conditions", "tables", "tracking", "stats", "perturbations", "scoring", "judges",
+               "suitability", "experiments", "audit", "reproduce", "cli"),
+}
+
+
+def _back_arrows(folders: dict[str, set[str]], package: str, order: tuple[str, ...]) -> tuple[int, list[str]]:
+    """(the arrows between ``package``'s rooms, those among them that point at a later room)."""
+    rank = {f"{package}.{room}": i for i, room in enumerate(order)}
+    arrows = [(a, b) for a, deps in folders.items() if a in rank for b in sorted(deps) if b in rank]
+    return len(arrows), [f"{a} imports {b}, a room after it" for a, b in arrows if rank[b] > rank[a]]
+
+
+def test_each_room_imports_only_the_rooms_before_it():
+    """rmcore and rmeval by capability: every folder of the package is named in ROOMS, and none
+    imports (lazily or not) a folder listed after it."""
+    folders = _folder_graph(_graph())
+    for package, order in ROOMS.items():
+        rooms = {f.split(".")[1] for f in folders if f.startswith(package + ".")}
+        assert rooms == set(order), (package, sorted(rooms ^ set(order)))
+        arrows, back = _back_arrows(folders, package, order)
+        print(f"{package}: {len(order)} rooms, {arrows} arrows, {len(back)} back arrows")
+        assert not back, "\n".join(back)
+
+
+def test_the_room_check_sees_a_back_arrow():
+    folders = {"pkg.low": {"pkg.base"}, "pkg.mid": {"pkg.low", "pkg.top"}, "pkg.top": {"pkg.mid"}}
+    assert _back_arrows(folders, "pkg", ("base", "low", "mid", "top")) == (
+        4, ["pkg.mid imports pkg.top, a room after it"])
+
+
+def _documented_rooms(package: str) -> list[str]:
+    """The first column of docs/architecture.md's table under "`<package>` by capability", in
+    order: ``io/`` -> io, ``errors.py`` -> errors (a cell may name several)."""
+    lines = (ROOT / "docs" / "architecture.md").read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"`{package}` by capability")), None)
+    assert start is not None, f"docs/architecture.md has no table of {package}'s folders"
+    table = []
+    for line in lines[start + 1:]:
+        if table and not line.startswith("|"):
+            break
+        if line.startswith("|"):
+            table.append(line)
+    cells = [row.split("|")[1] for row in table[2:]]  # past the header and its rule
+    return [name.removesuffix("/").removesuffix(".py") for cell in cells for name in re.findall(r"`([^`]+)`", cell)]
+
+
+def test_the_architecture_doc_lists_every_room_in_layer_order():
+    for package, order in ROOMS.items():
+        assert _documented_rooms(package) == list(order), package
+
+
 def test_rmeval_keeps_at_most_four_modules_loose_at_its_top():
     """rmeval is grouped by capability (docs/architecture.md): the few modules at its top level are
     shared leaves (tables, conditions, tracking)."""
@@ -159,8 +215,8 @@ def test_the_checks_see_a_lazy_import_and_a_circle(tmp_path):
 
 
 def test_importing_the_foundations_and_the_training_library_loads_no_layer_above():
-    mods = ["rmcore.data.registry", "rmcore.modeling", "rmcore.prefix_scoring", "rmcore.checkpoints",
-            "rmeval.audit.pipeline", "rmeval.scoring"]
+    mods = ["rmcore.data.loading", "rmcore.models.modeling", "rmcore.models.prefix_scoring",
+            "rmcore.runtime.checkpoints", "rmeval.audit.pipeline", "rmeval.scoring"]
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rmtrain'))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -198,10 +254,10 @@ def test_no_module_imports_a_private_name_of_another():
 def test_the_private_name_check_sees_one(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("from .panel import Panel, _mean\nfrom rmtrain.config import __doc__\n"
-                 "def f():\n    from rmcore.io import _private\n")
+                 "def f():\n    from rmcore.io.files import _private\n")
     assert _private_imports(f, "rmeval.judges.probe") == [
         "rmeval.judges.probe:1 imports _mean from rmeval.judges.panel",
-        "rmeval.judges.probe:4 imports _private from rmcore.io"]
+        "rmeval.judges.probe:4 imports _private from rmcore.io.files"]
 
 
 @pytest.mark.heavy

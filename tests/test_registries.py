@@ -1,4 +1,4 @@
-"""The six registries all stand on rmcore.registry.Registry: each public lookup keeps its wording and
+"""The six registries all stand on rmcore.settings.registry.Registry: each public lookup keeps its wording and
 suggests the closest name, and each public register function refuses a second registration."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 
 def _lookups() -> list[tuple[Any, str]]:
     """(a call with a typo, the message it must end with), one per registry, through its public path."""
-    from rmcore.data.registry import load_rating_set
+    from rmcore.data.loading import load_rating_set
     from rmeval.conditions import check_condition_names
     from rmeval.perturbations import perturb_prompt
     from rmeval.perturbations.suite import parse_spec
@@ -55,7 +55,7 @@ def test_an_unknown_name_keeps_its_wording_and_suggests_the_closest(k: int) -> N
 
 
 def test_the_six_are_registries() -> None:
-    from rmcore.data.registry import LOADERS
+    from rmcore.data.loading import LOADERS
     from rmeval.conditions import CONDITIONS
     from rmeval.perturbations import PROMPT_PERTURBATIONS
     from rmeval.scoring import SCORERS
@@ -73,7 +73,7 @@ def test_the_six_are_registries() -> None:
 
 
 def test_a_second_registration_is_refused_unless_replace() -> None:
-    from rmcore.data.registry import LOADERS, register_loader
+    from rmcore.data.loading import LOADERS, register_loader
     from rmeval.scoring import SCORERS, register_scorer
     from rmeval.scoring.loaders import LOADER_KINDS, register_reward_loader
     from rmtrain.arms import ARMS, register_arm

@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rmcore.config import _embedded_keys, dataclass_in, set_dotted
-from rmcore.settings import (
+from rmcore.settings.fields import (
     Range,
     field_range,
     flag_names,
@@ -31,6 +30,7 @@ from rmcore.settings import (
     number_type,
     type_hints,
 )
+from rmcore.settings.recipes import _embedded_keys, dataclass_in, set_dotted
 from rmeval.cli import main as rmeval_main
 from rmtrain.cli import main as rmtrain_main
 from tests.rmeval.cli.test_settings_flags import COMMANDS as RMEVAL_COMMANDS
@@ -356,7 +356,7 @@ def test_check_safetensors_passes_a_whole_file_and_names_a_broken_one(tmp_path) 
     from safetensors import safe_open
 
     from rmcore.errors import DataError
-    from rmcore.io import check_safetensors
+    from rmcore.io.files import check_safetensors
 
     whole = _safetensors_bytes(3)
     (tmp_path / "model.safetensors").write_bytes(whole)

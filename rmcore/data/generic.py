@@ -30,8 +30,9 @@ from typing import Any
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import TABLE_SUFFIXES as LOCAL_SUFFIXES
-from rmcore.io import Record, looks_like_hub_id, looks_local, py_row, read_records
+from rmcore.io.files import looks_like_hub_id, looks_local
+from rmcore.io.tables import TABLE_SUFFIXES as LOCAL_SUFFIXES
+from rmcore.io.tables import Record, py_row, read_records
 
 __all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
            "read_records", "require_text", "source_records"]

@@ -44,7 +44,7 @@ of stated constraints only); subtracting it keeps every prompt-level effect in u
 ``human_share`` knob alone sets the between-prompt share. Variance budget: with T = total_sd^2 + 1/12
 (1/12 = rounding variance), sd_q^2 = (1 - human_share) T - 1/12 - rater_noise_sd^2 and sd_u^2 =
 human_share T as a start; sd_u is then fine-tuned by bisection on the same draws so that the
-realised ICC(1) of the rounded, clipped ratings (``rmcore.variance.icc1``) equals
+realised ICC(1) of the rounded, clipped ratings (``rmcore.data.variance.icc1``) equals
 ``human_share`` (to ~0.01: rounding granularity). human_share = 0.3 is HelpSteer-like, 0 is
 HelpSteer2-like (its human share is about 0).
 
@@ -80,8 +80,8 @@ import numpy as np
 from scipy.stats import norm
 
 from rmcore.data.schema import DEFAULT_ATTRIBUTES, Preference, PromptRecord, RatingSet, Response
-from rmcore.settings import bounded
-from rmcore.variance import icc1
+from rmcore.data.variance import icc1
+from rmcore.settings.fields import bounded
 
 ROUNDING_VAR = 1.0 / 12.0
 # Response draws (see module doc). Fixed by the model, not knobs: they describe how well a typical

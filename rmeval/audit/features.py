@@ -37,10 +37,11 @@ import numpy as np
 import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
-from rmcore.device import resolve_device, resolve_dtype
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_table, check_path, read_table
-from rmcore.settings import comma_list, option
+from rmcore.io.files import atomic_write_json, check_path
+from rmcore.io.tables import atomic_write_table, read_table
+from rmcore.models.device import resolve_device, resolve_dtype
+from rmcore.settings.fields import comma_list, option
 from rmeval.conditions import default_embedder, embed_texts, first_turn_key, prompt_text
 from rmeval.scoring.run import data_digest
 
@@ -150,7 +151,7 @@ def prompt_input(tokenizer: Any, messages: list[Message]) -> tuple[str, bool]:
     """(text, add_special_tokens) of a prompt as the model reads it before its reply: the chat
     template with the generation cue where the tokenizer has one, else the plain layout."""
     # torch: --help stays cheap
-    from rmcore.formatting import plain_prompt
+    from rmcore.models.formatting import plain_prompt
 
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), False
@@ -164,7 +165,7 @@ def last_token_states(conversations: list[list[Message]], model: str | os.PathLi
     from transformers import AutoModel, AutoTokenizer
 
     # torch: --help stays cheap
-    from rmcore.modeling import loadable_model_path
+    from rmcore.models.modeling import loadable_model_path
 
     name = loadable_model_path(model, "--probe-base-model")
     dev = resolve_device(device)

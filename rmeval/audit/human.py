@@ -39,12 +39,12 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.data.schema import pick_attribute, skipped_note
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.markdown import interval, num, table
-from rmcore.settings import check_ranges, option
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.markdown import interval, num, table
+from rmcore.settings.fields import check_ranges, option
 from rmeval.stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
 from rmeval.stats.settings import N_BOOT, n_boot_field, parse_reliabilities

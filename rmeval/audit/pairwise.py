@@ -14,14 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmcore.checkpoints import display_name
 from rmcore.data.rewardbench import rewardbench2_table
 from rmcore.data.schema import RatingSet
 from rmcore.errors import DataError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.markdown import estimate, num, table
-from rmcore.settings import option
-from rmcore.tracking import flatten
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.markdown import estimate, num, table
+from rmcore.io.tables import atomic_write_table
+from rmcore.runtime.checkpoints import display_name
+from rmcore.runtime.wandb_log import flatten
+from rmcore.settings.fields import option
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
 from rmeval.stats.pairwise import pairwise_accuracy
@@ -30,7 +31,7 @@ from rmeval.stats.settings import n_boot_field
 from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:
-    from rmcore.tracking import Tracker
+    from rmcore.runtime.wandb_log import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
 

@@ -23,15 +23,22 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmcore.checkpoints import CONFIG_FILE, SUMMARY_FILE, display_name, provenance, training_max_length
+from rmcore.console.progress import Progress
 from rmcore.data.schema import RatingSet, pick_attribute, skipped_note, table_attributes
-from rmcore.device import Placement
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
-from rmcore.markdown import num, table
-from rmcore.progress import Progress
-from rmcore.settings import bounded, nested, option, switch
-from rmcore.tracking import flatten
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.markdown import num, table
+from rmcore.io.tables import atomic_write_table, read_table
+from rmcore.models.device import Placement
+from rmcore.runtime.checkpoints import (
+    CONFIG_FILE,
+    SUMMARY_FILE,
+    display_name,
+    provenance,
+    training_max_length,
+)
+from rmcore.runtime.wandb_log import flatten
+from rmcore.settings.fields import bounded, nested, option, switch
 from rmeval.audit.features import FeatureSettings, audit_feature_tables, read_feature_tables
 from rmeval.audit.report import log_audit, write_report
 from rmeval.audit.variants import variant_counts
@@ -39,6 +46,7 @@ from rmeval.conditions import CONDITIONS, NEEDS, check_condition_names
 from rmeval.perturbations.suite import CHEAP
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
+from rmeval.stats.bootstrap import AUDIT_BYTES, check_memory
 from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.settings import SuitabilityAuditSettings
 from rmeval.tables import load_preferences, load_ratings, load_scores
@@ -47,7 +55,7 @@ from rmeval.tracking import evaluation_tracker
 if TYPE_CHECKING:  # the recipe blocks are read by rmtrain.config: no scipy or model code to load them
     import pandas as pd
 
-    from rmcore.tracking import Tracker
+    from rmcore.runtime.wandb_log import Tracker
     from rmeval.scoring import Scorer, ScorerSettings
     from rmeval.scoring.run import Shard
 
@@ -157,9 +165,6 @@ def check_audit_memory(stats: StatsSettings, n_prompts: int, n_responses: int,
     """A one-line ConfigError, before any scoring, when the audit's resamples of ``n_prompts``
     prompts and ``n_responses`` responses would not fit in this machine's memory (``names``: the
     settings of ``n_boot`` and ``n_boot_regression``, as flags or recipe keys)."""
-    # numpy: --help stays cheap
-    from rmeval.stats.bootstrap import AUDIT_BYTES, check_memory
-
     main, regression = AUDIT_BYTES * stats.n_boot * n_responses, 8 * stats.n_boot_regression * n_prompts
     name, value = (names[0], stats.n_boot) if main >= regression else (names[1], stats.n_boot_regression)
     check_memory(main + regression, f"{name} {value} over {n_prompts} prompts ({n_responses} responses)")
@@ -170,7 +175,7 @@ def rating_set_size(rating_set: RatingSet) -> tuple[int, int]:
     return len(rating_set.prompts), sum(len(p.responses) for p in rating_set.prompts)
 
 
-# -- the recipe blocks (strict keys, read by rmcore.config) ----------------------------------------
+# -- the recipe blocks (strict keys, read by rmcore.settings.recipes) ----------------------------------------
 
 def _training_suitability() -> SuitabilityAuditSettings:
     return SuitabilityAuditSettings(perturbations=list(CHEAP), max_items=64, n_permutations=2000)
@@ -227,7 +232,7 @@ def _final_audit() -> AuditSettings:
 class FinalAuditSettings:
     """``sweep.audit``: the full audit of every finished run of a sweep (rmtrain.runs.final_audit)."""
 
-    # not a switch (rmcore.settings.switch): the released scorers are audited with these settings either way
+    # not a switch (rmcore.settings.fields.switch): the released scorers are audited with these settings either way
     enabled: bool = True
     data: dict[str, Any] | None = None  # None: the held-out split (no run trains on it)
     # the audit of each run: a recipe gives these of its keys here (the cheap conditions, 1000
@@ -238,7 +243,7 @@ class FinalAuditSettings:
     batch_size: int = bounded(32, ge=1)
     max_length: int | None = bounded(None, ge=1)  # None: training.max_length
     max_tokens: int | None = bounded(None, ge=1)  # cap on padded tokens per batch
-    # where each audit runs (rmcore.device); trust_remote_code is the model section's
+    # where each audit runs (rmcore.models.device); trust_remote_code is the model section's
     device: str = "auto"
     dtype: str = "auto"
     attn_implementation: str | None = None  # None: the model section's
@@ -525,7 +530,7 @@ def audit_line(name: str, result: dict[str, Any], out: str | os.PathLike) -> str
 
 def result_title(name: str, result: dict[str, Any]) -> str:
     """What a record's report is titled by: the arm and seed of the checkpoint in its meta
-    (``rmcore.checkpoints.display_name``), else ``name``."""
+    (``rmcore.runtime.checkpoints.display_name``), else ``name``."""
     checkpoint = result.get("meta", {}).get("checkpoint")
     return display_name(name, checkpoint) if checkpoint else name
 
@@ -616,7 +621,7 @@ def _earlier_meta(scores: str | os.PathLike) -> dict[str, Any]:
 
 
 def tables_provenance(scores: str | os.PathLike) -> dict[str, Any]:
-    """The provenance (``rmcore.checkpoints.provenance``) of the run whose texts ``scores`` holds,
+    """The provenance (``rmcore.runtime.checkpoints.provenance``) of the run whose texts ``scores`` holds,
     from where the table lies: a training run's directory (its ``heldout_scores.parquet``), else the
     ``audit.json`` an audit wrote beside it (its meta keeps the run's seed as ``run_seed``)."""
     folder = Path(scores).parent

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.data.schema import skipped_note
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text
-from rmcore.markdown import MISSING, estimate, interval, num, table
-from rmcore.registry import Registry
-from rmcore.tracking import Tracker, flatten
+from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.io.markdown import MISSING, estimate, interval, num, table
+from rmcore.runtime.wandb_log import Tracker, flatten
+from rmcore.settings.registry import Registry
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
                "overlap", "embedding", "length", "related", "human")

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from rmcore.data.schema import RatingSet
-from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json
-from rmcore.settings import bounded, check_ranges, nested, option
+from rmcore.io.files import atomic_write_json
+from rmcore.models.device import PLACEMENT_GROUP, Placement
+from rmcore.settings.fields import bounded, check_ranges, nested, option
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
-from rmcore.device import Placement, input_device
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_text, read_jsonl_rows
+from rmcore.io.files import atomic_write_text
+from rmcore.io.tables import read_jsonl_rows
+from rmcore.models.device import Placement, input_device
 
 TASKS = ("paraphrase", "related")
 
@@ -187,7 +188,7 @@ class FileGenerator(Generator):
 class HFGenerator(Generator):
     """A causal LM (local path or Hub id). Greedy for one variant; sampled (seeded) for several,
     since greedy decoding would return the same text n times. A model loaded from a path runs
-    where ``placement`` says (else ``device``/``dtype``, ``auto`` when None: rmcore.device)."""
+    where ``placement`` says (else ``device``/``dtype``, ``auto`` when None: rmcore.models.device)."""
 
     kind = "hf"
 
@@ -196,7 +197,7 @@ class HFGenerator(Generator):
                  device: str | None = None, dtype: str | None = None, batch_size: int = 8,
                  chat_template_kwargs: dict[str, Any] | None = None, placement: Any | None = None) -> None:
         # torch: --help stays cheap
-        from rmcore.modeling import load_causal_lm
+        from rmcore.models.modeling import load_causal_lm
 
         if isinstance(model, (str, os.PathLike)):
             self.model, self.tokenizer = load_causal_lm(
@@ -220,7 +221,7 @@ class HFGenerator(Generator):
         """A user message (or a conversation ending in a user turn) as the model's input: its chat
         template, else the plain layout."""
         # torch: --help stays cheap
-        from rmcore.formatting import plain_prompt
+        from rmcore.models.formatting import plain_prompt
 
         messages = [{"role": "user", "content": text}] if isinstance(text, str) else list(text)
         if getattr(self.tokenizer, "chat_template", None):
@@ -238,7 +239,7 @@ class HFGenerator(Generator):
         """``text`` cut at its end so that the wrapped instruction and ``max_new_tokens`` fit the
         model's positions (a longer input would crash the forward pass); ``n_truncated`` counts cuts."""
         # torch: --help stays cheap
-        from rmcore.modeling import resolve_max_length
+        from rmcore.models.modeling import resolve_max_length
 
         tok = self.tokenizer
         ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -262,7 +263,7 @@ class HFGenerator(Generator):
         import torch
 
         # torch: --help stays cheap
-        from rmcore.modeling import model_max_length
+        from rmcore.models.modeling import model_max_length
 
         sample = self.do_sample if self.do_sample is not None else n > 1
         tok = self.tokenizer
@@ -456,7 +457,7 @@ def make_hf_generator(spec: Any, *, seed: int = 0, placement: Placement | None =
                       **_: Any) -> HFGenerator:
     """The ``hf`` kind's generator (``rmeval.backends.spec``): ``spec.value`` a path, Hub id, ``pkg:``
     model or an in-memory model (with ``tokenizer``); ``greedy`` None: sampled for several variants."""
-    from rmcore.modeling import resolve_model_path  # torch: --help stays cheap
+    from rmcore.models.modeling import resolve_model_path  # torch: --help stays cheap
 
     model = resolve_model_path(spec.value) if isinstance(spec.value, str) else spec.value
     return HFGenerator(model, seed=seed, **_given(

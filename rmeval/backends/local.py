@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from rmcore.batching import length_sorted_batches
-from rmcore.device import Placement, dtype_name, input_device, resolve_device
 from rmcore.errors import ConfigError
-from rmcore.modeling import load_causal_lm, resolve_max_length, resolve_model_path
+from rmcore.models.batching import length_sorted_batches
+from rmcore.models.device import Placement, dtype_name, input_device, resolve_device
+from rmcore.models.modeling import load_causal_lm, resolve_max_length, resolve_model_path
 from rmeval.backends import JudgeBackend, Question
 
 
@@ -51,7 +51,7 @@ def load_causal_judge(model: str | os.PathLike | Any, *, tokenizer: Any | None =
     """(model in eval mode, tokenizer, model id) for a checkpoint path / Hub id or an in-memory model.
     A directory holding a PEFT adapter (adapter_config.json) is loaded on its base model. A model
     loaded here is placed as ``placement`` says (else ``device``/``dtype``, ``auto`` when None:
-    rmcore.device); an in-memory one is moved only when ``device`` is given."""
+    rmcore.models.device); an in-memory one is moved only when ``device`` is given."""
     if isinstance(model, (str, os.PathLike)):
         model_id = str(model)
         placement = placement or Placement(device=device or "auto", dtype=dtype or "auto",

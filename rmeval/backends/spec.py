@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 CAPABILITIES = ("judge", "generator", "variants", "rewriter")
 OPENAI_API_URL = "https://api.openai.com/v1"  # an endpoint's base URL where a site defaults to OpenAI's
@@ -87,7 +87,7 @@ def _adopt(name: str, obj: Any) -> Backend:
 
 
 _ENDPOINT = ("base_url", "api_key_env")
-# kind -> Backend; plugins: entry points of group matchrm.backends (rmcore.registry)
+# kind -> Backend; plugins: entry points of group matchrm.backends (rmcore.settings.registry)
 BACKENDS: Registry[Backend] = Registry("backend", {
     "hf": Backend("a local path, Hub id or PEFT adapter directory, run here by transformers", local=True, toys=True,
                   makes={
@@ -211,11 +211,11 @@ def check_backend(capability: str, spec: BackendSpec, *, kinds: list[str] | None
 
 
 def check_local(spec: BackendSpec) -> None:
-    """A local kind's model path that does not exist is one line naming the spec (``rmcore.io.check_path``),
+    """A local kind's model path that does not exist is one line naming the spec (``rmcore.io.files.check_path``),
     not the Hub's repo-id error; a Hub id (owner/name) and a ``pkg:`` model are let through."""
     b = BACKENDS.lookup(spec.kind)
     if b.local and isinstance(spec.value, str) and not spec.value.startswith("pkg:"):
-        from rmcore.io import check_path  # pandas: --help stays cheap
+        from rmcore.io.files import check_path  # pandas: --help stays cheap
 
         check_path(spec.value, f"{spec.what} {b.usage(spec.kind)}", kind="dir", hub_ok=True)
 

@@ -21,16 +21,16 @@ pairwise accuracy on preference sets. Thin: every step is a library call.
 
 SPEC: a JSON/YAML data-spec file, a JSON string, or a short form ``simulated``,
 ``simulated:n_prompts=100,seed=3``, ``rm_bench:/path/chat_filtered.json``, ``helpsteer2:validation``
-(``rmcore.data.registry.parse_data_spec``).
+(``rmcore.data.loading.parse_data_spec``).
 If DIR holds several checkpoints (subdirectories with config.json: checkpoint-*/, arm dirs), each is
 audited into OUT/<name>/ and a comparison is written to OUT/summary.md and OUT/summary.json.
 Every path given is checked first: a missing, empty or wrong-kind path is a one-line error. A
 --checkpoint that is not a local path and looks like a Hub id (owner/name) is loaded from the Hub.
 
 One module per command (``rmeval.cli.<command>``), each with ``add_parser(subparsers)``: the command's
-settings are one dataclass whose fields declare its flags (``rmcore.settings``; shared pieces in
-``rmeval.cli.flags``), registered with its ``run`` by ``rmcore.commands.add_command``; ``main`` is
-``rmcore.commands.run_main``, as ``rmtrain``'s: it reads the settings back, and ``run`` takes them,
+settings are one dataclass whose fields declare its flags (``rmcore.settings.fields``; shared pieces in
+``rmeval.cli.flags``), registered with its ``run`` by ``rmcore.settings.commands.add_command``; ``main`` is
+``rmcore.settings.commands.run_main``, as ``rmtrain``'s: it reads the settings back, and ``run`` takes them,
 makes one library call and prints its one-line result.
 """
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.commands import run_main
-from rmcore.settings import Parser
+from rmcore.settings.commands import run_main
+from rmcore.settings.fields import Parser
 from rmeval.cli import (
     audit,
     features,

@@ -11,11 +11,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmcore.checkpoints import find_checkpoints
-from rmcore.commands import add_command
-from rmcore.data.registry import load_data
-from rmcore.io import check_path
-from rmcore.settings import nested, option
+from rmcore.data.loading import load_data
+from rmcore.io.files import check_path
+from rmcore.runtime.checkpoints import find_checkpoints
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option
 from rmeval.audit.pipeline import (
     AuditSettings,
     audit_checkpoint,

@@ -1,13 +1,13 @@
 """The settings the experiment commands share (``rmeval pool``, ``rmeval leaderboard``, ``rmtrain
 filter-experiment``): the recipe, the output directory, and overrides of the recipe's values
-(``rmcore.commands.recipe_overrides``: ``--set`` items, then ``--data`` and ``--max-prompts``)."""
+(``rmcore.settings.commands.recipe_overrides``: ``--set`` items, then ``--data`` and ``--max-prompts``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmcore.settings import AppendEach, option, output_folder
-from rmcore.tracking import WandbFlags
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.fields import AppendEach, option, output_folder
 from rmeval.cli.flags import wandb_flags
 
 

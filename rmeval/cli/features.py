@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.data.registry import load_data
-from rmcore.settings import nested, option, output_folder
+from rmcore.data.loading import load_data
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.audit.features import FeatureSettings, write_features
 from rmeval.cli.flags import DATA_HELP
 

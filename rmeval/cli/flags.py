@@ -1,11 +1,11 @@
 """What several ``rmeval`` commands share: each command's settings are one dataclass whose fields
-declare its flags (``rmcore.settings``), registered by ``rmcore.commands.add_command``; the pieces
+declare its flags (``rmcore.settings.fields``), registered by ``rmcore.settings.commands.add_command``; the pieces
 held by several commands are declared here once.
 
 ``ScoringCommand`` is the part of every command that scores checkpoints (``audit``, ``pairwise``,
 ``suitability``): the checkpoints, the prompts, the output, the scorer (``rmeval.scoring.ScorerSettings``,
-with the device flags of ``rmcore.device.Placement`` under "where the model runs") and where it
-logs (``rmcore.tracking.WandbFlags``, as :func:`run_wandb` holds them)."""
+with the device flags of ``rmcore.models.device.Placement`` under "where the model runs") and where it
+logs (``rmcore.runtime.wandb_log.WandbFlags``, as :func:`run_wandb` holds them)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.io import check_path
-from rmcore.jobs import launch_command
-from rmcore.settings import nested, option, output_folder
-from rmcore.tracking import DEFAULT_PROJECT, WandbFlags
+from rmcore.io.files import check_path
+from rmcore.runtime.jobs import launch_command
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, WandbFlags
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.scoring import ScorerSettings
 
 DATA_HELP = "data SPEC (file, JSON, or name[:k=v,...])"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.settings import nested, option, output_folder
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.audit.human import HumanSettings, human_audit
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.markdown import num
-from rmcore.settings import nested, option, output_folder
-from rmcore.tracking import WandbFlags
+from rmcore.io.markdown import num
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.cli.flags import wandb_flags
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.baselines import BaselineSettings

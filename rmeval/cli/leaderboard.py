@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.commands import add_command, recipe_overrides
-from rmcore.quiet import quiet_libraries
+from rmcore.console.quiet import quiet_libraries
+from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.experiments.leaderboard import load_leaderboard_config, run_leaderboard
 from rmeval.experiments.recipe import TOY_NOTICE

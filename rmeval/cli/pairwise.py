@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from rmcore.checkpoints import display_name, find_checkpoints
-from rmcore.commands import add_command
-from rmcore.data.registry import load_data
-from rmcore.settings import nested, option
+from rmcore.data.loading import load_data
+from rmcore.runtime.checkpoints import display_name, find_checkpoints
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option
 from rmeval.audit.pairwise import PairwiseSettings, pairwise_checkpoint, pairwise_line, write_pairwise_summary
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
 from rmeval.scoring.run import Shard

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.commands import add_command, recipe_overrides
-from rmcore.quiet import quiet_libraries
+from rmcore.console.quiet import quiet_libraries
+from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.experiments.pool import build_pool, load_pool_config
 from rmeval.experiments.recipe import TOY_NOTICE

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.commands import add_command, recipe_overrides
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.settings import AppendEach, key_values, option, output_folder
-from rmcore.tracking import WandbFlags
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import add_command, recipe_overrides
+from rmcore.settings.fields import AppendEach, key_values, option, output_folder
 from rmeval.cli.flags import wandb_flags
 from rmeval.reproduce.array import slurm_markdown, slurm_plan
 from rmeval.reproduce.context import Context

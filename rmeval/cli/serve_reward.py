@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.settings import nested, option
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option
 from rmeval.scoring.server import ServerSettings, serve_reward
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.settings import nested, option, output_folder
-from rmcore.tracking import WandbFlags
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings, audit_tables
 from rmeval.cli.flags import named_paths, run_wandb
 

@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmcore.checkpoints import find_checkpoints
-from rmcore.commands import add_command
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.errors import ConfigError
-from rmcore.io import check_path
-from rmcore.settings import nested, option, output_folder
-from rmcore.tracking import WandbFlags
+from rmcore.io.files import check_path
+from rmcore.runtime.checkpoints import find_checkpoints
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option, output_folder
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.cli.flags import ScoringCommand, dest, wandb_flags
 from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.data.registry import load_data
-from rmcore.settings import nested, option
+from rmcore.data.loading import load_data
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import nested, option
 from rmeval.audit.variants import PromptVariantSettings, summary_line, write_prompt_variants
 from rmeval.backends.spec import is_local
 

@@ -17,7 +17,7 @@ P(x better) and the judge's self-agreement across orders.
 A local judge reads the prompt as one user turn of its chat template; a prompt longer than
 ``max_length`` loses the start of its conversation first, then the ends of both responses by the
 same number of tokens (``rmeval.scoring.judge.fit_judge_prompt``), and is counted. Judgments are
-cached in SQLite (``rmcore.cache``) under (judge fingerprint, the item as text), committed chunk by
+cached in SQLite (``rmcore.io.cache``) under (judge fingerprint, the item as text), committed chunk by
 chunk, so an interrupted run resumes and a rerun asks the judge nothing; the judge is loaded only
 when something is missing.
 """
@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.cache import SqliteCache, content_key
 from rmcore.data.schema import Message
-from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.io.cache import SqliteCache, content_key
+from rmcore.models.device import Placement, dtype_name, resolve_device, resolve_dtype
+from rmcore.settings.fields import bounded
 from rmeval.backends import Question, Tokens
 from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
 from rmeval.experiments.responses import resolve_model

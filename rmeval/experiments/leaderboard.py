@@ -45,14 +45,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.data.loading import load_data
 from rmcore.data.pairs import build_pairs
-from rmcore.data.registry import load_data
 from rmcore.data.schema import PromptRecord, RatingSet, pick_attribute
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.markdown import estimate, interval, num, table
-from rmcore.settings import bounded
-from rmcore.tracking import DEFAULT_PROJECT, flatten
+from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.io.markdown import estimate, interval, num, table
+from rmcore.io.tables import atomic_write_table
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, flatten
+from rmcore.settings.fields import bounded
 from rmeval.experiments.comparisons import HelpfulnessJudge
 from rmeval.experiments.pool import load_reward_scorer, score_pool
 from rmeval.experiments.recipe import (

@@ -31,13 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text, read_table
-from rmcore.markdown import num, table
-from rmcore.settings import bounded
-from rmcore.tracking import DEFAULT_PROJECT, flatten
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.markdown import num, table
+from rmcore.io.tables import atomic_write_table, read_table
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, flatten
+from rmcore.settings.fields import bounded
 from rmeval.experiments.recipe import (
     TOY_NOTICE,
     check_reward_models,
@@ -68,7 +69,7 @@ class PoolSampling(SamplingSettings):
 class PoolConfig:
     """``rmeval pool``'s recipe (``experiment: pool``)."""
 
-    data: Any  # a data SPEC string or a spec mapping (rmcore.data.registry)
+    data: Any  # a data SPEC string or a spec mapping (rmcore.data.loading)
     policies: list[dict[str, Any]]  # rmeval.experiments.responses.PolicySpec mappings
     sampling: PoolSampling = field(default_factory=PoolSampling)
     reward_models: dict[str, Any] = field(default_factory=dict)  # name -> checkpoint or ScorerSettings mapping

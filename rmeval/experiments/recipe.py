@@ -3,7 +3,7 @@ filter-experiment``): their recipes' policy, reward-model and judge blocks, load
 strictly, and the notice every toy run prints.
 
 A recipe names its kind at the top (``experiment: pool | leaderboard | filtering``) and is read into
-the command's dataclass by ``rmcore.config`` (an unknown key is an error naming the key and the
+the command's dataclass by ``rmcore.settings.recipes`` (an unknown key is an error naming the key and the
 file). Policies are a list of mappings (``rmeval.experiments.responses.PolicySpec``), reward models a mapping
 name -> checkpoint or name -> {model, kind, batch_size, max_length, ...} (``ScorerSettings``),
 judges a mapping name -> ``rmeval.experiments.comparisons.JudgeSpec``."""
@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from rmcore.config import build_config, config_from_dict, load_recipe, parse_override
 from rmcore.errors import ConfigError
+from rmcore.settings.recipes import build_config, config_from_dict, load_recipe, parse_override
 from rmeval.experiments.comparisons import JudgeSpec
 from rmeval.experiments.responses import TINY, PolicySpec
 from rmeval.scoring import SCORERS, ScorerSettings
@@ -83,7 +83,7 @@ def judge_specs(block: Any, where: str) -> dict[str, Any]:
 def load_experiment(cls: type[T], path: str | os.PathLike, kind: str, *,
                     overrides: Mapping[str, Any] | list[str] | None = None, required: tuple[str, ...] = ()) -> T:
     """The recipe at ``path`` (``experiment: kind``) as ``cls``, with overrides: a mapping of dotted
-    keys (a command's, ``rmcore.commands.recipe_overrides``) or ``KEY=VALUE`` items."""
+    keys (a command's, ``rmcore.settings.commands.recipe_overrides``) or ``KEY=VALUE`` items."""
     raw = load_recipe(path)
     if raw.get("experiment") != kind:
         raise ConfigError(f"{path}: not a {kind} recipe (it says experiment: {raw.get('experiment')!r})")

@@ -13,12 +13,12 @@ A policy is a model on a backend:
 
 Every prompt's conversation (multi-turn kept) goes through the model's own chat template, with the
 policy's ``chat_template_kwargs`` (e.g. ``enable_thinking: false`` for Qwen3); a tokenizer without
-one gets the plain layout (``rmcore.formatting.plain_prompt``). A policy answers each prompt with
+one gets the plain layout (``rmcore.models.formatting.plain_prompt``). A policy answers each prompt with
 ``n`` samples (``temperature``, ``top_p``, at most ``max_new_tokens`` new tokens) or greedily
 (temperature 0, one response). Responses are kept as generated, without filtering; each carries its
 new-token count and whether it stopped at the cap.
 
-Caching and resumption: every response is stored in a SQLite cache (``rmcore.cache``) under the key
+Caching and resumption: every response is stored in a SQLite cache (``rmcore.io.cache``) under the key
 (policy fingerprint, sampling settings, conversation, sample index); the fingerprint of a local
 model holds its files' sizes and times, so a retrained model is a new key. Prompts are generated in
 fixed chunks of the prompt list, each seeded from the seed and its prompts' ids and committed
@@ -26,7 +26,7 @@ whole, so a rerun skips the stored chunks: an interrupted generation resumes whe
 gives what an uninterrupted one would (same hardware and library versions). Nothing is loaded when
 every response is cached.
 
-Toy policies: a model ``tiny:SEED`` is a tiny causal LM built by ``rmcore.tiny`` (Qwen2 shape,
+Toy policies: a model ``tiny:SEED`` is a tiny causal LM built by ``rmcore.models.tiny`` (Qwen2 shape,
 byte-level BPE tokenizer trained on the prompts' and responses' texts, chat template, weights from
 SEED), saved once under the given build directory: CPU demos and tests, whose texts mean nothing.
 """
@@ -43,13 +43,13 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.cache import SqliteCache, content_key
+from rmcore.console.progress import Progress
 from rmcore.data.schema import PromptRecord
-from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.progress import Progress
-from rmcore.settings import bounded
-from rmcore.tiny import PAD, tiny_causal_lm
+from rmcore.io.cache import SqliteCache, content_key
+from rmcore.models.device import Placement, dtype_name, resolve_device, resolve_dtype
+from rmcore.models.tiny import PAD, tiny_causal_lm
+from rmcore.settings.fields import bounded
 from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
 from rmeval.scoring.base import model_identity
 
@@ -66,7 +66,7 @@ class PolicySpec:
     backend: str = "hf"  # hf | openai | vllm
     base_url: str | None = None  # openai: the endpoint (http://host:8000/v1 for a vLLM server)
     api_key_env: str = "OPENAI_API_KEY"
-    device: str = "auto"  # hf: rmcore.device's rule
+    device: str = "auto"  # hf: rmcore.models.device's rule
     dtype: str = "auto"  # hf / vllm: auto = bfloat16 on a recent GPU, float32 on the CPU
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_remote_code: bool = False
@@ -129,7 +129,7 @@ def resolve_model(model: str, *, texts: Sequence[str] | None = None, build_dir: 
     ``texts`` (see the module doc); ``pkg:`` models resolve to their package's path; anything else
     is returned as it is."""
     # torch: this module loads without it
-    from rmcore.modeling import resolve_model_path
+    from rmcore.models.modeling import resolve_model_path
 
     if not model.startswith(TINY):
         return resolve_model_path(model)

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError, DataError, invalid_json
-from rmcore.io import atomic_save_figure, is_finite
-from rmcore.markdown import num
-from rmcore.markdown import table as md_table
+from rmcore.io.files import atomic_save_figure, is_finite
+from rmcore.io.markdown import num
+from rmcore.io.markdown import table as md_table
 from rmeval.backends import JudgeBackend, Question, Tokens, read_bracket_verdict
 from rmeval.backends.spec import OPENAI_API_URL, make_backend, parse_backend_spec
 from rmeval.stats.bootstrap import mean_of_prompt_values
@@ -141,7 +141,7 @@ class HFPairwiseJudge(PairwiseJudge):
     def __init__(self, model: str | os.PathLike | Any, *, tokenizer: Any | None = None, max_length: int = 4096,
                  batch_size: int = 8, device: str | None = None, dtype: str = "float32") -> None:
         # torch: this module loads without it
-        from rmcore.modeling import resolve_max_length
+        from rmcore.models.modeling import resolve_max_length
         from rmeval.backends.local import LocalBackend
 
         backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, device=device, dtype=dtype)
@@ -169,7 +169,7 @@ def make_judge(spec: str, *, base_url: str | None = None, max_length: int = 4096
     ``placement`` says: the CPU or GPU in float32 by default), ``openai:MODEL`` (at ``base_url``,
     else OpenAI's), ``openai_logprobs:MODEL``."""
     # torch: this module loads without it
-    from rmcore.device import Placement
+    from rmcore.models.device import Placement
 
     s = parse_backend_spec(spec, what=what, spelled={"base_url": "evaluation.judge_base_url"},
                            defaults={"base_url": OPENAI_API_URL}, base_url=base_url)

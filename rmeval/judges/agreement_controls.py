@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.markdown import num, table
+from rmcore.io.markdown import num, table
 
 from .panel import (
     PROTOCOLS,

@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmcore.console.progress import Progress
 from rmcore.errors import ConfigError
-from rmcore.markdown import num, table
-from rmcore.progress import Progress
-from rmcore.settings import bounded, check_ranges, comma_list, option
+from rmcore.io.markdown import num, table
+from rmcore.settings.fields import bounded, check_ranges, comma_list, option
 
 from .agreement_controls import (
     attribute_importance,

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmcore.io import atomic_write_json
+from rmcore.io.files import atomic_write_json
 
 from .analysis import analyze
 from .elicit import LocalPairJudge, elicit_shard, merge_shards, questions_for

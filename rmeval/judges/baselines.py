@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded, check_ranges, comma_list, option
+from rmcore.settings.fields import bounded, check_ranges, comma_list, option
 
 from .inventory import OVERALL, Attribute, load_inventory
 from .panel import build_panel

@@ -35,10 +35,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rmcore.device import Placement
+from rmcore.console.progress import Progress
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_table
-from rmcore.progress import Progress
+from rmcore.io.files import atomic_write_json
+from rmcore.io.tables import atomic_write_table
+from rmcore.models.device import Placement
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.endpoint import EndpointBackend
 from rmeval.backends.local import LocalBackend
@@ -342,7 +343,7 @@ def elicit_shard(items: pd.DataFrame, judge: PairJudge, questions: dict[str, str
     # every answer lands in one array as its chunk is answered (calls run item by item, order by
     # order, question by question), so a shard never holds its calls or answers as Python objects
     letters = np.empty(stats.n_cells, dtype=float)
-    # a bar on a terminal, a line every half minute on any other stderr (rmcore.progress)
+    # a bar on a terminal, a line every half minute on any other stderr (rmcore.console.progress)
     bar = Progress(f"{judge_name} shard {shard + 1}/{n_shards}", stats.n_cells, unit="call", enabled=progress)
 
     def ask(todo: list[Call]) -> list[tuple[Any, ...]]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.progress import Progress
+from rmcore.console.progress import Progress
 
 # ``panel`` below is a rmeval.judges.panel.Panel (not imported: the panel imports this module)
 Panel = Any

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.progress import Progress
+from rmcore.console.progress import Progress
 
 from .inventory import OVERALL
 from .pairstats import AttributeCounts, ProtocolCounts, attribute_counts, protocol_counts

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_table, atomic_write_text
-from rmcore.tracking import DEFAULT_PROJECT, Tracker, flatten
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.tables import atomic_write_table
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
 from rmeval.tracking import evaluation_tracker
 
 from .analysis import AnalysisSettings, analysis_markdown, analyze
@@ -25,7 +26,7 @@ from .inventory import load_inventory
 from .plots import analysis_plots, plots_not_drawn, weight_profiles
 from .reweight import reweight, reweight_markdown
 from .settings import ElicitSettings, ExecutorSettings, ReweightSettings
-from .shards import make_executor, run_shards
+from .shards import run_shards, submitit_executor
 from .store import load_store
 from .tables import load_items
 
@@ -38,7 +39,7 @@ def prepare_items(cfg: ElicitSettings) -> tuple[Path, dict[str, dict[str, int]]]
     spec one source; the same seed gives the same file, so a restarted run sees the same items);
     and the rows each source's loader skipped (``on_bad=skip``), by reason."""
     # scipy, the data sets' loaders: only an elicitation from --data reads them
-    from rmcore.data.registry import load_data, parse_data_spec
+    from rmcore.data.loading import load_data, parse_data_spec
 
     # torch: only an elicitation loads the judge
     from .elicit import items_from_rating_set
@@ -70,7 +71,7 @@ def run_elicit(cfg: ElicitSettings) -> dict[str, Any]:
     spec = cfg.judge_spec()  # the judge and the attributes are checked before OUT/items.jsonl is written
     if cfg.model:
         # torch: only a local judge needs it
-        from rmcore.modeling import check_model_name
+        from rmcore.models.modeling import check_model_name
 
         check_model_name(cfg.model, "--model")  # a local path, or a Hub id that exists
     attrs = load_inventory(cfg.attributes, extend=cfg.extend_attributes, names=cfg.attribute_names or None)
@@ -81,7 +82,7 @@ def run_elicit(cfg: ElicitSettings) -> dict[str, Any]:
                       chunk_items=cfg.chunk_items, progress=cfg.progress) for i in shards]
     executor = None
     if cfg.executor != "none":
-        executor = make_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
+        executor = submitit_executor(cfg.executor, str(Path(cfg.out) / "submitit"), **cfg.executor_params.params())
     stats = run_shards(jobs, executor)
     summary: dict[str, Any] = {"shards": stats, "n_attributes": len(attrs), "items": str(items_path),
                                "rows_skipped": skipped}

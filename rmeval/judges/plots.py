@@ -6,7 +6,7 @@ one line each why a figure is missing (the CLI's stderr and ``analysis.md`` carr
 
 Both are sized from their content (judges, attributes, the longest label) with a floor that fits
 the title, laid out by matplotlib's constrained layout (nothing cut at the edges), and written
-atomically (``rmcore.io.atomic_save_figure``)."""
+atomically (``rmcore.io.files.atomic_save_figure``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.io import atomic_save_figure
+from rmcore.io.files import atomic_save_figure
 
 
 def _plt():

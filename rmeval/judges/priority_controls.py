@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError
-from rmcore.markdown import num, table
+from rmcore.io.markdown import num, table
 
 from .panel import Panel, fit_weights, mean_or_none, one_blas_thread
 from .workers import run_tasks

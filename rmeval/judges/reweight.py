@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.markdown import percent, table
+from rmcore.io.markdown import percent, table
 
 from .panel import Panel, build_panel, logistic_regression, one_blas_thread
 from .store import JudgmentStore

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import check_ranges, comma_list, nested, option, output_folder
+from rmcore.models.device import PLACEMENT_GROUP, Placement
+from rmcore.settings.fields import check_ranges, comma_list, nested, option, output_folder
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -27,7 +27,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 @dataclass
 class ExecutorSettings:
-    """The submitit parameters of the shards' jobs (``rmcore.jobs.make_executor``); unset ones are
+    """The submitit parameters of the shards' jobs (``rmcore.runtime.jobs.submitit_executor``); unset ones are
     submitit's defaults."""
 
     slurm_partition: str | None = option(None, flag="--partition", deprecated=("--slurm-partition",),

@@ -1,5 +1,5 @@
 """Run shard callables locally or as a SLURM job array through a submitit executor
-(``make_executor``: the one factory in ``rmcore.jobs``, shared with ``rmtrain sweep``).
+(``submitit_executor``: the one factory in ``rmcore.runtime.jobs``, shared with ``rmtrain sweep``).
 """
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmcore.jobs import make_executor
+from rmcore.runtime.jobs import submitit_executor
 
-__all__ = ["make_executor", "run_shards"]
+__all__ = ["submitit_executor", "run_shards"]
 
 
 def run_shards(shards: Sequence[Callable[[], Any]], executor: Any | None = None) -> list[Any]:

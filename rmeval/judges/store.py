@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
-from rmcore.io import read_table
+from rmcore.io.tables import read_table
 
 JUDGMENT_COLUMNS = ("item_id", "judge", "attribute", "order", "direction")  # the long table (rmeval.judges.tables)
 ORDERS = ("AB", "BA")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
-from rmcore.io import read_table
+from rmcore.io.tables import read_table
 
 from .store import JUDGMENT_COLUMNS, ORDERS, is_store, load_store, store_to_table
 

@@ -1,5 +1,5 @@
 """Independent tasks (one judge's logistic fits) over worker processes, with their progress on
-stderr (``rmcore.progress``: a bar on a terminal, a line every half minute elsewhere).
+stderr (``rmcore.console.progress``: a bar on a terminal, a line every half minute elsewhere).
 
 Every task is seeded and runs its fits on one BLAS thread, so its result does not depend on the
 process it runs in, nor on how many there are: ``jobs`` changes the wall time only. The tasks go
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmcore.progress import Progress
+from rmcore.console.progress import Progress
 from rmeval.stats.probes import default_jobs  # this process's CPUs, or fewer where OMP_NUM_THREADS says so
 
 __all__ = ["default_jobs", "run_tasks"]

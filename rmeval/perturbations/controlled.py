@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry, did_you_mean
+from rmcore.settings.registry import Registry, did_you_mean
 from rmeval.perturbations.stylized import structured_presentation, synonym_transform
 
 CONTROLLED_NAMES = {

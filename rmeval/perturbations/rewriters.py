@@ -13,7 +13,7 @@ or returned an empty text); the suite counts those, it never drops them silently
 
 ``CachedRewriter`` keeps every finished rewrite (and every empty answer) in one SQLite file keyed by
 sha256(rewriter fingerprint, code, language, text), in the content-addressed cache the scores use
-(``rmcore.cache``): a rewrite is never asked for twice, and an interrupted run resumes from the last
+(``rmcore.io.cache``): a rewrite is never asked for twice, and an interrupted run resumes from the last
 committed chunk. Backend errors are
 not cached, so a later run retries them.
 """
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.cache import SqliteCache, content_key
 from rmcore.errors import ConfigError, DataError
+from rmcore.io.cache import SqliteCache, content_key
 from rmeval.backends.spec import OPENAI_API_URL, check_backend, make_backend, offering, parse_backend_spec
 from rmeval.perturbations.controlled import (
     DEFAULT_LANGUAGE,
@@ -158,7 +158,7 @@ class FileRewriter(Rewriter):
 
     def __init__(self, path: str | os.PathLike) -> None:
         # pandas: --help stays cheap
-        from rmcore.io import read_jsonl_rows
+        from rmcore.io.tables import read_jsonl_rows
 
         self.path = Path(path)
         self.rows: dict[tuple[str, str, str], str] = {}

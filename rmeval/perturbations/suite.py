@@ -31,7 +31,7 @@ from typing import Any
 
 from rmcore.data.schema import Message, RatingSet
 from rmcore.errors import ConfigError
-from rmcore.registry import did_you_mean
+from rmcore.settings.registry import did_you_mean
 from rmeval.perturbations.controlled import (
     CONTROLLED_CODES,
     GROUPS,

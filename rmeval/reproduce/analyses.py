@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmcore.io import atomic_write_json
+from rmcore.io.files import atomic_write_json
 from rmeval.audit.human import HumanSettings, human_audit
 from rmeval.audit.pairwise import pairwise_checkpoint
 from rmeval.audit.pipeline import audit, audit_checkpoint

@@ -2,7 +2,7 @@
 (``OUT/tasks/<row>.sh``, ``rmeval.reproduce.cluster.task_script``) that runs ``python -m
 rmeval.reproduce.worker`` for its row, and for a judge the task serves, starts ``vllm serve`` first
 and stops it at the end. Tasks go through the one executor factory of the project
-(``rmcore.jobs.make_executor``, which rmtrain's sweeps and the judges' sharded elicitation use too)
+(``rmcore.runtime.jobs.submitit_executor``, which rmtrain's sweeps and the judges' sharded elicitation use too)
 with the recipe's ``slurm`` settings (account, QoS, partition, extra ``#SBATCH`` options, setup
 lines) and each task's GPUs, memory and time limit from the dry run (``rmeval.reproduce.plan``);
 rows that ask for the same resources share one array. A row already done is not submitted; a task
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_text
-from rmcore.jobs import make_executor
+from rmcore.io.files import atomic_write_text
+from rmcore.runtime.jobs import submitit_executor
 from rmeval.reproduce.cluster import executor_params, sbatch_text, task_script, worker_command
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def run_array(ctx: Any, rows: list[str], outcome: Any, plan_rows: dict[str, dict
     scripts = task_scripts(ctx, todo, plan_rows)
     submitted = []
     for g in array_groups(ctx, todo, plan_rows):
-        ex = make_executor("slurm", ctx.out / "submitit", cluster=cluster, **g["params"])
+        ex = submitit_executor("slurm", ctx.out / "submitit", cluster=cluster, **g["params"])
         fns = [CommandFunction(["bash", str(scripts[row])], cwd=os.getcwd(), verbose=True) for row in g["rows"]]
         jobs = ex.submit_array(fns)
         log.info("submitted %d rows (%d GPU, %s GB) as job array %s", len(jobs), g["params"]["gpus_per_node"],

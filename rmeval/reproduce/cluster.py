@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.settings.fields import bounded
 
 VLLM_DTYPES = ("bfloat16", "float16", "float32")  # --dtype values; float8 checkpoints carry their own config
 PROMPT_MARGIN = 512  # tokens a served judge's context holds beyond the model's max_length: its rating prompt
@@ -280,7 +280,7 @@ def task_script(row: str, worker: list[str], *, server: dict[str, Any] | None = 
 
 
 def executor_params(s: SlurmSettings, *, name: str, gpus: int, mem_gb: int, timeout_min: int) -> dict[str, Any]:
-    """submitit's parameters of one job array (``rmcore.jobs.make_executor``)."""
+    """submitit's parameters of one job array (``rmcore.runtime.jobs.submitit_executor``)."""
     params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min or timeout_min, "gpus_per_node": gpus,
                               "cpus_per_task": s.cpus_per_task, "mem_gb": mem_gb, "nodes": 1,
                               "slurm_array_parallelism": s.array_parallelism}

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import build_config
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.io.files import atomic_write_json
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT
+from rmcore.settings.recipes import build_config
 from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
 from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
 from rmeval.reproduce.cluster import resolve_endpoint

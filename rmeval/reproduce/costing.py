@@ -53,9 +53,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import load_recipe
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.settings.fields import bounded
+from rmcore.settings.recipes import load_recipe
 
 WORD_TOKENS = 1.3  # tokens per word (the dry run's count from the data on disk)
 COST_KINDS = ("sweep", "generation", "ppo")

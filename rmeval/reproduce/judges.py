@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.device import Placement
-from rmcore.io import atomic_write_table
+from rmcore.io.tables import atomic_write_table
+from rmcore.models.device import Placement
 from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.pipeline import analyze_judgments, reweight_judgments, run_elicit
 from rmeval.judges.settings import ElicitSettings, ReweightSettings

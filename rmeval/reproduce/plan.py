@@ -29,8 +29,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.registry import parse_data_spec
-from rmcore.markdown import table
+from rmcore.data.loading import parse_data_spec
+from rmcore.io.markdown import table
 from rmeval.reproduce.cluster import placement, ray_server_lines, task_memory_gb, task_minutes, vllm_command
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.costing import (
@@ -389,7 +389,7 @@ def hub_lines(plan: dict[str, Any]) -> list[str]:
 
 def _policy_lines(lp: dict[str, Any] | None) -> list[str]:
     """The PPO launch plan: one line per reward model (its commands, or why it has none)."""
-    from rmcore.markdown import table
+    from rmcore.io.markdown import table
 
     if not lp:
         return []

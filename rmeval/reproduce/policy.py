@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
 from rmeval.experiments.winrate import (
     HFPairwiseJudge,
@@ -87,7 +87,7 @@ def policy_recipe_text(recipe: Any, out: Path, key: str) -> str:
     reward models (local snapshots) and this run's suitability panel as their suitability."""
     import yaml
 
-    from rmcore.config import load_recipe
+    from rmcore.settings.recipes import load_recipe
 
     raw = dict(load_recipe(recipe.policy.recipe))
     names = [m.name for m in recipe.models if serve_reason(m) is None]
@@ -112,7 +112,7 @@ def launch_plan(recipe: Any, out: str | os.PathLike, *, write: bool = True) -> d
     """Per reward model of the PPO table: the snapshot, the two ``rmtrain policy`` runs and where
     their win rate will be, or why it has none; with the evaluation command. ``write``: the policy
     recipe and the plan are written under ``OUT/policy/``."""
-    from rmcore.io import atomic_write_json, atomic_write_text
+    from rmcore.io.files import atomic_write_json, atomic_write_text
 
     out = Path(out)
     key = next(iter(recipe.data))

@@ -1,11 +1,11 @@
 """A reproduction recipe (``recipes/reproduce/*.yaml``): one published table, read strictly.
 
-Top-level keys (every block goes through ``rmcore.config.build_config``: an unknown key is an error
+Top-level keys (every block goes through ``rmcore.settings.recipes.build_config``: an unknown key is an error
 naming the key, the file and the allowed keys):
 
 - ``reproduce``: the study (``STUDIES``), the table as the paper names it, its title, and the
   analysis that computes it (``ANALYSES``).
-- ``data``: named data sets, each a data SPEC (``rmcore.data.registry``) with the prompt
+- ``data``: named data sets, each a data SPEC (``rmcore.data.loading``) with the prompt
   conditions it is scored under (audit), its size as the paper states it (what a dry run counts
   when the data is not on disk), and the inputs some conditions need (related tasks, paraphrases,
   the independent reference pool) and the same texts scored another way (``scoring_variants``:
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.config import build_config, load_recipe
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.settings.fields import bounded
+from rmcore.settings.recipes import build_config, load_recipe
 from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, SlurmSettings, check_placement
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
@@ -377,7 +377,7 @@ def build_recipe(raw: dict[str, Any], path: str | os.PathLike) -> ReproductionCo
 def load_reproduction(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> ReproductionConfig:
     """The recipe at ``path``, with dotted ``overrides`` of its keys (``slurm.account``,
     ``data_sources.rm_bench.path``: what the command's flags set) applied first."""
-    from rmcore.config import set_dotted
+    from rmcore.settings.recipes import set_dotted
 
     raw = load_recipe(path)
     if "reproduce" not in raw:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.io.files import atomic_write_json
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT
 from rmeval.reproduce.analyses import ANALYSIS_STEPS, read_docs, run_human
 from rmeval.reproduce.array import run_array, run_served_locally
 from rmeval.reproduce.context import Context, check_run_kind

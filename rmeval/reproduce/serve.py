@@ -5,7 +5,7 @@
 
 ``free-port`` prints a loopback TCP port nobody listens on (two tasks on one node never share a
 port). ``wait`` polls the server's ``GET /health`` every second until it answers 200
-(``rmcore.jobs.wait_for_health``), then checks that ``GET /v1/models`` lists the served model, and
+(``rmcore.runtime.jobs.wait_for_health``), then checks that ``GET /v1/models`` lists the served model, and
 exits 0; if the server's process ends first, or the time runs out, it prints one line and the
 last lines of the server's log, and exits 1 (the script's trap then stops the server). Each step's
 flags are the fields of its settings (:class:`FreePortCommand`, :class:`WaitCommand`), as every
@@ -22,10 +22,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmcore.commands import add_command, read_settings
 from rmcore.errors import ConfigError
-from rmcore.jobs import wait_for_health
-from rmcore.settings import Parser, option
+from rmcore.runtime.jobs import wait_for_health
+from rmcore.settings.commands import add_command, read_settings
+from rmcore.settings.fields import Parser, option
 
 PROG = "rmeval.reproduce.serve"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmcore.config import build_config
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded
+from rmcore.settings.fields import bounded
+from rmcore.settings.recipes import build_config
 from rmeval.audit.pairwise import PairwiseSettings
 from rmeval.audit.pipeline import AuditSettings
 from rmeval.conditions import check_condition_names
@@ -78,7 +78,7 @@ def analysis_settings(recipe: Any, *, stand_in: bool = False, **fixed: Any) -> A
 
 
 def strict_settings(cls: type, values: dict[str, Any], where: str) -> Any:
-    """``cls`` from ``values`` by ``rmcore.config.build_config`` (unknown keys are errors); a class
+    """``cls`` from ``values`` by ``rmcore.settings.recipes.build_config`` (unknown keys are errors); a class
     whose annotations name types imported only for type checking has its keys checked the same way
     and its values taken as given."""
     import dataclasses

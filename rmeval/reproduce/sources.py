@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.data.generic import is_hub_id
-from rmcore.data.registry import parse_data_spec
+from rmcore.data.loading import parse_data_spec
 from rmcore.errors import ConfigError
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w-]*)\}")

@@ -3,14 +3,14 @@ each data set the recipe reads from the Hub replaced by local data (nothing is d
 
 Models (``stand_in_model``), built once under ``OUT/stand_ins/<name>/`` with a seed drawn from the
 model's name (so two stand-ins score differently) and a byte-level BPE tokenizer (every text
-encodes) with the minimal chat template of ``rmcore.tiny``:
+encodes) with the minimal chat template of ``rmcore.models.tiny``:
 
 - a sequence classifier (``loader`` classifier or none): a tiny Llama classifier, one output, or
   as many as its ``head`` needs (a label name becomes ``id2label``);
 - a remote-code multi-head model (``remote_code``, or a named model loaded by it such as
-  ``armorm``): the gated multi-objective model of ``rmcore.tiny_rewards``;
+  ``armorm``): the gated multi-objective model of ``rmcore.models.tiny_rewards``;
 - a value-head model (``value_head``, ``ultrarm``, ``starling-rm-34b``): a backbone and a linear
-  head saved beside it (``rmcore.tiny_rewards``); a reward read at one token's logit of a causal LM
+  head saved beside it (``rmcore.models.tiny_rewards``); a reward read at one token's logit of a causal LM
   (``lm_logit``, ``nemotron-70b-reward``): a tiny causal LM;
 - a generative judge (its expected digit; a pairwise verdict in a suitability audit; a JudgeProfile
   judge): a tiny Llama causal LM whose tokenizer spells 1-5 and A-C as single tokens;
@@ -42,9 +42,9 @@ from typing import Any
 from rmcore.data.helpsteer import helpsteer_rows_from
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
-from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
-from rmcore.tiny_rewards import save_gated_remote_code, save_value_head
+from rmcore.models.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
+from rmcore.models.tiny_rewards import save_gated_remote_code, save_value_head
+from rmcore.settings.registry import Registry
 from rmeval.backends.generators import write_variants
 
 CORPUS = [

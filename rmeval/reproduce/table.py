@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmcore.io import atomic_write_text
-from rmcore.markdown import table
+from rmcore.io.files import atomic_write_text
+from rmcore.io.markdown import table
 from rmeval.reproduce.figures import Cell, Statement, Value, cell_mark, cell_value, doc_for, lookup, statement
 from rmeval.reproduce.recipe import STUDIES
 

@@ -8,7 +8,7 @@ It computes the row unless it is done (``rows/<row>/done.json``) and exits 0; th
 table once every task has ended. ``--set`` repeats the driver's overrides of recipe keys (data
 sources, SLURM settings), ``--endpoint`` the server the row's judge is scored through (the task's
 own vLLM server, or one given with ``rmeval reproduce --endpoint``). Its flags are the fields of
-:class:`ReproduceWorkerCommand` (``rmcore.settings``), as every command's are."""
+:class:`ReproduceWorkerCommand` (``rmcore.settings.fields``), as every command's are."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmcore.commands import recipe_overrides
 from rmcore.errors import ConfigError
-from rmcore.settings import Parser, add_options, from_args, nested, option
-from rmcore.tracking import WandbFlags
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import recipe_overrides
+from rmcore.settings.fields import Parser, add_options, from_args, nested, option
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.recipe import load_reproduction
 from rmeval.reproduce.runner import one_thread, run_row

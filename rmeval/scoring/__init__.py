@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmcore.device import PLACEMENT_GROUP, Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import comma_list, nested, option
+from rmcore.models.device import PLACEMENT_GROUP, Placement
+from rmcore.settings.fields import comma_list, nested, option
 from rmeval.scoring.base import SCORERS, ScoreItem, Scorer, make_scorer, register_scorer, scorer_factory
 
 __all__ = ["SCORERS", "ScoreItem", "Scorer", "ScorerSettings", "load_scorer", "make_scorer", "register_scorer"]
@@ -58,8 +58,8 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
     ``settings.kind`` (``SCORERS``) built from them (``Scorer.from_settings``; a plain callable gets
     the model and the batching settings), after refusing the settings it does not read."""
     settings.placement.validate()
-    # rmcore.checkpoints: the training length by default; a requested one that differs is said once
-    from rmcore.checkpoints import scoring_max_length
+    # rmcore.runtime.checkpoints: the training length by default; a requested one that differs is said once
+    from rmcore.runtime.checkpoints import scoring_max_length
 
     common = {"max_length": scoring_max_length(settings.model, settings.max_length), "batch_size": settings.batch_size,
               "max_tokens": settings.max_tokens, "placement": settings.placement}
@@ -70,7 +70,7 @@ def load_scorer(settings: ScorerSettings) -> Scorer:
                           "reads a causal LM")
     if settings.drop_special:
         # torch: --help stays cheap
-        from rmcore.formatting import MARKERS
+        from rmcore.models.formatting import MARKERS
 
         bad = sorted(set(settings.drop_special) - set(MARKERS))
         if bad:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rmcore.data.schema import Message
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 ScoreItem = tuple[list[Message], str]  # (conversation ending with a user turn, response)
 

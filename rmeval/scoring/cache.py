@@ -1,7 +1,7 @@
 """Score cache: the same model never scores the same text twice.
 
 Key = sha256(scorer fingerprint + NUL + rendered item), in the content-addressed SQLite cache of
-``rmcore.cache`` (WAL mode; several readers and one writer; every scored chunk is committed before
+``rmcore.io.cache`` (WAL mode; several readers and one writer; every scored chunk is committed before
 the next starts, which is what makes a scoring run resumable). Truncation flags are stored beside
 each score, so counts stay right when scores come from the cache.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.cache import SqliteCache, content_key
+from rmcore.io.cache import SqliteCache, content_key
 from rmeval.scoring.base import ScoreItem, Scorer
 
 SCORE_COLUMNS = ("fingerprint TEXT", "score REAL", "prompt_truncated INTEGER", "response_truncated INTEGER")

@@ -8,7 +8,7 @@ prompt; without the reference a longer response loses log-probability for its le
 are context, masked out of the sum (as in DPO training). Text layout: the chat template where the
 tokenizer has one (the response is the assistant turn including its end-of-turn tokens, as TRL
 trains it); otherwise the plain layout ``User: ...\\n\\nAssistant: <response>`` of
-``rmcore.formatting``. A long prompt is cut from the left so the response keeps its context.
+``rmcore.models.formatting``. A long prompt is cut from the left so the response keeps its context.
 Policy and reference must share a tokenizer (the policy's is used for both).
 """
 
@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmcore import prefix_scoring as prefix
-from rmcore.batching import length_sorted_batches
 from rmcore.data.schema import Message
-from rmcore.device import Placement, describe, dtype_name, input_device
 from rmcore.errors import ConfigError
-from rmcore.formatting import plain_prompt, split_chat
-from rmcore.io import check_path
-from rmcore.modeling import load_causal_lm, load_tokenizer, model_max_length, resolve_max_length
+from rmcore.io.files import check_path
+from rmcore.models import prefix_scoring as prefix
+from rmcore.models.batching import length_sorted_batches
+from rmcore.models.device import Placement, describe, dtype_name, input_device
+from rmcore.models.formatting import plain_prompt, split_chat
+from rmcore.models.modeling import load_causal_lm, load_tokenizer, model_max_length, resolve_max_length
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 
 NO_REFERENCE = "none"  # --reference none: pi_ref = 1
@@ -49,9 +49,9 @@ class DPOImplicitScorer(Scorer):
                  max_tokens: int | None = None, device: str | None = None, dtype: str | None = None,
                  trust_remote_code: bool = False, shared_prompt: bool = True,
                  placement: Placement | None = None) -> None:
-        """``shared_prompt``: each prompt is encoded once for all its responses (rmcore.prefix_scoring).
+        """``shared_prompt``: each prompt is encoded once for all its responses (rmcore.models.prefix_scoring).
         ``placement`` (else ``device``/``dtype``, ``auto`` when None): where models loaded from
-        paths run (rmcore.device); in-memory models are moved only when ``device`` is given."""
+        paths run (rmcore.models.device); in-memory models are moved only when ``device`` is given."""
         super().__init__()
         self.shared_prompt = shared_prompt
         load_as = placement or Placement(device=device or "auto", dtype=dtype or "auto",

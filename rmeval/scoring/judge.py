@@ -32,13 +32,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rmcore import prefix_scoring as prefix
-from rmcore.cache import SqliteCache
 from rmcore.data.schema import Message
-from rmcore.device import Placement, describe
-from rmcore.formatting import ROLE_NAMES
-from rmcore.modeling import resolve_max_length
-from rmcore.registry import Deferred
+from rmcore.io.cache import SqliteCache
+from rmcore.models import prefix_scoring as prefix
+from rmcore.models.device import Placement, describe
+from rmcore.models.formatting import ROLE_NAMES
+from rmcore.models.modeling import resolve_max_length
+from rmcore.settings.registry import Deferred
 from rmeval.backends.local import LocalBackend, single_token_ids
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmeval.scoring.cache import cache_key
@@ -118,8 +118,8 @@ class GenerativeJudgeScorer(Scorer):
                  trust_remote_code: bool = False, shared_prompt: bool = True,
                  placement: Placement | None = None) -> None:
         """``shared_prompt``: a conversation's judge prefix is encoded once for all its responses
-        (rmcore.prefix_scoring); same scores. ``placement`` (else ``device``/``dtype``, ``auto``
-        when None): where a model loaded from a path runs (rmcore.device)."""
+        (rmcore.models.prefix_scoring); same scores. ``placement`` (else ``device``/``dtype``, ``auto``
+        when None): where a model loaded from a path runs (rmcore.models.device)."""
         super().__init__()
         # the local judge backend (rmeval.backends.local): model loading, tokenisation, batched logits
         self.backend = LocalBackend(model, tokenizer=tokenizer, batch_size=batch_size, max_tokens=max_tokens,

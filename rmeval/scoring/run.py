@@ -38,10 +38,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.cache import content_key
+from rmcore.console.progress import Progress
 from rmcore.data.schema import RatingSet
-from rmcore.io import atomic_write_table, atomic_write_text, read_table
-from rmcore.progress import Progress
+from rmcore.io.cache import content_key
+from rmcore.io.files import atomic_write_text
+from rmcore.io.tables import atomic_write_table, read_table
 from rmeval.conditions import TRANSPLANTS, ConditionItem, build_condition, donor_exclusions
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -196,7 +197,7 @@ def score_conditions(scorer: Scorer, rating_set: RatingSet, conditions: list[str
                      **opts: Any) -> pd.DataFrame | None:
     """Scores table for ``conditions`` (names from ``rmeval.conditions.CONDITIONS``); ``opts`` go to
     every condition builder (n_donors, seed, related_file, paraphrase_file, embedder, ...).
-    ``progress``: the scoring's progress on stderr, headed ``label`` (``rmcore.progress``: a bar on a
+    ``progress``: the scoring's progress on stderr, headed ``label`` (``rmcore.console.progress``: a bar on a
     terminal, a line every half minute elsewhere).
     ``shard``: this process's share of a run over several processes (needs ``out_path``, beside
     which the parts go); the main process returns the whole table, the others None."""
@@ -284,7 +285,7 @@ def _score_unique(scorer: Scorer, conditions: list[str], uniq_items: list[Any], 
     uniq_scores = np.zeros(len(uniq_items))
     flags = np.zeros((len(uniq_items), 2), bool)
     # Scored condition by condition, in chunks, so a long audit shows where it is: one count over
-    # every text to score, the condition beside it (rmcore.progress: a bar on a terminal, periodic
+    # every text to score, the condition beside it (rmcore.console.progress: a bar on a terminal, periodic
     # lines on any other stderr); scores do not depend on the batching.
     by_cond = {cond: [u for u in range(len(uniq_items)) if first_cond[u] == cond and mine[u]] for cond in conditions}
     total = sum(len(idx) for idx in by_cond.values())

@@ -1,6 +1,6 @@
 """Sequence-classifier reward model scorer (any local or Hub checkpoint, or an in-memory model).
 
-Text layout is exactly the training layout (``rmcore.formatting.encode_example``): the chat
+Text layout is exactly the training layout (``rmcore.models.formatting.encode_example``): the chat
 template where the tokenizer has one; otherwise a sentence pair (BERT-like: plain-format
 conversation | response) or one plain sequence (``User: ...\\n\\nAssistant: <response>``). The prompt
 is cut from the left when the text exceeds ``max_length``; every truncation is counted in
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmcore.device import Placement, describe, dtype_name, input_device
-from rmcore.formatting import Encoded, drop_markers, encode_example, layout
-from rmcore.modeling import ensure_pad_token, first_logit, resolve_max_length, score_encoded
-from rmcore.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
+from rmcore.models.device import Placement, describe, dtype_name, input_device
+from rmcore.models.formatting import Encoded, drop_markers, encode_example, layout
+from rmcore.models.modeling import ensure_pad_token, first_logit, resolve_max_length, score_encoded
+from rmcore.models.prefix_scoring import classifier_scores, conversation_key, supports_prefix_scoring
 from rmeval.scoring.base import ScoreItem, Scorer, fingerprint_of, model_identity
 from rmeval.scoring.loaders import load_reward
 
@@ -44,9 +44,9 @@ class SeqClassifierScorer(Scorer):
         when None): where a loaded model runs; an in-memory model is moved only when ``device`` is
         given. ``reward_head``/``loader``: see ``rmeval.scoring.loaders``.
         ``max_length`` None: the model's own limit (position embeddings, tokenizer maximum).
-        ``shared_prompt``: decoder models encode each prompt once (rmcore.prefix_scoring); same scores.
+        ``shared_prompt``: decoder models encode each prompt once (rmcore.models.prefix_scoring); same scores.
         ``drop_special``: markers left out of every input, ``bos`` and/or ``eos``
-        (``rmcore.formatting.drop_markers``); ``markers_dropped`` counts the texts that had one."""
+        (``rmcore.models.formatting.drop_markers``); ``markers_dropped`` counts the texts that had one."""
         super().__init__()
         self.read, self.prefix_head, self.loader, self.head = first_logit, 0, "classifier", None
         if isinstance(model, (str, os.PathLike)):
@@ -80,7 +80,7 @@ class SeqClassifierScorer(Scorer):
         self.drop_special = tuple(sorted(set(drop_special)))
         self.markers_dropped = {m: 0 for m in self.drop_special}
         # the reward server turns this on: a text far over max_length is cut by characters before
-        # it is tokenised (rmcore.formatting.encode_example), so a 20 MB text costs what 20 kB does
+        # it is tokenised (rmcore.models.formatting.encode_example), so a 20 MB text costs what 20 kB does
         self.cut_long = False
         self.layout = layout(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id

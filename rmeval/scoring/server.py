@@ -32,7 +32,7 @@ a busy one scores what piled up during its last forward. There is no lock around
 request threads, so parsing, network and the forward overlap. Each row of a forward sees only its
 own tokens, so a reward does not depend on which requests shared its batch.
 
-Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.formatting``) and forward pass
+Scoring is ``SeqClassifierScorer``: the same text layout (``rmcore.models.formatting``) and forward pass
 as ``rmeval audit`` and training, so a served reward equals the audited score of the same texts.
 Bad requests get a 4xx with a one-line JSON message and the server keeps serving: a body that is
 not a JSON object, fields of the wrong type or length (400), no Content-Length (411), a body over
@@ -41,7 +41,7 @@ not a JSON object, fields of the wrong type or length (400), no Content-Length (
 431, 501, as JSON too). Every one counts in ``bad_requests`` (``/health``).
 
 Long texts. A text far over ``max_length`` tokens is cut by characters, at a word break, before it
-is tokenised (``rmcore.formatting.encode_example(cut_long=True)``), with the ids the whole text
+is tokenised (``rmcore.models.formatting.encode_example(cut_long=True)``), with the ids the whole text
 would give: a 20 MB text is not tokenised whole, for tens of seconds in the scoring thread while
 every other request waits, only for all but ``max_length`` of its tokens to be dropped.
 """
@@ -61,10 +61,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rmcore.device import PLACEMENT_GROUP, Placement, describe, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.io import check_path, to_json
-from rmcore.settings import nested, option
+from rmcore.io.files import check_path, to_json
+from rmcore.models.device import (
+    PLACEMENT_GROUP,
+    Placement,
+    describe,
+    dtype_name,
+    resolve_device,
+    resolve_dtype,
+)
+from rmcore.settings.fields import nested, option
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +101,10 @@ def check_reward_checkpoint(path: str | os.PathLike) -> None:
     """A reward model must be a sequence classifier with one label; say what to do otherwise."""
     from transformers import AutoConfig
 
+    from rmcore.models.modeling import resolve_model_path
+
     # torch: --help stays cheap
-    from rmcore.checkpoints import check_trained
-    from rmcore.modeling import resolve_model_path
+    from rmcore.runtime.checkpoints import check_trained
     from rmeval.scoring.loaders import check_reward_path
 
     check_reward_path(path)  # "not found" in one line, not the Hub's repo-id error
@@ -494,12 +502,12 @@ def make_server(service: RewardService, host: str = "127.0.0.1", port: int = 500
 
 def load_reward_scorer(checkpoint: str, placement: Placement | None = None, *, max_length: int | None = None,
                        batch_size: int = 32) -> Any:
-    """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.device`` (``auto``: the GPU in
+    """The checkpoint's ``SeqClassifierScorer`` placed by ``rmcore.models.device`` (``auto``: the GPU in
     bfloat16 where there is one, else the CPU in float32); ``max_length`` None: the length the
-    checkpoint was trained with (``rmcore.checkpoints.scoring_max_length``), else the model's own limit."""
+    checkpoint was trained with (``rmcore.runtime.checkpoints.scoring_max_length``), else the model's own limit."""
     # torch: --help stays cheap
-    from rmcore.checkpoints import scoring_max_length
-    from rmcore.modeling import ModelSettings, load_reward_model
+    from rmcore.models.modeling import ModelSettings, load_reward_model
+    from rmcore.runtime.checkpoints import scoring_max_length
     from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
     placement = placement or Placement()

@@ -33,7 +33,7 @@ from scipy.stats import rankdata
 
 from rmcore.data.schema import table_attributes
 from rmcore.errors import DataError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 from ..tables import (
     TRANSPLANT_KINDS,

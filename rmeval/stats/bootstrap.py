@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rmcore.data.variance import group_codes
 from rmcore.errors import ConfigError
-from rmcore.variance import group_codes
 
 from .settings import N_BOOT
 

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.io import is_finite
+from rmcore.io.files import is_finite
 
 DEFAULT_B = 10_000
 DEFAULT_Q = 0.05

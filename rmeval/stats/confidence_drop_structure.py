@@ -34,7 +34,7 @@ from scipy import stats
 from scipy.cluster.hierarchy import leaves_list, linkage
 from scipy.spatial.distance import squareform
 
-from rmcore.io import is_finite
+from rmcore.io.files import is_finite
 from rmeval.stats.confidence_drop import DEFAULT_ALPHA
 
 

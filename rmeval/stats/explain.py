@@ -2,7 +2,7 @@
 variance decomposition", Tables 12-13). Pure numpy/scipy/scikit-learn on tables: the texts were
 turned into features beforehand (``rmeval.audit.features``).
 
-Variance components (``rmcore.variance``): sigma_b^2 (between prompts) and sigma_w^2 (within) of
+Variance components (``rmcore.data.variance``): sigma_b^2 (between prompts) and sigma_w^2 (within) of
 the one-way random-effects model; the share is sigma_b^2 / (sigma_b^2 + sigma_w^2). For a reward
 s and what is left of it after an adjustment, the residual e::
 
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.variance import components_from_sums, icc_from_sums, icc_sufficient
+from rmcore.data.variance import components_from_sums, icc_from_sums, icc_sufficient
 
 from .bootstrap import PromptSetResamples, bootstrap_stat, rows_with_siblings, summarize
 from .crossed import crossed_decomposition

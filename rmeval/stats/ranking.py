@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.variance import group_codes
+from rmcore.data.variance import group_codes
 
 from .bootstrap import (
     mean_of_prompt_values,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.variance import group_codes, icc1
+from rmcore.data.variance import group_codes, icc1
 
 from .prompt_means import loo_correlation
 from .settings import N_BOOT

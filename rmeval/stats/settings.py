@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded, option
+from rmcore.settings.fields import bounded, option
 
 # Bootstrap resamples over prompts, declared once: every statistic's keyword default, and through
 # n_boot_field every settings field (the flags --n-boot, --n-boot-regression and the recipes' keys).

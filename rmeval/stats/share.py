@@ -1,6 +1,6 @@
 """Between-prompt variance share with a prompt bootstrap.
 
-The ICC(1) estimator itself is :mod:`rmcore.variance` (one implementation for the simulator
+The ICC(1) estimator itself is :mod:`rmcore.data.variance` (one implementation for the simulator
 and the audit). Prompts with a single response carry no within-prompt information; they are left
 out and counted (``n_dropped``).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.variance import icc1, icc_from_sums, icc_sufficient, keep_multi
+from rmcore.data.variance import icc1, icc_from_sums, icc_sufficient, keep_multi
 
 from .bootstrap import (
     PromptSetResamples,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.variance import icc_from_sums, icc_sufficient
+from rmcore.data.variance import icc_from_sums, icc_sufficient
 
 from .bootstrap import PromptSetResamples, bootstrap_stat, per_prompt_sums, rows_with_siblings, summarize
 

@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import display_name, provenance, training_max_length
 from rmcore.data.schema import RatingSet, pick_attribute
-from rmcore.io import is_finite
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.io.files import is_finite
+from rmcore.runtime.checkpoints import display_name, provenance, training_max_length
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT
 from rmeval.scoring import Scorer, ScorerSettings, load_scorer
 from rmeval.suitability import (
     SuitabilitySettings,

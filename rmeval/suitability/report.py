@@ -1,5 +1,5 @@
 """The suitability risk report: OUT/suitability.json, OUT/suitability.md (Markdown through
-``rmcore.markdown``), and the figures: OUT/suitability.png (Cohen's d per perturbation, by
+``rmcore.io.markdown``), and the figures: OUT/suitability.png (Cohen's d per perturbation, by
 decision), OUT/suitability_structure.png (B.3: Spearman heat map of the per-item ΔM across
 perturbations, ordered by the dendrogram drawn beside it; one per model, ``-<name>`` for a panel
 written together), OUT/suitability_subsets.png (the per-subset radar of section 5.1.3: share of
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, is_finite
-from rmcore.markdown import MISSING, num, table
-from rmcore.tracking import flatten
+from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text, is_finite
+from rmcore.io.markdown import MISSING, num, table
+from rmcore.runtime.wandb_log import flatten
 from rmeval.suitability.run import model_json
 
 

@@ -23,7 +23,8 @@ import pandas as pd
 
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_table, is_finite
+from rmcore.io.files import is_finite
+from rmcore.io.tables import atomic_write_table
 from rmeval.perturbations.suite import GROUPS, Item, build_suite, preference_items
 from rmeval.scoring.base import Scorer
 from rmeval.stats.confidence_drop import (

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, log_expit
 
-from rmcore.progress import Progress
+from rmcore.console.progress import Progress
 from rmeval.perturbations.suite import Pair, PerturbedSet
 from rmeval.scoring.base import Scorer
 from rmeval.scoring.cache import CachedScorer
@@ -68,7 +68,7 @@ def _items(scorer: Scorer, pairs: list[Pair]) -> list[Any]:
 
 def _score_unique(scorer: Scorer, items: list[Any], progress: str | None = None) -> np.ndarray:
     """Scores of ``items``, each distinct text scored once; with ``progress`` (its description) in
-    chunks, the count shown on stderr (``rmcore.progress``; scores do not depend on the chunks)."""
+    chunks, the count shown on stderr (``rmcore.console.progress``; scores do not depend on the chunks)."""
     uniq: dict[str, int] = {}
     idx = [uniq.setdefault(scorer.render(it), len(uniq)) for it in items]
     todo: list[Any] = [None] * len(uniq)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmcore.errors import ConfigError
-from rmcore.settings import bounded, option
+from rmcore.settings.fields import bounded, option
 from rmeval.perturbations.rewriters import make_rewriter
 
 if TYPE_CHECKING:
@@ -168,6 +168,6 @@ class SuitabilityAuditSettings:
     def rating_set(self, default: RatingSet, seed: int) -> RatingSet:
         """The preference set perturbed: ``data`` (sampled like the audit's), else ``default``."""
         # scipy, pandas: --help stays cheap
-        from rmcore.data.registry import load_data
+        from rmcore.data.loading import load_data
 
         return load_data(self.data, self.max_prompts, seed) if self.data else default

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import DataError
-from rmcore.io import read_table
+from rmcore.io.tables import read_table
 from rmeval.perturbations.suite import GROUPS
 
 PAIR_COLUMNS = ["item_id", "perturbation", "m_original", "m_perturbed"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from rmcore.errors import ConfigError
-from rmcore.registry import Registry
+from rmcore.settings.registry import Registry
 
 if TYPE_CHECKING:  # torch: the registry's names are read by --help, which must not import it
     import torch
@@ -84,7 +84,7 @@ def _adopt(name: str, cls: Any) -> type[Arm]:
 
 # arm name -> class; a recipe's `arm:` is checked against it (rmtrain.config), `rmtrain train --arm`
 # lists it. The built-ins are deferred (their modules import torch; --help reads the names), and
-# plugins come from the entry points of group matchrm.arms (rmcore.registry).
+# plugins come from the entry points of group matchrm.arms (rmcore.settings.registry).
 ARMS: Registry[type[Arm]] = Registry("arm", message="unknown arm '{name}'; known arms: {known}", sort_known=True,
                                      group="matchrm.arms", adopt=_adopt)
 for _name, _ref in (("bradley_terry", "pairwise:BradleyTerry"), ("bt_margin", "pairwise:BTMargin"),
@@ -102,9 +102,9 @@ def register_arm(cls: A, *, replace: bool = False) -> A:
 
 def make_arm(name: str, options: dict[str, Any] | None = None) -> Arm:
     """The arm registered as ``name``, configured by ``options`` (its ``config_class`` fields): read
-    as a recipe block is (``rmcore.config.build_config``: an unknown option is one line naming the
+    as a recipe block is (``rmcore.settings.recipes.build_config``: an unknown option is one line naming the
     arm and the options it takes, values coerced to their types and checked against their ranges)."""
-    from rmcore.config import build_config
+    from rmcore.settings.recipes import build_config
 
     cls = ARMS.lookup(name)
     try:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rmcore.settings import bounded
+from rmcore.settings.fields import bounded
 from rmtrain.arms.base import Arm, ArmConfig, PairTable, register_arm
 
 

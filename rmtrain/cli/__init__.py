@@ -8,9 +8,9 @@
     rmtrain filter-experiment --config RECIPE [--out DIR] [--set KEY=VALUE]...
 
 One module per command (``rmtrain.cli.<command>``), each with ``add_parser(subparsers)`` and its
-settings dataclass (``TrainCommand``, ``SweepCommand`` ...; ``rmcore.settings``), registered with its
-``run`` by ``rmcore.commands.add_command`` as ``rmeval``'s commands are: the flags are generated from
-the settings, read back into them by ``main`` (``rmcore.commands.run_main``), and the command's
+settings dataclass (``TrainCommand``, ``SweepCommand`` ...; ``rmcore.settings.fields``), registered with its
+``run`` by ``rmcore.settings.commands.add_command`` as ``rmeval``'s commands are: the flags are generated from
+the settings, read back into them by ``main`` (``rmcore.settings.commands.run_main``), and the command's
 ``run(settings)`` builds the config, makes one library call and prints its result.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.commands import run_main
-from rmcore.settings import Parser
+from rmcore.settings.commands import run_main
+from rmcore.settings.fields import Parser
 from rmtrain.cli import check, filter_experiment, policy, sweep, train
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.commands import add_command
-from rmcore.config import load_recipe
-from rmcore.settings import option
+from rmcore.settings.commands import add_command
+from rmcore.settings.fields import option
+from rmcore.settings.recipes import load_recipe
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from rmcore.commands import add_command, recipe_overrides
+from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
 from rmeval.experiments.recipe import TOY_NOTICE
 

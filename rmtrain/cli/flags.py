@@ -1,13 +1,13 @@
 """Flags every ``rmtrain`` command that reads a recipe shares (:class:`RecipeCommand`, the base of
 each command's settings); a command's settings become recipe overrides as every command's do
-(``rmcore.commands.recipe_overrides``)."""
+(``rmcore.settings.commands.recipe_overrides``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmcore.settings import AppendEach, nested, option
-from rmcore.tracking import WandbFlags
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.fields import AppendEach, nested, option
 
 
 @dataclass(kw_only=True)

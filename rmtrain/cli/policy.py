@@ -7,12 +7,12 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from rmcore.commands import add_command, recipe_overrides
-from rmcore.device import DTYPES
 from rmcore.errors import ConfigError
-from rmcore.io import to_json
-from rmcore.jobs import is_main_process
-from rmcore.settings import option, output_folder
+from rmcore.io.files import to_json
+from rmcore.models.device import DTYPES
+from rmcore.runtime.jobs import is_main_process
+from rmcore.settings.commands import add_command, recipe_overrides
+from rmcore.settings.fields import option, output_folder
 from rmeval.experiments.winrate import spearman_markdown
 from rmtrain.cli.flags import RecipeCommand
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from rmcore.commands import add_command, recipe_overrides
-from rmcore.settings import option, output_folder
+from rmcore.settings.commands import add_command, recipe_overrides
+from rmcore.settings.fields import option, output_folder
 from rmtrain.cli.flags import RecipeCommand
 
 

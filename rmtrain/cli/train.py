@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from rmcore.checkpoints import run_title
-from rmcore.commands import add_command, recipe_overrides
-from rmcore.io import to_json
-from rmcore.jobs import is_main_process
-from rmcore.settings import option, output_folder
+from rmcore.io.files import to_json
+from rmcore.runtime.checkpoints import run_title
+from rmcore.runtime.jobs import is_main_process
+from rmcore.settings.commands import add_command, recipe_overrides
+from rmcore.settings.fields import option, output_folder
 from rmtrain.arms import ARMS
 from rmtrain.cli.flags import RecipeCommand
 

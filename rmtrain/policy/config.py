@@ -1,5 +1,5 @@
 """PolicyConfig: one policy run against a reward model (``rmtrain policy``) and its evaluation
-(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.config``'s strict key checking
+(``rmtrain policy-eval``), loaded from a recipe YAML with ``rmcore.settings.recipes``'s strict key checking
 (a typo is an error naming the key and the file)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmcore.config import config_from_dict, load_recipe
-from rmcore.device import DTYPES, check_device_name
 from rmcore.errors import ConfigError
-from rmcore.io import read_table
-from rmcore.modeling import LoraSettings
-from rmcore.settings import bounded
+from rmcore.io.tables import read_table
+from rmcore.models.device import DTYPES, check_device_name
+from rmcore.models.modeling import LoraSettings
+from rmcore.settings.fields import bounded
+from rmcore.settings.recipes import config_from_dict, load_recipe
 from rmeval.perturbations import CONTROLLED_CODES, STYLIZED_CODES
 from rmeval.stats.settings import n_boot_field
 from rmtrain.config import WandbSettings, short_model_name
@@ -74,10 +74,10 @@ class RLSettings:
     use_cpu: bool = False
     reward_batch_size: int = bounded(32, ge=1)
     # tokens per text the reward model scores; None: the length it was trained with (a checkpoint of
-    # rmtrain train, rmcore.checkpoints.scoring_max_length), else its own limit. A value other than
+    # rmtrain train, rmcore.runtime.checkpoints.scoring_max_length), else its own limit. A value other than
     # the training length is said on stderr
     reward_max_length: int | None = bounded(None, ge=1)
-    reward_device: str = "auto"  # rmcore.device: auto = this process's GPU where there is one, else the CPU
+    reward_device: str = "auto"  # rmcore.models.device: auto = this process's GPU where there is one, else the CPU
     reward_dtype: str = "auto"  # auto: bfloat16 on a GPU, float32 on the CPU
     # rollouts: vLLM (trl's use_vllm) where it is installed and a GPU is there, else transformers' generate
     generation: str = "auto"  # auto | vllm | generate
@@ -210,7 +210,7 @@ class EvalSettings:
     judge: str | None = None  # hf:PATH | openai:MODEL
     judge_base_url: str | None = None
     judge_max_length: int = bounded(4096, ge=1)
-    device: str = "auto"  # the policies' greedy answers and an hf: judge (rmcore.device)
+    device: str = "auto"  # the policies' greedy answers and an hf: judge (rmcore.models.device)
     dtype: str = "auto"
     n_boot: int = n_boot_field(help=None)
     seed: int = bounded(0, ge=0)

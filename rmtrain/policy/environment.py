@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.errors import ConfigError, DataError
-from rmcore.io import atomic_write_json, atomic_write_text, read_jsonl_rows
-from rmcore.registry import did_you_mean
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.io.tables import read_jsonl_rows
+from rmcore.settings.registry import did_you_mean
 from rmeval.perturbations import PROMPT_PERTURBATIONS, RESPONSE_PERTURBATIONS, item_seed, perturb_prompt
 from rmeval.perturbations.controlled import DEFAULT_LANGUAGE
 from rmtrain.policy.config import ENVIRONMENTS, EnvironmentSettings, PolicyConfig

@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmcore.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.modeling import load_tokenizer, resolve_model_path
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.models.device import Placement, dtype_name, resolve_device, resolve_dtype
+from rmcore.models.modeling import load_tokenizer, resolve_model_path
 from rmeval.backends.spec import is_local, parse_backend_spec
 from rmeval.experiments.winrate import (
     PairwiseJudge,

@@ -47,12 +47,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import scoring_max_length, training_max_length
 from rmcore.errors import ConfigError, DataError
-from rmcore.formatting import plain_prompt
-from rmcore.io import atomic_write_json, atomic_write_text, check_path
-from rmcore.jobs import wait_for_health
-from rmcore.modeling import resolve_model_path
+from rmcore.io.files import atomic_write_json, atomic_write_text, check_path
+from rmcore.models.formatting import plain_prompt
+from rmcore.models.modeling import resolve_model_path
+from rmcore.runtime.checkpoints import scoring_max_length, training_max_length
+from rmcore.runtime.jobs import wait_for_health
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import read_rows
 from rmtrain.policy.summary import SUMMARY_FILE, reward_model_tags, tenth_means
@@ -112,7 +112,7 @@ def reward_url(cfg: PolicyConfig, path: str = "get_reward") -> str:
 
 def reward_length(cfg: PolicyConfig) -> int | None:
     """Tokens per text the reward server scores: ``training.reward_max_length``, else the length the
-    reward model was trained with (``rmcore.checkpoints.scoring_max_length``, which says a value that
+    reward model was trained with (``rmcore.runtime.checkpoints.scoring_max_length``, which says a value that
     differs); None: neither, the model's own limit."""
     return scoring_max_length(cfg.reward_model, cfg.training.reward_max_length)
 

@@ -1,13 +1,13 @@
 """The reward model as a trl reward function: rmeval's ``SeqClassifierScorer`` (the audit's text
 layout and forward pass) on (the conversation the reward model sees, the completion), placed by
-``rmcore.device`` (``auto``: this process's GPU in bfloat16 where there is one, else the CPU)."""
+``rmcore.models.device`` (``auto``: this process's GPU in bfloat16 where there is one, else the CPU)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from rmcore.device import Placement, describe
+from rmcore.models.device import Placement, describe
 from rmeval.scoring.server import load_reward_scorer
 
 
@@ -24,7 +24,7 @@ class ScorerReward:
 
     def __init__(self, checkpoint: str, *, max_length: int | None = None, batch_size: int = 32, device: str = "auto",
                  dtype: str = "auto") -> None:
-        # max_length None: the checkpoint's training length (rmcore.checkpoints.scoring_max_length)
+        # max_length None: the checkpoint's training length (rmcore.runtime.checkpoints.scoring_max_length)
         self.scorer = load_reward_scorer(str(checkpoint), Placement(device=device, dtype=dtype), max_length=max_length,
                                          batch_size=batch_size)
         self.max_length: int = self.scorer.max_length  # the length used: recorded in the run's summary

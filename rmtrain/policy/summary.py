@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import CONFIG_FILE
-from rmcore.checkpoints import SUMMARY_FILE as RUN_SUMMARY_FILE
+from rmcore.runtime.checkpoints import CONFIG_FILE
+from rmcore.runtime.checkpoints import SUMMARY_FILE as RUN_SUMMARY_FILE
 
 SUMMARY_FILE = "policy_summary.json"
 

@@ -1,4 +1,4 @@
-"""The policy demo's tiny causal LM, built locally (no download) by ``rmcore.tiny``:
+"""The policy demo's tiny causal LM, built locally (no download) by ``rmcore.models.tiny``:
 ``python -m rmtrain.policy.tiny OUT``.
 
 Qwen2 architecture (hidden 32, 2 layers, 1024 positions) with a byte-level BPE tokenizer trained
@@ -13,10 +13,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmcore.data.registry import load_rating_set
-from rmcore.quiet import quiet_libraries
-from rmcore.settings import Parser, add_options, from_args, option
-from rmcore.tiny import PAD, tiny_causal_lm
+from rmcore.console.quiet import quiet_libraries
+from rmcore.data.loading import load_rating_set
+from rmcore.models.tiny import PAD, tiny_causal_lm
+from rmcore.settings.fields import Parser, add_options, from_args, option
 
 DEFAULT_OUT = "outputs/demo/tiny_policy"
 

@@ -24,13 +24,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import training_max_length
 from rmcore.errors import ConfigError
-from rmcore.formatting import plain_prompt
-from rmcore.io import atomic_write_json, looks_like_hub_id
-from rmcore.io import atomic_write_json as write_json
-from rmcore.modeling import load_tokenizer, resolve_model_path, torch_dtype
-from rmcore.tracking import Tracker
+from rmcore.io.files import atomic_write_json, looks_like_hub_id
+from rmcore.io.files import atomic_write_json as write_json
+from rmcore.models.formatting import plain_prompt
+from rmcore.models.modeling import load_tokenizer, resolve_model_path, torch_dtype
+from rmcore.runtime.checkpoints import training_max_length
+from rmcore.runtime.wandb_log import Tracker
 from rmeval.scoring.server import check_reward_checkpoint
 from rmtrain.policy.config import PolicyConfig
 from rmtrain.policy.environment import build_environment, read_rows
@@ -169,7 +169,7 @@ def _train_trl(cfg: PolicyConfig, out: Path, tokenizer: Any, env_counts: dict[st
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
     # transformers: this module loads without it
-    from rmcore.console import use_progress_bar
+    from rmcore.console.training import use_progress_bar
 
     t, pol = cfg.training, cfg.policy
     rows, data = _policy_dataset(cfg, out)

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json, atomic_write_text
-from rmcore.tracking import DEFAULT_PROJECT
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.runtime.wandb_log import DEFAULT_PROJECT
+from rmcore.settings.recipes import recipe_dict
 from rmeval.conditions import CONDITIONS, NEEDS
 from rmtrain.config import Sweep
 from rmtrain.sweep.executors import LocalExecutor, SubmititExecutor
@@ -59,7 +59,10 @@ def sweep_group(sweep: Sweep) -> str:
     return sweep.settings.name or wb.get("group") or sweep.root.name
 
 
-def make_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | None = None, force: bool = False) -> Any:
+def sweep_executor(kind: str, sweep: Sweep, out: Path, *, max_parallel: int | None = None, force: bool = False) -> Any:
+    """The sweep's executor for ``--executor``: ``local`` (subprocesses of this machine, at most
+    ``max_parallel`` at once), ``slurm`` (a SLURM job array) or ``submitit-local`` (the same jobs
+    through submitit's local executor: ``rmcore.runtime.jobs.submitit_executor``)."""
     n_audit = sweep.settings.audit.num_processes
     if kind == "local":
         return LocalExecutor(out, max_parallel=max_parallel or sweep.settings.max_parallel, force=force,
@@ -110,7 +113,7 @@ def run_sweep(sweep: Sweep, *, executor: str = "local", max_parallel: int | None
     out = sweep.root
     sweep.overrides.setdefault("wandb.group", sweep_group(sweep))  # every run of the sweep in one W&B group
     matrix = expand(sweep)
-    ex = make_executor(executor, sweep, out, max_parallel=max_parallel, force=force)
+    ex = sweep_executor(executor, sweep, out, max_parallel=max_parallel, force=force)
     ledger = Ledger(out / "ledger")
     for spec in matrix.search + [r for r in matrix.seeds if r.setting is not None]:
         run_config(sweep, spec)  # every run's config is valid before anything runs

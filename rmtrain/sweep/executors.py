@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.errors import ConfigError
-from rmcore.jobs import launch_command, make_executor
+from rmcore.runtime.jobs import launch_command, submitit_executor
 from rmtrain.config import SlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 from rmtrain.sweep.worker import run_one
@@ -221,7 +221,7 @@ class SubmititExecutor:
         if s.setup:
             params["slurm_setup"] = list(s.setup)
             params["local_setup"] = list(s.setup)
-        return make_executor("slurm", self.out / "submitit", cluster=self.cluster, **params)
+        return submitit_executor("slurm", self.out / "submitit", cluster=self.cluster, **params)
 
     def run(self, run_ids: list[str], on_end: Any = None, name: str = "rmtrain-sweep") -> None:
         if not run_ids:

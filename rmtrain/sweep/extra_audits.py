@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmcore.checkpoints import SUMMARY_FILE
-from rmcore.config import recipe_dict
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_json
+from rmcore.io.files import atomic_write_json
+from rmcore.runtime.checkpoints import SUMMARY_FILE
+from rmcore.settings.recipes import recipe_dict
 from rmeval.audit.pipeline import audit_checkpoint
 from rmeval.scoring import ScorerSettings
 from rmeval.stats.audit_sections import figure_interval, figure_values

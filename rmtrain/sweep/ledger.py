@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.checkpoints import SUMMARY_FILE
-from rmcore.io import atomic_write_json, atomic_write_text
+from rmcore.io.files import atomic_write_json, atomic_write_text
+from rmcore.runtime.checkpoints import SUMMARY_FILE
 
 TERMINAL = ("done", "failed", "blocked")
 

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from rmcore.markdown import table
+from rmcore.io.markdown import table
 from rmtrain.config import Sweep, TrainConfig, short_model_name
 from rmtrain.rundir import comparable, config_dict
 

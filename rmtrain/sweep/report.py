@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmcore.io import atomic_save_figure, atomic_write_json, atomic_write_text, read_table
-from rmcore.markdown import interval, num, table
-from rmcore.tracking import Tracker
+from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_text
+from rmcore.io.markdown import interval, num, table
+from rmcore.io.tables import read_table
+from rmcore.runtime.wandb_log import Tracker
 from rmeval.stats.audit_sections import ROLES, sweep_figures
 from rmeval.stats.permutation import exact_permutation_test
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast

@@ -9,7 +9,7 @@ writes the ledger.
 audits (``rmtrain.sweep.extra_audits``: other rating sets, the other selection rule's checkpoint)
 with their figures in `<run>/final_audit/extra_figures.json`. `... OUT --released` audits the
 sweep's released scorers instead (one job). The flags are the fields of :class:`SweepWorkerCommand`
-(``rmcore.settings``), as every command's are."""
+(``rmcore.settings.fields``), as every command's are."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmcore.io import atomic_write_json
-from rmcore.quiet import quiet_libraries
-from rmcore.settings import Parser, add_options, from_args, option
+from rmcore.console.quiet import quiet_libraries
+from rmcore.io.files import atomic_write_json
+from rmcore.settings.fields import Parser, add_options, from_args, option
 from rmeval.scoring.run import Shard
 from rmtrain.config import Sweep, load_sweep
 from rmtrain.sweep.extra_audits import audit_released, run_extra_audits

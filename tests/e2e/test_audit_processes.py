@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmeval.scoring.run import KEY_COLUMNS, Shard, assign_shards, score_conditions
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 
@@ -82,7 +82,7 @@ def test_shards_keep_a_conversation_together_and_balance_the_load():
 
 
 def _fill(path: str, worker: int, n: int) -> None:
-    from rmcore.cache import SqliteCache
+    from rmcore.io.cache import SqliteCache
 
     cache = SqliteCache(path, "t", ["value REAL"])
     keys = [f"k{i}" for i in range(n)]
@@ -100,7 +100,7 @@ def test_score_cache_stays_whole_with_several_writers(tmp_path):
     for p in procs:
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0, 0, 0]
-    from rmcore.cache import SqliteCache
+    from rmcore.io.cache import SqliteCache
 
     cache = SqliteCache(path, "t", ["value REAL"])
     rows = cache.get_many([f"k{i}" for i in range(300)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.data.simulated import icc1_by_prompt
 from rmtrain.config import load_sweep
 from rmtrain.prepare import prepare_data

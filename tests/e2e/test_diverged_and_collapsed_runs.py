@@ -102,7 +102,7 @@ def test_a_collapsed_run_is_audited_and_said_once(diverged: Path, tmp_path: Path
                      "original", "--n-boot", "20", "--wandb-mode", "disabled", "--no-progress"]) == 0
     # a constant model's undefined figures are null in the record, not scipy warnings on stderr
     assert not [w for w in warned if "constant" in str(w.message).lower()], [str(w.message) for w in warned]
-    said = [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"]
+    said = [r.getMessage() for r in caplog.records if r.name == "rmcore.runtime.checkpoints"]
     assert said == [f"{diverged}: {SAID}",
                     f"{run}: the run was marked collapsed ({reason}); scoring its model as it is"]
     audit = json.loads((out / "audit.json").read_text())

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from rmcore.device import Placement
-from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, tiny_causal_lm, tiny_model, train_tokenizer
+from rmcore.models.device import Placement
+from rmcore.models.tiny import CHAT_TEMPLATE, EOS, PAD, tiny_causal_lm, tiny_model, train_tokenizer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -1,5 +1,5 @@
 """Where evaluation models run, as a user meets it on the command line: --device/--dtype/... flags
-(rmcore.device through rmeval.cli.flags), recorded in the reports; one-line errors for a device
+(rmcore.models.device through rmeval.cli.flags), recorded in the reports; one-line errors for a device
 that is not there and for a model name that is not found; reports written with the user's umask."""
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def _float32_reference(ckpt, keys):
     laid out as the scorer lays it out (``encode_example``, 96 tokens)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from rmcore.data.registry import load_data
-    from rmcore.formatting import encode_example
+    from rmcore.data.loading import load_data
+    from rmcore.models.formatting import encode_example
 
     rs = load_data(SPEC)
     texts = {(p.prompt_id, r.response_id): (list(p.messages), r.text) for p in rs.prompts for r in p.responses}
@@ -114,7 +114,7 @@ def test_reports_follow_the_umask(tmp_path, minilm_ckpt):
         for name in ("audit.json", "audit.md", "scores.parquet"):
             assert stat.S_IMODE((tmp_path / "a" / name).stat().st_mode) == 0o644, name
         os.umask(0o027)
-        from rmcore.io import atomic_write_json
+        from rmcore.io.files import atomic_write_json
 
         atomic_write_json(tmp_path / "x.json", {"a": 1})
         assert stat.S_IMODE((tmp_path / "x.json").stat().st_mode) == 0o640
@@ -165,8 +165,8 @@ def _placement(parser, argv):
     """The Placement in the settings the command reads from ``argv``."""
     import dataclasses
 
-    from rmcore.device import Placement
-    from rmcore.settings import from_args
+    from rmcore.models.device import Placement
+    from rmcore.settings.fields import from_args
 
     args = parser.parse_args(argv)
     todo = [from_args(args.settings, args)]

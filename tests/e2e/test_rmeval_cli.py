@@ -18,8 +18,8 @@ import pytest
 from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 
-from rmcore.checkpoints import find_checkpoints
-from rmcore.data.registry import load_rating_set, parse_data_spec
+from rmcore.data.loading import load_rating_set, parse_data_spec
+from rmcore.runtime.checkpoints import find_checkpoints
 from rmeval.cli import main
 from rmeval.stats.audit_sections import streams
 from tests.support import hand_icc

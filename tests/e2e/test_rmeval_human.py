@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import pearsonr, rankdata
 
 from rmcore.data.helpsteer_annotations import load_helpsteer2_annotations
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.data.shp import load_shp
 from rmcore.errors import DataError
 from rmeval.cli import main

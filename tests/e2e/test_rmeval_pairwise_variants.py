@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from rmcore.data.registry import load_rating_set
-from rmcore.formatting import encode_example
+from rmcore.data.loading import load_rating_set
+from rmcore.models.formatting import encode_example
 from rmeval.backends.generators import FileGenerator
 from rmeval.cli import main
 from tests.support import longest_rm_bench_rows

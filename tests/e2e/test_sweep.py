@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from rmcore.data.registry import load_rating_set
-from rmcore.tiny import tiny_causal_lm
+from rmcore.data.loading import load_rating_set
+from rmcore.models.tiny import tiny_causal_lm
 from rmtrain.arms import ARMS
 from rmtrain.cli import main as rmtrain_main
 from rmtrain.config import load_sweep
@@ -255,14 +255,14 @@ def test_qwen3_recipe_dry_run_and_sbatch_array(monkeypatch):
     its SLURM submission is one job array per stage, one GPU run (accelerate launch) per task."""
     import submitit.slurm.slurm as ss
 
-    from rmtrain.sweep.driver import make_executor
+    from rmtrain.sweep.driver import sweep_executor
 
     path = ROOT / "recipes" / "helpsteer2_matched_qwen3.yaml"
     sweep = load_sweep(path, {"sweep.slurm.partition": "gpu"})
     m = expand(sweep)
     assert len(m.search) == 6 * 2 * 3 and len(m.seeds) == 6 * 2 * 5 and sum(r.reuses is not None for r in m.seeds) == 12
     assert {r.model for r in m.runs} == {"Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B"}
-    ex = make_executor("slurm", sweep, Path("/tmp/never-written"))
+    ex = sweep_executor("slurm", sweep, Path("/tmp/never-written"))
     cmds = ex.describe([r.run_id for r in m.search])
     assert all(c.startswith("accelerate launch --config_file ") and "accelerate_configs/single_gpu.yaml -m "
                "rmtrain.sweep.worker" in c for c in cmds)

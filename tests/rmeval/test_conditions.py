@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError
 from rmeval.conditions import (
@@ -186,7 +186,7 @@ def test_condition_option_typo_is_an_error():
 
 def test_registered_condition_is_accepted_by_tables_and_cli(monkeypatch):
     import rmeval.conditions as C
-    from rmcore.settings import from_args
+    from rmcore.settings.fields import from_args
     from rmeval.cli import build_parser
     from rmeval.cli.audit import AuditCommand
     from rmeval.stats.audit_sections import compute_audit

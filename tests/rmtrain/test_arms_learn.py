@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmtrain.arms import ARMS
 from rmtrain.config import load_train_config
 from rmtrain.train import train

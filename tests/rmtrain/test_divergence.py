@@ -54,7 +54,7 @@ def test_nonfinite_weights_stop_training_at_once_and_no_model_is_saved(tmp_path,
     assert main(["train", "--config", str(path), "--out", str(out), "--set", "training.on_divergence=record"]) == 0
     assert strict_json(capsys.readouterr().out)["status"] == "diverged"
     assert (out / "train_summary.json").stat().st_mtime_ns == mtime
-    # auditing the run says why there is nothing to audit (rmcore.checkpoints.check_trained)
+    # auditing the run says why there is nothing to audit (rmcore.runtime.checkpoints.check_trained)
     from rmeval.cli import main as rmeval_main
 
     assert rmeval_main(["audit", "--checkpoint", str(out), "--data", "simulated", "--out", str(tmp_path / "a")]) == 2
@@ -80,7 +80,7 @@ def test_a_constant_model_is_recorded_as_collapsed(tmp_path, tiny_set_qwen3, mon
     is 0 (SD 0, at most 1e-4 x RMS 0), and its Pearson correlation with the ratings is undefined."""
     import torch
 
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     model, tok = load_reward_model(str(tiny_set_qwen3))
     with torch.no_grad():

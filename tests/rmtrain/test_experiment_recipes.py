@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rmcore.config import training_recipe_writing
 from rmcore.errors import ConfigError
+from rmcore.settings.recipes import training_recipe_writing
 from rmeval.experiments.leaderboard import load_leaderboard_config
 from rmeval.experiments.pool import load_pool_config
 from rmtrain.cli.check import check_recipe

@@ -2,7 +2,7 @@
 
 The model (Qwen2, hidden 32, 2 layers) and its tokenizer (byte-level BPE trained here on the
 simulated set's text, an EOS token, no pad token, a minimal chat template whose turns end in EOS)
-are built locally by rmcore.tiny, so nothing is downloaded. References are independent of rmtrain's scoring code:
+are built locally by rmcore.models.tiny, so nothing is downloaded. References are independent of rmtrain's scoring code:
 the backbone's last hidden state at the last real token, pushed through the score head by hand."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import torch
 
-from rmcore.data.registry import load_rating_set
-from rmcore.formatting import Encoded, encode_example, layout
-from rmcore.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
-from rmcore.tiny import tiny_causal_lm
+from rmcore.data.loading import load_rating_set
+from rmcore.models.formatting import Encoded, encode_example, layout
+from rmcore.models.modeling import LoraSettings, ModelSettings, load_reward_model, score_encoded
+from rmcore.models.tiny import tiny_causal_lm
 from rmtrain.config import TrainConfig, TrainingSettings, WandbSettings
 from tests.support import TINY_SET as DATA
 from tests.support import set_texts

@@ -54,7 +54,7 @@ def planted_reward_model(policy: Path, out: Path, spread: float = 0.3) -> tuple[
     magnitude; with ``spread`` 0 the score is exactly +-sqrt(hidden size), one value per class."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.models.tiny import save_tiny, tiny_model
 
     tok = AutoTokenizer.from_pretrained(policy)
     tok.chat_template = None

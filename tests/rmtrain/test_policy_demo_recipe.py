@@ -28,7 +28,7 @@ ARMS = ("bradley_terry", "regression", "binarized")
 
 @pytest.fixture(scope="module")
 def reward_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+    from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 
     tok = train_tokenizer(["a tiny reward model", "for the demo sweep layout"] * 20, 120, word_level=False,
                           eos_token="<|endoftext|>", pad_token="<|pad|>")

@@ -180,8 +180,8 @@ def ray_gpus(a: SimpleNamespace) -> int:
 
 @pytest.fixture(scope="module")
 def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import save_tiny, tiny_causal_lm, tiny_model
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import save_tiny, tiny_causal_lm, tiny_model
 
     rs = load_rating_set({"name": "simulated", "n_prompts": 20, "responses_per_prompt": 2, "seed": 0})
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

@@ -61,8 +61,8 @@ def openrlhf_log(steps: range, *, resumed_from: int | None = None) -> str:
 def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from transformers import AutoTokenizer
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import save_tiny, tiny_causal_lm, tiny_model
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import save_tiny, tiny_causal_lm, tiny_model
 
     rs = load_rating_set({**DATA, "n_prompts": 24})
     texts = [m["content"] for p in rs.prompts for m in p.messages] + [r.text for p in rs.prompts for r in p.responses]

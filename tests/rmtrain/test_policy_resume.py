@@ -3,7 +3,7 @@ there, transformers' generate otherwise, and the summary says which), and an int
 resumed from its last checkpoint.
 
 Material: the demo's tiny policy builder (rmtrain.policy.tiny) and a tiny one-label Qwen2 reward
-model (rmcore.tiny), trained on the simulated set. The interruption is real: the reward function
+model (rmcore.models.tiny), trained on the simulated set. The interruption is real: the reward function
 raises KeyboardInterrupt (what Ctrl-C or a scheduler's SIGINT raises) in step 5, after trl saved the
 checkpoints of steps 2 and 4; the rerun is the same call. The resumed run is checked against an
 uninterrupted run with the same seed: trl restores the optimizer, scheduler and RNG states, so
@@ -30,8 +30,8 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import torch
     from transformers import AutoTokenizer
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import save_tiny, tiny_model
     from rmtrain.policy.tiny import build_tiny_policy
 
     torch.set_num_threads(1)

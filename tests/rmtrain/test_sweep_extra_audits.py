@@ -15,7 +15,7 @@ import statsmodels.api as sm
 import yaml
 
 from rmcore.errors import ConfigError
-from rmcore.io import atomic_write_table
+from rmcore.io.tables import atomic_write_table
 from rmeval.stats.bootstrap import resample_weights
 from rmeval.stats.sibling_contrast import pooled_sibling_contrast
 from rmtrain.config import load_sweep
@@ -189,8 +189,8 @@ def test_report_sections_from_planted_runs(tmp_path):
 def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
     """One arm, one seed of a tiny Qwen3: the worker audits the final-step checkpoint and a second
     rating set beside the run's own audit, the driver audits a released scorer, the report shows them."""
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import tiny_causal_lm
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import tiny_causal_lm
     from rmtrain.sweep import run_sweep
 
     data = {"name": "simulated", "n_prompts": 30, "responses_per_prompt": 3, "seed": 0}

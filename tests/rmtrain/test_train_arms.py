@@ -16,9 +16,9 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.errors import ConfigError
-from rmcore.formatting import encode_example
+from rmcore.models.formatting import encode_example
 from rmtrain.config import load_train_config, train_config_from_dict
 from tests.support import MINILM_MAX_LENGTH as MAX_LENGTH
 from tests.support import MINILM_SET as DATA
@@ -177,9 +177,9 @@ def test_regression_on_preference_only_set_is_a_clear_error(tmp_path: Path, shar
 
 def test_bucketed_forward_matches_one_padded_pass(tmp_path: Path) -> None:
     """The trainer's length-bucketed forward gives the scores and gradients of one padded pass."""
-    from rmcore.batching import length_buckets
-    from rmcore.formatting import Encoded, pad_batch
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.batching import length_buckets
+    from rmcore.models.formatting import Encoded, pad_batch
+    from rmcore.models.modeling import load_reward_model
     from rmtrain.arms import make_arm
     from rmtrain.train import _training_arguments
     from rmtrain.trainer import MatchedRewardTrainer

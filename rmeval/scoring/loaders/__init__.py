@@ -1,7 +1,7 @@
 """Reward-model loaders: how a released reward model is loaded, and where its reward is read.
 
 A reward model here is a network whose forward pass over one text (conversation + response, laid
-out by ``rmcore.formatting``) gives one number. For most released models that number is
+out by ``rmcore.models.formatting``) gives one number. For most released models that number is
 ``logits[0]`` of a one-label ``AutoModelForSequenceClassification``; for others it is not, and each
 such shape has a loader, one file per kind (as reward-bench's ``REWARD_MODEL_CONFIG`` and Reward
 Auditor's loaders key custom code by model):
@@ -44,12 +44,12 @@ from typing import Any, Protocol
 
 import torch
 
-from rmcore.config import training_recipe_writing
-from rmcore.device import Placement, describe, input_device
 from rmcore.errors import ConfigError, PathNotFoundError
-from rmcore.io import check_path, check_safetensors
-from rmcore.modeling import check_model_name, resolve_model_path
-from rmcore.registry import Registry, did_you_mean
+from rmcore.io.files import check_path, check_safetensors
+from rmcore.models.device import Placement, describe, input_device
+from rmcore.models.modeling import check_model_name, resolve_model_path
+from rmcore.settings.recipes import training_recipe_writing
+from rmcore.settings.registry import Registry, did_you_mean
 
 # UltraLM/UltraRM's layout as reward-bench evaluates UltraRM (its "openbmb" conversation template):
 # "User: <turn>\n\nAssistant: <turn>\n\n", every turn followed by the separator
@@ -85,7 +85,7 @@ KNOWN_MODELS = {m.name: m for m in (
 class RewardModel:
     """A loaded reward model: the network (eval mode, placed), its tokenizer, and where its reward
     is read. ``prefix_head``: the score column the shared-prompt path may read off the backbone
-    (``rmcore.prefix_scoring``); None where the reward is not a plain column of ``score``."""
+    (``rmcore.models.prefix_scoring``); None where the reward is not a plain column of ``score``."""
 
     model: Any
     tokenizer: Any
@@ -149,8 +149,8 @@ def check_reward_path(name_or_path: str | os.PathLike) -> None:
     line naming it and what writes it, not the Hub's repo-id error: a path that a training recipe
     in ``recipes/`` writes (its ``output_dir``) is local whatever its shape, and the line names the
     recipe. A Hub id neither in the cache nor on a Hub that answers is one line too
-    (``rmcore.modeling.check_model_name``). ``pkg:`` models are checked by their package. A local
-    checkpoint's safetensors files must be whole (``rmcore.io.check_safetensors``)."""
+    (``rmcore.models.modeling.check_model_name``). ``pkg:`` models are checked by their package. A local
+    checkpoint's safetensors files must be whole (``rmcore.io.files.check_safetensors``)."""
     name = str(name_or_path)
     path = resolve_model_path(name)
     if Path(os.path.expanduser(path)).exists():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.modeling import ensure_pad_token, load_tokenizer, score_head_names
+from rmcore.models.device import Placement
+from rmcore.models.modeling import ensure_pad_token, load_tokenizer, score_head_names
 from rmeval.scoring.loaders import KnownModel, RewardModel, not_a_reward_model, output_reader, parse_head
 
 
@@ -25,7 +25,7 @@ def load(path: str, config: dict[str, Any], placement: Placement, reward_head: s
     from transformers import AutoModelForSequenceClassification
 
     # transformers: this module loads without it
-    from rmcore.console import load_quietly
+    from rmcore.console.training import load_quietly
 
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()}
     n_out = int(config.get("num_labels") or len(labels) or 1)

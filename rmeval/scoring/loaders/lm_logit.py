@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.modeling import ensure_pad_token, load_tokenizer
+from rmcore.models.device import Placement
+from rmcore.models.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, parse_head
 from rmeval.scoring.loaders.value_head import ValueHeadModel
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.modeling import ensure_pad_token, load_tokenizer
+from rmcore.models.device import Placement
+from rmcore.models.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, output_reader, parse_head
 
 AUTO_CLASSES = ("AutoModelForSequenceClassification", "AutoModel")

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.modeling import ensure_pad_token, load_tokenizer
+from rmcore.models.device import Placement
+from rmcore.models.modeling import ensure_pad_token, load_tokenizer
 from rmeval.scoring.loaders import KnownModel, RewardModel, not_a_reward_model, parse_head
 
 HEAD_NAMES = ("regression_head", "v_head.summary", "v_head", "value_head")

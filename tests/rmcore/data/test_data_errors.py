@@ -10,8 +10,8 @@ import pytest
 
 from rmcore.data.generic import load_generic
 from rmcore.data.helpsteer import load_helpsteer2
+from rmcore.data.loading import known_loaders, load_rating_set, register_loader, validate_rating_set
 from rmcore.data.preference_sets import load_rm_bench
-from rmcore.data.registry import known_loaders, load_rating_set, register_loader, validate_rating_set
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError, DataError
 
@@ -160,7 +160,7 @@ def test_registry_errors():
 
 
 def test_register_custom_loader():
-    from rmcore.data.registry import LOADERS
+    from rmcore.data.loading import LOADERS
 
     @register_loader("tiny_test_set")
     def _tiny(spec):

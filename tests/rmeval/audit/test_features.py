@@ -11,8 +11,8 @@ import torch
 
 from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.simulated import simulate_rating_set
-from rmcore.formatting import drop_markers, encode_example
-from rmcore.modeling import resolve_model_path
+from rmcore.models.formatting import drop_markers, encode_example
+from rmcore.models.modeling import resolve_model_path
 from rmeval.audit.features import (
     FeatureSettings,
     last_token_states,
@@ -72,7 +72,7 @@ def test_last_token_state_is_the_model_on_each_prompt_alone():
     got = last_token_states(convs, MINILM, batch_size=3, device="cpu", dtype="float32")
     name = resolve_model_path(MINILM)
     tok, net = AutoTokenizer.from_pretrained(name), AutoModel.from_pretrained(name).eval()
-    from rmcore.formatting import plain_prompt
+    from rmcore.models.formatting import plain_prompt
 
     for i, c in enumerate(convs):
         with torch.inference_mode():

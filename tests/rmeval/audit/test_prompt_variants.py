@@ -12,10 +12,10 @@ import pytest
 import torch
 from scipy.special import softmax
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import DataError
-from rmcore.tiny import tiny_causal_lm
+from rmcore.models.tiny import tiny_causal_lm
 from rmeval.audit.variants import (
     VALIDITY_QUESTION,
     VALIDITY_TEMPLATE,

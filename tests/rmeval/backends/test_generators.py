@@ -10,7 +10,7 @@ import pytest
 
 from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import DataError
-from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.backends.generators import (
     GENERATORS,
     INSTRUCTIONS,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rmcore.errors import ConfigError
-from rmcore.tiny import tiny_causal_lm
+from rmcore.models.tiny import tiny_causal_lm
 
 TEXTS = ["Which answer is better, A or B?", "A is better.", "B is better.", "Tell me about the sea."] * 8
 
@@ -97,7 +97,7 @@ def test_a_rewriter_on_vllm_is_greedy(fake_vllm, tiny_lm):
 def test_the_judge_reads_the_same_letters_as_the_hf_kind(fake_vllm, tiny_lm):
     """σ(s_A − s_B) of the vllm judge (prompt log-probabilities of each spelling appended) equals the
     hf kind's (next-token logits through transformers): the same prompt ids, the same letters."""
-    from rmcore.device import Placement
+    from rmcore.models.device import Placement
     from rmeval.backends.spec import make_backend, parse_backend_spec
     from rmeval.experiments.winrate import VerdictQuestion
 

@@ -1,4 +1,4 @@
-"""Each ``rmeval`` command's flags come from its settings dataclass (``rmcore.settings``): every
+"""Each ``rmeval`` command's flags come from its settings dataclass (``rmcore.settings.fields``): every
 field a flag and every flag a field, the defaults the dataclasses', and the flags that turn a
 held block on (``--suitability``, ``--probe-*``, ``--judge-items``, ``--baselines``) build it."""
 
@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from rmcore.commands import recipe_overrides
-from rmcore.device import Placement
 from rmcore.errors import ConfigError
-from rmcore.settings import flag_names, from_args, nesting, parser_flags
+from rmcore.models.device import Placement
+from rmcore.settings.commands import recipe_overrides
+from rmcore.settings.fields import flag_names, from_args, nesting, parser_flags
 from rmeval.cli import build_parser
 from tests.support import subcommands
 

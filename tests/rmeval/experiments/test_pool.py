@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmcore.errors import DataError
 from rmeval.cli import main
 from rmeval.experiments.pool import pool_rating_set, read_pool

@@ -14,7 +14,7 @@ import pytest
 
 from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import ConfigError
-from rmcore.tiny import CHAT_TEMPLATE
+from rmcore.models.tiny import CHAT_TEMPLATE
 from rmeval.backends.generators import HFGenerator
 from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses, resolve_model
 from tests.support import JsonHandler

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from rmcore.data.preference_sets import load_hh_rlhf, load_rm_bench
-from rmcore.jobs import make_executor
+from rmcore.runtime.jobs import submitit_executor
 from rmeval.judges.elicit import (
     ATTRIBUTE_QUESTION,
     OVERALL_QUESTION,
@@ -118,7 +118,7 @@ def test_end_to_end_local_sharded_with_submitit(judge_path, items, tmp_path):
     spec = {"kind": "hf", "model": str(judge_path), "name": "tiny", "max_length": 768}
     jobs = [ElicitJob(str(items_path), spec, questions, str(tmp_path / "out"), shard=i, n_shards=2, progress=False)
             for i in range(2)]
-    stats = run_shards(jobs, make_executor("debug", str(tmp_path / "submitit")))
+    stats = run_shards(jobs, submitit_executor("debug", str(tmp_path / "submitit")))
     assert sum(s["n_made"] for s in stats) == len(items) * 2 * len(questions)
     shards = sorted(p.name for p in (tmp_path / "out" / "shards").glob("tiny.shard-*"))
     assert [n for n in shards if not n.endswith(".stats.json")] == [f"tiny.shard-0000{i}-of-00002.npz"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rmcore.io import atomic_write_json
+from rmcore.io.files import atomic_write_json
 from rmeval.judges.analysis import analyze
 from rmeval.judges.reweight import reweight
 from rmeval.judges.simulate import simulate_benchmark, simulate_panel
@@ -50,7 +50,7 @@ def _differences(a, b, path=""):
 
 def _plain(doc):
     """The document as analyze_judgments writes it (numpy scalars as JSON numbers): written with
-    rmcore.io.atomic_write_json and read back."""
+    rmcore.io.files.atomic_write_json and read back."""
     with tempfile.TemporaryDirectory() as d:
         return json.loads(atomic_write_json(Path(d) / "doc.json", doc).read_text())
 

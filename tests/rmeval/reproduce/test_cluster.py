@@ -166,7 +166,7 @@ def test_the_task_starts_its_vllm_server_waits_for_health_scores_through_it_and_
     assert sum(e["path"] == "/health" for e in log[:first_ok]) >= 2  # polled while it answered 503
     assert chats and min(chats) > first_ok  # used only once healthy and listing the model
     # the judgments are the server's: 1 + (words of the response) mod 5 for every text
-    from rmcore.data.registry import load_data
+    from rmcore.data.loading import load_data
 
     rs = load_data({"name": "simulated", "n_prompts": 6, "seed": 3}, None, 0)
     want = {r.response_id: 1 + len(r.text.split()) % 5 for p in rs.prompts for r in p.responses}
@@ -228,7 +228,7 @@ def test_a_reasoning_judge_is_served_with_its_parser_and_read_after_its_reasonin
     """The served judge's `vllm serve` line (the task's) started as is against the fake vLLM, which
     separates the reasoning only when given --reasoning-parser (else <think>...</think> in the reply);
     the elicitation reads the letter after it, with the recipe's reply budget."""
-    from rmcore.jobs import wait_for_health
+    from rmcore.runtime.jobs import wait_for_health
     from rmeval.judges.tables import load_judgments
     from rmeval.reproduce.cluster import PORT_VAR
     from rmeval.reproduce.context import Context

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rmcore.io import atomic_write_table
+from rmcore.io.tables import atomic_write_table
 from rmeval.cli import main
 from rmeval.judges.simulate import planted_weights, simulate_panel
 from rmeval.reproduce.context import Context

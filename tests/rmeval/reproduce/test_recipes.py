@@ -113,7 +113,7 @@ def test_rmtrain_check_reports_a_bad_reproduction_recipe_in_one_line(tmp_path, c
 def test_the_command_flags_come_from_its_settings_dataclass():
     import argparse
 
-    from rmcore.settings import flag_names, parser_flags
+    from rmcore.settings.fields import flag_names, parser_flags
     from rmeval.cli import build_parser
     from rmeval.cli.reproduce import ReproduceCommand
 

@@ -14,7 +14,7 @@ from http.server import HTTPServer
 import numpy as np
 import pytest
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.recipe import ModelSpec
 from rmeval.reproduce.standins import stand_in_spec

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rmcore.formatting import encode_example
-from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
+from rmcore.models.formatting import encode_example
+from rmcore.models.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
 from rmeval.scoring.loaders import choose_loader, known_model, load_reward
 
 TEXTS = ["how do I boil an egg", "put it in water for nine minutes", "no idea", "Paris is the capital of France."] * 3

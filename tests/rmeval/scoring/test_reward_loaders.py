@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from rmcore.formatting import encode_example
-from rmcore.tiny import EOS, PAD, tiny_causal_lm, tiny_model, train_tokenizer
-from rmcore.tiny_rewards import save_gated_remote_code, save_value_head
+from rmcore.models.formatting import encode_example
+from rmcore.models.tiny import EOS, PAD, tiny_causal_lm, tiny_model, train_tokenizer
+from rmcore.models.tiny_rewards import save_gated_remote_code, save_value_head
 from rmeval.cli import main
 
 TEXTS = ["how do I boil an egg", "put it in water for nine minutes", "no idea", "The sky is blue because of "
@@ -26,7 +26,7 @@ TEXTS = ["how do I boil an egg", "put it in water for nine minutes", "no idea", 
 
 
 def _tokenizer(chat: bool = True):
-    from rmcore.tiny import CHAT_TEMPLATE
+    from rmcore.models.tiny import CHAT_TEMPLATE
 
     return train_tokenizer(TEXTS, 300, chat_template=CHAT_TEMPLATE if chat else None, eos_token=EOS, pad_token=PAD)
 
@@ -212,7 +212,7 @@ def test_a_classifier_without_its_head_weights_is_refused(tmp_path, capsys):
 
 def test_training_still_loads_a_base_model_with_a_fresh_head(tmp_path):
     """Only evaluation refuses a fresh head: `rmtrain train` starts from one."""
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     ckpt = tiny_causal_lm(tmp_path / "lm", TEXTS)
     model, _ = load_reward_model(ckpt, for_training=True)

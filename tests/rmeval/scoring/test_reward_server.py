@@ -2,7 +2,7 @@
 request, left-truncated prompts, and every malformed request of a careless client.
 
 Material built here: a tiny Qwen2 one-label classifier and its byte-level BPE tokenizer with a chat
-template (rmcore.tiny), trained on the simulated set plus texts with multi-byte characters, so a
+template (rmcore.models.tiny), trained on the simulated set plus texts with multi-byte characters, so a
 left cut can fall inside a character. References are rmeval's scorer loaded independently from
 the saved checkpoint; queries are made the way OpenRLHF makes them (``SingleTurnAgentExecutor``:
 prompt tokens cut from the left, prompt + response ids decoded with special tokens kept)."""
@@ -34,8 +34,8 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     import torch
     from transformers import AutoTokenizer
 
-    from rmcore.data.registry import load_rating_set
-    from rmcore.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
+    from rmcore.data.loading import load_rating_set
+    from rmcore.models.tiny import CHAT_TEMPLATE, EOS, PAD, save_tiny, tiny_model, train_tokenizer
 
     torch.set_num_threads(1)
     rs = load_rating_set({"name": "simulated", "n_prompts": 40, "responses_per_prompt": 2, "seed": 0})
@@ -58,7 +58,7 @@ def reference(material: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def server(material: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    from rmcore.device import Placement
+    from rmcore.models.device import Placement
     from rmeval.scoring.server import RewardService, load_reward_scorer, make_server
 
     scorer = load_reward_scorer(str(material["ckpt"]), Placement(device="cpu", dtype="auto"), max_length=512)
@@ -261,7 +261,7 @@ def long_text(material: dict[str, Any], n: int, seed: int = 0) -> str:
 @pytest.fixture(scope="module")
 def whole(material: dict[str, Any]) -> Any:
     """The server's scorer as it was before the character cut: every text tokenised whole."""
-    from rmcore.device import Placement
+    from rmcore.models.device import Placement
     from rmeval.scoring.server import load_reward_scorer
 
     return load_reward_scorer(str(material["ckpt"]), Placement(device="cpu", dtype="auto"), max_length=512)
@@ -286,7 +286,7 @@ def test_long_texts_are_cut_by_characters_with_the_same_rewards(server: dict[str
     """Under the character bound (8 x (512 + 64) characters here) a text is tokenised whole as
     before; over it, cut at a word break first. Either way the reward is, bit for bit, that of the
     whole text tokenised: the response keeps its start, the prompt (the label's conversation) its end."""
-    from rmcore import formatting
+    from rmcore.models import formatting
 
     tok, cuts = material["tok"], []
     piece = formatting._piece
@@ -311,7 +311,7 @@ def test_a_20_mb_body_does_not_hold_the_server(server: dict[str, Any], material:
                                                patient_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 20 MB response (under the 32 MiB body limit) and a small request sent while it is served:
     neither waits on a whole-text tokenisation (33-43 s before, the small one blocked behind it)."""
-    from rmcore import formatting
+    from rmcore.models import formatting
 
     tok, conv, seen = material["tok"], [{"role": "user", "content": "Tell me."}], []
     ids = formatting._ids
@@ -411,11 +411,11 @@ def test_every_reject_counts_in_bad_requests(server: dict[str, Any], material: d
 
 def test_max_length_defaults_to_the_models_own_limit(material: dict[str, Any], capsys: pytest.CaptureFixture,
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    from rmcore.device import Placement
+    from rmcore.models.device import Placement
     from rmeval.cli import main
     from rmeval.scoring.server import load_reward_scorer
 
-    with caplog.at_level(logging.WARNING, logger="rmcore.modeling"):
+    with caplog.at_level(logging.WARNING, logger="rmcore.models.modeling"):
         scorer = load_reward_scorer(str(material["ckpt"]), Placement(device="cpu"))
     # the tiny model's position embeddings, taken as they are: not 2048 clamped to them with a warning
     assert scorer.max_length == 1024 and "exceeds the model's limit" not in caplog.text
@@ -465,9 +465,9 @@ def test_max_length_defaults_to_the_training_length_and_is_said(material: dict[s
     health, rc = _serve(["serve-reward", "--checkpoint", str(run), "--port", "0", "--device", "cpu"], monkeypatch)
     assert rc == 0 and health["max_length"] == 64
     assert f"serving {run} (cpu, float32, max length 64 tokens) on http://127.0.0.1:" in capsys.readouterr().out
-    with caplog.at_level(logging.WARNING, logger="rmcore.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="rmcore.runtime.checkpoints"):
         health, rc = _serve(["serve-reward", "--checkpoint", str(run), "--port", "0", "--device", "cpu",
                              "--max-length", "100"], monkeypatch)
     assert rc == 0 and health["max_length"] == 100
-    assert [r.getMessage() for r in caplog.records if r.name == "rmcore.checkpoints"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "rmcore.runtime.checkpoints"] == [
         f"max_length 100: {run} was trained with max_length 64; scoring at 100 tokens"]

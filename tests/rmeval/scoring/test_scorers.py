@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.errors import ConfigError
-from rmcore.formatting import plain_prompt
+from rmcore.models.formatting import plain_prompt
 from rmeval.scoring import make_scorer
 from rmeval.scoring.base import SCORERS
 from rmeval.scoring.dpo import DPOImplicitScorer
@@ -140,7 +140,7 @@ def test_dpo_implicit_reward_by_hand(tmp_path):
 @pytest.mark.usefixtures("one_torch_thread")
 def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo_ckpt, shared_data):
     """AuditCallback scores the in-memory model through SeqClassifierScorer: same limit."""
-    from rmcore.modeling import load_reward_model
+    from rmcore.models.modeling import load_reward_model
 
     model, tok = load_reward_model(str(demo_ckpt))
     rs = load_rating_set({"name": "rm_bench", "path": str(longest_rm_bench_rows(shared_data, tmp_path))})
@@ -153,7 +153,7 @@ def test_in_memory_scorer_of_the_audit_callback_honours_the_limit(tmp_path, demo
 
 def _tiny_gpt2(path: Path, n_positions: int = 32):
     """A causal LM with learned absolute positions: a longer input is an index error, not a warning."""
-    from rmcore.tiny import save_tiny, tiny_model
+    from rmcore.models.tiny import save_tiny, tiny_model
 
     tok = tiny_tokenizer()
     model = tiny_model(tok, "gpt2", token_ids=("pad",), n_positions=n_positions, n_embd=16, n_layer=1, n_head=2)
@@ -177,7 +177,7 @@ def test_judge_and_dpo_take_the_limit_from_the_model(tmp_path):
 def test_max_tokens_reaches_every_scorer(tmp_path):
     from dataclasses import replace
 
-    from rmcore.settings import from_args
+    from rmcore.settings.fields import from_args
     from rmeval.cli import build_parser
     from rmeval.cli.audit import AuditCommand
     from rmeval.scoring import load_scorer

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmcore.data.registry import load_rating_set
+from rmcore.data.loading import load_rating_set
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.errors import DataError
 from rmeval.scoring.base import Scorer

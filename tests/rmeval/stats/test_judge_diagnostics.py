@@ -13,8 +13,8 @@ import torch
 from scipy.special import logsumexp, softmax
 from scipy.stats import rankdata
 
-from rmcore.io import read_table
-from rmcore.tiny import tiny_causal_lm
+from rmcore.io.tables import read_table
+from rmcore.models.tiny import tiny_causal_lm
 from rmeval.cli import main
 from rmeval.scoring.judge import JUDGE_TEMPLATE, GenerativeJudgeScorer
 from rmeval.stats.judge_diagnostics import DIGIT_COLUMNS, judge_diagnostics

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from rmcore.data.simulated import simulate_rating_set
-from rmcore.variance import icc1
+from rmcore.data.variance import icc1
 from rmeval.stats.bootstrap import PromptSetResamples
 from rmeval.stats.explain import calibrated, prompt_probe, rating_residuals, response_probes
 

@@ -10,7 +10,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from rmcore.data.registry import load_data
+from rmcore.data.loading import load_data
 from rmeval.audit.features import prompt_table, topic_clusters
 from rmeval.stats.bootstrap import PromptSetResamples
 from rmeval.stats.splits import balanced_halves, prompt_splits

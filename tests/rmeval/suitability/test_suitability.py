@@ -169,7 +169,7 @@ def test_rmbench_levels_are_a_perturbation_source(shared_data):
 
 def save_verdict_lm(path):
     """A tiny causal LM whose word-level vocabulary has the verdict letters and rating digits."""
-    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+    from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
     from rmeval.scoring.judge import JUDGE_TEMPLATE
     from rmeval.scoring.pairwise_judge import PAIRWISE_TEMPLATE
 
@@ -326,7 +326,7 @@ def test_audit_runs_suitability_when_asked(tmp_path, minilm_ckpt):
     doc = json.loads((out / "suitability.json").read_text())
     assert list(doc["perturbations"]) == ["EF", "CN", "ST"]
     assert doc["settings"]["B"] == 300 and doc["settings"]["m"] == 0.1
-    from rmcore.data.registry import load_data
+    from rmcore.data.loading import load_data
 
     rs = load_data("simulated:n_prompts=8,seed=1")
     n_with_label = len({q.prompt_id for q in rs.preferences})  # one item per labelled prompt

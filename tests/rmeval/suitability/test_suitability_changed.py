@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
-from rmcore.modeling import load_tokenizer
-from rmcore.tiny import tiny_model, train_tokenizer
+from rmcore.models.modeling import load_tokenizer
+from rmcore.models.tiny import tiny_model, train_tokenizer
 from rmeval.perturbations.suite import Pair
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 from rmeval.suitability import SuitabilitySettings, input_changed, run_suitability
@@ -85,7 +85,7 @@ def test_invisible_perturbation_is_unchanged_and_not_tested(tmp_path):
 
 @pytest.mark.parametrize("kind", ["dpo", "judge"])
 def test_input_keys_of_dpo_and_judge(tmp_path, kind):
-    from rmcore.tiny import save_tiny
+    from rmcore.models.tiny import save_tiny
 
     tok = train_tokenizer(TEXTS * 2 + ["A B 1 2 3 4 5 Verdict: Response Conversation"], word_level=True,
                           pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")

@@ -79,8 +79,8 @@ def test_help_writes_nothing(tmp_path, monkeypatch):
 
 def _tiny_run(root):
     """A tiny llama reward model saved as run bt_margin, seed 2."""
-    from rmcore.checkpoints import SUMMARY_FILE
-    from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+    from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
+    from rmcore.runtime.checkpoints import SUMMARY_FILE
 
     tok = train_tokenizer(["How do I bake bread? Mix flour and water. Just buy bread."], word_level=True,
                           pad_token="[PAD]", unk_token="[UNK]")

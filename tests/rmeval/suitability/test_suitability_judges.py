@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.special import expit
 
-from rmcore.tiny import save_tiny, tiny_model, train_tokenizer
+from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.backends import read_bracket_verdict
 from rmeval.perturbations.suite import Pair
 from rmeval.scoring import ScorerSettings, load_scorer

@@ -244,7 +244,7 @@ def test_stats_command_released_writes_both_decisions(tmp_path, monkeypatch):
     # null share (1 + 0)/(4·0.5) = 0.5, thresholds 0.05·k/4.5) rejects all four controlled tests
     assert doc["decisions"]["released"] == {"L": 10, "k": 3, "rejected": ["EF", "IU", "IW"]}
     assert doc["decisions"]["paper"] == {"L": 9, "k": 4, "rejected": ["EF", "IU", "IW", "CN"]}
-    # untested by the paper's procedure: NaN in memory, null in strict JSON (rmcore.io.to_json)
+    # untested by the paper's procedure: NaN in memory, null in strict JSON (rmcore.io.files.to_json)
     assert per["PH"]["decisions"]["released"]["p_value"] == 1.0 and per["PH"]["decisions"]["paper"]["p_value"] is None
     assert [per[c]["stars"] for c in ("EF", "IU", "IW", "CN")] == ["***", "*", "*", ""]
     # the default shows the paper's decisions; both are written either way

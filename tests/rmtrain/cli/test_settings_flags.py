@@ -1,4 +1,4 @@
-"""Each ``rmtrain`` command's flags are its settings dataclass's fields (rmcore.settings): every
+"""Each ``rmtrain`` command's flags are its settings dataclass's fields (rmcore.settings.fields): every
 field has a flag and every flag a field, the defaults, choices and required flags are the ones the
 commands had when they were written by hand, and the flags that override recipe keys map onto them."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rmcore.commands import recipe_overrides as overrides
-from rmcore.settings import AppendEach, flag_names, from_args, option_dests, parser_dests, parser_flags
-from rmcore.tracking import WandbFlags
+from rmcore.runtime.wandb_log import WandbFlags
+from rmcore.settings.commands import recipe_overrides as overrides
+from rmcore.settings.fields import AppendEach, flag_names, from_args, option_dests, parser_dests, parser_flags
 from rmeval.cli.experiments import ExperimentCommand
 from rmtrain.cli import build_parser
 from rmtrain.cli.check import CheckCommand

@@ -2,7 +2,7 @@
 subcommand of both tools is listed here with the concept it names, and each concept has one flag.
 A new flag fails this test until it is added to the table under a concept of its own, or under an
 existing concept's name; a renamed flag keeps its old name as a hidden alias that warns once and
-reads onto the new field (``rmcore.settings``, ``Option.deprecated``).
+reads onto the new field (``rmcore.settings.fields``, ``Option.deprecated``).
 
 The table is written by hand from the commands' help (not read from the parsers), so a flag that
 changes name or appears fails here."""
@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import pytest
 
-from rmcore.settings import AppendEach, parser_flags, renamed_flags
+from rmcore.settings.fields import AppendEach, parser_flags, renamed_flags
 from rmeval.cli import build_parser as rmeval_parser
 from rmeval.cli import main as rmeval_main
 from rmtrain.cli import build_parser as rmtrain_parser
@@ -286,7 +286,7 @@ CASES = [(old, new, name) for old, (new, where) in RENAMED.items() for name in s
 
 @pytest.fixture
 def fresh_notices(monkeypatch):
-    monkeypatch.setattr("rmcore.settings._WARNED", set())  # the notices are printed once per process
+    monkeypatch.setattr("rmcore.settings.fields._WARNED", set())  # the notices are printed once per process
 
 
 @pytest.mark.parametrize(("old", "new", "command"), CASES)
