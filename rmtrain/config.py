@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.generic import check_on_bad
-from rmcore.data.loading import check_spec
+from rmcore.data.loading import check_on_bad, check_spec
 from rmcore.errors import ConfigError
 from rmcore.models.modeling import ModelSettings
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, WANDB_MODES

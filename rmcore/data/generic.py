@@ -28,22 +28,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rmcore.data.loading import check_on_bad
 from rmcore.data.schema import Message, PromptRecord, RatingSet, Response
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import DataError
 from rmcore.io.files import looks_like_hub_id, looks_local
 from rmcore.io.tables import TABLE_SUFFIXES as LOCAL_SUFFIXES
 from rmcore.io.tables import Record, py_row, read_records
 
-__all__ = ["ON_BAD", "Record", "check_on_bad", "hub_records", "is_hub_id", "is_missing", "load_generic",
+__all__ = ["Record", "hub_records", "is_hub_id", "is_missing", "load_generic",
            "read_records", "require_text", "source_records"]
-
-# One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
-ON_BAD = ("raise", "skip")
-
-
-def check_on_bad(on_bad: str) -> None:
-    if on_bad not in ON_BAD:
-        raise ConfigError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
 def is_hub_id(source: str | os.PathLike) -> bool:

@@ -33,13 +33,13 @@ from typing import Any
 
 from rmcore.data.generic import (
     Record,
-    check_on_bad,
     coerce_rating,
     is_missing,
     read_records,
     require_text,
     source_records,
 )
+from rmcore.data.loading import check_on_bad
 from rmcore.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
 

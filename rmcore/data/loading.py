@@ -25,6 +25,9 @@ Every spec may also carry ``on_bad`` ("raise", the default, or "skip") and ``min
 ratings, empty responses, prompts with too few responses and duplicate ids raise a DataError
 naming file, row and field, or with ``on_bad="skip"`` are dropped and counted in
 ``RatingSet.skipped``.
+
+Each loader's module is imported by the wrapper that calls it (pandas, scipy): the names are
+listed and a spec checked without loading a table library (``--help``, a recipe's check).
 """
 
 from __future__ import annotations
@@ -36,19 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.generic import check_on_bad, load_generic
-from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_HUB_ID, load_helpsteer, load_helpsteer2
-from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf, load_rm_bench
-from rmcore.data.reward_auditor import load_reward_auditor
-from rmcore.data.rewardbench import (
-    REWARDBENCH2_HUB_ID,
-    REWARDBENCH_HUB_ID,
-    load_rewardbench,
-    load_rewardbench2,
-)
 from rmcore.data.schema import PromptRecord, RatingSet, Response
-from rmcore.data.shp import SHP_HUB_ID, load_shp
-from rmcore.data.simulated import CONFIG_FIELDS, SimulationSettings, simulate_rating_set
 from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.settings.fields import Range
 from rmcore.settings.registry import Registry, did_you_mean
@@ -61,6 +52,14 @@ COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
 SPLITS = ("train", "validation", "test", "filtered", "raw")
 # sets whose loaders take a split: a bare "validation" after the colon is a split, not a path
 SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp", "rewardbench", "rewardbench2")
+
+# One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
+ON_BAD = ("raise", "skip")
+
+
+def check_on_bad(on_bad: str) -> None:
+    if on_bad not in ON_BAD:
+        raise ConfigError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
 def register_loader(name: str, *, replace: bool = False) -> Callable[[Loader], Loader]:
@@ -104,6 +103,8 @@ def check_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @register_loader("helpsteer2")
 def _helpsteer2(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, load_helpsteer2
+
     kw = _take(spec, ("path", "split", "preference_path", "limit"))
     return load_helpsteer2(kw.pop("path", HELPSTEER2_HUB_ID), kw.pop("split", "train"),
                            on_bad=spec.get("on_bad", "raise"), **kw)
@@ -111,6 +112,8 @@ def _helpsteer2(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("helpsteer")
 def _helpsteer(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.helpsteer import HELPSTEER_HUB_ID, load_helpsteer
+
     kw = _take(spec, ("path", "split", "limit"))
     return load_helpsteer(kw.pop("path", HELPSTEER_HUB_ID), kw.pop("split", "train"),
                           on_bad=spec.get("on_bad", "raise"), **kw)
@@ -118,6 +121,7 @@ def _helpsteer(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("simulated")
 def _simulated(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.simulated import CONFIG_FIELDS, SimulationSettings, simulate_rating_set
     from rmcore.settings.recipes import build_config
 
     # the knobs read as a recipe block: typed, and each in its range (simulated.n_prompts: -5 is ...)
@@ -130,6 +134,8 @@ def _simulated(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("rm_bench")
 def _rm_bench(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.preference_sets import load_rm_bench
+
     kw = _take(spec, ("path", "limit"))
     if "path" not in kw:
         raise ConfigError("rm_bench needs a 'path' (RM-Bench is distributed as JSON files on GitHub)")
@@ -138,6 +144,8 @@ def _rm_bench(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("reward_auditor")
 def _reward_auditor(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.reward_auditor import load_reward_auditor
+
     kw = _take(spec, ("path", "task", "labels", "limit"))
     if "path" not in kw:
         raise ConfigError("reward_auditor needs a 'path' (a folder or file of Reward Auditor's perturbed RM-Bench)")
@@ -146,6 +154,8 @@ def _reward_auditor(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("hh_rlhf")
 def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf
+
     kw = _take(spec, ("path", "split", "data_dir", "limit"))
     return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), on_bad=spec.get("on_bad", "raise"),
                         **kw)
@@ -153,12 +163,16 @@ def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("shp")
 def _shp(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.shp import SHP_HUB_ID, load_shp
+
     kw = _take(spec, ("path", "split", "limit"))
     return load_shp(kw.pop("path", SHP_HUB_ID), kw.pop("split", "validation"), on_bad=spec.get("on_bad", "raise"), **kw)
 
 
 @register_loader("rewardbench")
 def _rewardbench(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.rewardbench import REWARDBENCH_HUB_ID, load_rewardbench
+
     kw = _take(spec, ("path", "split", "limit"))
     return load_rewardbench(kw.pop("path", REWARDBENCH_HUB_ID), kw.pop("split", "filtered"),
                             on_bad=spec.get("on_bad", "raise"), **kw)
@@ -166,6 +180,8 @@ def _rewardbench(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("rewardbench2")
 def _rewardbench2(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.rewardbench import REWARDBENCH2_HUB_ID, load_rewardbench2
+
     kw = _take(spec, ("path", "split", "limit"))
     return load_rewardbench2(kw.pop("path", REWARDBENCH2_HUB_ID), kw.pop("split", "test"),
                              on_bad=spec.get("on_bad", "raise"), **kw)
@@ -173,6 +189,8 @@ def _rewardbench2(spec: dict[str, Any]) -> RatingSet:
 
 @register_loader("generic")
 def _generic(spec: dict[str, Any]) -> RatingSet:
+    from rmcore.data.generic import load_generic
+
     kw = _take(spec, ("path", "columns", "split", "limit", "source", "display_name"))
     if "path" not in kw or "columns" not in kw:
         raise ConfigError("generic needs 'path' and 'columns' (see rmcore.data.generic)")

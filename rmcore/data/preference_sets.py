@@ -27,13 +27,13 @@ from pathlib import Path
 
 from rmcore.data.generic import (
     Record,
-    check_on_bad,
     hub_records,
     is_hub_id,
     is_missing,
     read_records,
     require_text,
 )
+from rmcore.data.loading import check_on_bad
 from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
 

@@ -40,7 +40,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.generic import check_on_bad, is_missing, read_records
+from rmcore.data.generic import is_missing, read_records
+from rmcore.data.loading import check_on_bad
 from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import ConfigError, DataError
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # the tables are built in two methods: the settings that read these types load no pandas
+    import pandas as pd
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
@@ -142,6 +144,8 @@ class RatingSet:
     def ratings_table(self, tokenizer: Any | None = None) -> pd.DataFrame:
         """One row per response: prompt_id, response_id, one column per attribute, single_turn,
         and response_length in tokens when a tokenizer is given."""
+        import pandas as pd  # pandas: the types above are read by settings modules at --help
+
         rows = []
         for p in self.prompts:
             for r in p.responses:
@@ -161,6 +165,8 @@ class RatingSet:
         out; None when the set has no labels."""
         if not self.preferences:
             return None
+        import pandas as pd  # pandas: the types above are read by settings modules at --help
+
         meta = {p.prompt_id: p.meta for p in self.prompts}
         rows = []
         for q in self.preferences:

@@ -25,11 +25,11 @@ import os
 from collections import Counter
 
 from rmcore.data.generic import (
-    check_on_bad,
     coerce_rating,
     require_text,
     source_records,
 )
+from rmcore.data.loading import check_on_bad
 from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
 from rmcore.errors import DataError
 
