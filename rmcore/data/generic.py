@@ -28,8 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import Message, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Message, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
 from rmcore.io.files import looks_like_hub_id, looks_local
 from rmcore.io.tables import TABLE_SUFFIXES as LOCAL_SUFFIXES

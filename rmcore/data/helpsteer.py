@@ -39,8 +39,7 @@ from rmcore.data.generic import (
     require_text,
     source_records,
 )
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import DEFAULT_ATTRIBUTES, Message, Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
 
 HELPSTEER2_HUB_ID = "nvidia/HelpSteer2"

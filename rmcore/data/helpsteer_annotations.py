@@ -23,8 +23,7 @@ import pandas as pd
 
 from rmcore.data.generic import coerce_rating, is_missing, read_records, require_text
 from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, HELPSTEER_ATTRIBUTES, raw_prompt
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import RatingSet
+from rmcore.data.schema import RatingSet, check_on_bad
 from rmcore.errors import DataError
 
 ANNOTATIONS_FILE = "disagreements/disagreements.jsonl.gz"

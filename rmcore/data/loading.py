@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.schema import PromptRecord, RatingSet, Response
+from rmcore.data.schema import PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import ConfigError, DataError, invalid_json
 from rmcore.settings.fields import Range
 from rmcore.settings.registry import Registry, did_you_mean
@@ -52,14 +52,6 @@ COMMON_KEYS = ("name", "on_bad", "min_responses", "validate")
 SPLITS = ("train", "validation", "test", "filtered", "raw")
 # sets whose loaders take a split: a bare "validation" after the colon is a split, not a path
 SPLIT_SETS = ("helpsteer", "helpsteer2", "hh_rlhf", "shp", "rewardbench", "rewardbench2")
-
-# One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
-ON_BAD = ("raise", "skip")
-
-
-def check_on_bad(on_bad: str) -> None:
-    if on_bad not in ON_BAD:
-        raise ConfigError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
 def register_loader(name: str, *, replace: bool = False) -> Callable[[Loader], Loader]:

@@ -33,8 +33,7 @@ from rmcore.data.generic import (
     read_records,
     require_text,
 )
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
 
 HH_RLHF_HUB_ID = "Anthropic/hh-rlhf"

@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.data.generic import is_missing, read_records
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import ConfigError, DataError
 
 REPO_URL = "https://github.com/hggzjx/RewardAuditor/tree/main/datasets"

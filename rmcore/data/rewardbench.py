@@ -32,8 +32,7 @@ from typing import Any
 import pandas as pd
 
 from rmcore.data.generic import is_hub_id, is_missing, prompt_messages, source_records
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
 
 REWARDBENCH_HUB_ID = "allenai/reward-bench"

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rmcore.errors import ConfigError
+
 if TYPE_CHECKING:  # the tables are built in two methods: the settings that read these types load no pandas
     import pandas as pd
 
@@ -28,6 +30,15 @@ DEFAULT_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "
 MAIN_ATTRIBUTE = "helpfulness"
 # columns of a ratings table that are not rated attributes
 RATINGS_KEY_COLUMNS = ("prompt_id", "response_id", "single_turn", "response_length")
+
+
+# One switch, one vocabulary, in run configs and data specs alike: what to do with a bad row.
+ON_BAD = ("raise", "skip")
+
+
+def check_on_bad(on_bad: str) -> None:
+    if on_bad not in ON_BAD:
+        raise ConfigError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}")
 
 
 def pick_attribute(attributes: Sequence[str], requested: str | None = None) -> str:

@@ -29,8 +29,7 @@ from rmcore.data.generic import (
     require_text,
     source_records,
 )
-from rmcore.data.loading import check_on_bad
-from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response
+from rmcore.data.schema import Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
 
 SHP_HUB_ID = "stanfordnlp/SHP"

@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 def group_codes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes 0..k-1 for group keys (order of first appearance) and the unique keys."""
+    import pandas as pd  # pandas: the statistics' settings and memory checks are read at --help
+
     codes, uniques = pd.factorize(pd.Series(keys), sort=False)
     return codes.astype(np.int64), np.asarray(uniques)
 
