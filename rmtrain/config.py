@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.loading import check_on_bad, check_spec
+from rmcore.data.loading import check_spec
+from rmcore.data.schema import check_on_bad
 from rmcore.errors import ConfigError
 from rmcore.models.modeling import ModelSettings
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, WANDB_MODES
@@ -26,10 +27,7 @@ from rmcore.settings.recipes import (  # noqa: F401
     recipe_dict,
     set_dotted,
 )
-from rmeval.audit.pipeline import (  # the audit blocks live beside the audit
-    FinalAuditSettings,
-    TrainingAuditSettings,
-)
+from rmeval.audit.settings import FinalAuditSettings, TrainingAuditSettings  # the audit blocks live beside the audit
 from rmtrain.arms import ARMS, make_arm
 
 SELECTION_RULES = ("final", "best_pair_accuracy")

@@ -12,7 +12,8 @@ from typing import Any
 
 from rmcore.data.loading import load_rating_set
 from rmeval.audit.callback import AuditCallback
-from rmeval.audit.pipeline import FinalAuditSettings, audit_checkpoint, audit_line
+from rmeval.audit.pipeline import audit_checkpoint, audit_line
+from rmeval.audit.settings import FinalAuditSettings
 from rmeval.scoring import ScorerSettings
 from rmeval.stats.audit_sections import figure_values
 from rmtrain.config import TrainConfig

@@ -156,8 +156,8 @@ def patched(timer: Timer, jobs: int) -> Iterator[None]:
 def run_stats(folder: Path, n_boot: int, n_boot_regression: int, learners: list[str] | None, jobs: int
               ) -> tuple[Timer, dict[str, Any]]:
     """``rmeval stats`` on ``folder`` (W&B off), timed as a whole and by part."""
-    from rmeval.audit.features import FeatureSettings
-    from rmeval.audit.pipeline import AuditSettings, audit_tables
+    from rmeval.audit.pipeline import audit_tables
+    from rmeval.audit.settings import AuditSettings, FeatureSettings
     from rmeval.stats.settings import StatsSettings
 
     timer = Timer()

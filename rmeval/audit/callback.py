@@ -3,7 +3,7 @@
 ``AuditCallback.on_save`` audits the *in-memory* model (no reload) with ``rmeval.audit.pipeline.audit`` on a
 held-out slice of a rating set, by default under a cheap subset of conditions (original, generic,
 random, prompt_only) with a small bootstrap (200 resamples; the recipe's ``audit`` block,
-``rmeval.audit.pipeline.TrainingAuditSettings``), writes ``OUTPUT/checkpoint-N/audit/`` (audit.json,
+``rmeval.audit.settings.TrainingAuditSettings``), writes ``OUTPUT/checkpoint-N/audit/`` (audit.json,
 audit.md, plots and tables) beside the checkpoint, and logs the flattened figures to the active
 W&B run at that step (key ``train/global_step``, the step metric transformers' W&B callback uses).
 With a suitability block (a recipe's ``audit.suitability``) the audit also runs the suitability
@@ -27,8 +27,9 @@ from transformers import TrainerCallback
 
 from rmcore.data.schema import RatingSet
 from rmcore.errors import ConfigError
-from rmeval.audit.pipeline import AuditSettings, TrainingAuditSettings, audit
+from rmeval.audit.pipeline import audit
 from rmeval.audit.report import wandb_scalars
+from rmeval.audit.settings import AuditSettings, TrainingAuditSettings
 from rmeval.perturbations.suite import build_suite
 from rmeval.scoring.seq_classifier import SeqClassifierScorer
 

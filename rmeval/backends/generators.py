@@ -39,7 +39,6 @@ from typing import Any
 from rmcore.data.schema import Message, PromptRecord, RatingSet
 from rmcore.errors import ConfigError, DataError
 from rmcore.io.files import atomic_write_text
-from rmcore.io.tables import read_jsonl_rows
 from rmcore.models.device import Placement, input_device
 
 TASKS = ("paraphrase", "related")
@@ -136,6 +135,9 @@ class FileGenerator(Generator):
     kind = "file"
 
     def __init__(self, path: str | os.PathLike, *, include_invalid: bool = False) -> None:
+        # pandas (rmcore.io.tables): the condition registry that names this class is read at --help
+        from rmcore.io.tables import read_jsonl_rows
+
         self.path = Path(path)
         self.all_rows: list[VariantRow] = []
         for line_no, row in read_jsonl_rows(self.path, "generator file", ("prompt_id", "text")):

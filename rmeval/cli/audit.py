@@ -16,14 +16,8 @@ from rmcore.io.files import check_path
 from rmcore.runtime.checkpoints import find_checkpoints
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
-from rmeval.audit.pipeline import (
-    AuditSettings,
-    audit_checkpoint,
-    audit_line,
-    check_audit_memory,
-    rating_set_size,
-    write_summary,
-)
+from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
+from rmeval.audit.settings import AuditSettings, check_audit_memory, rating_set_size
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
 from rmeval.scoring.run import Shard
 from rmeval.suitability.checkpoints import suitability_line

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from rmcore.data.loading import load_data
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.features import FeatureSettings, write_features
+from rmeval.audit.features import write_features
+from rmeval.audit.settings import FeatureSettings
 from rmeval.cli.flags import DATA_HELP
 
 # every setting of the probes' models but the learners (the statistics' part, rmeval stats)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.human import HumanSettings, human_audit
+from rmeval.audit.human import human_audit
+from rmeval.audit.settings import HumanSettings
 
 
 @dataclass

@@ -9,7 +9,8 @@ from rmcore.data.loading import load_data
 from rmcore.runtime.checkpoints import display_name, find_checkpoints
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
-from rmeval.audit.pairwise import PairwiseSettings, pairwise_checkpoint, pairwise_line, write_pairwise_summary
+from rmeval.audit.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
+from rmeval.audit.settings import PairwiseSettings
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
 from rmeval.scoring.run import Shard
 from rmeval.stats.bootstrap import check_memory

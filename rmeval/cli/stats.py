@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.pipeline import AuditSettings, audit_tables
+from rmeval.audit.pipeline import audit_tables
+from rmeval.audit.settings import AuditSettings
 from rmeval.cli.flags import named_paths, run_wandb
 
 

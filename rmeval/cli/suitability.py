@@ -18,7 +18,7 @@ from rmcore.runtime.checkpoints import find_checkpoints
 from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.pipeline import AuditSettings
+from rmeval.audit.settings import AuditSettings
 from rmeval.cli.flags import ScoringCommand, dest, wandb_flags
 from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from rmcore.data.loading import load_data
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
-from rmeval.audit.variants import PromptVariantSettings, summary_line, write_prompt_variants
+from rmeval.audit.settings import PromptVariantSettings
+from rmeval.audit.variants import summary_line, write_prompt_variants
 from rmeval.backends.spec import is_local
 
 

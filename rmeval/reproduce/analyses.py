@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io.files import atomic_write_json
-from rmeval.audit.human import HumanSettings, human_audit
+from rmeval.audit.human import human_audit
 from rmeval.audit.pairwise import pairwise_checkpoint
 from rmeval.audit.pipeline import audit, audit_checkpoint
+from rmeval.audit.settings import HumanSettings
 from rmeval.reproduce.judges import elicit_judge, judges_table
 from rmeval.reproduce.leaderboard import leaderboard_panel
 from rmeval.reproduce.policy import policy_table

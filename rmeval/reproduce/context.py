@@ -21,7 +21,8 @@ from rmcore.errors import ConfigError
 from rmcore.io.files import atomic_write_json
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT
 from rmcore.settings.recipes import build_config
-from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
+from rmeval.audit.settings import PromptVariantSettings
+from rmeval.audit.variants import write_prompt_variants
 from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
 from rmeval.reproduce.cluster import resolve_endpoint
 from rmeval.reproduce.recipe import DataEntry, ModelSpec

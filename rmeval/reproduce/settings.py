@@ -11,10 +11,9 @@ from typing import Any
 from rmcore.errors import ConfigError
 from rmcore.settings.fields import bounded
 from rmcore.settings.recipes import build_config
-from rmeval.audit.pairwise import PairwiseSettings
-from rmeval.audit.pipeline import AuditSettings
+from rmeval.audit.settings import AuditSettings, PairwiseSettings
 from rmeval.conditions import check_condition_names
-from rmeval.suitability.checkpoints import SuitabilityAuditSettings
+from rmeval.suitability.settings import SuitabilityAuditSettings
 
 
 @dataclass

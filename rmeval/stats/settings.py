@@ -1,6 +1,6 @@
 """The settings of an audit's statistics (``rmeval.stats.audit_sections.compute_audit``), declared once: the
 flags of ``rmeval audit`` and ``rmeval stats`` and the keys of the recipes' audit blocks come from
-these fields (``rmeval.audit.pipeline.AuditSettings`` holds them). No numpy here: a recipe loads
+these fields (``rmeval.audit.settings.AuditSettings`` holds them). No numpy here: a recipe loads
 them without loading the statistics."""
 
 from __future__ import annotations

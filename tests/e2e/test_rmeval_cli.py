@@ -373,7 +373,7 @@ def test_audit_rerun_prints_the_same_line_and_progress_to_a_log(tmp_path, demo_c
 
 def test_probe_learners_reach_the_statistics(tmp_path, minilm_ckpt):
     """--probe-learners ridge: the response probes are fitted with ridge alone (not all four)."""
-    from rmeval.audit.features import LEARNERS
+    from rmeval.audit.settings import LEARNERS
 
     out = tmp_path / "a"
     assert main(["audit", "--checkpoint", str(minilm_ckpt), "--data", "simulated:n_prompts=16,responses_per_prompt=3,"

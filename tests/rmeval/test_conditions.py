@@ -215,7 +215,7 @@ def test_register_condition_adds_a_condition_every_reader_sees():
     """register_condition (not the dict): checked name, a second registration refused, the builder's
     keywords accepted as options, ``needs`` honoured by the CLI's default list; taken back after."""
     import rmeval.conditions as C
-    from rmeval.audit.pipeline import resolve_conditions
+    from rmeval.audit.settings import resolve_conditions
     from rmeval.tables import condition_names
 
     def echo_twice(rs, *, echo_times: int = 2, **_):

@@ -12,7 +12,8 @@ import numpy as np
 
 from rmcore.data.simulated import simulate_rating_set
 from rmeval.audit.pairwise import pairwise_line
-from rmeval.audit.pipeline import AuditSettings, audit, audit_line
+from rmeval.audit.pipeline import audit, audit_line
+from rmeval.audit.settings import AuditSettings
 from rmeval.scoring.base import Scorer
 from rmeval.stats.settings import StatsSettings
 from rmeval.suitability.checkpoints import suitability_line

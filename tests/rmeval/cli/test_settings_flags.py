@@ -82,7 +82,7 @@ def test_no_optional_flag_gives_the_dataclass_defaults(command):
     if command == "reproduce":
         kwargs["recipe"] = "r.yaml"
     if command == "variants":
-        from rmeval.audit.variants import PromptVariantSettings
+        from rmeval.audit.settings import PromptVariantSettings
 
         kwargs["variants"] = PromptVariantSettings(task="paraphrase")
     assert s == cls(**kwargs)
