@@ -45,8 +45,8 @@ def run_step(step: str, d: Path, n_items: int, n_judges: int, n_attributes: int,
         write_store(d / "judgments", store)
         items.to_parquet(d / "items.parquet", index=False)
     elif step == "analyze":
-        from rmeval.judges.analysis import AnalysisSettings
         from rmeval.judges.pipeline import analyze_judgments
+        from rmeval.judges.settings import AnalysisSettings
 
         analyze_judgments(d / "judgments", d / "analysis", items=d / "items.parquet",
                           settings=AnalysisSettings(jobs=jobs), wandb_mode="disabled")

@@ -22,9 +22,7 @@ from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
 from rmeval.cli.flags import wandb_flags
-from rmeval.judges.analysis import AnalysisSettings
-from rmeval.judges.baselines import BaselineSettings
-from rmeval.judges.settings import ElicitSettings, ReweightSettings
+from rmeval.judges.settings import AnalysisSettings, BaselineSettings, ElicitSettings, ReweightSettings
 
 
 @dataclass

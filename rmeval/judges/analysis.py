@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,6 @@ import pandas as pd
 from rmcore.console.progress import Progress
 from rmcore.errors import ConfigError
 from rmcore.io.markdown import num, table
-from rmcore.settings.fields import bounded, check_ranges, comma_list, option
 
 from .agreement_controls import (
     attribute_importance,
@@ -62,55 +61,11 @@ from .panel import (
     rate_or_none,
 )
 from .priority_controls import priority_controls, priority_markdown
+from .settings import AnalysisSettings
 from .store import JudgmentStore, table_to_store
 from .workers import run_tasks
 
 __all__ = ["AnalysisSettings", "Panel", "analysis_markdown", "analyze", "build_panel"]
-
-
-def _names(text: str) -> list[str] | None:
-    return comma_list(text) or None  # an empty list: every attribute
-
-
-@dataclass
-class AnalysisSettings:
-    """What ``analyze`` computes beyond the agreement and the priority fits.
-
-    ``attributes``: only these (default: every attribute in the table); ``seed``; ``n_splits``
-    random half splits for split-half reliability; ``null_repeats`` repetitions of the
-    identical-preference null (0: skip it); ``donor`` of the component swaps (default: the judge
-    with the highest stable rate); ``min_shared`` jointly resolved attributes for the no-conflict
-    subset (the paper's 20); ``min_n_source`` and ``min_n_pooled`` usable comparisons a reader
-    needs to enter a label association (the paper's 50 and 200); ``attributes_file``: the
-    inventory used at elicitation, if custom (for attribute families); ``controls``: False skips
-    every paper control (the audit hook's quick profile); ``jobs``: worker processes for the
-    logistic fits (default: this process's CPUs; the figures do not depend on it); ``progress``:
-    progress bars on stderr when it is a terminal."""
-
-    attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
-                                          help="comma-separated subset of the attributes (default: all)")
-    seed: int = option(0, ge=0, help="seed of the half splits, the null and the swaps")
-    n_splits: int = option(20, ge=0, help="random half splits for split-half reliability")
-    null_repeats: int = option(20, ge=0, help="repetitions of the identical-preference null (0: skip it)")
-    donor: str | None = option(None, help="donor judge of the component swaps (default: highest stable rate)")
-    min_shared: int = option(20, flag="--min-shared-attributes",
-                             ge=1, help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
-    min_n_source: int = option(50, ge=0, help="usable comparisons a reader needs in a source to enter a label "
-                                        "association")
-    min_n_pooled: int = option(200, ge=0, help="the same over all sources pooled")
-    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
-                                         help="attribute YAML used at elicitation, if custom (families)")
-    controls: bool = True
-    jobs: int | None = bounded(None, ge=1)  # set by code, not a flag; None: this process's CPUs
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        integers = ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled")
-        for name in integers + (("jobs",) if self.jobs is not None else ()):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise ConfigError(f"{name} must be an integer, got {v!r}")
-        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def agreement(panel: Panel) -> dict[str, Any]:

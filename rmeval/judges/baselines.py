@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +27,11 @@ import numpy as np
 import pandas as pd
 
 from rmcore.errors import ConfigError
-from rmcore.settings.fields import bounded, check_ranges, comma_list, option
 
 from .inventory import OVERALL, Attribute, load_inventory
 from .panel import build_panel
 from .reweight import single_read_accuracy, source_split, verdict_accuracy
+from .settings import BaselineSettings
 from .store import load_store
 from .tables import load_judgments
 
@@ -152,43 +151,6 @@ def lora_sft_accuracy(model: str | os.PathLike, train_items: pd.DataFrame, test_
         judge.close()
     table = load_judgments(stats.table)
     return {**info, **_accuracy(table, test_items), "n_test": int(len(test_items))}
-
-
-def _kinds(text: str) -> tuple[str, ...]:
-    return tuple(comma_list(text))
-
-
-@dataclass
-class BaselineSettings:
-    """The baselines of a reweighting run: rubric prompting and/or LoRA SFT of ``model``, the
-    local causal LM behind judge ``judge`` of the judgments table."""
-
-    model: str = option(flag="--baseline-model", help="local causal LM behind --baseline-judge")
-    judge: str = option(flag="--baseline-judge", help="the judge of the judgments table that --baseline-model is")
-    kinds: tuple[str, ...] = option(("rubric", "lora"), flag="--baselines", parse=_kinds,
-                                    help="rubric,lora: baselines with --baseline-model")
-    # the attribute YAML used at elicitation, if custom
-    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
-                                         help="attribute YAML used at elicitation, if custom")
-    rubric_k: int = option(6, ge=1, help="attributes the rubric prompt names")
-    # training labels per source for LoRA SFT (None: all)
-    lora_budget: int | None = option(256, ge=2, help="training labels per source for LoRA SFT")
-    lora_steps: int = option(200, ge=1, help="LoRA SFT steps")
-    lora_lr: float = option(2e-4, gt=0, help="LoRA SFT learning rate")
-    lora_batch_size: int = option(8, ge=1, help="LoRA SFT batch size")
-    lora_dtype: str = option("float32", choices=["float32", "bfloat16", "float16"],
-                             help="dtype of the LoRA SFT model (bfloat16 halves a large judge's memory)")
-    max_length: int = option(4096, ge=8, help="tokens per prompt of the baselines")
-    batch_size: int = option(32, ge=1, help="texts per forward of the baselines")
-    device: str | None = option(None, help="device of the baselines' model (default: auto)")
-    seed: int = bounded(0, ge=0)  # the reweighting's (--seed)
-
-    def __post_init__(self) -> None:
-        if not set(self.kinds) <= {"rubric", "lora"}:
-            raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
-        if not self.model or not self.judge:
-            raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
-        check_ranges(self)  # built by code too: the numbers in their declared ranges
 
 
 def run_baselines(settings: BaselineSettings, res: dict[str, Any], items: pd.DataFrame,

@@ -20,12 +20,12 @@ from rmcore.io.tables import atomic_write_table
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
 from rmeval.tracking import evaluation_tracker
 
-from .analysis import AnalysisSettings, analysis_markdown, analyze
-from .baselines import BaselineSettings, run_baselines
+from .analysis import analysis_markdown, analyze
+from .baselines import run_baselines
 from .inventory import load_inventory
 from .plots import analysis_plots, plots_not_drawn, weight_profiles
 from .reweight import reweight, reweight_markdown
-from .settings import ElicitSettings, ExecutorSettings, ReweightSettings
+from .settings import AnalysisSettings, BaselineSettings, ElicitSettings, ExecutorSettings, ReweightSettings
 from .shards import run_shards, submitit_executor
 from .store import load_store
 from .tables import load_items

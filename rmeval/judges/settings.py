@@ -4,18 +4,19 @@ from these fields. Nothing heavy here: ``--help`` loads no model library, numpy 
 
 :class:`ElicitSettings` is one elicitation (the items, the judge, the attributes asked, the shards and
 their jobs' :class:`ExecutorSettings`, where a local judge runs); :class:`ReweightSettings` how the
-attribute weights are refitted to reference labels. The analysis's settings are beside the analysis
-(``rmeval.judges.analysis.AnalysisSettings``), the baselines' beside them
-(``rmeval.judges.baselines.BaselineSettings``)."""
+attribute weights are refitted to reference labels; :class:`AnalysisSettings` what ``analyze``
+computes (``rmeval.judges.analysis``); :class:`BaselineSettings` the baselines of a reweighting run
+(``rmeval.judges.baselines``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral  # numpy's integers too, without importing numpy
 from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.models.device import PLACEMENT_GROUP, Placement
-from rmcore.settings.fields import check_ranges, comma_list, nested, option, output_folder
+from rmcore.settings.fields import bounded, check_ranges, comma_list, nested, option, output_folder
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -124,3 +125,85 @@ class ReweightSettings:
 
     def validate(self) -> None:
         check_ranges(self)  # built by code too: --budgets, --top-k, --n-repeats in their declared ranges
+
+
+def _names(text: str) -> list[str] | None:
+    return comma_list(text) or None  # an empty list: every attribute
+
+
+@dataclass
+class AnalysisSettings:
+    """What ``analyze`` computes beyond the agreement and the priority fits.
+
+    ``attributes``: only these (default: every attribute in the table); ``seed``; ``n_splits``
+    random half splits for split-half reliability; ``null_repeats`` repetitions of the
+    identical-preference null (0: skip it); ``donor`` of the component swaps (default: the judge
+    with the highest stable rate); ``min_shared`` jointly resolved attributes for the no-conflict
+    subset (the paper's 20); ``min_n_source`` and ``min_n_pooled`` usable comparisons a reader
+    needs to enter a label association (the paper's 50 and 200); ``attributes_file``: the
+    inventory used at elicitation, if custom (for attribute families); ``controls``: False skips
+    every paper control (the audit hook's quick profile); ``jobs``: worker processes for the
+    logistic fits (default: this process's CPUs; the figures do not depend on it); ``progress``:
+    progress bars on stderr when it is a terminal."""
+
+    attributes: list[str] | None = option(None, flag="--attribute-names", metavar="NAMES", parse=_names,
+                                          help="comma-separated subset of the attributes (default: all)")
+    seed: int = option(0, ge=0, help="seed of the half splits, the null and the swaps")
+    n_splits: int = option(20, ge=0, help="random half splits for split-half reliability")
+    null_repeats: int = option(20, ge=0, help="repetitions of the identical-preference null (0: skip it)")
+    donor: str | None = option(None, help="donor judge of the component swaps (default: highest stable rate)")
+    min_shared: int = option(20, flag="--min-shared-attributes",
+                             ge=1, help="jointly resolved attributes a no-conflict case needs (the paper's 20)")
+    min_n_source: int = option(50, ge=0, help="usable comparisons a reader needs in a source to enter a label "
+                                        "association")
+    min_n_pooled: int = option(200, ge=0, help="the same over all sources pooled")
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom (families)")
+    controls: bool = True
+    jobs: int | None = bounded(None, ge=1)  # set by code, not a flag; None: this process's CPUs
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        integers = ("n_splits", "null_repeats", "min_shared", "min_n_source", "min_n_pooled")
+        for name in integers + (("jobs",) if self.jobs is not None else ()):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, Integral):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    return tuple(comma_list(text))
+
+
+@dataclass
+class BaselineSettings:
+    """The baselines of a reweighting run: rubric prompting and/or LoRA SFT of ``model``, the
+    local causal LM behind judge ``judge`` of the judgments table."""
+
+    model: str = option(flag="--baseline-model", help="local causal LM behind --baseline-judge")
+    judge: str = option(flag="--baseline-judge", help="the judge of the judgments table that --baseline-model is")
+    kinds: tuple[str, ...] = option(("rubric", "lora"), flag="--baselines", parse=_kinds,
+                                    help="rubric,lora: baselines with --baseline-model")
+    # the attribute YAML used at elicitation, if custom
+    attributes_file: str | None = option(None, flag="--attributes", deprecated=("--attributes-file",),
+                                         help="attribute YAML used at elicitation, if custom")
+    rubric_k: int = option(6, ge=1, help="attributes the rubric prompt names")
+    # training labels per source for LoRA SFT (None: all)
+    lora_budget: int | None = option(256, ge=2, help="training labels per source for LoRA SFT")
+    lora_steps: int = option(200, ge=1, help="LoRA SFT steps")
+    lora_lr: float = option(2e-4, gt=0, help="LoRA SFT learning rate")
+    lora_batch_size: int = option(8, ge=1, help="LoRA SFT batch size")
+    lora_dtype: str = option("float32", choices=["float32", "bfloat16", "float16"],
+                             help="dtype of the LoRA SFT model (bfloat16 halves a large judge's memory)")
+    max_length: int = option(4096, ge=8, help="tokens per prompt of the baselines")
+    batch_size: int = option(32, ge=1, help="texts per forward of the baselines")
+    device: str | None = option(None, help="device of the baselines' model (default: auto)")
+    seed: int = bounded(0, ge=0)  # the reweighting's (--seed)
+
+    def __post_init__(self) -> None:
+        if not set(self.kinds) <= {"rubric", "lora"}:
+            raise ConfigError(f"--baselines: rubric and/or lora, got '{','.join(self.kinds)}'")
+        if not self.model or not self.judge:
+            raise ConfigError("--baselines needs --baseline-model PATH and --baseline-judge NAME")
+        check_ranges(self)  # built by code too: the numbers in their declared ranges

@@ -18,9 +18,8 @@ import numpy as np
 
 from rmcore.io.tables import atomic_write_table
 from rmcore.models.device import Placement
-from rmeval.judges.analysis import AnalysisSettings
 from rmeval.judges.pipeline import analyze_judgments, reweight_judgments, run_elicit
-from rmeval.judges.settings import ElicitSettings, ReweightSettings
+from rmeval.judges.settings import AnalysisSettings, BaselineSettings, ElicitSettings, ReweightSettings
 from rmeval.judges.tables import load_judgments
 from rmeval.reproduce.settings import analysis_settings
 
@@ -204,7 +203,6 @@ def baselines_table(ctx: Any, docs: dict[str, dict[str, Any]], table: Any, items
     with ``rmeval.judges.baselines``, on this judge's judgments: the same 75/25 split of every
     source), under ``panel/baselines/<judge>/``; each judge's row gains ``baselines``, the means over
     its sources (``baseline_means``)."""
-    from rmeval.judges.baselines import BaselineSettings
     from rmeval.reproduce.settings import strict_settings
 
     b = ctx.recipe.baselines

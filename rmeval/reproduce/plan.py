@@ -31,6 +31,7 @@ from typing import Any
 
 from rmcore.data.loading import parse_data_spec
 from rmcore.io.markdown import table
+from rmeval.judges.settings import BaselineSettings
 from rmeval.reproduce.cluster import placement, ray_server_lines, task_memory_gb, task_minutes, vllm_command
 from rmeval.reproduce.context import Context
 from rmeval.reproduce.costing import (
@@ -219,7 +220,6 @@ def plan_recipe(recipe: Any, out: str | os.PathLike | None = None, *, stand_in: 
                        "not reproducible" if r.get("note", "").startswith("NOT REPRODUCIBLE") else "to run")
     costs = [] if stand_in else [extra_cost(ctx, e, sizes) for e in recipe.costs]
     if recipe.baselines is not None and not stand_in:
-        from rmeval.judges.baselines import BaselineSettings
         from rmeval.reproduce.settings import strict_settings
 
         bs = strict_settings(BaselineSettings, {**recipe.baselines.settings, "model": "-", "judge": "-"},

@@ -41,6 +41,7 @@ from typing import Any
 from rmcore.errors import ConfigError
 from rmcore.settings.fields import bounded
 from rmcore.settings.recipes import build_config, load_recipe
+from rmeval.judges.settings import BaselineSettings
 from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, SlurmSettings, check_placement
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
@@ -446,7 +447,6 @@ def validate_recipe(r: ReproductionConfig) -> None:
 
 def _validate_baselines(r: ReproductionConfig, where: str) -> None:
     """The baselines name local judges of a JudgeProfile table, with settings ``BaselineSettings`` reads."""
-    from rmeval.judges.baselines import BaselineSettings
     from rmeval.reproduce.settings import strict_settings
 
     b = r.baselines

@@ -7,7 +7,7 @@ import pytest
 
 from rmcore.errors import ConfigError
 from rmeval.cli import main
-from rmeval.judges.baselines import BaselineSettings
+from rmeval.judges.settings import BaselineSettings
 
 
 @pytest.mark.parametrize(("field", "value", "flag"), [
