@@ -65,22 +65,19 @@ from rmcore.runtime.wandb_log import DEFAULT_PROJECT, Tracker, flatten
 from rmcore.settings.fields import bounded
 from rmcore.settings.recipes import build_config, load_recipe
 from rmeval.experiments.comparisons import HelpfulnessJudge
-from rmeval.experiments.leaderboard import load_leaderboard_config
-from rmeval.experiments.pool import candidates_table, load_pool_config, load_reward_scorer, score_pool
-from rmeval.experiments.recipe import (
+from rmeval.experiments.pool import candidates_table, load_reward_scorer, score_pool
+from rmeval.experiments.responses import corpus, generate_responses, resolve_model
+from rmeval.experiments.settings import (
     KINDS,
     TOY_NOTICE,
+    PolicySpec,
+    SamplingSettings,
     check_reward_models,
     judge_specs,
     load_experiment,
+    load_leaderboard_config,
+    load_pool_config,
     reward_models,
-)
-from rmeval.experiments.responses import (
-    PolicySpec,
-    SamplingSettings,
-    corpus,
-    generate_responses,
-    resolve_model,
 )
 from rmeval.stats.bootstrap import rows_with_siblings
 from rmeval.stats.ranking import head_to_head, jaccard, paired_difference

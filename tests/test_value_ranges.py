@@ -137,10 +137,7 @@ def test_a_value_out_of_range_is_refused_before_work_starts(tmp_path, capsys, pr
 
 def _recipe_classes() -> list[type]:
     from rmcore.data.simulated import SimulationSettings
-    from rmeval.experiments.comparisons import JudgeSpec
-    from rmeval.experiments.leaderboard import LeaderboardConfig
-    from rmeval.experiments.pool import PoolConfig
-    from rmeval.experiments.responses import PolicySpec, SamplingSettings
+    from rmeval.experiments.settings import JudgeSpec, LeaderboardConfig, PolicySpec, PoolConfig, SamplingSettings
     from rmeval.reproduce.recipe import Column, DataEntry, Figure, ModelSpec, ReproductionConfig
     from rmeval.reproduce.settings import JudgeTableSettings
     from rmtrain.arms import ARMS

@@ -16,10 +16,8 @@ from rmcore.io.files import check_path
 from rmcore.runtime.checkpoints import find_checkpoints
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
-from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
 from rmeval.audit.settings import AuditSettings, check_audit_memory, rating_set_size
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
-from rmeval.scoring.run import Shard
 from rmeval.suitability.checkpoints import suitability_line
 
 
@@ -49,8 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: AuditCommand) -> int:
-    # torch: --help stays cheap
+    # the pipeline (pandas, scipy) and the scorers' loaders (torch): --help loads no tables or models
+    from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
     from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.scoring.run import Shard
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched

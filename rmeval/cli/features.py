@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from rmcore.data.loading import load_data
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.features import write_features
 from rmeval.audit.settings import FeatureSettings
 from rmeval.cli.flags import DATA_HELP
 
@@ -34,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: FeaturesCommand) -> int:
+    # the pipeline (pandas, scipy): --help loads no tables
+    from rmeval.audit.features import write_features
+
     s.features.validate()
     rating_set = load_data(s.data, s.max_prompts, s.seed)
     tables = write_features(rating_set, s.features, s.out, seed=s.seed)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
+from rmcore.data.schema import skipped_note
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.human import human_audit
 from rmeval.audit.settings import HumanSettings
 
 
@@ -26,9 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(s: HumanCommand) -> int:
     """OUT/human.json and OUT/human.md."""
-    from pathlib import Path
 
-    from rmcore.data.schema import skipped_note
+    # the statistics (pandas, scipy): --help loads no tables
+    from rmeval.audit.human import human_audit
 
     res = human_audit(s.data, s.human, s.out)
     main = res["meta"]["main_attribute"]

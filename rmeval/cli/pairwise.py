@@ -9,10 +9,8 @@ from rmcore.data.loading import load_data
 from rmcore.runtime.checkpoints import display_name, find_checkpoints
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
-from rmeval.audit.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
 from rmeval.audit.settings import PairwiseSettings
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
-from rmeval.scoring.run import Shard
 from rmeval.stats.bootstrap import check_memory
 
 
@@ -31,8 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: PairwiseCommand) -> int:
-    # torch: --help stays cheap
+    # the pipeline (pandas) and the scorers' loaders (torch): --help loads no tables or models
+    from rmeval.audit.pairwise import pairwise_checkpoint, pairwise_line, write_pairwise_summary
     from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.scoring.run import Shard
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched

@@ -7,8 +7,6 @@ import argparse
 from rmcore.console.quiet import quiet_libraries
 from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
-from rmeval.experiments.pool import build_pool, load_pool_config
-from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +15,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
+    # the experiment (pandas, scipy): --help loads no tables
+    from rmeval.experiments.pool import build_pool
+    from rmeval.experiments.settings import TOY_NOTICE, load_pool_config
+
     quiet_libraries()
     cfg = load_pool_config(s.config, recipe_overrides(s))
     out = s.out or cfg.output_dir

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
-from rmeval.audit.pipeline import audit_tables
 from rmeval.audit.settings import AuditSettings
 from rmeval.cli.flags import named_paths, run_wandb
 
@@ -40,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: StatsCommand) -> int:
+    # the pipeline (pandas, scipy): --help loads no tables
+    from rmeval.audit.pipeline import audit_tables
+
     if s.audit.features is not None:
         s.audit.features.validate()
     _, paths = audit_tables(s.scores, s.ratings, s.audit, s.out, preferences=s.preferences,

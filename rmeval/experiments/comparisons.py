@@ -28,19 +28,18 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from rmcore.data.schema import Message
-from rmcore.errors import ConfigError
 from rmcore.io.cache import SqliteCache, content_key
 from rmcore.models.device import Placement, dtype_name, resolve_device, resolve_dtype
-from rmcore.settings.fields import bounded
 from rmeval.backends import Question, Tokens
-from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
+from rmeval.backends.spec import make_backend
 from rmeval.experiments.responses import resolve_model
+from rmeval.experiments.settings import JudgeSpec
 from rmeval.scoring.base import model_identity
 
 QUESTION = "Which response is more helpful to the user? Answer with the letter A or B only."
@@ -81,34 +80,6 @@ class HelpfulnessQuestion(Question):
             self.n_truncated += int(p_cut or r_cut)
             out.append(Tokens(ids))
         return out
-
-
-@dataclass
-class JudgeSpec:
-    """A helpfulness judge: a local causal LM (``hf``: path, Hub id, or ``tiny:SEED`` for toy runs)
-    or a model behind an OpenAI-compatible endpoint (``openai_logprobs``: probabilities from the
-    first token's log-probabilities; ``openai``: the letter of a greedy reply)."""
-
-    model: str
-    backend: str = "hf"  # hf | openai_logprobs | openai
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    device: str = "auto"
-    dtype: str = "auto"
-    max_length: int | None = bounded(4096, ge=1)  # tokens of a judge prompt (None: the model's own limit)
-    batch_size: int = bounded(4, ge=1)
-    concurrency: int = bounded(8, ge=1)  # openai: requests at a time
-    trust_remote_code: bool = False
-
-    def backend_spec(self) -> BackendSpec:
-        """The judge's backend as a spec (``rmeval.backends.spec``): ``backend``, ``model``, the endpoint."""
-        return parse_backend_spec({"kind": self.backend, "model": self.model, "base_url": self.base_url,
-                                   "api_key_env": self.api_key_env}, what=f"judge {self.model}")
-
-    def validate(self) -> None:
-        check_backend("judge", self.backend_spec())  # a kind that judges, with its settings
-        if self.model.startswith("tiny:") and self.backend not in toy_kinds():
-            raise ConfigError(f"judge {self.model}: a toy judge (tiny:SEED) runs on backend {' or '.join(toy_kinds())}")
 
 
 class HelpfulnessJudge:

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +52,10 @@ from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_
 from rmcore.io.markdown import estimate, interval, num, table
 from rmcore.io.tables import atomic_write_table
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, flatten
-from rmcore.settings.fields import bounded
 from rmeval.experiments.comparisons import HelpfulnessJudge
 from rmeval.experiments.pool import load_reward_scorer, score_pool
-from rmeval.experiments.recipe import (
-    TOY_NOTICE,
-    check_reward_models,
-    judge_specs,
-    load_experiment,
-    policy_specs,
-    reward_models,
-)
-from rmeval.experiments.responses import SamplingSettings, corpus, generate_responses, resolve_model
+from rmeval.experiments.responses import corpus, generate_responses, resolve_model
+from rmeval.experiments.settings import TOY_NOTICE, LeaderboardConfig, check_reward_models
 from rmeval.stats.ranking import (
     coverage_leaderboard,
     draw_assignments,
@@ -72,71 +63,9 @@ from rmeval.stats.ranking import (
     kendall_tau_b,
     pair_agreement,
 )
-from rmeval.stats.settings import n_boot_field
 from rmeval.tracking import evaluation_tracker
 
 MIX_NAMES = ("long", "short", "topic_a", "topic_b")
-CENTRES = ("anchor", "policies")
-
-
-@dataclass
-class MixSettings:
-    n_clusters: int = bounded(20, ge=1)  # k-means clusters of the first turns' TF-IDF vectors
-    seed: int = bounded(0, ge=0)
-
-
-@dataclass
-class LeaderboardConfig:
-    """``rmeval leaderboard``'s recipe (``experiment: leaderboard``)."""
-
-    data: Any
-    policies: list[dict[str, Any]]
-    anchor: str  # the policy every prompt is judged against (and, by default, centred on)
-    reward_models: dict[str, Any]
-    judges: dict[str, Any]  # name -> JudgeSpec mapping; the first is the primary judge
-    generation: SamplingSettings = field(default_factory=SamplingSettings)  # greedy, 2,048 new tokens
-    single_turn_only: bool = True
-    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of the (single-turn) prompts
-    mixes: MixSettings = field(default_factory=MixSettings)
-    n_assignments: int = bounded(20, ge=1)
-    assignment_seed: int = bounded(0, ge=0)
-    centre_on: str = "anchor"  # anchor | policies
-    # labelled pairs judged against the human order (0: none; None: all)
-    judge_human_pairs: int | None = bounded(300, ge=0)
-    n_boot: int = n_boot_field(help=None)
-    seed: int = bounded(0, ge=0)
-    output_dir: str = "outputs/leaderboard"
-    toy: bool = False
-    progress: bool = True
-
-    def validate(self) -> None:
-        names = [p.name for p in self.policy_specs()]
-        if len(names) < 3:
-            raise ConfigError("leaderboard: a ranking needs at least three policies")
-        if self.anchor not in names:
-            raise ConfigError(f"leaderboard: anchor '{self.anchor}' is not one of the policies {names}")
-        self.reward_model_settings()
-        self.judge_settings()
-        self.generation.validate()
-        if self.centre_on not in CENTRES:
-            raise ConfigError(f"leaderboard: centre_on must be anchor or policies, got '{self.centre_on}'")
-        if self.n_assignments < 1 or self.mixes.n_clusters < 2:
-            raise ConfigError("leaderboard: n_assignments must be positive and mixes.n_clusters at least 2")
-
-    def policy_specs(self) -> list[Any]:
-        return policy_specs(self.policies, "policies")
-
-    def reward_model_settings(self) -> dict[str, Any]:
-        return reward_models(self.reward_models, "reward_models")
-
-    def judge_settings(self) -> dict[str, Any]:
-        return judge_specs(self.judges, "judges")
-
-
-def load_leaderboard_config(path: str | os.PathLike,
-                            overrides: Mapping[str, Any] | list[str] | None = None) -> LeaderboardConfig:
-    return load_experiment(LeaderboardConfig, path, "leaderboard", overrides=overrides,
-                           required=("data", "policies", "anchor", "reward_models", "judges"))
 
 
 def _first_turn(p: PromptRecord) -> str:

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,61 +37,14 @@ from rmcore.io.files import atomic_write_json, atomic_write_text
 from rmcore.io.markdown import num, table
 from rmcore.io.tables import atomic_write_table, read_table
 from rmcore.runtime.wandb_log import DEFAULT_PROJECT, flatten
-from rmcore.settings.fields import bounded
-from rmeval.experiments.recipe import (
-    TOY_NOTICE,
-    check_reward_models,
-    load_experiment,
-    policy_specs,
-    reward_models,
-)
-from rmeval.experiments.responses import SamplingSettings, corpus, generate_responses, resolve_model
+from rmeval.experiments.responses import corpus, generate_responses, resolve_model
+from rmeval.experiments.settings import TOY_NOTICE, PoolConfig, check_reward_models
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions
 from rmeval.stats.centering import pool_shrinkage
 from rmeval.tracking import evaluation_tracker
 
 POOL_COLUMNS = ["prompt_id", "response_id", "policy", "sample", "response", "n_tokens", "capped", "n_words"]
-
-
-@dataclass
-class PoolSampling(SamplingSettings):
-    """The study's pool sampling: six responses per policy at temperature 0.7, top-p 0.9."""
-
-    n: int = bounded(6, ge=1)
-    temperature: float = bounded(0.7, ge=0)
-    top_p: float = bounded(0.9, gt=0, le=1)
-    max_new_tokens: int = bounded(2048, ge=1)
-
-
-@dataclass
-class PoolConfig:
-    """``rmeval pool``'s recipe (``experiment: pool``)."""
-
-    data: Any  # a data SPEC string or a spec mapping (rmcore.data.loading)
-    policies: list[dict[str, Any]]  # rmeval.experiments.responses.PolicySpec mappings
-    sampling: PoolSampling = field(default_factory=PoolSampling)
-    reward_models: dict[str, Any] = field(default_factory=dict)  # name -> checkpoint or ScorerSettings mapping
-    max_prompts: int | None = bounded(None, ge=1)  # a seeded sample of prompts
-    seed: int = bounded(0, ge=0)  # the prompt sample and the seeded score head of an untrained toy scorer
-    output_dir: str = "outputs/pool"
-    toy: bool = False  # say in every output that the figures mean nothing
-    progress: bool = True
-
-    def validate(self) -> None:
-        self.policy_specs()
-        self.reward_model_settings()
-        self.sampling.validate()
-
-    def policy_specs(self) -> list[Any]:
-        return policy_specs(self.policies, "policies")
-
-    def reward_model_settings(self) -> dict[str, Any]:
-        return reward_models(self.reward_models, "reward_models") if self.reward_models else {}
-
-
-def load_pool_config(path: str | os.PathLike, overrides: Mapping[str, Any] | list[str] | None = None) -> PoolConfig:
-    return load_experiment(PoolConfig, path, "pool", overrides=overrides, required=("data", "policies"))
 
 
 def read_pool(path: str | os.PathLike) -> pd.DataFrame:

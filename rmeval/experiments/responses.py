@@ -37,7 +37,7 @@ import json
 import os
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,74 +49,11 @@ from rmcore.errors import ConfigError
 from rmcore.io.cache import SqliteCache, content_key
 from rmcore.models.device import Placement, dtype_name, resolve_device, resolve_dtype
 from rmcore.models.tiny import PAD, tiny_causal_lm
-from rmcore.settings.fields import bounded
-from rmeval.backends.spec import BackendSpec, check_backend, make_backend, parse_backend_spec, toy_kinds
+from rmeval.backends.spec import make_backend
+from rmeval.experiments.settings import TINY, PolicySpec, SamplingSettings
 from rmeval.scoring.base import model_identity
 
 RESPONSE_COLUMNS = ("text TEXT", "n_tokens INTEGER", "capped INTEGER")
-TINY = "tiny:"
-
-
-@dataclass
-class PolicySpec:
-    """One policy: a name (its label in every table) and a model on a backend."""
-
-    name: str
-    model: str  # path, Hub id, PEFT adapter directory, endpoint model name, or tiny:SEED
-    backend: str = "hf"  # hf | openai | vllm
-    base_url: str | None = None  # openai: the endpoint (http://host:8000/v1 for a vLLM server)
-    api_key_env: str = "OPENAI_API_KEY"
-    device: str = "auto"  # hf: rmcore.models.device's rule
-    dtype: str = "auto"  # hf / vllm: auto = bfloat16 on a recent GPU, float32 on the CPU
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    trust_remote_code: bool = False
-    tensor_parallel_size: int = bounded(1, ge=1)  # vllm
-    gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)  # vllm
-    max_model_len: int | None = bounded(None, ge=1)  # vllm
-
-    def backend_spec(self) -> BackendSpec:
-        """The policy's backend as a spec (``rmeval.backends.spec``): ``backend``, ``model``, the endpoint."""
-        return parse_backend_spec({"kind": self.backend, "model": self.model, "base_url": self.base_url,
-                                   "api_key_env": self.api_key_env}, what=f"policy {self.name}")
-
-    def validate(self) -> None:
-        if not self.name or not self.model:
-            raise ConfigError("a policy needs a name and a model")
-        check_backend("generator", self.backend_spec())  # a kind that answers conversations, with its settings
-        toys = toy_kinds()
-        if self.model.startswith(TINY) and (self.backend not in toys or not self.model[len(TINY):].isdigit()):
-            raise ConfigError(f"policy {self.name}: a toy model is tiny:SEED (an integer) "
-                              f"on backend {' or '.join(toys)}")
-
-
-@dataclass
-class SamplingSettings:
-    """How each policy answers: ``n`` samples per prompt, or greedily with temperature 0."""
-
-    n: int = bounded(1, ge=1)
-    temperature: float = bounded(0.0, ge=0)  # 0: greedy decoding (then n must be 1)
-    top_p: float = bounded(1.0, gt=0, le=1)
-    max_new_tokens: int = bounded(2048, ge=1)
-    seed: int = bounded(0, ge=0)
-    batch_size: int = bounded(8, ge=1)  # prompts per generate call (hf)
-    chunk_prompts: int = bounded(64, ge=1)  # prompts per committed chunk of the cache
-
-    def validate(self) -> None:
-        if self.n < 1 or self.max_new_tokens < 1 or self.batch_size < 1 or self.chunk_prompts < 1:
-            raise ConfigError("sampling: n, max_new_tokens, batch_size and chunk_prompts must be positive")
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ConfigError("sampling: temperature must be >= 0 and top_p in (0, 1]")
-        if self.temperature == 0 and self.n != 1:
-            raise ConfigError(f"sampling: greedy decoding (temperature 0) gives one response per prompt, "
-                              f"not n={self.n}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def key(self) -> str:
-        return json.dumps({"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
-                           "max_new_tokens": self.max_new_tokens, "seed": self.seed}, sort_keys=True)
 
 
 def corpus(prompts: Sequence[PromptRecord]) -> list[str]:

@@ -23,7 +23,8 @@ from rmcore.runtime.wandb_log import DEFAULT_PROJECT
 from rmcore.settings.recipes import build_config
 from rmeval.audit.settings import PromptVariantSettings
 from rmeval.audit.variants import write_prompt_variants
-from rmeval.experiments.pool import PoolConfig, PoolSampling, build_pool
+from rmeval.experiments.pool import build_pool
+from rmeval.experiments.settings import PoolConfig, PoolSampling
 from rmeval.reproduce.cluster import resolve_endpoint
 from rmeval.reproduce.recipe import DataEntry, ModelSpec
 from rmeval.reproduce.sources import missing, substitute

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from rmcore.io.files import atomic_write_json, atomic_write_text
-from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses
+from rmeval.experiments.responses import generate_responses
+from rmeval.experiments.settings import PolicySpec, SamplingSettings
 from rmeval.experiments.winrate import (
     HFPairwiseJudge,
     read_panel_suitability,

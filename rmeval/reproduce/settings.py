@@ -52,7 +52,7 @@ class LeaderboardTableSettings:
         """The experiment recipe with ``overrides`` (``rmeval leaderboard``'s config)."""
         import json
 
-        from rmeval.experiments.leaderboard import load_leaderboard_config
+        from rmeval.experiments.settings import load_leaderboard_config
 
         return load_leaderboard_config(self.recipe, [f"{k}={json.dumps(v)}" for k, v in self.overrides.items()])
 

@@ -9,7 +9,6 @@ import argparse
 
 from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
-from rmeval.experiments.recipe import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
-    # torch: --help stays cheap
+    # the experiment (torch, pandas): --help loads no models or tables
+    from rmeval.experiments.settings import TOY_NOTICE
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
     cfg = load_filtering_config(s.config, recipe_overrides(s))

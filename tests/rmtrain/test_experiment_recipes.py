@@ -8,8 +8,7 @@ import yaml
 
 from rmcore.errors import ConfigError
 from rmcore.settings.recipes import training_recipe_writing
-from rmeval.experiments.leaderboard import load_leaderboard_config
-from rmeval.experiments.pool import load_pool_config
+from rmeval.experiments.settings import load_leaderboard_config, load_pool_config
 from rmtrain.cli.check import check_recipe
 from rmtrain.config import load_train_config
 from rmtrain.filtering import load_filtering_config

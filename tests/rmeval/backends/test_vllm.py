@@ -66,7 +66,8 @@ def fake_vllm(monkeypatch):
 
 
 def test_policy_responses_from_the_engine_with_the_policy_s_settings(fake_vllm, tiny_lm):
-    from rmeval.experiments.responses import PolicySpec, SamplingSettings, load_generator
+    from rmeval.experiments.responses import load_generator
+    from rmeval.experiments.settings import PolicySpec, SamplingSettings
 
     policy = PolicySpec(name="p", model=str(tiny_lm), backend="vllm", dtype="bfloat16", tensor_parallel_size=2,
                         gpu_memory_utilization=0.5, max_model_len=512)
@@ -122,7 +123,8 @@ def test_the_judge_reads_the_same_letters_as_the_hf_kind(fake_vllm, tiny_lm):
 
 def test_without_vllm_one_line_and_exit_2(monkeypatch, tmp_path, capsys, tiny_lm):
     from rmeval.cli import main
-    from rmeval.experiments.responses import PolicySpec, SamplingSettings, load_generator
+    from rmeval.experiments.responses import load_generator
+    from rmeval.experiments.settings import PolicySpec, SamplingSettings
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # as when it is not installed
     with pytest.raises(ConfigError, match=r"^backend vllm needs the 'vllm' package \(pip install vllm, on a GPU "

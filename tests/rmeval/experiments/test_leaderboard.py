@@ -17,13 +17,9 @@ from scipy.stats import kendalltau
 from rmcore.data.schema import PromptRecord, Response
 from rmeval.backends.logprobs import LogprobEndpointBackend
 from rmeval.cli import main
-from rmeval.experiments.comparisons import (
-    QUESTION,
-    HelpfulnessJudge,
-    HelpfulnessQuestion,
-    JudgeSpec,
-)
+from rmeval.experiments.comparisons import QUESTION, HelpfulnessJudge, HelpfulnessQuestion
 from rmeval.experiments.leaderboard import MIX_NAMES, balanced_halves, prompt_mixes
+from rmeval.experiments.settings import JudgeSpec
 from tests.support import ROOT, JsonHandler
 
 

@@ -16,7 +16,8 @@ from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import ConfigError
 from rmcore.models.tiny import CHAT_TEMPLATE
 from rmeval.backends.generators import HFGenerator
-from rmeval.experiments.responses import PolicySpec, SamplingSettings, generate_responses, resolve_model
+from rmeval.experiments.responses import generate_responses, resolve_model
+from rmeval.experiments.settings import PolicySpec, SamplingSettings
 from tests.support import JsonHandler
 
 CONVERSATIONS = [
