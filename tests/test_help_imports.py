@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # the model stack (the issue's five, and what comes with them), and plotting and tracking
 HEAVY = ("torch", "transformers", "peft", "trl", "deepspeed", "accelerate", "datasets", "wandb", "sklearn",
          "matplotlib")
-# the table and statistics libraries: the CLIs still load them at --help (see the xfail below)
+# the table and statistics libraries: --help reads settings, not tables
 TABLES = ("pandas", "scipy")
 # rmcore's modules that command-line and settings modules import for their flags and first checks
 LIGHT_RMCORE = ("rmcore.errors", "rmcore.io.files", "rmcore.console.quiet", "rmcore.console.progress",
+                "rmcore.data.schema", "rmcore.data.loading",
                 "rmcore.settings.fields", "rmcore.settings.registry", "rmcore.settings.recipes",
                 "rmcore.settings.commands", "rmcore.models.device", "rmcore.runtime.checkpoints",
                 "rmcore.runtime.wandb_log", "rmcore.runtime.jobs")
@@ -120,10 +121,6 @@ def test_help_of_every_command_and_argument_errors_import_no_model_library(tool,
         assert named in last[tuple(argv)], (argv, last[tuple(argv)])
 
 
-@pytest.mark.xfail(strict=True, reason="the CLIs import their pipelines at the top (rmeval.audit.pipeline, "
-                   "rmeval.reproduce.runner, rmeval.experiments.*, rmeval.judges.*; rmcore.data.loading: "
-                   "rmcore.data.schema imports pandas, rmcore.data.simulated scipy): settings out of pipeline "
-                   "modules (issue 35, item 4) makes this pass, then drop the mark")
 @pytest.mark.parametrize("tool", ["rmeval", "rmtrain"])
 def test_help_of_every_command_and_argument_errors_import_no_table_library(tool, walk_dir):
     """pandas and scipy too: ``--help`` reads settings, not tables."""

@@ -30,23 +30,11 @@ from typing import Any
 
 from rmcore.data.schema import Message, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
-from rmcore.io.files import looks_like_hub_id, looks_local
-from rmcore.io.tables import TABLE_SUFFIXES as LOCAL_SUFFIXES
+from rmcore.io.files import is_hub_id
 from rmcore.io.tables import Record, py_row, read_records
 
-__all__ = ["Record", "hub_records", "is_hub_id", "is_missing", "load_generic",
+__all__ = ["Record", "hub_records", "is_missing", "load_generic",
            "read_records", "require_text", "source_records"]
-
-
-def is_hub_id(source: str | os.PathLike) -> bool:
-    """True when `source` names a Hub repository rather than a local file.
-
-    A path that exists, or that ends with a table suffix, is local even if it looks like
-    "owner/name"; so a missing local file gives a file-not-found error, not a Hub download."""
-    s = str(source)
-    if looks_local(s) or s.lower().endswith(LOCAL_SUFFIXES):
-        return False
-    return looks_like_hub_id(s)
 
 
 def hub_records(repo_id: str, split: str, **kwargs: Any) -> list[Record]:

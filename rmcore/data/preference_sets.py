@@ -25,16 +25,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from rmcore.data.generic import (
-    Record,
-    hub_records,
-    is_hub_id,
-    is_missing,
-    read_records,
-    require_text,
-)
+from rmcore.data.generic import Record, hub_records, is_missing, read_records, require_text
 from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
+from rmcore.io.files import is_hub_id
 
 HH_RLHF_HUB_ID = "Anthropic/hh-rlhf"
 RM_BENCH_URL = "https://github.com/THU-KEG/RM-Bench/tree/main/data"

@@ -31,9 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from rmcore.data.generic import is_hub_id, is_missing, prompt_messages, source_records
+from rmcore.data.generic import is_missing, prompt_messages, source_records
 from rmcore.data.schema import Message, Preference, PromptRecord, RatingSet, Response, check_on_bad
 from rmcore.errors import DataError
+from rmcore.io.files import is_hub_id
 
 REWARDBENCH_HUB_ID = "allenai/reward-bench"
 REWARDBENCH2_HUB_ID = "allenai/reward-bench-2"

@@ -17,6 +17,8 @@ from typing import Any
 
 from rmcore.errors import DataError, PathNotFoundError
 
+# the file names a table reader reads (rmcore.io.tables), and a local path is known by
+TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
@@ -34,6 +36,17 @@ def looks_local(source: str | os.PathLike) -> bool:
     if s.startswith(("/", ".", "~")) or ((os.sep in s or "/" in s) and not _HUB_ID.match(s)):
         return True
     return bool(_HUB_ID.match(s)) and Path(s.split("/", 1)[0]).is_dir()
+
+
+def is_hub_id(source: str | os.PathLike) -> bool:
+    """True when `source` names a Hub repository rather than a local file.
+
+    A path that exists, or that ends with a table suffix, is local even if it looks like
+    "owner/name"; so a missing local file gives a file-not-found error, not a Hub download."""
+    s = str(source)
+    if looks_local(s) or s.lower().endswith(TABLE_SUFFIXES):
+        return False
+    return looks_like_hub_id(s)
 
 
 def check_path(path: str | os.PathLike, what: str, *, kind: str = "file", hub_ok: bool = False) -> Path:

@@ -17,10 +17,9 @@ from typing import Any
 import pandas as pd
 
 from rmcore.errors import DataError, invalid_json
-from rmcore.io.files import check_path
+from rmcore.io.files import TABLE_SUFFIXES, check_path
 
 Record = tuple[int, dict[str, Any]]  # (row number, row)
-TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".parquet")
 
 
 def atomic_write_table(path: str | os.PathLike, df: pd.DataFrame) -> Path:

@@ -18,7 +18,6 @@ from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option
 from rmeval.audit.settings import AuditSettings, check_audit_memory, rating_set_size
 from rmeval.cli.flags import NUM_PROCESSES_HELP, ScoringCommand, dest, relaunch
-from rmeval.suitability.checkpoints import suitability_line
 
 
 @dataclass
@@ -51,6 +50,7 @@ def run(s: AuditCommand) -> int:
     from rmeval.audit.pipeline import audit_checkpoint, audit_line, write_summary
     from rmeval.scoring.loaders import known_hub_ids
     from rmeval.scoring.run import Shard
+    from rmeval.suitability.checkpoints import suitability_line
 
     checkpoints = find_checkpoints(s.checkpoint, known=known_hub_ids())
     if (rc := relaunch(s.num_processes, s.argv)) is not None:  # --num-processes: this command again, launched

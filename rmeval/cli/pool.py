@@ -7,6 +7,7 @@ import argparse
 from rmcore.console.quiet import quiet_libraries
 from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
+from rmeval.experiments.settings import TOY_NOTICE, load_pool_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: ExperimentCommand) -> int:
     # the experiment (pandas, scipy): --help loads no tables
     from rmeval.experiments.pool import build_pool
-    from rmeval.experiments.settings import TOY_NOTICE, load_pool_config
 
     quiet_libraries()
     cfg = load_pool_config(s.config, recipe_overrides(s))

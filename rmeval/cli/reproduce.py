@@ -17,11 +17,7 @@ from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command, recipe_overrides
 from rmcore.settings.fields import AppendEach, key_values, option, output_folder
 from rmeval.cli.flags import wandb_flags
-from rmeval.reproduce.array import slurm_markdown, slurm_plan
-from rmeval.reproduce.context import Context
-from rmeval.reproduce.plan import plan_markdown, plan_recipe
 from rmeval.reproduce.recipe import load_reproduction
-from rmeval.reproduce.runner import run_recipe
 
 CLUSTER = "cluster (override the recipe's slurm, compute and data_sources keys)"
 
@@ -88,6 +84,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(s: ReproduceCommand) -> int:
     overrides = recipe_overrides(s)
     recipe = load_reproduction(s.recipe, overrides)
+    # the plan and the rows' pipelines (pandas, scipy): --help and a recipe's errors load no tables
+    from rmeval.reproduce.array import slurm_markdown, slurm_plan
+    from rmeval.reproduce.context import Context
+    from rmeval.reproduce.plan import plan_markdown, plan_recipe
+    from rmeval.reproduce.runner import run_recipe
+
     out = s.output(recipe)
     unknown = sorted(set(s.endpoint or {}) - {m.name for m in recipe.models})
     if unknown:

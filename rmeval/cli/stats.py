@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from rmcore.io.files import check_path
 from rmcore.runtime.wandb_log import WandbFlags
 from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
@@ -39,11 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: StatsCommand) -> int:
+    if s.audit.features is not None:
+        s.audit.features.validate()
+    check_path(s.ratings, "ratings table")  # the table the pipeline reads first, named before it loads pandas
     # the pipeline (pandas, scipy): --help loads no tables
     from rmeval.audit.pipeline import audit_tables
 
-    if s.audit.features is not None:
-        s.audit.features.validate()
     _, paths = audit_tables(s.scores, s.ratings, s.audit, s.out, preferences=s.preferences,
                             reference_scores=s.reference_scores, features=s.features, compare=s.compare_scores,
                             **s.wandb.target())

@@ -20,7 +20,6 @@ from rmcore.settings.commands import add_command
 from rmcore.settings.fields import nested, option, output_folder
 from rmeval.audit.settings import AuditSettings
 from rmeval.cli.flags import ScoringCommand, dest, wandb_flags
-from rmeval.suitability.checkpoints import audit_checkpoints, suitability_from_pairs, suitability_line
 from rmeval.suitability.settings import INFERENCE, SuitabilityAuditSettings
 
 # The flags rmeval suitability shares with rmeval audit (its AuditSettings'): the seed, the rated
@@ -65,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: SuitabilityCommand) -> int:
-    # torch: --help stays cheap
+    # the pipeline (pandas, scipy) and the scorers' loaders (torch): --help loads no tables or models
     from rmeval.scoring.loaders import known_hub_ids
+    from rmeval.suitability.checkpoints import audit_checkpoints, suitability_line
 
     seed = s.common.stats.seed  # the numeric flags were checked against their ranges as they were read
     s.suitability.inference(seed)  # validates every setting now: bad flags fail before anything loads
@@ -88,6 +88,9 @@ def run(s: SuitabilityCommand) -> int:
 
 def run_stats(s: SuitabilityStatsCommand) -> int:
     check_path(s.pairs, "--pairs")  # first: a missing table is named before the settings' check loads torch
+    # the pipeline (pandas, scipy): --help loads no tables
+    from rmeval.suitability.checkpoints import suitability_from_pairs
+
     settings = s.suitability.inference(s.common.stats.seed)
     results, paths = suitability_from_pairs(s.pairs, settings, Path(s.out), groups=s.suitability.groups,
                                             **s.wandb.target())

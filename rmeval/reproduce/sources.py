@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rmcore.data.generic import is_hub_id
 from rmcore.data.loading import parse_data_spec
 from rmcore.errors import ConfigError
+from rmcore.io.files import is_hub_id
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w-]*)\}")
 

@@ -9,6 +9,7 @@ import argparse
 
 from rmcore.settings.commands import add_command, recipe_overrides
 from rmeval.cli.experiments import ExperimentCommand
+from rmeval.experiments.settings import TOY_NOTICE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(s: ExperimentCommand) -> int:
-    # the experiment (torch, pandas): --help loads no models or tables
-    from rmeval.experiments.settings import TOY_NOTICE
+    # torch: --help stays cheap
     from rmtrain.filtering import load_filtering_config, run_filter_experiment
 
     cfg = load_filtering_config(s.config, recipe_overrides(s))

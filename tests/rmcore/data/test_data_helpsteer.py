@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from rmcore.data import helpsteer
-from rmcore.data.generic import is_hub_id
 from rmcore.data.helpsteer import load_helpsteer, load_helpsteer2, parse_helpsteer_prompt
 from rmcore.data.loading import load_rating_set
 from rmcore.data.pairs import build_pairs
+from rmcore.io.files import is_hub_id
 
 MULTI = "Hi there\n<extra_id_1>Assistant\nHello! How can I help?\n<extra_id_1>User\nExplain TCP handshakes"
 
