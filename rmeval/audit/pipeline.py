@@ -41,8 +41,13 @@ from rmeval.audit.features import audit_feature_tables, read_feature_tables
 from rmeval.audit.report import log_audit, write_report
 from rmeval.audit.settings import AuditSettings, check_audit_memory
 from rmeval.audit.variants import variant_counts
+from rmeval.experiments.pool import read_pool, score_pool
 from rmeval.scoring import load_scorer
 from rmeval.scoring.run import score_conditions, truncation_note, truncation_summary
+from rmeval.stats.audit_sections import compute_audit
+from rmeval.stats.judge_diagnostics import judge_diagnostics
+from rmeval.suitability import log_suitability, model_json
+from rmeval.suitability.checkpoints import audit_suitability
 from rmeval.tables import load_preferences, load_ratings, load_scores
 from rmeval.tracking import evaluation_tracker
 
@@ -119,9 +124,6 @@ def _score_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, 
     cache_path = (Path(settings.cache) if settings.cache else out / "score_cache.sqlite") if cache else None
     suitability = digits = None
     if settings.reference_pool:  # read first: a bad pool table fails before any scoring
-        # scipy: --help stays cheap
-        from rmeval.experiments.pool import read_pool, score_pool
-
         pool_table = read_pool(settings.reference_pool)
     is_judge = scorer.kind == "generative_judge"  # its digit distributions go beside the scores
     if is_judge and cache_path is not None:
@@ -158,9 +160,6 @@ def _tables_step(scored: _Scored, rating_set: RatingSet, settings: AuditSettings
                  cache: bool, label: str = "") -> dict[str, Any]:
     """Write the scores, ratings, preferences and feature tables and compute the audit's statistics on them
     (``rmeval.stats.audit_sections``), with the truncation counts and the reference pool's."""
-    # scipy: --help stays cheap
-    from rmeval.stats.audit_sections import compute_audit
-
     scores, ratings, pool_scores = scored.scores, scored.ratings, scored.pool_scores
     if not cache:  # score_conditions writes the table (and what resumes it) only when it may be reused
         atomic_write_table(out / "scores.parquet", scores)
@@ -195,9 +194,6 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     meta and provenance, the judge profile, donor exclusions and the suitability record; returns the
     judge profile's images."""
     if scored.digits is not None:
-        # scipy: --help stays cheap
-        from rmeval.stats.judge_diagnostics import judge_diagnostics
-
         atomic_write_table(out / "judge_digits.parquet", scored.digits)
         result["judge_diagnostics"] = judge_diagnostics(scored.digits, n_boot=settings.stats.n_boot,
                                                         seed=settings.stats.seed)
@@ -228,9 +224,6 @@ def _extras_step(result: dict[str, Any], scored: _Scored, scorer: Scorer, rating
     if "donor_exclusions" in scored.scores.attrs:
         result["donor_exclusions"] = scored.scores.attrs["donor_exclusions"]
     if scored.suitability is not None:
-        # scipy: --help stays cheap
-        from rmeval.suitability import model_json
-
         result["suitability"] = model_json(next(iter(scored.suitability[0].values())))
     if checkpoint is not None:
         # the run's seed goes in as run_seed: meta's seed is the audit's own (bootstrap, donors)
@@ -253,9 +246,6 @@ def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Trac
         for key, path in judge_images.items():
             tracker.log_image(f"audit/judge_profile/{key}", path)
         if suitability is not None:
-            # scipy: --help stays cheap
-            from rmeval.suitability import log_suitability
-
             log_suitability(tracker, *suitability)
         if checkpoint is not None:
             tracker.summary({"checkpoint": str(checkpoint)})
@@ -264,9 +254,6 @@ def _report_step(result: dict[str, Any], out: Path, *, title: str, tracker: Trac
 def _suitability_step(scorer: Scorer, rating_set: RatingSet, settings: AuditSettings, out: Path, *, title: str,
                       cache_path: Path | None, checkpoint: str | os.PathLike | None,
                       data: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
-    # scipy: --help stays cheap
-    from rmeval.suitability.checkpoints import audit_suitability
-
     # a checkpoint on disk is named by its directory; an in-memory model by the audit's title
     name = Path(str(checkpoint)).name if checkpoint is not None else "model"
     return audit_suitability(scorer, rating_set, settings.suitability, out, name=name,
@@ -334,9 +321,6 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
     validated on its own, so an error names the file it is in. ``features``: the folder of the prompt and
     feature tables (``rmeval features``; default the scores' folder, where ``audit`` writes them);
     ``compare``: {name: scores file} of the same texts scored another way. Returns (audit, report paths)."""
-    # scipy: --help stays cheap
-    from rmeval.stats.audit_sections import compute_audit
-
     started = time.perf_counter()
     attribute = settings.attribute
     if attribute is None:
@@ -364,9 +348,6 @@ def audit_tables(scores: str | os.PathLike, ratings: str | os.PathLike, settings
                            **tables)
     digits = Path(scores).with_name("judge_digits.parquet")  # a generative judge's audit writes it
     if digits.is_file():
-        # scipy: --help stays cheap
-        from rmeval.stats.judge_diagnostics import judge_diagnostics
-
         print(f"using judge digits {digits} (found beside the scores)", file=sys.stderr)
         result["judge_diagnostics"] = judge_diagnostics(read_table(digits, "judge digits table"),
                                                         n_boot=settings.stats.n_boot, seed=settings.stats.seed)

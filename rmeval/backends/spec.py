@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmcore.errors import ConfigError
+from rmcore.io.files import check_path
 from rmcore.settings.registry import Registry
 
 CAPABILITIES = ("judge", "generator", "variants", "rewriter")
@@ -215,8 +216,6 @@ def check_local(spec: BackendSpec) -> None:
     not the Hub's repo-id error; a Hub id (owner/name) and a ``pkg:`` model are let through."""
     b = BACKENDS.lookup(spec.kind)
     if b.local and isinstance(spec.value, str) and not spec.value.startswith("pkg:"):
-        from rmcore.io.files import check_path  # pandas: --help stays cheap
-
         check_path(spec.value, f"{spec.what} {b.usage(spec.kind)}", kind="dir", hub_ok=True)
 
 
