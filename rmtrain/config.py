@@ -158,7 +158,7 @@ def load_train_config(path: str | os.PathLike, overrides: dict[str, Any] | None 
 
 
 @dataclass
-class SlurmSettings:
+class SweepSlurmSettings:
     """How `rmtrain sweep --executor slurm` submits (submitit job arrays, one run per task)."""
 
     accelerate_config: str | None = "accelerate_configs/single_gpu.yaml"  # None: plain python
@@ -199,7 +199,7 @@ class SweepSettings:
     # label -> Hub id or path (a sequence classifier), or {model, kind: seq_classifier | generative_judge,
     # batch_size, max_length}: released scorers audited like the runs, drawn on the share-vs-margin plot
     released_scorers: dict[str, Any] = field(default_factory=dict)
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    slurm: SweepSlurmSettings = field(default_factory=SweepSlurmSettings)
 
     def grid(self) -> list[dict[str, Any]]:
         keys = sorted(self.search)

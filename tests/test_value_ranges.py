@@ -191,7 +191,7 @@ def _numbers(v: Any) -> list[float]:
 
 def test_every_numeric_field_declares_a_range_that_holds_its_default() -> None:
     names = {c.__name__ for c in REACHABLE}
-    assert {"TrainingSettings", "SlurmSettings", "RLSettings", "RayLayout", "StatsSettings", "ServerSettings",
+    assert {"TrainingSettings", "SweepSlurmSettings", "RLSettings", "RayLayout", "StatsSettings", "ServerSettings",
             "ScorerSettings", "LoraSettings", "DPOSettings", "BaselineSettings", "ElicitSettings", "ShuffledMeanConfig",
             "Compute", "DataSize"} <= names
     missing, bad_default, checked = [], [], 0

@@ -90,7 +90,7 @@ class Reasoning:
 
 
 @dataclass
-class SlurmSettings:
+class ReproductionSlurmSettings:
     """``slurm:`` of a recipe (the flags --partition, --account, --qos, --timeout-min, --sbatch,
     --setup, --cpus-per-task, --array-parallelism override it): how the job arrays are submitted."""
 
@@ -279,7 +279,8 @@ def task_script(row: str, worker: list[str], *, server: dict[str, Any] | None = 
     return "\n".join(lines)
 
 
-def executor_params(s: SlurmSettings, *, name: str, gpus: int, mem_gb: int, timeout_min: int) -> dict[str, Any]:
+def executor_params(s: ReproductionSlurmSettings, *, name: str, gpus: int, mem_gb: int,
+                    timeout_min: int) -> dict[str, Any]:
     """submitit's parameters of one job array (``rmcore.runtime.jobs.submitit_executor``)."""
     params: dict[str, Any] = {"name": name, "timeout_min": s.timeout_min or timeout_min, "gpus_per_node": gpus,
                               "cpus_per_task": s.cpus_per_task, "mem_gb": mem_gb, "nodes": 1,

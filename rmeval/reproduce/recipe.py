@@ -42,7 +42,14 @@ from rmcore.errors import ConfigError
 from rmcore.settings.fields import bounded
 from rmcore.settings.recipes import build_config, load_recipe
 from rmeval.judges.settings import BaselineSettings
-from rmeval.reproduce.cluster import Compute, DataSource, Reasoning, ServeSpec, SlurmSettings, check_placement
+from rmeval.reproduce.cluster import (
+    Compute,
+    DataSource,
+    Reasoning,
+    ReproductionSlurmSettings,
+    ServeSpec,
+    check_placement,
+)
 from rmeval.reproduce.costing import COST_KINDS, ExtraCost
 from rmeval.reproduce.settings import check_settings
 from rmeval.reproduce.sources import check_sources
@@ -278,7 +285,7 @@ class ReproductionConfig:
     baselines: BaselinesBlock | None = None  # a JudgeProfile table's rubric and LoRA SFT baselines
     stand_in: StandIn = field(default_factory=StandIn)
     compute: Compute = field(default_factory=Compute)
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    slurm: ReproductionSlurmSettings = field(default_factory=ReproductionSlurmSettings)
     data_sources: dict[str, Any] = field(default_factory=dict)  # NAME -> DataSource (rmeval.reproduce.sources)
     costs: list[Any] = field(default_factory=list)  # ExtraCost: GPU work beyond the rows
     not_reproducible: list[str] = field(default_factory=list)

@@ -27,7 +27,7 @@ from typing import Any
 
 from rmcore.errors import ConfigError
 from rmcore.runtime.jobs import launch_command, submitit_executor
-from rmtrain.config import SlurmSettings
+from rmtrain.config import SweepSlurmSettings
 from rmtrain.sweep.ledger import TERMINAL, Ledger, now
 from rmtrain.sweep.worker import run_one
 
@@ -163,7 +163,7 @@ class LocalExecutor:
 
 
 class SubmititExecutor:
-    def __init__(self, out: Path, settings: SlurmSettings, *, cluster: str = "slurm", force: bool = False,
+    def __init__(self, out: Path, settings: SweepSlurmSettings, *, cluster: str = "slurm", force: bool = False,
                  audit_processes: int = 1) -> None:
         self.out, self.settings, self.cluster, self.force = Path(out), settings, cluster, force
         self.audit_processes = audit_processes
