@@ -74,4 +74,4 @@ def test_the_backend_kinds_and_the_registries_of_extending_md():
         module, _, name = path.rpartition(".")
         reg = getattr(importlib.import_module(module), name)
         assert isinstance(reg, Registry) and reg.group == (group or None), path
-    assert len(re.findall(r"^\| ", table, re.M)) - 1 == 8
+    assert len(re.findall(r"^\| ", table, re.M)) - 1 == 9

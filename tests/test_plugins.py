@@ -1,6 +1,6 @@
 """Plugins from the installed commands: a distribution on the path (a .dist-info with its
-entry_points.txt, what pip installs) registers an arm, a scorer, a backend and a prompt and a
-response perturbation through the entry-point groups, and ``rmtrain`` / ``rmeval`` run them in a
+entry_points.txt, what pip installs) registers an arm, a scorer, a backend, a prompt and a
+response perturbation and an audit section through the entry-point groups, and ``rmtrain`` / ``rmeval`` run them in a
 subprocess. Nothing here touches a registry of this process."""
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ PL = example_plugin:COURTESY
 
 [matchrm.response_perturbations]
 SHOUT = example_plugin:SHOUT
+
+[matchrm.audit_sections]
+example_mean_score = example_plugin:MEAN_SCORE
 """
 
 PLUGIN = '''\
@@ -41,6 +44,7 @@ from rmeval.backends.generators import Generator
 from rmeval.backends.spec import Backend
 from rmeval.perturbations.controlled import PromptPerturbation, ResponsePerturbation
 from rmeval.scoring import Scorer
+from rmeval.stats.sections import AuditSection, Figure
 from rmtrain.arms import Arm
 
 
@@ -85,6 +89,10 @@ class Echo(Generator):
 ECHO = Backend("echoes the prompt after a word", value="WORD", makes={"variants": lambda spec, **_: Echo(spec.value)})
 COURTESY = PromptPerturbation(lambda text, rng: "PLEASE, " + text)
 SHOUT = ResponsePerturbation("Rewrite in capitals.", "shouting", rule=lambda text, rng: text.upper())
+MEAN_SCORE = AuditSection(
+    "example_mean_score", lambda inputs: {"estimate": float(inputs.orig["score"].mean())}, needs=("original",),
+    figures={"example_mean_score": Figure(("estimate",), "mean original score")},
+    markdown=lambda audit: ["## Mean original score", "", f"{audit['example_mean_score']['estimate']:.2f}", ""])
 '''
 
 
@@ -145,3 +153,23 @@ def test_a_backend_from_an_entry_point_writes_variants_through_rmeval(plugin, tm
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and all(r["text"].startswith("Hey ") for r in rows)
+
+
+def test_an_audit_section_from_an_entry_point_is_computed_and_shown_by_rmeval_stats(plugin, tmp_path):
+    import pandas as pd
+
+    ids = pd.DataFrame({"prompt_id": [f"q{i // 2}" for i in range(12)], "response_id": [f"r{i}" for i in range(12)]})
+    ids.assign(condition="original", score=[float(i) for i in range(12)]).to_parquet(tmp_path / "scores.parquet")
+    ids.assign(helpfulness=[1.0, 3.0] * 6).to_json(tmp_path / "ratings.jsonl", orient="records", lines=True)
+
+    def stats(out: Path, path: Path | None) -> dict:
+        res = _cli("rmeval", "stats", "--scores", str(tmp_path / "scores.parquet"), "--ratings",
+                   str(tmp_path / "ratings.jsonl"), "--n-boot", "50", "--out", str(out), path=path)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads((out / "audit.json").read_text())
+
+    assert "example_mean_score" not in stats(tmp_path / "without", None)
+    audit = stats(tmp_path / "with", plugin)
+    assert audit["example_mean_score"]["estimate"] == 5.5  # the mean of 0, 1, ..., 11
+    assert list(audit)[-2:] == ["example_mean_score", "meta"]  # after the built-in sections
+    assert "## Mean original score\n\n5.50\n" in (tmp_path / "with" / "audit.md").read_text()

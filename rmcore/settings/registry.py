@@ -176,6 +176,10 @@ class Registry(MutableMapping[str, T], Generic[T]):
             raise self.unknown(name)
         return self._resolve(name)
 
+    def loaded(self) -> dict[str, T]:
+        """The entries imported so far, in registration order (nothing deferred is imported)."""
+        return {name: obj for name, obj in self._items.items() if not isinstance(obj, Deferred)}
+
     def unknown(self, name: Any) -> ConfigError:
         """The error for a name not registered: the registry's message, the known names, and the
         closest one when a typo is likely."""

@@ -14,6 +14,7 @@ from rmcore.io.files import atomic_save_figure, atomic_write_json, atomic_write_
 from rmcore.io.markdown import MISSING, estimate, interval, num, table
 from rmcore.runtime.wandb_log import Tracker, flatten
 from rmcore.settings.registry import Registry
+from rmeval.stats.audit_sections import AUDIT_SECTIONS
 
 SHARE_NAMES = ("original", "single_turn", "generic", "ranks", "log_length", "last_turn", "paraphrase", "random",
                "overlap", "embedding", "length", "related", "human")
@@ -65,6 +66,9 @@ def render_markdown(audit: dict[str, Any], title: str = "matchrm audit") -> str:
     for part in MARKDOWN.values():
         if any(s in audit for s in part.sections):
             lines += part.render(audit)
+    for name, section in AUDIT_SECTIONS.items():  # a plugin section's own part, after the built-in ones
+        if section.markdown is not None and name in audit and name not in MARKDOWN:
+            lines += section.markdown(audit)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -32,7 +32,7 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from rmcore.data.schema import table_attributes
-from rmcore.errors import DataError
+from rmcore.errors import ConfigError, DataError
 from rmcore.settings.registry import Registry
 
 from ..tables import (
@@ -375,14 +375,25 @@ def _pairwise(inp: AuditInputs) -> dict[str, Any] | None:
 
 # The built-in sections. A stream's index is fixed for ever (rmeval.stats.sections): the indices
 # below are those every earlier audit drew from, and a new stream takes next_stream_index().
-AUDIT_SECTIONS: Registry[AuditSection] = Registry("audit section")
+def _adopt(name: str, obj: Any) -> AuditSection:
+    """A plugin's section (an entry point of group matchrm.audit_sections naming an AuditSection),
+    checked against the sections loaded before it as register_section checks one."""
+    if not isinstance(obj, AuditSection) or obj.name != name:
+        raise ConfigError(f"plugin audit section '{name}': {obj!r} is not an rmeval.stats.sections.AuditSection "
+                          f"named '{name}'")
+    check_section(obj, [s for n, s in AUDIT_SECTIONS.loaded().items() if n != name])
+    return obj
+
+
+# plugins: entry points of group matchrm.audit_sections, computed after the built-ins
+AUDIT_SECTIONS: Registry[AuditSection] = Registry("audit section", group="matchrm.audit_sections", adopt=_adopt)
 
 
 def register_section(section: AuditSection, *, replace: bool = False) -> AuditSection:
     """Add ``section`` to the audit (after the sections registered before it, in audit.json and in
     the sweep's figure columns); its streams and figures are checked against the others'
     (``rmeval.stats.sections.check_section``)."""
-    check_section(section, [s for n, s in AUDIT_SECTIONS.items() if not (replace and n == section.name)])
+    check_section(section, [s for n, s in AUDIT_SECTIONS.loaded().items() if not (replace and n == section.name)])
     return AUDIT_SECTIONS.register(section.name, section, replace=replace)
 
 

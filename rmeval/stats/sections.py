@@ -15,6 +15,8 @@
   one statistic never moves another's interval. The indices form one table, append-only: an index
   is never changed or reused (that would move every interval drawn from it); a new stream takes
   an index above every one in use (``next_stream_index``).
+- ``markdown``: a plugin section's part of audit.md (``render(audit)`` -> lines), shown after the
+  built-in parts; a section registered in code may give it or use ``register_markdown``.
 - ``figures``: {name: Figure} of the numbers a sweep tabulates per run (its ledger, summary.csv,
   report.md and its W&B summary table), each at a ``path`` inside the section's value. A figure's
   ``role`` says where it goes (``ROLES``).
@@ -101,6 +103,9 @@ class AuditSection:
     needs: tuple[str, ...] = ()
     streams: Mapping[str, int] = field(default_factory=dict)
     figures: Mapping[str, Figure] = field(default_factory=dict)
+    # a plugin's part of audit.md (audit -> Markdown lines); the built-ins' parts are registered in
+    # rmeval.audit.report, in the page's order
+    markdown: Callable[[dict[str, Any]], list[str]] | None = None
 
     def ready(self, inputs: AuditInputs) -> bool:
         """Whether the inputs hold what the section needs."""
