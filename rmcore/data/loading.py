@@ -93,22 +93,25 @@ def check_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec
 
 
+def _from_hub(spec: dict[str, Any], keys: tuple[str, ...], load: Callable[..., RatingSet], hub_id: str,
+              split: str) -> RatingSet:
+    """A loader whose ``path`` defaults to its Hub id and ``split`` to ``split``; the other ``keys`` pass through."""
+    kw = _take(spec, keys)
+    return load(kw.pop("path", hub_id), kw.pop("split", split), on_bad=spec.get("on_bad", "raise"), **kw)
+
+
 @register_loader("helpsteer2")
 def _helpsteer2(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.helpsteer import HELPSTEER2_HUB_ID, load_helpsteer2
 
-    kw = _take(spec, ("path", "split", "preference_path", "limit"))
-    return load_helpsteer2(kw.pop("path", HELPSTEER2_HUB_ID), kw.pop("split", "train"),
-                           on_bad=spec.get("on_bad", "raise"), **kw)
+    return _from_hub(spec, ("path", "split", "preference_path", "limit"), load_helpsteer2, HELPSTEER2_HUB_ID, "train")
 
 
 @register_loader("helpsteer")
 def _helpsteer(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.helpsteer import HELPSTEER_HUB_ID, load_helpsteer
 
-    kw = _take(spec, ("path", "split", "limit"))
-    return load_helpsteer(kw.pop("path", HELPSTEER_HUB_ID), kw.pop("split", "train"),
-                          on_bad=spec.get("on_bad", "raise"), **kw)
+    return _from_hub(spec, ("path", "split", "limit"), load_helpsteer, HELPSTEER_HUB_ID, "train")
 
 
 @register_loader("simulated")
@@ -148,35 +151,28 @@ def _reward_auditor(spec: dict[str, Any]) -> RatingSet:
 def _hh_rlhf(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.preference_sets import HH_RLHF_HUB_ID, load_hh_rlhf
 
-    kw = _take(spec, ("path", "split", "data_dir", "limit"))
-    return load_hh_rlhf(kw.pop("path", HH_RLHF_HUB_ID), kw.pop("split", "test"), on_bad=spec.get("on_bad", "raise"),
-                        **kw)
+    return _from_hub(spec, ("path", "split", "data_dir", "limit"), load_hh_rlhf, HH_RLHF_HUB_ID, "test")
 
 
 @register_loader("shp")
 def _shp(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.shp import SHP_HUB_ID, load_shp
 
-    kw = _take(spec, ("path", "split", "limit"))
-    return load_shp(kw.pop("path", SHP_HUB_ID), kw.pop("split", "validation"), on_bad=spec.get("on_bad", "raise"), **kw)
+    return _from_hub(spec, ("path", "split", "limit"), load_shp, SHP_HUB_ID, "validation")
 
 
 @register_loader("rewardbench")
 def _rewardbench(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.rewardbench import REWARDBENCH_HUB_ID, load_rewardbench
 
-    kw = _take(spec, ("path", "split", "limit"))
-    return load_rewardbench(kw.pop("path", REWARDBENCH_HUB_ID), kw.pop("split", "filtered"),
-                            on_bad=spec.get("on_bad", "raise"), **kw)
+    return _from_hub(spec, ("path", "split", "limit"), load_rewardbench, REWARDBENCH_HUB_ID, "filtered")
 
 
 @register_loader("rewardbench2")
 def _rewardbench2(spec: dict[str, Any]) -> RatingSet:
     from rmcore.data.rewardbench import REWARDBENCH2_HUB_ID, load_rewardbench2
 
-    kw = _take(spec, ("path", "split", "limit"))
-    return load_rewardbench2(kw.pop("path", REWARDBENCH2_HUB_ID), kw.pop("split", "test"),
-                             on_bad=spec.get("on_bad", "raise"), **kw)
+    return _from_hub(spec, ("path", "split", "limit"), load_rewardbench2, REWARDBENCH2_HUB_ID, "test")
 
 
 @register_loader("generic")
