@@ -122,6 +122,10 @@ def auroc(score: np.ndarray, positive: np.ndarray) -> float:
     return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
 
 
+def _number(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan"), float("nan")
@@ -137,9 +141,10 @@ def accuracy_agreement(models: Mapping[str, Mapping[str, Mapping[str, Any]]],
     codes = list(dict.fromkeys(c for per in models.values() for c in per))
     out: dict[str, dict[str, Any]] = {}
     for c in codes:
-        rows = [(float(r["cohens_d"]), float(r["p_value"]), float(r["accuracy_change"]))
-                for per in models.values() if (r := per.get(c)) is not None
-                and all(np.isfinite(float(r.get(k, np.nan))) for k in ("cohens_d", "p_value", "accuracy_change"))]
+        # a figure not defined is null once read back from strict JSON (rmcore.io.files.to_json), NaN in memory
+        keys = ("cohens_d", "p_value", "accuracy_change")
+        rows = [vals for per in models.values() if (r := per.get(c)) is not None
+                and np.isfinite(vals := tuple(_number(r.get(k)) for k in keys)).all()]
         d, p, acc = (np.array(v, dtype=np.float64) for v in zip(*rows)) if rows else (np.zeros(0),) * 3
         rho_d, p_d = _spearman(d, acc)
         rho_p, p_p = _spearman(p, acc)

@@ -190,6 +190,7 @@ def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
     """One arm, one seed of a tiny Qwen3: the worker audits the final-step checkpoint and a second
     rating set beside the run's own audit, the driver audits a released scorer, the report shows them."""
     from rmcore.data.loading import load_rating_set
+    from rmcore.models.modeling import load_reward_model
     from rmcore.models.tiny import tiny_causal_lm
     from rmtrain.sweep import run_sweep
 
@@ -197,6 +198,10 @@ def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
     rs = load_rating_set(data)
     model = tiny_causal_lm(tmp_path / "tiny", [m["content"] for p in rs.prompts for m in p.messages]
                            + [r.text for p in rs.prompts for r in p.responses], "qwen3")
+    # a released scorer is a reward model: the tiny Qwen3 with a score head (a causal LM is refused)
+    released, tok = load_reward_model(str(model))
+    released.save_pretrained(tmp_path / "tiny_rm")
+    tok.save_pretrained(tmp_path / "tiny_rm")
     raw = {"arm": "regression", "model": {"name_or_path": str(model)}, "data": data, "heldout_fraction": 0.25,
            "selection_fraction": 0.2,
            "training": {"learning_rate": 1e-3, "max_steps": 3, "per_device_batch_size": 4, "max_length": 96,
@@ -207,7 +212,7 @@ def test_tiny_sweep_through_driver_and_worker(tmp_path, one_torch_thread):
                      "audit": {"n_boot": 20, "max_prompts": 7},
                      "selection_rules": ["final", "best_pair_accuracy"],
                      "extra_audit_data": {"second": {"name": "simulated", "n_prompts": 12, "seed": 5}},
-                     "released_scorers": {"tiny_rm": str(model)}}}
+                     "released_scorers": {"tiny_rm": str(tmp_path / "tiny_rm")}}}
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(raw))
     res = run_sweep(load_sweep(path), echo=lambda m: None)

@@ -13,7 +13,12 @@ from scipy import stats
 from scipy.special import expit
 
 from rmeval.cli import main
-from rmeval.stats.confidence_drop_structure import difference_structure, group_risk_correlation, subset_summary
+from rmeval.stats.confidence_drop_structure import (
+    accuracy_agreement,
+    difference_structure,
+    group_risk_correlation,
+    subset_summary,
+)
 
 SUBSETS = ("chat", "math", "code", "safety-refuse", "safety-response")
 
@@ -114,3 +119,17 @@ def test_per_subset_command_on_planted_multi_subset_pairs(tmp_path):
         assert (out / f"suitability_structure-{m}.png").is_file()
     gr = doc["summary"]["group_risk"]["pairs"]["controlled vs stylized"]
     assert gr["n_models"] == 3 and (math.isnan(gr["spearman"]) or -1 <= gr["spearman"] <= 1)
+
+
+def test_accuracy_agreement_leaves_out_a_model_whose_figures_were_null_in_strict_json():
+    """A suitability.json read back holds null where a figure is undefined (no pair changed): that
+    model is left out of the code's correlation as a NaN one is, and the rest equal scipy's."""
+    rows = {"m1": (0.9, 0.001, -0.20), "m2": (0.5, 0.01, -0.10), "m3": (0.1, 0.2, -0.05), "m4": (0.3, 0.04, -0.02)}
+    models = {m: {"EF": {"cohens_d": d, "p_value": p, "accuracy_change": a}} for m, (d, p, a) in rows.items()}
+    models["m5"] = {"EF": {"cohens_d": None, "p_value": None, "accuracy_change": 0.0}}
+    models["m6"] = {"EF": {"cohens_d": float("nan"), "p_value": 0.5, "accuracy_change": 0.0}}
+    out = accuracy_agreement(models)["EF"]
+    d, p, a = (np.array(v) for v in zip(*rows.values()))
+    assert out["n_models"] == 4 and out["n_significant"] == 3
+    assert out["spearman_d"] == pytest.approx(stats.spearmanr(d, a).statistic)
+    assert out["spearman_p"] == pytest.approx(stats.spearmanr(p, a).statistic)
