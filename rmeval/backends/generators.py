@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -433,18 +432,6 @@ def write_variants(generated: dict[str, list[str]], path: str | os.PathLike, *, 
                 row["valid"], row["p_valid"] = validity[pid][v]
             lines.append(json.dumps(row, ensure_ascii=False))
     return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-# the generator classes of this file by their kind (the backend kinds of rmeval.backends.spec that
-# write prompt variants build them): make_generator's constructors by name
-GENERATORS: dict[str, Callable[..., Generator]] = {
-    cls.kind: cls for cls in (FileGenerator, HFGenerator, OpenAIGenerator, SimulatedGenerator)}
-
-
-def make_generator(kind: str, **kwargs: Any) -> Generator:
-    if kind not in GENERATORS:
-        raise ConfigError(f"unknown generator '{kind}'; known: {', '.join(sorted(GENERATORS))}")
-    return GENERATORS[kind](**kwargs)
 
 
 def _given(**options: Any) -> dict[str, Any]:

@@ -11,14 +11,8 @@ import pytest
 from rmcore.data.schema import PromptRecord, Response
 from rmcore.errors import DataError
 from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
-from rmeval.backends.generators import (
-    GENERATORS,
-    INSTRUCTIONS,
-    FileGenerator,
-    HFGenerator,
-    OpenAIGenerator,
-    make_generator,
-)
+from rmeval.backends.generators import INSTRUCTIONS, FileGenerator, HFGenerator, OpenAIGenerator
+from rmeval.backends.spec import make_backend, offering, parse_backend_spec
 from tests.support import JsonHandler
 
 
@@ -28,9 +22,10 @@ def prompts():
 
 
 def test_registry():
-    assert set(GENERATORS) == {"file", "hf", "openai", "simulated"}
-    with pytest.raises(ValueError, match="unknown generator"):
-        make_generator("nope")
+    """The backend kinds that write prompt variants (rmeval.backends.spec, capability variants)."""
+    assert set(offering("variants")) == {"file", "hf", "openai", "simulated"}
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        make_backend("variants", parse_backend_spec("nope"))
 
 
 def test_file_generator_orders_variants_and_names_bad_row(tmp_path):
