@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import struct
+import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -453,3 +455,16 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], server_class: type = ThreadingHTTPServer) -> Iterator[str]:
+    """``handler`` served on a free local port from a daemon thread: yields the base URL
+    (``http://127.0.0.1:PORT``); the server is shut down when the block ends."""
+    server = server_class(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

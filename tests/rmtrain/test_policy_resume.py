@@ -12,6 +12,7 @@ the two reward curves are the same."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,28 @@ def make_cfg(material: dict[str, Path], out: Path, **over: Any) -> Any:
     return policy_config_from_dict(raw, overrides=over)
 
 
+def interrupt_reward(monkeypatch: pytest.MonkeyPatch, at_call: int,
+                     means: list[float] | None = None) -> Callable[[], None]:
+    """The reward function raises KeyboardInterrupt at its call ``at_call`` (1-based; the rollouts
+    of that step), recording each earlier batch's mean reward in ``means``; returns the undo."""
+    from rmtrain.policy import reward as reward_module
+
+    original = reward_module.ScorerReward.__call__
+    n = [0]
+
+    def interrupted(self: Any, *args: Any, **kw: Any) -> list[float]:
+        n[0] += 1
+        if n[0] == at_call:
+            raise KeyboardInterrupt
+        out = original(self, *args, **kw)
+        if means is not None:
+            means.append(float(np.mean(out)))
+        return out
+
+    monkeypatch.setattr(reward_module.ScorerReward, "__call__", interrupted)
+    return lambda: monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+
+
 def test_without_vllm_rollouts_use_generate_and_say_so(material: dict[str, Path], tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
@@ -86,7 +109,6 @@ def test_without_vllm_rollouts_use_generate_and_say_so(material: dict[str, Path]
 @pytest.mark.parametrize("algorithm", ["grpo", pytest.param("rloo", marks=pytest.mark.heavy)])
 def test_interrupted_run_resumes_from_its_last_checkpoint(material: dict[str, Path], tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
-    from rmtrain.policy import reward as reward_module
     from rmtrain.policy.train import train_policy
 
     over = {"training.algorithm": algorithm}
@@ -94,22 +116,13 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(material: dict[str, Pa
     assert whole["rollouts"]["engine"] in ("generate", "vllm") and whole["resumed_from"] is None
 
     calls: list[float] = []
-    original = reward_module.ScorerReward.__call__
-
-    def interrupted(self: Any, *args: Any, **kw: Any) -> list[float]:
-        if len(calls) == 4:  # step 5's rollouts: after the checkpoints of steps 2 and 4
-            raise KeyboardInterrupt
-        out = original(self, *args, **kw)
-        calls.append(float(np.mean(out)))
-        return out
-
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", interrupted)
+    restore = interrupt_reward(monkeypatch, 5, calls)  # step 5's rollouts: after the checkpoints of steps 2 and 4
     out = tmp_path / "interrupted"
     with pytest.raises(KeyboardInterrupt):
         train_policy(make_cfg(material, out, **over))
     assert not (out / "policy_summary.json").exists()
     assert sorted(p.name for p in (out / "trainer").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+    restore()
 
     resumed = train_policy(make_cfg(material, out, **over))
     assert resumed["resumed_from"] == str(out / "trainer" / "checkpoint-4") and resumed["steps"] == 6
@@ -122,22 +135,12 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(material: dict[str, Pa
 
 def test_a_changed_recipe_does_not_resume_silently(material: dict[str, Path], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from rmtrain.policy import reward as reward_module
     from rmtrain.policy.train import train_policy
 
-    original = reward_module.ScorerReward.__call__
-    n = [0]
-
-    def stop_at_step_3(self: Any, *args: Any, **kw: Any) -> list[float]:
-        n[0] += 1
-        if n[0] == 3:
-            raise KeyboardInterrupt
-        return original(self, *args, **kw)
-
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", stop_at_step_3)
+    restore = interrupt_reward(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         train_policy(make_cfg(material, tmp_path, **{"training.max_steps": 4}))
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+    restore()
     with pytest.raises(ConfigError, match=r"interrupted run \(checkpoint-2\) trained with other settings \(training\)"):
         train_policy(make_cfg(material, tmp_path, **{"training.max_steps": 4, "training.learning_rate": 1e-3}))
     s = train_policy(make_cfg(material, tmp_path, **{"training.max_steps": 4, "training.learning_rate": 1e-3}),
@@ -244,7 +247,6 @@ def test_a_resumed_policy_run_logs_on_in_its_wandb_run(material: dict[str, Path]
     import yaml
 
     from rmtrain.cli import main
-    from rmtrain.policy import reward as reward_module
     from tests.support import read_runs
 
     recipe = tmp_path / "policy.yaml"
@@ -257,19 +259,10 @@ def test_a_resumed_policy_run_logs_on_in_its_wandb_run(material: dict[str, Path]
     out = tmp_path / "out"
     argv = ["policy", "--config", str(recipe), "--reward-model", str(material["rm"]), "--environment", "clean",
             "--out", str(out)]
-    original = reward_module.ScorerReward.__call__
-    n = [0]
-
-    def stop_at_step_3(self: Any, *args: Any, **kw: Any) -> list[float]:
-        n[0] += 1
-        if n[0] == 3:
-            raise KeyboardInterrupt
-        return original(self, *args, **kw)
-
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", stop_at_step_3)
+    restore = interrupt_reward(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         main(argv)
-    monkeypatch.setattr(reward_module.ScorerReward, "__call__", original)
+    restore()
     assert main(argv) == 0
     first, resumed = read_runs(out / "wandb")
     assert first["id"] == resumed["id"] and first["name"] == resumed["name"]

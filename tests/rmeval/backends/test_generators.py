@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from http.server import HTTPServer
 
 import pytest
@@ -13,7 +12,7 @@ from rmcore.errors import DataError
 from rmcore.models.tiny import save_tiny, tiny_model, train_tokenizer
 from rmeval.backends.generators import INSTRUCTIONS, FileGenerator, HFGenerator, OpenAIGenerator
 from rmeval.backends.spec import make_backend, offering, parse_backend_spec
-from tests.support import JsonHandler
+from tests.support import JsonHandler, serving
 
 
 def prompts():
@@ -90,15 +89,11 @@ class _Handler(JsonHandler):
 
 
 def test_openai_generator_against_local_server(monkeypatch):
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(_Handler, HTTPServer) as url:
         monkeypatch.setenv("TEST_KEY", "sk-test")
-        gen = OpenAIGenerator("tiny-model", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        gen = OpenAIGenerator("tiny-model", base_url=f"{url}/v1",
                               api_key_env="TEST_KEY", timeout=5)
         out = gen.generate(prompts(), "paraphrase", n=2)
-    finally:
-        server.shutdown()
     assert out == {"p0": ["variant 0", "variant 1"], "p1": ["variant 0", "variant 1"]}
     path, auth, body = _Handler.seen[0]
     assert path == "/v1/chat/completions" and auth == "Bearer sk-test"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from http.server import HTTPServer
 
 import numpy as np
@@ -20,7 +19,7 @@ from rmeval.cli import main
 from rmeval.experiments.comparisons import QUESTION, HelpfulnessJudge, HelpfulnessQuestion
 from rmeval.experiments.leaderboard import MIX_NAMES, balanced_halves, prompt_mixes
 from rmeval.experiments.settings import JudgeSpec
-from tests.support import ROOT, JsonHandler
+from tests.support import ROOT, JsonHandler, serving
 
 
 def _prompt(i, text):
@@ -90,16 +89,12 @@ class _Logprobs(JsonHandler):
 
 
 def test_endpoint_judge_reads_first_token_logprobs(tmp_path):
-    server = HTTPServer(("127.0.0.1", 0), _Logprobs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(_Logprobs, HTTPServer) as url:
         spec = JudgeSpec(model="judge-70b", backend="openai_logprobs",
-                         base_url=f"http://127.0.0.1:{server.server_port}/v1")
+                         base_url=f"{url}/v1")
         judge = HelpfulnessJudge(spec, cache=tmp_path / "j.sqlite")
         p = judge.p_a([([{"role": "user", "content": "q"}], "x", "y"),
                        ([{"role": "user", "content": "none"}], "x", "y")])
-    finally:
-        server.shutdown()
     assert p[0] == pytest.approx(0.7 / 0.9) and np.isnan(p[1])  # "A" and " A" summed; neither letter: missing
     assert isinstance(judge.backend, LogprobEndpointBackend) and judge.backend.n_malformed == 1
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import types
 from http.server import HTTPServer
 
@@ -18,7 +17,7 @@ from rmcore.models.tiny import CHAT_TEMPLATE
 from rmeval.backends.generators import HFGenerator
 from rmeval.experiments.responses import generate_responses, resolve_model
 from rmeval.experiments.settings import PolicySpec, SamplingSettings
-from tests.support import JsonHandler
+from tests.support import JsonHandler, serving
 
 CONVERSATIONS = [
     [{"role": "user", "content": "How do I bake bread?"}],
@@ -111,15 +110,11 @@ class _Chat(JsonHandler):
 
 
 def test_openai_backend_sends_the_conversation(tmp_path):
-    server = HTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        pol = PolicySpec(name="ep", model="served", backend="openai", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+    with serving(_Chat, HTTPServer) as url:
+        pol = PolicySpec(name="ep", model="served", backend="openai", base_url=f"{url}/v1",
                          chat_template_kwargs={"enable_thinking": False})
         s = SamplingSettings(n=2, temperature=0.7, top_p=0.9, max_new_tokens=32)
         df = generate_responses(prompts()[:2], pol, s, cache=tmp_path / "r.sqlite")
-    finally:
-        server.shutdown()
     assert df["response"].tolist() == ["answer 0 to How do I bake bread?", "answer 1 to How do I bake bread?",
                                        "answer 0 to Longer, please.", "answer 1 to Longer, please."]
     assert df["capped"].tolist() == [True, False, True, False] and df["n_tokens"].isna().all()

@@ -4,11 +4,9 @@ like one (127.0.0.1 only): verdicts parsed from the reply, a malformed reply lef
 from __future__ import annotations
 
 import json
-import threading
-from http.server import ThreadingHTTPServer
 
 from rmeval.experiments.winrate import make_judge
-from tests.support import JsonHandler
+from tests.support import JsonHandler, serving
 
 REPLIES = {"first": "The first is deeper. [[A]]", "second": "[[B]]", "odd": "I cannot decide."}
 
@@ -25,12 +23,8 @@ class _Chat(JsonHandler):
 
 def test_openai_judge_parses_verdicts_and_leaves_malformed_unresolved(monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "local")
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        judge = make_judge("openai:judge-model", base_url=f"http://127.0.0.1:{srv.server_port}/v1")
+    with serving(_Chat) as url:
+        judge = make_judge("openai:judge-model", base_url=f"{url}/v1")
         got = judge.judge([(f"question-{k}", "answer a", "answer b") for k in ("first", "second", "odd")])
-    finally:
-        srv.shutdown()
     assert got[:2] == ["A", "B"]
     assert got[2] is None  # no verdict in the reply: unresolved, never a win for either side

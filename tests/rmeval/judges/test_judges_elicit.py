@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +37,7 @@ from rmeval.judges.inventory import OVERALL, load_inventory
 from rmeval.judges.shards import run_shards
 from rmeval.judges.store import is_store
 from rmeval.judges.tables import load_judgments
-from tests.support import ROOT, JsonHandler, save_tiny_judge
+from tests.support import ROOT, JsonHandler, save_tiny_judge, serving
 
 ATTRS = ["specificity", "verbosity", "harmfulness", "correctness", "empathy"]
 
@@ -218,16 +217,12 @@ class _Endpoint(JsonHandler):
 
 def test_openai_endpoint_with_rate_limit_and_malformed_answers(items, tmp_path):
     _Endpoint.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        judge = EndpointPairJudge("tiny-judge", base_url=f"http://127.0.0.1:{server.server_port}/v1", name="ep",
+    with serving(_Endpoint) as url:
+        judge = EndpointPairJudge("tiny-judge", base_url=f"{url}/v1", name="ep",
                                   concurrency=2, max_retries=3, timeout=10)
         questions = questions_for(load_inventory(names=["verbosity", "harmfulness", "specificity"]))
         sub = items.head(3)
         stats = elicit_shard(sub, judge, questions, tmp_path / "out", progress=False)
-    finally:
-        server.shutdown()
     n = len(sub) * 2 * len(questions)
     assert judge.n_calls == n and len(_Endpoint.requests) == n + 1  # the 429 was retried once
     # "both have merit" is a malformed answer for a letter question... only because it names no letter
@@ -275,16 +270,12 @@ def test_a_reasoning_judge_is_read_at_the_answer_after_its_reasoning(items, tmp_
     from rmeval.backends.endpoint import reasoning_answer
 
     _Reasoner.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Reasoner)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        judge = EndpointPairJudge("r1", base_url=f"http://127.0.0.1:{server.server_port}/v1", name="r1",
+    with serving(_Reasoner) as url:
+        judge = EndpointPairJudge("r1", base_url=f"{url}/v1", name="r1",
                                   reasoning_tokens=2048, timeout=10)
         questions = questions_for(load_inventory(names=["specificity", "verbosity", "harmfulness"]))
         sub = items.head(2)
         stats = elicit_shard(sub, judge, questions, tmp_path / "out", progress=False)
-    finally:
-        server.shutdown()
     n = len(sub) * 2 * len(questions)
     assert len(_Reasoner.requests) == n and {b["max_tokens"] for b in _Reasoner.requests} == {2048}
     j = load_judgments(stats.table).set_index(["item_id", "attribute", "order"])["direction"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from http.server import HTTPServer
 
 import numpy as np
@@ -19,7 +18,7 @@ from rmeval.reproduce.context import Context
 from rmeval.reproduce.recipe import ModelSpec
 from rmeval.reproduce.standins import stand_in_spec
 from rmeval.scoring import load_scorer
-from tests.support import JsonHandler
+from tests.support import JsonHandler, serving
 
 MODELS = [
     ModelSpec(name="clf", hub_id="o/clf", params_b=8),
@@ -120,14 +119,10 @@ def test_a_served_judge_is_read_as_the_expected_digit(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     _Logprobs.digits = {"3": math.log(0.2), "4": math.log(0.5), "5": math.log(0.1)}
-    server = HTTPServer(("127.0.0.1", 0), _Logprobs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        s = EndpointJudgeScorer("judge-70b", base_url=f"http://127.0.0.1:{server.server_port}/v1", concurrency=2)
+    with serving(_Logprobs, HTTPServer) as url:
+        s = EndpointJudgeScorer("judge-70b", base_url=f"{url}/v1", concurrency=2)
         got = s.score([([{"role": "user", "content": "q"}], "an answer"),
                        ([{"role": "user", "content": "q"}], "no digit here")])
-    finally:
-        server.shutdown()
     p = np.array([0.2, 0.5, 0.1]) / 0.8  # the digits' probabilities renormalised over the digits listed
     assert got[0] == pytest.approx(float(p @ np.array([3, 4, 5])))
     assert math.isnan(got[1]) and s.n_malformed == 1
